@@ -1,0 +1,72 @@
+// Package input decodes and validates the request bodies of the Kubernetes
+// API (API.md §1, §2, §5, §6), with no I/O.
+//
+// Each method has a Decode function taking the raw body. Decoding is strict:
+// the body must be exactly one JSON object, with no unknown member, no member
+// given twice, integers written without fraction or exponent, no null where a
+// value is required. Every rule of the seed's tables is then checked, and a
+// rejection is an *errs.Error of kind errs.Invalid listing every broken field
+// by its JSON path (autoscaling.minNodes, taints[3].effect, labels["team"],
+// nodePools[1].zones[0]), or, for a body that is not JSON at all, saying so
+// in its message.
+//
+// What needs stored data is left to the caller, with pure helpers: zones and
+// regions of the account (CheckZones, CreateCluster.CheckPlacement), and a
+// resize against the stored pool (UpdateNodePool.Apply).
+package input
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+)
+
+// MaxBodyBytes is the largest request body the API accepts (1 MiB).
+const MaxBodyBytes = 1 << 20
+
+// ErrBodyTooLarge is the cause of the INVALID_INPUT error for a body over
+// MaxBodyBytes: errors.Is(err, ErrBodyTooLarge) tells the function layer to
+// answer 413 rather than 400.
+var ErrBodyTooLarge = errors.New("request body is larger than 1 MiB")
+
+// ReadBody reads a request body of at most MaxBodyBytes. A larger body is
+// an INVALID_INPUT *errs.Error wrapping ErrBodyTooLarge; a failed read is
+// returned wrapped, as is.
+func ReadBody(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	return b, nil
+}
+
+func tooLarge() *errs.Error {
+	return errs.Wrap(errs.Invalid, ErrBodyTooLarge, "the request body must be at most 1 MiB")
+}
+
+// decode parses body as one JSON object and hands its members to read, which
+// decodes them and runs the checks; the result is every problem found.
+func decode(body []byte, read func(f *fields)) error {
+	if len(body) > MaxBodyBytes {
+		return tooLarge()
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errs.E(errs.Invalid, "the request body is empty: it must be a JSON object")
+	}
+	r := newReport()
+	v, err := parse(body, r)
+	if err != nil {
+		return syntaxError(err)
+	}
+	if _, ok := v.(*object); !ok {
+		return errs.E(errs.Invalid, "the request body must be a JSON object%s", typeSuffix(v))
+	}
+	read(asObject(r, "", v))
+	return r.err()
+}
