@@ -60,7 +60,7 @@ func decode(body []byte, read func(f *fields)) error {
 		return errs.E(errs.Invalid, "the request body is empty: it must be a JSON object")
 	}
 	r := newReport()
-	v, err := parse(body, r)
+	v, err := parse(body)
 	if err != nil {
 		return syntaxError(err)
 	}

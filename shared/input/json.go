@@ -23,16 +23,17 @@ const maxDepth = 16
 type object struct {
 	keys []string
 	vals map[string]any
+	dups []string // keys given more than once
 }
 
 // parse reads body as exactly one JSON value into a tree of nil, bool,
 // json.Number, string, []any and *object. A syntax error, trailing data or
-// too deep a nesting is returned as an error; keys given twice are reported
-// to r and the first value is kept, so the other fields are still checked.
-func parse(body []byte, r *report) (any, error) {
+// too deep a nesting is an error; of a key given twice the first value is
+// kept and the key noted, to be reported with the path of its reader.
+func parse(body []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	v, err := parseValue(dec, "", 0, r)
+	v, err := parseValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func parse(body []byte, r *report) (any, error) {
 	return v, nil
 }
 
-func parseValue(dec *json.Decoder, path string, depth int, r *report) (any, error) {
+func parseValue(dec *json.Decoder, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nested more than %d levels deep", maxDepth)
 	}
@@ -66,13 +67,12 @@ func parseValue(dec *json.Decoder, path string, depth int, r *report) (any, erro
 			if !ok {
 				return nil, fmt.Errorf("object key %v is not a string", kt)
 			}
-			p := keyPath(path, key)
-			v, err := parseValue(dec, p, depth+1, r)
+			v, err := parseValue(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}
 			if _, dup := o.vals[key]; dup {
-				r.add(p, "is given more than once")
+				o.dups = append(o.dups, key)
 				continue
 			}
 			o.keys = append(o.keys, key)
@@ -84,8 +84,8 @@ func parseValue(dec *json.Decoder, path string, depth int, r *report) (any, erro
 		return o, nil
 	case '[':
 		var a []any
-		for i := 0; dec.More(); i++ {
-			v, err := parseValue(dec, indexPath(path, i), depth+1, r)
+		for dec.More() {
+			v, err := parseValue(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -180,6 +180,9 @@ func asObject(r *report, path string, v any) *fields {
 	if !ok {
 		r.broke(path, "must be an object"+typeSuffix(v))
 		return nil
+	}
+	for _, k := range o.dups {
+		r.add(keyPath(path, k), duplicate)
 	}
 	return &fields{r: r, path: path, obj: o, used: map[string]bool{}}
 }
@@ -344,6 +347,9 @@ func (f *fields) stringMap(key string) map[string]string {
 		f.r.broke(p, "must be an object of strings"+typeSuffix(v))
 		return nil
 	}
+	for _, k := range o.dups {
+		f.r.add(mapPath(p, k), duplicate)
+	}
 	out := make(map[string]string, len(o.keys))
 	for _, k := range o.keys {
 		s, ok := o.vals[k].(string)
@@ -363,6 +369,8 @@ func (f *fields) rest(why func(key string) string) {
 		}
 	}
 }
+
+const duplicate = "is given more than once"
 
 // unknown is the reason for a member no method takes.
 func unknown(string) string { return "unknown field" }
