@@ -1,0 +1,258 @@
+package gke
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// CreateCluster creates a cluster and its node pools: PROVISIONING until
+// the CREATE_CLUSTER operation ends, then RUNNING (ERROR if a pool could
+// not be brought up).
+func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateClusterRequest) (*containerpb.Operation, error) {
+	parent, err := parseParent(req.Parent, req.ProjectId, req.Zone)
+	if err != nil {
+		return nil, err
+	}
+	if req.Cluster == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "Required field cluster not set.")
+	}
+	in := proto.Clone(req.Cluster).(*containerpb.Cluster)
+	if !nameRE.MatchString(in.Name) {
+		return nil, status.Errorf(codes.InvalidArgument, "Invalid cluster name %q: must be 1 to 40 lowercase letters, digits or hyphens, start with a letter and not end with a hyphen.", in.Name)
+	}
+	region, _, ok := regionOf(parent.location)
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "Location %q does not exist or is not a GKE location.", parent.location)
+	}
+	autopilot := in.Autopilot != nil && in.Autopilot.Enabled
+	switch {
+	case autopilot && (len(in.NodePools) > 0 || in.InitialNodeCount > 0):
+		return nil, status.Errorf(codes.InvalidArgument, "Autopilot clusters cannot have node pools or an initial_node_count.")
+	case len(in.NodePools) > 0 && (in.InitialNodeCount > 0 || in.NodeConfig != nil):
+		return nil, status.Errorf(codes.InvalidArgument, "Cannot specify both node_pools and initial_node_count or node_config.")
+	case !autopilot && len(in.NodePools) == 0 && in.InitialNodeCount <= 0:
+		return nil, status.Errorf(codes.InvalidArgument, "Cluster.initial_node_count must be greater than zero.")
+	case !autopilot && len(in.NodePools) == 0:
+		// The legacy form: GKE turns it into a pool named default-pool.
+		in.NodePools = []*containerpb.NodePool{{Name: "default-pool", InitialNodeCount: in.InitialNodeCount, Config: in.NodeConfig}}
+	}
+	if len(in.Locations) == 0 {
+		in.Locations = defaultZones(parent.location)
+	} else if err := checkLocations(in.Name, region, in.Locations); err != nil {
+		return nil, err
+	}
+	if in.ReleaseChannel == nil {
+		in.ReleaseChannel = &containerpb.ReleaseChannel{Channel: containerpb.ReleaseChannel_REGULAR}
+	}
+	def := s.versions[in.ReleaseChannel.Channel]
+	if def == "" {
+		def = s.versions[containerpb.ReleaseChannel_REGULAR]
+	}
+	version, err := resolveVersion(in.InitialClusterVersion, def)
+	if err != nil {
+		return nil, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	k := clusterKey{parent.project, parent.location, in.Name}
+	if s.clusters[k] != nil {
+		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s.", k)
+	}
+	now := s.now()
+	s.endpoints++
+	c := &cluster{key: k, region: region, pools: map[string]*nodePool{}}
+	reqPools := in.NodePools
+	in.NodePools = nil
+	in.Id = randomHex(16)
+	in.SelfLink = apiBase + k.String()
+	in.Zone = parent.location
+	in.Location = parent.location
+	in.CreateTime = timestamp(now)
+	in.Endpoint = fmt.Sprintf("203.0.113.%d", (s.endpoints-1)%254+1)
+	in.InitialClusterVersion = version
+	in.CurrentMasterVersion = version
+	in.InitialNodeCount = 0
+	in.NodeConfig = nil
+	in.Etag = randomHex(8)
+	c.pb = in
+	for _, p := range reqPools {
+		np, err := newPool(c, p)
+		if err != nil {
+			return nil, err
+		}
+		if c.pools[np.pb.Name] != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "Node pool %q is specified more than once.", np.pb.Name)
+		}
+		c.pools[np.pb.Name] = np
+		c.order = append(c.order, np.pb.Name)
+	}
+	s.clusters[k] = c
+	op := s.startOp("CreateCluster", c, containerpb.Operation_CREATE_CLUSTER, "")
+	var fates []fate
+	var first *fate
+	for _, name := range c.order {
+		np := c.pools[name]
+		f := s.planNodes(c, np, perZone(np.pb.Locations, np.pb.InitialNodeCount), true)
+		fates = append(fates, f)
+		if f.fail != nil && first == nil {
+			first = &fates[len(fates)-1]
+		}
+	}
+	injected := op.fail != nil
+	if !injected && first != nil {
+		op.fail = rpcStatus(codes.Code(first.fail.Code), "Node pool %q: %s", first.np.pb.Name, first.fail.Message)
+	}
+	op.onDone = func() {
+		for _, f := range fates {
+			f.apply()
+		}
+	}
+	op.onFail = func() {
+		if c.gone {
+			return
+		}
+		c.errMsg = op.fail.Message
+		if !injected {
+			op.onDone()
+			return
+		}
+		for _, np := range c.pools {
+			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
+		}
+	}
+	s.refresh(c)
+	s.log.Info("Creating cluster", "cluster", k.String(), "id", in.Id, "pools", len(c.order))
+	return opOut(op), nil
+}
+
+// GetCluster returns a copy of the cluster with its node pools.
+func (s *GServer) GetCluster(_ context.Context, req *containerpb.GetClusterRequest) (*containerpb.Cluster, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	return clusterOut(c), nil
+}
+
+// ListClusters lists the project's clusters in one location, or in all
+// with location "-", ordered by location then name.
+func (s *GServer) ListClusters(_ context.Context, req *containerpb.ListClustersRequest) (*containerpb.ListClustersResponse, error) {
+	p, err := parseParent(req.Parent, req.ProjectId, req.Zone)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, ok := regionOf(p.location); !ok && p.location != "-" {
+		return nil, status.Errorf(codes.InvalidArgument, "Location %q does not exist or is not a GKE location.", p.location)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	var cs []*cluster
+	for k, c := range s.clusters {
+		if k.project == p.project && (p.location == "-" || k.location == p.location) {
+			cs = append(cs, c)
+		}
+	}
+	slices.SortFunc(cs, func(a, b *cluster) int { return strings.Compare(a.key.String(), b.key.String()) })
+	resp := &containerpb.ListClustersResponse{}
+	for _, c := range cs {
+		resp.Clusters = append(resp.Clusters, clusterOut(c))
+	}
+	return resp, nil
+}
+
+// DeleteCluster deletes a cluster and its node pools: STOPPING until the
+// DELETE_CLUSTER operation ends, then gone (GetCluster is NOT_FOUND).
+func (s *GServer) DeleteCluster(_ context.Context, req *containerpb.DeleteClusterRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp("DeleteCluster", c, containerpb.Operation_DELETE_CLUSTER, "")
+	before := map[*nodePool][2]any{}
+	for _, np := range c.pools {
+		before[np] = [2]any{np.pb.Status, np.pb.StatusMessage}
+		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_STOPPING, ""
+	}
+	op.onDone = func() { s.removeCluster(c) }
+	op.onFail = func() {
+		for np, b := range before {
+			np.pb.Status, np.pb.StatusMessage = b[0].(containerpb.NodePool_Status), b[1].(string)
+		}
+	}
+	s.refresh(c)
+	s.log.Info("Deleting cluster", "cluster", k.String())
+	return opOut(op), nil
+}
+
+// UpdateMaster upgrades the control plane: RECONCILING until the
+// UPGRADE_MASTER operation ends, then at the new version. A downgrade is
+// refused.
+func (s *GServer) UpdateMaster(_ context.Context, req *containerpb.UpdateMasterRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	op, err := s.upgradeMaster("UpdateMaster", k, req.MasterVersion)
+	if err != nil {
+		return nil, err
+	}
+	return opOut(op), nil
+}
+
+// upgradeMaster starts an UPGRADE_MASTER operation. Must be called with
+// the lock held.
+func (s *GServer) upgradeMaster(rpc string, k clusterKey, version string) (*operation, error) {
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	v, err := resolveVersion(version, s.versions[containerpb.ReleaseChannel_RAPID])
+	if err != nil {
+		return nil, err
+	}
+	if compareVersions(v, c.pb.CurrentMasterVersion) < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "Master version %q is older than the current version %q: downgrades are not supported.", v, c.pb.CurrentMasterVersion)
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp(rpc, c, containerpb.Operation_UPGRADE_MASTER, "")
+	op.onDone = func() {
+		if !c.gone {
+			c.pb.CurrentMasterVersion = v
+		}
+	}
+	s.refresh(c)
+	s.log.Info("Upgrading master", "cluster", k.String(), "version", v)
+	return op, nil
+}

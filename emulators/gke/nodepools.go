@@ -1,0 +1,305 @@
+package gke
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// CreateNodePool adds a node pool: PROVISIONING until the CREATE_NODE_POOL
+// operation ends, then RUNNING with initial_node_count nodes per zone.
+// What GKE checks up front (name, machine type, accelerators, disks,
+// zones, autoscaling bounds) is refused with INVALID_ARGUMENT; a machine
+// type a zone does not offer, a stockout or an injected failure make the
+// operation end with an error and the pool ERROR or RUNNING_WITH_ERROR.
+func (s *GServer) CreateNodePool(_ context.Context, req *containerpb.CreateNodePoolRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Parent, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if c.pb.Autopilot != nil && c.pb.Autopilot.Enabled {
+		return nil, status.Errorf(codes.FailedPrecondition, "Node pools cannot be created in Autopilot cluster %q.", k.cluster)
+	}
+	np, err := newPool(c, req.NodePool)
+	if err != nil {
+		return nil, err
+	}
+	if c.pools[np.pb.Name] != nil {
+		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s/nodePools/%s.", k, np.pb.Name)
+	}
+	if err := s.busy(c, np.pb.Name); err != nil {
+		return nil, err
+	}
+	c.pools[np.pb.Name] = np
+	c.order = append(c.order, np.pb.Name)
+	op := s.startOp("CreateNodePool", c, containerpb.Operation_CREATE_NODE_POOL, np.pb.Name)
+	f := s.planNodes(c, np, perZone(np.pb.Locations, np.pb.InitialNodeCount), true)
+	injected := op.fail != nil
+	if !injected {
+		op.fail = f.fail
+	}
+	op.onDone = f.apply
+	op.onFail = func() {
+		if !injected {
+			f.apply()
+		} else if !np.gone {
+			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
+		}
+	}
+	s.refresh(c)
+	s.log.Info("Creating node pool", "nodePool", k.String()+"/nodePools/"+np.pb.Name, "machineType", np.pb.Config.MachineType)
+	return opOut(op), nil
+}
+
+// GetNodePool returns a copy of the node pool.
+func (s *GServer) GetNodePool(_ context.Context, req *containerpb.GetNodePoolRequest) (*containerpb.NodePool, error) {
+	k, err := parsePool(req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, np, err := s.pool(k)
+	if err != nil {
+		return nil, err
+	}
+	return poolOut(c, np), nil
+}
+
+// ListNodePools lists the cluster's node pools in creation order.
+func (s *GServer) ListNodePools(_ context.Context, req *containerpb.ListNodePoolsRequest) (*containerpb.ListNodePoolsResponse, error) {
+	k, err := parseCluster(req.Parent, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	return &containerpb.ListNodePoolsResponse{NodePools: clusterOut(c).NodePools}, nil
+}
+
+// DeleteNodePool deletes a node pool: STOPPING until the DELETE_NODE_POOL
+// operation ends, then gone.
+func (s *GServer) DeleteNodePool(_ context.Context, req *containerpb.DeleteNodePoolRequest) (*containerpb.Operation, error) {
+	return s.poolOp("DeleteNodePool", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_DELETE_NODE_POOL,
+		containerpb.NodePool_STOPPING, nil,
+		func(c *cluster, np *nodePool) func() {
+			return func() {
+				if !np.gone {
+					s.removePool(c, np)
+				}
+			}
+		})
+}
+
+// SetNodePoolSize sets the node count per zone: RECONCILING until the
+// SET_NODE_POOL_SIZE operation ends. initial_node_count is unchanged, as
+// in GKE; Server.NodeCounts shows the current size.
+func (s *GServer) SetNodePoolSize(_ context.Context, req *containerpb.SetNodePoolSizeRequest) (*containerpb.Operation, error) {
+	if req.NodeCount < 0 || req.NodeCount > maxNodesPerZone {
+		return nil, status.Errorf(codes.InvalidArgument, "node_count %d is out of range [0, %d].", req.NodeCount, maxNodesPerZone)
+	}
+	var f fate
+	return s.poolOp("SetNodePoolSize", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_SET_NODE_POOL_SIZE,
+		containerpb.NodePool_RECONCILING,
+		func(c *cluster, np *nodePool, op *operation) {
+			f = s.planNodes(c, np, perZone(np.pb.Locations, req.NodeCount), false)
+			if op.fail == nil {
+				op.fail = f.fail
+				op.onFail = f.apply
+			}
+		},
+		func(c *cluster, np *nodePool) func() { return f.apply })
+}
+
+// SetNodePoolAutoscaling changes the autoscaling settings: RECONCILING
+// until the operation (UPDATE_CLUSTER, as GKE reports it) ends. Enabling
+// it moves a size outside the new bounds to the nearest bound when the
+// operation ends, as the cluster autoscaler soon would.
+func (s *GServer) SetNodePoolAutoscaling(_ context.Context, req *containerpb.SetNodePoolAutoscalingRequest) (*containerpb.Operation, error) {
+	if req.Autoscaling == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "Required field autoscaling not set.")
+	}
+	a := &containerpb.NodePoolAutoscaling{}
+	if req.Autoscaling.Enabled {
+		a = proto.Clone(req.Autoscaling).(*containerpb.NodePoolAutoscaling)
+	}
+	return s.poolOp("SetNodePoolAutoscaling", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_UPDATE_CLUSTER,
+		containerpb.NodePool_RECONCILING, nil,
+		func(c *cluster, np *nodePool) func() {
+			return func() {
+				if np.gone {
+					return
+				}
+				np.pb.Autoscaling = a
+				if a.Enabled {
+					for z, n := range np.nodes {
+						np.nodes[z] = min(max(n, a.MinNodeCount), a.MaxNodeCount)
+					}
+				}
+				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+			}
+		},
+		func(_ *cluster, np *nodePool) error { return checkAutoscaling(np.pb.Name, a) })
+}
+
+// updatable are the UpdateNodePool fields the emulator applies; any other
+// field set in a request is refused.
+var updatable = map[protoreflect.Name]bool{
+	"project_id": true, "zone": true, "cluster_id": true, "node_pool_id": true, "name": true,
+	"node_version": true, "locations": true, "labels": true, "taints": true, "etag": true,
+}
+
+// UpdateNodePool changes a node pool's version, locations, Kubernetes
+// labels or taints: RECONCILING until the operation (UPGRADE_NODES for a
+// version change, UPDATE_CLUSTER otherwise) ends. Other fields are refused
+// with INVALID_ARGUMENT, as is a request that changes nothing.
+func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodePoolRequest) (*containerpb.Operation, error) {
+	var refused []string
+	req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !updatable[fd.Name()] {
+			refused = append(refused, string(fd.Name()))
+		}
+		return true
+	})
+	if len(refused) > 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: updating %v is not supported by this emulator; it supports node_version, locations, labels and taints.", refused)
+	}
+	if req.NodeVersion == "" && len(req.Locations) == 0 && req.Labels == nil && req.Taints == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: the request changes nothing; set node_version, locations, labels or taints.")
+	}
+	typ := containerpb.Operation_UPDATE_CLUSTER
+	if req.NodeVersion != "" {
+		typ = containerpb.Operation_UPGRADE_NODES
+	}
+	var version string
+	var f fate
+	return s.poolOp("UpdateNodePool", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, typ,
+		containerpb.NodePool_RECONCILING,
+		func(c *cluster, np *nodePool, op *operation) {
+			f = fate{np: np, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(np.nodes)}
+			if len(req.Locations) > 0 {
+				// A new zone gets as many nodes as the pool's zones have now.
+				var n int32
+				for _, z := range np.pb.Locations {
+					n = max(n, np.nodes[z])
+				}
+				f.nodes = map[string]int32{}
+				for _, z := range req.Locations {
+					f.nodes[z] = n
+					if old, ok := np.nodes[z]; ok {
+						f.nodes[z] = old
+					}
+				}
+			}
+		},
+		func(c *cluster, np *nodePool) func() {
+			return func() {
+				if np.gone {
+					return
+				}
+				if version != "" {
+					np.pb.Version = version
+				}
+				if len(req.Locations) > 0 {
+					np.pb.Locations = slices.Clone(req.Locations)
+				}
+				if req.Labels != nil {
+					np.pb.Config.Labels = maps.Clone(req.Labels.Labels)
+				}
+				if req.Taints != nil {
+					np.pb.Config.Taints = nil
+					for _, t := range req.Taints.Taints {
+						np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
+					}
+				}
+				f.apply()
+				np.pb.Etag = randomHex(8)
+			}
+		},
+		func(c *cluster, np *nodePool) error {
+			if req.NodeVersion != "" {
+				v, err := resolveVersion(req.NodeVersion, c.pb.CurrentMasterVersion)
+				if err != nil {
+					return err
+				}
+				if compareVersions(v, c.pb.CurrentMasterVersion) > 0 {
+					return status.Errorf(codes.InvalidArgument, "Node pool %q: node version %q must not be newer than the master version %q.", np.pb.Name, v, c.pb.CurrentMasterVersion)
+				}
+				version = v
+			}
+			if len(req.Locations) > 0 {
+				if err := checkLocations(np.pb.Name, c.region, req.Locations); err != nil {
+					return err
+				}
+			}
+			if req.Taints != nil {
+				cfg := &containerpb.NodeConfig{MachineType: np.pb.Config.MachineType, DiskType: np.pb.Config.DiskType, DiskSizeGb: np.pb.Config.DiskSizeGb, Taints: req.Taints.Taints}
+				if err := checkNodeConfig(np.pb.Name, cfg); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// poolOp runs the common shape of a node pool operation: resolve the pool,
+// run the optional checks, refuse if busy, start the operation with the
+// pool in status during, let setup see the operation, and wire done (and,
+// unless setup chose one, a failure that restores the pool's status).
+func (s *GServer) poolOp(rpc, name, project, zone, clusterID, poolID string, typ containerpb.Operation_Type, during containerpb.NodePool_Status,
+	setup func(*cluster, *nodePool, *operation), done func(*cluster, *nodePool) func(), checks ...func(*cluster, *nodePool) error) (*containerpb.Operation, error) {
+	k, err := parsePool(name, project, zone, clusterID, poolID)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, np, err := s.pool(k)
+	if err != nil {
+		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(c, np); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.busy(c, k.pool); err != nil {
+		return nil, err
+	}
+	op := s.startOp(rpc, c, typ, k.pool)
+	prevStatus, prevMsg := np.pb.Status, np.pb.StatusMessage
+	op.onFail = func() {
+		if !np.gone {
+			np.pb.Status, np.pb.StatusMessage = prevStatus, prevMsg
+		}
+	}
+	if setup != nil {
+		setup(c, np, op)
+	}
+	op.onDone = done(c, np)
+	np.pb.Status, np.pb.StatusMessage = during, ""
+	s.refresh(c)
+	s.log.Info(fmt.Sprintf("Starting %s", rpc), "nodePool", k.String(), "operation", op.pb.Name)
+	return opOut(op), nil
+}

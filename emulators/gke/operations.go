@@ -1,0 +1,109 @@
+package gke
+
+import (
+	"context"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// GetOperation returns a copy of the operation, RUNNING or DONE by the
+// injected clock. A lost operation is NOT_FOUND.
+func (s *GServer) GetOperation(_ context.Context, req *containerpb.GetOperationRequest) (*containerpb.Operation, error) {
+	p, id, err := parseOperation(req.Name, req.ProjectId, req.Zone, req.OperationId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	op, err := s.operation(p, id)
+	if err != nil {
+		return nil, err
+	}
+	return opOut(op), nil
+}
+
+// operation finds an operation that is not lost, in p's project and
+// location ("-" matches any). Must be called with the lock held.
+func (s *GServer) operation(p parentKey, id string) (*operation, error) {
+	op := s.ops[id]
+	if op == nil || op.lost || op.parent.project != p.project || (p.location != "-" && op.parent.location != p.location) {
+		return nil, status.Errorf(codes.NotFound, "Not found: %s/operations/%s.", p, id)
+	}
+	return op, nil
+}
+
+// ListOperations lists the operations (running and done, not lost) of the
+// project in one location, or all with "-", oldest first.
+func (s *GServer) ListOperations(_ context.Context, req *containerpb.ListOperationsRequest) (*containerpb.ListOperationsResponse, error) {
+	p, err := parseParent(req.Parent, req.ProjectId, req.Zone)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	resp := &containerpb.ListOperationsResponse{}
+	for _, op := range s.opList {
+		if !op.lost && op.parent.project == p.project && (p.location == "-" || op.parent.location == p.location) {
+			resp.Operations = append(resp.Operations, opOut(op))
+		}
+	}
+	return resp, nil
+}
+
+// CancelOperation ends a running operation at once with CANCELLED and
+// without its effects: the resource returns to its status before the
+// operation, except that a cancelled create leaves the cluster or node
+// pool in ERROR. A finished operation cannot be cancelled
+// (FAILED_PRECONDITION).
+func (s *GServer) CancelOperation(_ context.Context, req *containerpb.CancelOperationRequest) (*emptypb.Empty, error) {
+	p, id, err := parseOperation(req.Name, req.ProjectId, req.Zone, req.OperationId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	op, err := s.operation(p, id)
+	if err != nil {
+		return nil, err
+	}
+	if op.pb.Status == containerpb.Operation_DONE {
+		return nil, status.Errorf(codes.FailedPrecondition, "Operation %s is already done and cannot be cancelled.", id)
+	}
+	// A cancelled operation fails like an injected failure would: with
+	// the restore-or-ERROR behaviour of its onFail. The create handlers
+	// only apply their planned fate when the failure is theirs, so give
+	// them a failure they did not plan.
+	op.fail = rpcStatus(codes.Canceled, "Operation %s was cancelled.", id)
+	if op.pb.OperationType == containerpb.Operation_CREATE_NODE_POOL || op.pb.OperationType == containerpb.Operation_CREATE_CLUSTER {
+		op.onFail = s.cancelledCreate(op)
+	}
+	op.end = s.now()
+	s.finish(op)
+	return &emptypb.Empty{}, nil
+}
+
+// cancelledCreate leaves what a cancelled create made in ERROR. Must be
+// called with the lock held.
+func (s *GServer) cancelledCreate(op *operation) func() {
+	return func() {
+		c, msg := op.c, op.fail.Message
+		if op.pool == "" {
+			if !c.gone {
+				c.errMsg = msg
+			}
+			for _, np := range c.pools {
+				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, msg
+			}
+			return
+		}
+		if np := c.pools[op.pool]; np != nil {
+			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, msg
+		}
+	}
+}

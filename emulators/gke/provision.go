@@ -1,0 +1,137 @@
+package gke
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// nameRE is GKE's rule for cluster and node pool names.
+var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
+
+// newPool validates a requested node pool for cluster c (whose region,
+// default locations and master version are given) and builds its stored
+// state, PROVISIONING with no nodes yet.
+func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
+	if req == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "Required field node_pool not set.")
+	}
+	pb := proto.Clone(req).(*containerpb.NodePool)
+	if !nameRE.MatchString(pb.Name) {
+		return nil, status.Errorf(codes.InvalidArgument, "Invalid node pool name %q: must be 1 to 40 lowercase letters, digits or hyphens, start with a letter and not end with a hyphen.", pb.Name)
+	}
+	if pb.InitialNodeCount < 0 || pb.InitialNodeCount > maxNodesPerZone {
+		return nil, status.Errorf(codes.InvalidArgument, "Node pool %q: initial_node_count %d is out of range [0, %d].", pb.Name, pb.InitialNodeCount, maxNodesPerZone)
+	}
+	if err := checkAutoscaling(pb.Name, pb.Autoscaling); err != nil {
+		return nil, err
+	}
+	if pb.Config == nil {
+		pb.Config = &containerpb.NodeConfig{}
+	}
+	if err := checkNodeConfig(pb.Name, pb.Config); err != nil {
+		return nil, err
+	}
+	if len(pb.Locations) == 0 {
+		pb.Locations = slices.Clone(c.pb.Locations)
+	}
+	if err := checkLocations(pb.Name, c.region, pb.Locations); err != nil {
+		return nil, err
+	}
+	v, err := resolveVersion(pb.Version, c.pb.CurrentMasterVersion)
+	if err != nil {
+		return nil, err
+	}
+	if compareVersions(v, c.pb.CurrentMasterVersion) > 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "Node pool %q: node version %q must not be newer than the master version %q.", pb.Name, v, c.pb.CurrentMasterVersion)
+	}
+	pb.Version = v
+	pb.SelfLink = apiBase + c.key.String() + "/nodePools/" + pb.Name
+	pb.Status = containerpb.NodePool_PROVISIONING
+	pb.StatusMessage = ""
+	pb.InstanceGroupUrls = nil
+	pb.Etag = randomHex(8)
+	if pb.Management == nil {
+		pb.Management = &containerpb.NodeManagement{AutoUpgrade: true, AutoRepair: true}
+	}
+	return &nodePool{pb: pb, uid: randomHex(4), nodes: map[string]int32{}}, nil
+}
+
+// checkAutoscaling refuses bounds GKE refuses.
+func checkAutoscaling(pool string, a *containerpb.NodePoolAutoscaling) error {
+	if a == nil || !a.Enabled {
+		return nil
+	}
+	if a.TotalMinNodeCount != 0 || a.TotalMaxNodeCount != 0 {
+		return status.Errorf(codes.InvalidArgument, "Node pool %q: total_min_node_count and total_max_node_count are not supported by this emulator; use min_node_count and max_node_count.", pool)
+	}
+	if a.MinNodeCount < 0 || a.MaxNodeCount < 1 || a.MaxNodeCount > maxNodesPerZone || a.MinNodeCount > a.MaxNodeCount {
+		return status.Errorf(codes.InvalidArgument, "Node pool %q: invalid autoscaling bounds: min_node_count %d, max_node_count %d; want 0 <= min <= max, 1 <= max <= %d.", pool, a.MinNodeCount, a.MaxNodeCount, maxNodesPerZone)
+	}
+	return nil
+}
+
+// fate is what an operation that brings up nodes will have done to a node
+// pool when it ends. It is decided when the operation starts, which is
+// when the injected faults are consumed.
+type fate struct {
+	np     *nodePool
+	fail   *spb.Status // nil when every node came up
+	status containerpb.NodePool_Status
+	msg    string
+	nodes  map[string]int32
+}
+
+// planNodes decides the fate of np when an operation asks for target nodes
+// per zone. A create fails on a zone that lacks the machine type; a zone
+// with a stockout pending keeps its current count. Must be called with the
+// lock held.
+func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, create bool) fate {
+	f := fate{np: np, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(target)}
+	if create {
+		if z := missingZone(np.pb.Config.MachineType, np.pb.Locations); z != "" {
+			msg := fmt.Sprintf("Machine type %q is not available in zone %q.", np.pb.Config.MachineType, z)
+			f.fail = rpcStatus(codes.InvalidArgument, "%s", msg)
+			f.status, f.msg, f.nodes = containerpb.NodePool_ERROR, msg, map[string]int32{}
+			return f
+		}
+	}
+	for _, z := range np.pb.Locations {
+		if target[z] <= np.nodes[z] || s.stockouts[z] == 0 {
+			continue
+		}
+		s.stockouts[z]--
+		f.nodes[z] = np.nodes[z]
+		msg := fmt.Sprintf("Instance group in zone %q could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request. Try a different zone, or try again later.", z, c.key.project, z)
+		if f.fail == nil {
+			f.fail = rpcStatus(codes.ResourceExhausted, "%s", msg)
+			f.status, f.msg = containerpb.NodePool_RUNNING_WITH_ERROR, msg
+		}
+	}
+	return f
+}
+
+// apply makes the fate real unless the pool has gone meanwhile.
+func (f fate) apply() {
+	if f.np.gone {
+		return
+	}
+	f.np.pb.Status, f.np.pb.StatusMessage = f.status, f.msg
+	f.np.nodes = maps.Clone(f.nodes)
+}
+
+// perZone returns n nodes in each of zones.
+func perZone(zones []string, n int32) map[string]int32 {
+	m := map[string]int32{}
+	for _, z := range zones {
+		m[z] = n
+	}
+	return m
+}

@@ -1,0 +1,234 @@
+package gke
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"path"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultOperationTime is how long an operation stays RUNNING unless
+// WithOperationTime says otherwise.
+const DefaultOperationTime = 3 * time.Second
+
+// Option configures a Server.
+type Option func(*config)
+
+type config struct {
+	addr     string
+	now      func() time.Time
+	opTime   time.Duration
+	log      *slog.Logger
+	versions map[containerpb.ReleaseChannel_Channel]string
+}
+
+// WithAddress makes the server listen on addr (host:port) instead of
+// 127.0.0.1:0.
+func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithNow replaces time.Now. Operations complete when this clock passes
+// their end, checked on every call, so a fake clock makes a test fully
+// deterministic. now must be safe for concurrent use.
+func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithOperationTime sets how long every operation stays RUNNING
+// (DefaultOperationTime otherwise). Zero makes operations DONE on the
+// first read after they start.
+func WithOperationTime(d time.Duration) Option { return func(c *config) { c.opTime = d } }
+
+// WithLogger sends the server's logs to l (discarded otherwise).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithVersions replaces DefaultVersions: the master version a new cluster
+// of each release channel gets.
+func WithVersions(v map[containerpb.ReleaseChannel_Channel]string) Option {
+	return func(c *config) { c.versions = maps.Clone(v) }
+}
+
+// Server is an in-process GKE emulator serving
+// google.container.v1.ClusterManager over gRPC. Its methods other than
+// the RPCs seed, inspect and break its state for tests; all are safe for
+// concurrent use.
+type Server struct {
+	// GServer implements the RPCs; tests normally use Server's helpers.
+	GServer *GServer
+	srv     *grpc.Server
+	lis     net.Listener
+}
+
+// GServer implements containerpb.ClusterManagerServer. RPCs it does not
+// implement answer UNIMPLEMENTED.
+type GServer struct {
+	containerpb.UnimplementedClusterManagerServer
+
+	now      func() time.Time
+	opTime   time.Duration
+	log      *slog.Logger
+	versions map[containerpb.ReleaseChannel_Channel]string
+
+	mu        sync.Mutex
+	clusters  map[clusterKey]*cluster
+	ops       map[string]*operation // by operation ID
+	opList    []*operation          // every operation, oldest first
+	running   []*operation
+	seq       int
+	endpoints int
+	calls     map[string]int
+	faults    map[string]*rpcFault
+	opFaults  map[string][]*spb.Status
+	loseNext  map[string]int
+	stockouts map[string]int // zone → operations still to stock out
+}
+
+var _ containerpb.ClusterManagerServer = (*GServer)(nil)
+
+// rpcFault is what is injected into one RPC: an error for the next n
+// calls, and a delay before every call.
+type rpcFault struct {
+	n       int
+	err     error
+	latency time.Duration
+}
+
+// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddress).
+// Close it when done.
+func NewServer(opts ...Option) (*Server, error) {
+	cfg := config{addr: "127.0.0.1:0", now: time.Now, opTime: DefaultOperationTime, versions: DefaultVersions}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+	for _, ch := range []containerpb.ReleaseChannel_Channel{containerpb.ReleaseChannel_RAPID, containerpb.ReleaseChannel_REGULAR, containerpb.ReleaseChannel_STABLE, containerpb.ReleaseChannel_EXTENDED} {
+		if !versionRE.MatchString(cfg.versions[ch]) {
+			return nil, fmt.Errorf("gke: version %q of channel %v: want a full version like 1.33.4-gke.1000", cfg.versions[ch], ch)
+		}
+	}
+	gs := &GServer{
+		now:       cfg.now,
+		opTime:    cfg.opTime,
+		log:       cfg.log,
+		versions:  cfg.versions,
+		clusters:  map[clusterKey]*cluster{},
+		ops:       map[string]*operation{},
+		calls:     map[string]int{},
+		faults:    map[string]*rpcFault{},
+		opFaults:  map[string][]*spb.Status{},
+		loseNext:  map[string]int{},
+		stockouts: map[string]int{},
+	}
+	lis, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("gke: listen on %s: %w", cfg.addr, err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(gs.intercept))
+	containerpb.RegisterClusterManagerServer(srv, gs)
+	go func() {
+		if err := srv.Serve(lis); err != nil {
+			gs.log.Warn("GKE emulator stopped serving", "err", err)
+		}
+	}()
+	gs.log.Info("GKE emulator listening", "addr", lis.Addr().String())
+	return &Server{GServer: gs, srv: srv, lis: lis}, nil
+}
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Close stops the server at once, failing calls in flight.
+func (s *Server) Close() error {
+	s.srv.Stop()
+	return nil
+}
+
+// intercept counts every call and applies the faults injected for it
+// before the handler runs.
+func (s *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	rpc := path.Base(info.FullMethod)
+	s.mu.Lock()
+	s.calls[rpc]++
+	var latency time.Duration
+	var err error
+	if f := s.faults[rpc]; f != nil {
+		latency = f.latency
+		if f.n > 0 {
+			f.n--
+			err = f.err
+		}
+	}
+	s.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// FailNext makes the next n calls of rpc (a method name such as
+// "CreateNodePool") fail with code and msg, before they touch any state.
+// It replaces an earlier FailNext of the same rpc. The official client
+// retries some codes (UNAVAILABLE, DEADLINE_EXCEEDED on reads), and every
+// attempt consumes one of the n.
+func (s *Server) FailNext(rpc string, n int, code codes.Code, msg string) {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.fault(rpc)
+	f.n, f.err = n, status.Error(code, msg)
+}
+
+// SetLatency delays every later call of rpc by d (0 removes the delay).
+// The delay is real time, outside the lock, and ends early if the caller
+// gives up.
+func (s *Server) SetLatency(rpc string, d time.Duration) {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fault(rpc).latency = d
+}
+
+// fault returns rpc's fault record. Must be called with the lock held.
+func (s *GServer) fault(rpc string) *rpcFault {
+	f := s.faults[rpc]
+	if f == nil {
+		f = &rpcFault{}
+		s.faults[rpc] = f
+	}
+	return f
+}
+
+// Calls is how many times rpc (a method name such as "GetCluster") was
+// called, including calls that failed or were refused.
+func (s *Server) Calls(rpc string) int {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[rpc]
+}
+
+// ResetCalls sets every call counter back to zero.
+func (s *Server) ResetCalls() {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.calls)
+}

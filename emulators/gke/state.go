@@ -1,0 +1,286 @@
+package gke
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	apiBase     = "https://container.googleapis.com/v1/"
+	computeBase = "https://www.googleapis.com/compute/v1/"
+	// maxConcurrentOps is GKE's per-cluster quota of running operations.
+	maxConcurrentOps = 5
+)
+
+// cluster is the stored state of one cluster.
+type cluster struct {
+	key    clusterKey
+	region string
+	pb     *containerpb.Cluster // NodePools is always nil; pools holds them
+	pools  map[string]*nodePool
+	order  []string // pool names in creation order
+	// running holds the cluster's unfinished operations, oldest first.
+	running []*operation
+	// errMsg, when set, makes the cluster ERROR (a failed create).
+	errMsg string
+	gone   bool
+}
+
+// nodePool is the stored state of one node pool.
+type nodePool struct {
+	pb    *containerpb.NodePool
+	uid   string
+	nodes map[string]int32 // zone → current node count
+	gone  bool
+}
+
+// operation is one long-running operation. It is RUNNING until end and
+// completes lazily, the first time any call observes the clock past end.
+type operation struct {
+	pb           *containerpb.Operation
+	parent       parentKey
+	c            *cluster
+	pool         string // "" for cluster-level operations
+	clusterLevel bool
+	seq          int
+	end          time.Time
+	lost         bool
+	// fail, decided when the operation starts, makes it end with an
+	// error: onFail runs instead of onDone.
+	fail   *spb.Status
+	onDone func()
+	onFail func()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// settle completes every operation whose time has come, in the order they
+// end. Must be called with the lock held; every RPC and helper calls it
+// first, so completion is a pure function of the injected clock.
+func (s *GServer) settle() {
+	now := s.now()
+	var due []*operation
+	for _, op := range s.running {
+		if !op.end.After(now) {
+			due = append(due, op)
+		}
+	}
+	slices.SortFunc(due, func(a, b *operation) int {
+		if c := a.end.Compare(b.end); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	for _, op := range due {
+		s.finish(op)
+	}
+}
+
+// finish ends op now (its end time), applying its effects. Must be called
+// with the lock held.
+func (s *GServer) finish(op *operation) {
+	s.running = slices.DeleteFunc(s.running, func(o *operation) bool { return o == op })
+	op.c.running = slices.DeleteFunc(op.c.running, func(o *operation) bool { return o == op })
+	op.pb.Status = containerpb.Operation_DONE
+	op.pb.EndTime = timestamp(op.end)
+	if op.fail != nil {
+		op.pb.Error = op.fail
+		op.pb.StatusMessage = op.fail.Message
+		if op.onFail != nil {
+			op.onFail()
+		}
+	} else if op.onDone != nil {
+		op.onDone()
+	}
+	s.refresh(op.c)
+	s.log.Info("Operation done", "operation", op.pb.Name, "type", op.pb.OperationType.String(), "target", op.pb.TargetLink, "failed", op.fail != nil)
+}
+
+// busy refuses a new operation on c: a cluster-level operation (pool "")
+// needs c idle; a node pool operation needs no cluster-level operation and
+// none on the same pool, and at most maxConcurrentOps running. Must be
+// called with the lock held.
+func (s *GServer) busy(c *cluster, pool string) error {
+	for _, op := range c.running {
+		if pool == "" || op.clusterLevel || op.pool == pool {
+			return status.Errorf(codes.FailedPrecondition, "Cluster is running incompatible operation %s.", op.pb.Name)
+		}
+	}
+	if len(c.running) >= maxConcurrentOps {
+		return status.Errorf(codes.ResourceExhausted, "Too many operations: cluster %q hits the concurrent operations quota %d, please try again later.", c.key.cluster, maxConcurrentOps)
+	}
+	return nil
+}
+
+// startOp records a RUNNING operation of rpc on c (and pool, if any), taking
+// any failure or loss injected for rpc. Must be called with the lock held.
+func (s *GServer) startOp(rpc string, c *cluster, typ containerpb.Operation_Type, pool string) *operation {
+	now := s.now()
+	s.seq++
+	id := fmt.Sprintf("operation-%d-%s", now.UnixMilli(), randomHex(4))
+	target := apiBase + c.key.String()
+	if pool != "" {
+		target += "/nodePools/" + pool
+	}
+	parent := parentKey{c.key.project, c.key.location}
+	op := &operation{
+		pb: &containerpb.Operation{
+			Name:          id,
+			Zone:          c.key.location,
+			Location:      c.key.location,
+			OperationType: typ,
+			Status:        containerpb.Operation_RUNNING,
+			SelfLink:      apiBase + parent.String() + "/operations/" + id,
+			TargetLink:    target,
+			StartTime:     timestamp(now),
+		},
+		parent:       parent,
+		c:            c,
+		pool:         pool,
+		clusterLevel: pool == "",
+		seq:          s.seq,
+		end:          now.Add(s.opTime),
+	}
+	if q := s.opFaults[rpc]; len(q) > 0 {
+		op.fail, s.opFaults[rpc] = q[0], q[1:]
+	}
+	if s.loseNext[rpc] > 0 {
+		s.loseNext[rpc]--
+		op.lost = true
+	}
+	s.ops[id] = op
+	s.opList = append(s.opList, op)
+	s.running = append(s.running, op)
+	c.running = append(c.running, op)
+	s.log.Info("Operation started", "operation", id, "type", typ.String(), "target", target)
+	return op
+}
+
+// refresh derives the cluster's status from its running operations, and
+// its node version from its pools. Must be called with the lock held.
+func (s *GServer) refresh(c *cluster) {
+	st, msg := containerpb.Cluster_RUNNING, ""
+	if c.errMsg != "" {
+		st, msg = containerpb.Cluster_ERROR, c.errMsg
+	}
+	rank := func(x containerpb.Cluster_Status) int {
+		return slices.Index([]containerpb.Cluster_Status{containerpb.Cluster_RUNNING, containerpb.Cluster_ERROR, containerpb.Cluster_RECONCILING, containerpb.Cluster_PROVISIONING, containerpb.Cluster_STOPPING}, x)
+	}
+	for _, op := range c.running {
+		next := containerpb.Cluster_RECONCILING
+		switch op.pb.OperationType {
+		case containerpb.Operation_CREATE_CLUSTER:
+			next = containerpb.Cluster_PROVISIONING
+		case containerpb.Operation_DELETE_CLUSTER:
+			next = containerpb.Cluster_STOPPING
+		}
+		if rank(next) > rank(st) {
+			st, msg = next, ""
+		}
+	}
+	c.pb.Status, c.pb.StatusMessage = st, msg
+	nodeVersion := ""
+	for _, name := range c.order {
+		if v := c.pools[name].pb.Version; nodeVersion == "" || compareVersions(v, nodeVersion) < 0 {
+			nodeVersion = v
+		}
+	}
+	if nodeVersion == "" {
+		nodeVersion = c.pb.CurrentMasterVersion
+	}
+	c.pb.CurrentNodeVersion = nodeVersion
+}
+
+// cluster returns the live cluster k. Must be called with the lock held.
+func (s *GServer) cluster(k clusterKey) (*cluster, error) {
+	c := s.clusters[k]
+	if c == nil {
+		return nil, status.Errorf(codes.NotFound, "Not found: %s.", k)
+	}
+	return c, nil
+}
+
+// pool returns the live node pool k and its cluster. Must be called with
+// the lock held.
+func (s *GServer) pool(k poolKey) (*cluster, *nodePool, error) {
+	c, err := s.cluster(k.clusterKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	np := c.pools[k.pool]
+	if np == nil {
+		return nil, nil, status.Errorf(codes.NotFound, "Not found: %s.", k)
+	}
+	return c, np, nil
+}
+
+// removePool drops a node pool from its cluster. Must be called with the
+// lock held.
+func (s *GServer) removePool(c *cluster, np *nodePool) {
+	np.gone = true
+	delete(c.pools, np.pb.Name)
+	c.order = slices.DeleteFunc(c.order, func(n string) bool { return n == np.pb.Name })
+}
+
+// removeCluster drops a cluster. Must be called with the lock held.
+func (s *GServer) removeCluster(c *cluster) {
+	c.gone = true
+	for _, np := range c.pools {
+		np.gone = true
+	}
+	if s.clusters[c.key] == c {
+		delete(s.clusters, c.key)
+	}
+}
+
+// poolOut is the API view of a node pool: a copy, with the instance
+// groups GKE reports. Must be called with the lock held.
+func poolOut(c *cluster, np *nodePool) *containerpb.NodePool {
+	out := proto.Clone(np.pb).(*containerpb.NodePool)
+	out.InstanceGroupUrls = nil
+	for _, z := range np.pb.Locations {
+		out.InstanceGroupUrls = append(out.InstanceGroupUrls, fmt.Sprintf("%sprojects/%s/zones/%s/instanceGroupManagers/gke-%s-%s-%s-grp", computeBase, c.key.project, z, c.key.cluster, np.pb.Name, np.uid))
+	}
+	return out
+}
+
+// clusterOut is the API view of a cluster, with its node pools. Must be
+// called with the lock held.
+func clusterOut(c *cluster) *containerpb.Cluster {
+	out := proto.Clone(c.pb).(*containerpb.Cluster)
+	out.CurrentNodeCount = 0
+	out.InstanceGroupUrls = nil
+	for _, name := range c.order {
+		np := c.pools[name]
+		p := poolOut(c, np)
+		out.NodePools = append(out.NodePools, p)
+		out.InstanceGroupUrls = append(out.InstanceGroupUrls, p.InstanceGroupUrls...)
+		for _, n := range np.nodes {
+			out.CurrentNodeCount += n
+		}
+	}
+	return out
+}
+
+func opOut(op *operation) *containerpb.Operation {
+	return proto.Clone(op.pb).(*containerpb.Operation)
+}
+
+func rpcStatus(c codes.Code, format string, args ...any) *spb.Status {
+	return status.Newf(c, format, args...).Proto()
+}
