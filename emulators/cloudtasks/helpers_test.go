@@ -1,0 +1,176 @@
+package cloudtasks
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	ctapi "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const (
+	testLocation = "projects/p1/locations/us-central1"
+	testQueue    = testLocation + "/queues/q1"
+)
+
+// fakeClock is a settable clock for WithClock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// start runs an emulator and an official client connected to it over gRPC.
+func start(t *testing.T, opts ...Option) (*Server, *ctapi.Client) {
+	t.Helper()
+	opts = append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	srv, err := NewServer(opts...)
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	client, err := ctapi.NewClient(context.Background(), srv.ClientOptions()...)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return srv, client
+}
+
+// createQueue creates testQueue (or name) with retry settings fast enough
+// for tests.
+func createQueue(t *testing.T, c *ctapi.Client, q *cloudtaskspb.Queue) *cloudtaskspb.Queue {
+	t.Helper()
+	if q == nil {
+		q = &cloudtaskspb.Queue{}
+	}
+	if q.Name == "" {
+		q.Name = testQueue
+	}
+	if q.RetryConfig == nil {
+		q.RetryConfig = &cloudtaskspb.RetryConfig{
+			MinBackoff: durationpb.New(time.Millisecond),
+			MaxBackoff: durationpb.New(time.Millisecond),
+		}
+	}
+	got, err := c.CreateQueue(ctx(t), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: q})
+	if err != nil {
+		t.Fatalf("CreateQueue(%q): %v", q.Name, err)
+	}
+	return got
+}
+
+func httpTask(name, url string) *cloudtaskspb.Task {
+	return &cloudtaskspb.Task{
+		Name: name,
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: url,
+		}},
+	}
+}
+
+func createTask(t *testing.T, c *ctapi.Client, task *cloudtaskspb.Task) *cloudtaskspb.Task {
+	t.Helper()
+	got, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task})
+	if err != nil {
+		t.Fatalf("CreateTask(%q): %v", task.Name, err)
+	}
+	return got
+}
+
+// ctx is a context bounded so that a hung test fails instead of timing out
+// the whole run.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func waitIdle(t *testing.T, srv *Server) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.WaitIdle(c); err != nil {
+		t.Fatalf("WaitIdle: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+// received is one request seen by a recorder.
+type received struct {
+	Method string
+	Header http.Header
+	Body   string
+	At     time.Time
+}
+
+// recorder is an HTTP target that records requests and answers with the
+// next status of its script (200 once the script is used up).
+type recorder struct {
+	mu     sync.Mutex
+	reqs   []received
+	script []int
+	srv    *httptest.Server
+}
+
+func newRecorder(t *testing.T, script ...int) *recorder {
+	r := &recorder{script: script}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.reqs = append(r.reqs, received{req.Method, req.Header.Clone(), string(body), time.Now()})
+		code := http.StatusOK
+		if len(r.script) > 0 {
+			code, r.script = r.script[0], r.script[1:]
+		}
+		r.mu.Unlock()
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *recorder) URL() string { return r.srv.URL + "/run" }
+
+func (r *recorder) Requests() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.reqs...)
+}

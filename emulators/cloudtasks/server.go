@@ -1,0 +1,388 @@
+// Package cloudtasks is an in-process emulator of the Cloud Tasks v2 API
+// (google.cloud.tasks.v2.CloudTasks) for tests and the local development
+// stack. It speaks the real gRPC protocol, so the official client
+// cloud.google.com/go/cloudtasks/apiv2 talks to it unchanged, and it
+// dispatches HTTP tasks to their URLs with the headers Cloud Tasks sends,
+// retrying failures with the queue's backoff.
+//
+// Supported RPCs: CreateQueue, GetQueue, ListQueues, UpdateQueue,
+// DeleteQueue, PauseQueue, ResumeQueue, PurgeQueue, CreateTask, GetTask,
+// ListTasks, DeleteTask and RunTask. Every other RPC returns UNIMPLEMENTED.
+//
+// Differences from the real service:
+//   - Only HTTP tasks (HttpRequest) are supported; App Engine tasks, OAuth
+//     tokens and queue-level HttpTarget overrides return UNIMPLEMENTED.
+//   - ListQueues filters are not supported (UNIMPLEMENTED). Tasks are
+//     listed in name order, queues in lexicographic order.
+//   - Durations (backoffs, dispatch deadlines) are used as given, not
+//     truncated to seconds or milliseconds, and dispatch_deadline may be
+//     shorter than 15 s, so tests can run retries in milliseconds.
+//   - The names of deleted, executed and dropped tasks are kept for the
+//     tombstone period set with WithTombstone (1 h by default; the real
+//     service keeps them for up to 24 h). Deleted queue names are reusable at
+//     once. Tasks are never expired by age.
+//   - There is no system throttling on 429 or 503 responses and no
+//     redirects limit beyond net/http's; max_burst_size is
+//     min(100, ceil(max_dispatches_per_second)).
+//   - OIDC tokens come from the function given with WithTokenSource; without
+//     one, an attempt of a task with an oidc_token fails (and is retried) as
+//     the real service does when it cannot mint a token.
+//   - IAM, CMEK, batch and location RPCs are not implemented.
+//
+// Time: schedule decisions (due times, backoff, rate limits, tombstones) read
+// the clock given with WithClock; HTTP deadlines are real time. After moving
+// an injected clock forward, call Server.Wake so the dispatcher notices.
+package cloudtasks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// TokenSource mints the OIDC ID token sent as "Authorization: Bearer" with
+// a task that has an oidc_token. audience is the token's audience (the
+// task's URL when the task leaves it empty) and serviceAccount the email the
+// token asserts.
+type TokenSource func(ctx context.Context, audience, serviceAccount string) (string, error)
+
+// Option configures a Server.
+type Option func(*config)
+
+type config struct {
+	addr       string
+	now        func() time.Time
+	tombstone  time.Duration
+	tokens     TokenSource
+	httpClient *http.Client
+	logger     *slog.Logger
+}
+
+// WithAddress makes the server listen on addr (host:port) instead of
+// 127.0.0.1:0.
+func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithClock replaces time.Now for every schedule decision. Call Server.Wake
+// after moving the clock forward.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithTombstone sets how long the name of a deleted, executed or dropped
+// task stays reserved: CreateTask with that name returns ALREADY_EXISTS
+// until then. The default is one hour; zero frees names at once.
+func WithTombstone(d time.Duration) Option { return func(c *config) { c.tombstone = d } }
+
+// WithTokenSource sets the function that mints OIDC tokens for tasks with an
+// oidc_token.
+func WithTokenSource(ts TokenSource) Option { return func(c *config) { c.tokens = ts } }
+
+// WithHTTPClient sets the client tasks are dispatched with (for example an
+// httptest TLS server's client). Its Timeout should be zero: each attempt is
+// bounded by the task's dispatch_deadline.
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
+
+// WithLogger sets the logger for dispatch, retries and dropped tasks. The
+// default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Server is a running emulator: a gRPC server on Addr and a dispatcher
+// sending due tasks to their URLs. Its helpers inspect state and inject
+// faults for tests.
+type Server struct {
+	// GServer implements the gRPC service; tests rarely need it directly.
+	GServer *GServer
+
+	lis  net.Listener
+	gsrv *grpc.Server
+}
+
+// Stats counts dispatch outcomes since the server started.
+type Stats struct {
+	Dispatched int // HTTP attempts started, RunTask included
+	Succeeded  int // attempts answered with a 2xx status
+	Failed     int // attempts that got another status, an error or timed out
+	Dropped    int // tasks deleted after exhausting their retries
+}
+
+// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddress)
+// and its dispatcher. Stop it with Close.
+func NewServer(opts ...Option) (*Server, error) {
+	cfg := config{
+		addr:      "127.0.0.1:0",
+		now:       time.Now,
+		tombstone: time.Hour,
+		logger:    slog.Default(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.httpClient == nil {
+		cfg.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	lis, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("cloud tasks emulator: listen on %s: %w", cfg.addr, err)
+	}
+	g := newGServer(cfg)
+	gsrv := grpc.NewServer(grpc.UnaryInterceptor(g.intercept))
+	cloudtaskspb.RegisterCloudTasksServer(gsrv, g)
+	go func() { _ = gsrv.Serve(lis) }()
+	go g.dispatchLoop()
+	return &Server{GServer: g, lis: lis, gsrv: gsrv}, nil
+}
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// ClientOptions returns the options that point the official client at this
+// server over an insecure connection without credentials:
+//
+//	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+func (s *Server) ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(s.Addr()),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// Close stops the gRPC server and the dispatcher, then waits for in-flight
+// HTTP attempts to finish (each is bounded by its dispatch deadline).
+// Tasks not yet dispatched are never sent.
+func (s *Server) Close() error {
+	s.gsrv.Stop()
+	s.GServer.close()
+	return nil
+}
+
+// Tasks returns copies (full view) of the tasks in queue, a full queue name,
+// sorted by name. Tasks being dispatched are included; completed ones are
+// not.
+func (s *Server) Tasks(queue string) []*cloudtaskspb.Task {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q, ok := g.queues[queue]
+	if !ok {
+		return nil
+	}
+	out := make([]*cloudtaskspb.Task, 0, len(q.tasks))
+	for _, t := range q.tasks {
+		out = append(out, viewTask(t.pb, cloudtaskspb.Task_FULL))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Stats returns the dispatch counters.
+func (s *Server) Stats() Stats {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
+
+// WaitIdle blocks until nothing is in flight and no task in a running queue
+// is due at the clock's current time, or until ctx is done. Tasks scheduled
+// later (including retries waiting out their backoff) do not keep it
+// waiting, and neither do tasks of paused queues. A due task held back by
+// max_dispatches_per_second does, so with a frozen injected clock a
+// rate-limited backlog makes WaitIdle wait for ctx.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	g := s.GServer
+	for {
+		g.mu.Lock()
+		idle := g.idleLocked()
+		changed := g.changed
+		g.mu.Unlock()
+		if idle {
+			return nil
+		}
+		// An injected clock may have moved without Wake; a due task must
+		// not wait for the dispatcher's real-time timer.
+		g.wakeDispatcher()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for idle cloud tasks emulator: %w", ctx.Err())
+		}
+	}
+}
+
+// Wake makes the dispatcher read the clock again and send the tasks now
+// due. Call it after moving a clock injected with WithClock.
+func (s *Server) Wake() { s.GServer.wakeDispatcher() }
+
+// FailNext makes the next n calls of the RPC named method (for example
+// "CreateTask") fail with code before reaching the emulator's state. Calls
+// add up: FailNext("GetTask", 2, ...) twice fails four calls. The official
+// client retries some RPCs on UNAVAILABLE (GetTask, ListTasks, DeleteTask,
+// GetQueue, ListQueues, DeleteQueue) but not CreateTask.
+func (s *Server) FailNext(method string, n int, code codes.Code) {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.faults[method] = append(g.faults[method], fault{remaining: n, code: code})
+}
+
+type fault struct {
+	remaining int
+	code      codes.Code
+}
+
+// GServer implements cloudtaskspb.CloudTasksServer over in-memory state. One
+// mutex guards all of it; methods named ...Locked must be called with it
+// held.
+type GServer struct {
+	cloudtaskspb.UnimplementedCloudTasksServer
+
+	cfg config
+
+	mu         sync.Mutex
+	queues     map[string]*queue // by full queue name
+	tasks      map[string]*task  // by full task name
+	tombstones map[string]time.Time
+	lastSweep  time.Time
+	faults     map[string][]fault
+	stats      Stats
+	inflight   int
+	changed    chan struct{} // closed and replaced on every state change
+	closed     bool
+
+	wake     chan struct{} // buffered; nudges the dispatcher
+	done     chan struct{} // closed by close
+	loopDone chan struct{} // closed when dispatchLoop returns
+	attempts sync.WaitGroup
+}
+
+var _ cloudtaskspb.CloudTasksServer = (*GServer)(nil)
+
+type queue struct {
+	pb       *cloudtaskspb.Queue
+	tasks    map[string]*task
+	inflight int
+	tokens   float64
+	refilled time.Time
+}
+
+type task struct {
+	pb       *cloudtaskspb.Task
+	queue    *queue
+	inflight int
+	// executions counts responses below 500, which Cloud Tasks reports as
+	// X-CloudTasks-TaskExecutionCount.
+	executions int
+	// lastStatus is the HTTP status of the last response, 0 if none.
+	lastStatus int
+}
+
+func newGServer(cfg config) *GServer {
+	return &GServer{
+		cfg:        cfg,
+		queues:     map[string]*queue{},
+		tasks:      map[string]*task{},
+		tombstones: map[string]time.Time{},
+		faults:     map[string][]fault{},
+		changed:    make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		loopDone:   make(chan struct{}),
+	}
+}
+
+func (g *GServer) now() time.Time { return g.cfg.now() }
+
+// intercept applies the faults registered with Server.FailNext.
+func (g *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	method := path.Base(info.FullMethod)
+	g.mu.Lock()
+	var err error
+	if fs := g.faults[method]; len(fs) > 0 {
+		err = status.Errorf(fs[0].code, "injected fault for %s", method)
+		fs[0].remaining--
+		if fs[0].remaining <= 0 {
+			fs = fs[1:]
+		}
+		g.faults[method] = fs
+	}
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// notifyLocked tells WaitIdle callers that the state changed.
+func (g *GServer) notifyLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+func (g *GServer) wakeDispatcher() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *GServer) idleLocked() bool {
+	if g.inflight > 0 {
+		return false
+	}
+	now := g.now()
+	for _, q := range g.queues {
+		if q.pb.State != cloudtaskspb.Queue_RUNNING {
+			continue
+		}
+		for _, t := range q.tasks {
+			if !t.pb.ScheduleTime.AsTime().After(now) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (g *GServer) close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	close(g.done)
+	<-g.loopDone
+	g.attempts.Wait()
+	if tr, ok := g.cfg.httpClient.Transport.(interface{ CloseIdleConnections() }); ok {
+		tr.CloseIdleConnections()
+	}
+}
+
+// copyQueue returns a copy callers may keep and change.
+func copyQueue(q *cloudtaskspb.Queue) *cloudtaskspb.Queue {
+	return proto.Clone(q).(*cloudtaskspb.Queue)
+}
+
+// viewTask returns a copy of t as seen through view.
+func viewTask(t *cloudtaskspb.Task, view cloudtaskspb.Task_View) *cloudtaskspb.Task {
+	c := proto.Clone(t).(*cloudtaskspb.Task)
+	if view == cloudtaskspb.Task_VIEW_UNSPECIFIED {
+		view = cloudtaskspb.Task_BASIC
+	}
+	c.View = view
+	return c
+}
