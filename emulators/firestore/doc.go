@@ -1,0 +1,59 @@
+// Package firestore is an in-process emulator of the google.firestore.v1
+// Firestore service, faithful enough that the official Go client
+// (cloud.google.com/go/firestore) runs against it unchanged, transactions
+// included.
+//
+// Start one with NewServer and connect the client either through the
+// environment or with a connection of your own:
+//
+//	srv, err := firestore.NewServer()
+//	...
+//	defer srv.Close()
+//	t.Setenv("FIRESTORE_EMULATOR_HOST", srv.Addr)
+//	client, err := gfs.NewClient(ctx, "test-project")
+//
+//	// or
+//	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	client, err := gfs.NewClient(ctx, "test-project", option.WithGRPCConn(conn))
+//
+// Data is kept per database (projects/P/databases/D), so projects and
+// databases are isolated from each other.
+//
+// What it implements: GetDocument, BatchGetDocuments, ListDocuments (with
+// show_missing), ListCollectionIds, RunQuery (every filter operator,
+// composite AND/OR filters, orders with Firestore's implicit orders,
+// cursors, offset, limit, projections, collection groups),
+// RunAggregationQuery (count with up_to, sum, avg), PartitionQuery, Commit
+// (preconditions, update masks, every field transform), BatchWrite,
+// CreateDocument, UpdateDocument, DeleteDocument, BeginTransaction and
+// Rollback. Reads accept a transaction, a new transaction or a read time;
+// document versions are kept for an hour so reads at a read time and
+// read-only transactions see the state as of that time.
+//
+// Transactions are serializable. A read-write transaction locks the
+// documents it reads (found or missing); an older transaction takes a lock
+// from a younger one, which is then aborted, and a younger one waits, up to
+// 30s. At commit the transaction is checked: if a document it read or the
+// result of a query it ran changed since (for instance through a
+// non-transactional write), the commit fails with ABORTED, which makes the
+// client retry. A retry (retry_transaction) keeps the age of the first
+// attempt.
+//
+// Differences from the real service:
+//   - Listen, Write and ExecutePipeline are not implemented (UNIMPLEMENTED),
+//     so snapshot listeners, the Write stream and pipelines do not work.
+//     Vector search (find_nearest) is refused with UNIMPLEMENTED.
+//   - No indexes are needed or checked: every query that Firestore could
+//     serve with some index runs, and no query fails for want of an index.
+//   - Queries in a transaction take no locks; their results are checked at
+//     commit instead. Non-transactional writes never wait for locks; they
+//     make the transactions that read the documents abort at commit.
+//   - No security rules, authentication, quotas, TTL policies or database
+//     administration; any project and database ID is accepted.
+//   - Limits enforced: 500 writes per commit, 1 MiB documents (Firestore's
+//     size rules), 20 levels of nesting, 30 values in in/not-in/
+//     array-contains-any, reserved IDs and field names.
+//   - Read times may go back one hour (no point-in-time recovery).
+//   - Explain metrics are synthesized: the plan names the order-by fields
+//     as the index, and the statistics count results, not real work.
+package firestore

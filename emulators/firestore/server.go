@@ -1,0 +1,343 @@
+package firestore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Server is an in-process Firestore emulator listening on a TCP address.
+// Tests connect the official client to Addr; see the package comment.
+type Server struct {
+	// Addr is the address the server listens on, such as 127.0.0.1:54321.
+	Addr string
+	// GServer is the gRPC service implementation behind the server.
+	GServer *GServer
+
+	srv       *grpc.Server
+	lis       net.Listener
+	closeOnce sync.Once
+	served    chan struct{}
+}
+
+// Option configures a Server.
+type Option func(*config)
+
+type config struct {
+	addr     string
+	now      func() time.Time
+	reactors map[string][]Reactor
+}
+
+// WithAddr sets the listen address (default 127.0.0.1:0, a free port).
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithNow sets the clock the server reads for commit, read and transaction
+// times (default time.Now). Commit times stay strictly increasing whatever
+// it returns.
+func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithReactor installs r for the RPC named funcName (the method name, such
+// as "Commit" or "RunQuery"). Reactors run in order before the RPC.
+func WithReactor(funcName string, r Reactor) Option {
+	return func(c *config) { c.reactors[funcName] = append(c.reactors[funcName], r) }
+}
+
+// Reactor intercepts an RPC before the emulator handles it. If React
+// returns handled, the RPC returns err (or resp, for unary RPCs, when err is
+// nil) without touching the emulator's state.
+type Reactor interface {
+	React(req proto.Message) (handled bool, resp proto.Message, err error)
+}
+
+// FailNext returns a Reactor that fails the next n calls of its RPC with
+// code c, then lets calls through.
+func FailNext(c codes.Code, n int) Reactor { return &failNext{code: c, left: n} }
+
+type failNext struct {
+	mu   sync.Mutex
+	code codes.Code
+	left int
+}
+
+func (f *failNext) React(proto.Message) (bool, proto.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left <= 0 {
+		return false, nil, nil
+	}
+	f.left--
+	return true, nil, status.Errorf(f.code, "injected fault")
+}
+
+// NewServer starts an emulator listening on the configured address. Close
+// it when done.
+func NewServer(opts ...Option) (*Server, error) {
+	cfg := &config{addr: "127.0.0.1:0", now: time.Now, reactors: map[string][]Reactor{}}
+	for _, o := range opts {
+		o(cfg)
+	}
+	lis, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	gs := newGServer(cfg.now)
+	gs.reactors = cfg.reactors
+	s := &Server{Addr: lis.Addr().String(), GServer: gs, lis: lis, served: make(chan struct{})}
+	s.srv = grpc.NewServer(
+		grpc.UnaryInterceptor(gs.unaryInterceptor),
+		grpc.StreamInterceptor(gs.streamInterceptor),
+		grpc.MaxRecvMsgSize(64<<20),
+	)
+	pb.RegisterFirestoreServer(s.srv, gs)
+	go func() {
+		defer close(s.served)
+		_ = s.srv.Serve(lis)
+	}()
+	return s, nil
+}
+
+// Close stops the server, ending open streams. It is safe to call twice.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.srv.Stop()
+		<-s.served
+	})
+	return nil
+}
+
+// AddReactor installs r for the RPC named funcName on a running server.
+func (s *Server) AddReactor(funcName string, r Reactor) {
+	s.GServer.mu.Lock()
+	defer s.GServer.mu.Unlock()
+	s.GServer.reactors[funcName] = append(s.GServer.reactors[funcName], r)
+}
+
+// Reset deletes every document and transaction of every database and
+// removes all reactors. Open transactions fail with INVALID_ARGUMENT.
+func (s *Server) Reset() {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, tx := range g.txns {
+		g.endTxn(tx, txnRolledBack, "the emulator was reset")
+	}
+	g.dbs = map[string]*database{}
+	g.txns = map[string]*txn{}
+	g.reactors = map[string][]Reactor{}
+}
+
+// Document returns a copy of the latest version of the named document
+// (projects/P/databases/D/documents/...), or nil if it does not exist.
+func (s *Server) Document(name string) *pb.Document {
+	n, err := parseDocName(name)
+	if err != nil {
+		return nil
+	}
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.dbs[n.db]
+	if d == nil {
+		return nil
+	}
+	return cloneDoc(d.get(n.path, time.Time{}))
+}
+
+// Documents returns copies of the existing documents of the database
+// (projects/P/databases/D), sorted by name.
+func (s *Server) Documents(database string) []*pb.Document {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.dbs[database]
+	if d == nil {
+		return nil
+	}
+	snap := d.snapshot(time.Time{})
+	out := make([]*pb.Document, len(snap))
+	for i, doc := range snap {
+		out[i] = cloneDoc(doc)
+	}
+	return out
+}
+
+// SetDocument stores a copy of doc as it is, with its create and update
+// times (the current commit time if unset), bypassing validation of
+// preconditions. It is meant for seeding tests.
+func (s *Server) SetDocument(doc *pb.Document) error {
+	n, err := parseDocName(doc.GetName())
+	if err != nil {
+		return fmt.Errorf("set document: %w", err)
+	}
+	if err := validateFields(doc.GetFields(), n.db, 1); err != nil {
+		return fmt.Errorf("set document %q: %w", doc.GetName(), err)
+	}
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seed(n, cloneDoc(doc))
+	return nil
+}
+
+// seed stores doc as the latest version of its document. Must be called
+// with the lock held.
+func (g *GServer) seed(n docName, doc *pb.Document) {
+	t := g.commitTime()
+	if doc.UpdateTime == nil {
+		doc.UpdateTime = timestampOf(t)
+	}
+	if doc.CreateTime == nil {
+		doc.CreateTime = doc.UpdateTime
+	}
+	at := doc.UpdateTime.AsTime()
+	if at.Before(g.lastCommit) {
+		at = t // versions must stay in commit order
+	}
+	d := g.database(n.db)
+	if d.docs[n.path] != nil {
+		delete(d.docs, n.path)
+	}
+	d.put(n.path, at, doc, g.now().Add(-versionRetention))
+	if at.After(g.lastCommit) {
+		g.lastCommit = at
+	}
+}
+
+// exportFile is the format of Export and Import.
+type exportFile struct {
+	Documents []json.RawMessage `json:"documents"`
+}
+
+// Export writes the latest version of every document of every database as
+// JSON: {"documents": [protojson Document, ...]}.
+func (s *Server) Export(w io.Writer) error {
+	g := s.GServer
+	g.mu.Lock()
+	var docs []*pb.Document
+	for _, d := range g.dbs {
+		for _, doc := range d.snapshot(time.Time{}) {
+			docs = append(docs, cloneDoc(doc))
+		}
+	}
+	g.mu.Unlock()
+	out := exportFile{Documents: make([]json.RawMessage, 0, len(docs))}
+	for _, doc := range docs {
+		b, err := protojson.Marshal(doc)
+		if err != nil {
+			return fmt.Errorf("export %q: %w", doc.Name, err)
+		}
+		out.Documents = append(out.Documents, b)
+	}
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("export documents: %w", err)
+	}
+	return nil
+}
+
+// Import reads documents written by Export and stores them with their
+// create and update times, replacing documents of the same name. Nothing is
+// stored if any document is invalid.
+func (s *Server) Import(r io.Reader) error {
+	var in exportFile
+	if err := json.NewDecoder(r).Decode(&in); err != nil {
+		return fmt.Errorf("import documents: %w", err)
+	}
+	docs := make([]*pb.Document, 0, len(in.Documents))
+	names := make([]docName, 0, len(in.Documents))
+	for i, raw := range in.Documents {
+		doc := &pb.Document{}
+		if err := protojson.Unmarshal(raw, doc); err != nil {
+			return fmt.Errorf("import document %d: %w", i, err)
+		}
+		n, err := parseDocName(doc.Name)
+		if err != nil {
+			return fmt.Errorf("import document %d: %w", i, err)
+		}
+		if err := validateFields(doc.Fields, n.db, 1); err != nil {
+			return fmt.Errorf("import document %q: %w", doc.Name, err)
+		}
+		docs, names = append(docs, doc), append(names, n)
+	}
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, doc := range docs {
+		g.seed(names[i], doc)
+	}
+	return nil
+}
+
+func (g *GServer) react(method string, req any) (bool, proto.Message, error) {
+	name := method[strings.LastIndex(method, "/")+1:]
+	g.mu.Lock()
+	rs := append([]Reactor(nil), g.reactors[name]...)
+	g.mu.Unlock()
+	m, _ := req.(proto.Message)
+	for _, r := range rs {
+		if handled, resp, err := r.React(m); handled {
+			return true, resp, err
+		}
+	}
+	return false, nil, nil
+}
+
+func (g *GServer) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if handled, resp, err := g.react(info.FullMethod, req); handled {
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	return handler(ctx, req)
+}
+
+func (g *GServer) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	g.mu.Lock()
+	has := len(g.reactors[info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]]) > 0
+	g.mu.Unlock()
+	if !has {
+		return handler(srv, ss)
+	}
+	return handler(srv, &reactingStream{ServerStream: ss, g: g, method: info.FullMethod})
+}
+
+// reactingStream runs reactors on the request of a server-streaming RPC.
+type reactingStream struct {
+	grpc.ServerStream
+	g      *GServer
+	method string
+	done   bool
+}
+
+func (s *reactingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !s.done {
+		s.done = true
+		if handled, _, err := s.g.react(s.method, m); handled {
+			if err == nil {
+				err = status.Errorf(codes.Internal, "reactor handled %s without an error", s.method)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func readRandom(b []byte) { _, _ = rand.Read(b) }
