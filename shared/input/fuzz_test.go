@@ -1,0 +1,148 @@
+package input
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// checkRejection fails unless err is an INVALID_INPUT *errs.Error that says
+// what is wrong, in a field or in its message.
+func checkRejection(t *testing.T, body []byte, err error) {
+	t.Helper()
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != errs.Invalid {
+		t.Fatalf("Decode(%q) = %v (%T), want an INVALID_INPUT *errs.Error", body, err, err)
+	}
+	if len(e.Fields) == 0 && e.Message == "" {
+		t.Fatalf("Decode(%q) = %v: neither a field nor a message", body, err)
+	}
+	if len(e.Fields) > MaxFieldErrors {
+		t.Fatalf("Decode(%q) lists %d fields, more than %d", body, len(e.Fields), MaxFieldErrors)
+	}
+	for _, f := range e.Fields {
+		if f.Field == "" || f.Reason == "" {
+			t.Fatalf("Decode(%q) field error %+v lacks a path or a reason", body, f)
+		}
+	}
+}
+
+func seed(f *testing.F, bodies ...obj) {
+	for _, b := range bodies {
+		f.Add(marshalF(f, b))
+	}
+	for _, s := range []string{"", "{}", "null", "[]", `{"a":1,"a":2}`, `{"nodeCount":1e2}`, `{"labels":{"x":1}}`, "{} {}"} {
+		f.Add([]byte(s))
+	}
+}
+
+func marshalF(f *testing.F, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		f.Fatalf("json.Marshal(%v): %v", v, err)
+	}
+	return b
+}
+
+func FuzzDecodeCreateNodePool(f *testing.F) {
+	seed(f, createPool, with(createPool, obj{
+		"autoscaling": obj{"minNodes": 1, "maxNodes": 4}, "diskGiB": 200, "diskType": "pd-balanced",
+		"spot": true, "accelerators": obj{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"},
+		"labels": obj{"example.com/team": "ml"}, "taints": []any{obj{"key": "gpu", "value": "true", "effect": "NoSchedule"}},
+		"idempotencyKey": "req-1",
+	}), with(createPool, obj{"taints": []any{obj{"key": "-", "effect": "x"}, 3}, "nodeCount": raw("1.5")}))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := DecodeCreateNodePool(body)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		again, err := DecodeCreateNodePool(c.Canonical())
+		if err != nil || !bytes.Equal(again.Canonical(), c.Canonical()) {
+			t.Fatalf("DecodeCreateNodePool(Canonical %s) = %v, %v; want the same request", c.Canonical(), again, err)
+		}
+		p := c.NodePool(nodePoolID, time.Unix(0, 0))
+		if p.Name != c.Name || p.State != resource.StatePending {
+			t.Fatalf("NodePool() = %+v from %+v", p, c)
+		}
+	})
+}
+
+func FuzzDecodeUpdateNodePool(f *testing.F) {
+	seed(f, with(updatePool, obj{"nodeCount": 3}), with(updatePool, obj{"autoscaling": nil}),
+		with(updatePool, obj{"autoscaling": obj{"minNodes": 1, "maxNodes": 2}, "nodeCount": 2}),
+		with(updatePool, obj{"zones": []any{}}))
+	stored := resource.NodePool{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		u, err := DecodeUpdateNodePool(body)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		if u.NodeCount == nil && !u.SetAutoscaling {
+			t.Fatalf("DecodeUpdateNodePool(%q) = %+v: nothing to change", body, u)
+		}
+		p, err := u.Apply(stored)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		if a := p.Autoscaling; a != nil && (p.NodeCount < a.MinNodes || p.NodeCount > a.MaxNodes) {
+			t.Fatalf("Apply(%q) = %+v: nodeCount outside the bounds", body, p)
+		}
+	})
+}
+
+func FuzzDecodeCreateCluster(f *testing.F) {
+	seed(f, createCluster, with(createCluster, obj{"mode": "autopilot", "nodePools": deleteMember, "labels": obj{"a": "b"}}),
+		with(createCluster, obj{"nodePools": []any{clusterPool, with(clusterPool, obj{"zones": []any{"us-central1-a"}})}}))
+	regions := map[string][]string{"us-central1": {"us-central1-a"}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := DecodeCreateCluster(body)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		again, err := DecodeCreateCluster(c.Canonical())
+		if err != nil || !bytes.Equal(again.Canonical(), c.Canonical()) {
+			t.Fatalf("DecodeCreateCluster(Canonical %s) = %v, %v; want the same request", c.Canonical(), again, err)
+		}
+		if err := c.CheckPlacement(regions); err != nil {
+			checkRejection(t, body, err)
+		}
+		if (c.Mode == resource.ModeStandard) != (len(c.NodePools) > 0) {
+			t.Fatalf("DecodeCreateCluster(%q) = mode %s with %d node pools", body, c.Mode, len(c.NodePools))
+		}
+	})
+}
+
+func FuzzDecodeListClusters(f *testing.F) {
+	seed(f, obj{"tenantId": "acme"}, obj{"tenantId": "acme", "poolId": "pool-dev", "pageSize": 10, "pageToken": "x"})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		l, err := DecodeListClusters(body)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		if l.PageSize < 1 || l.PageSize > MaxPageSize {
+			t.Fatalf("DecodeListClusters(%q) = page size %d", body, l.PageSize)
+		}
+	})
+}
+
+func FuzzDecodeRefs(f *testing.F) {
+	seed(f, updatePool, obj{"tenantId": "acme", "clusterId": clusterID})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := DecodeClusterRef(body); err != nil {
+			checkRejection(t, body, err)
+		}
+		if _, err := DecodeNodePoolRef(body); err != nil {
+			checkRejection(t, body, err)
+		}
+	})
+}
