@@ -1,0 +1,440 @@
+package gke
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+)
+
+func TestNodePoolOperations(t *testing.T) {
+	newer := "1.33.3-gke.900" // older than the master: a valid node version
+	tests := []struct {
+		name      string
+		call      func(e *env) (*containerpb.Operation, error)
+		wantType  containerpb.Operation_Type
+		during    containerpb.NodePool_Status
+		wantNodes map[string]int32 // after; nil when the pool is gone
+		check     func(t *testing.T, np *containerpb.NodePool)
+	}{
+		{
+			name: "create",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "n2-standard-8", 3, zoneA, zoneB)})
+			},
+			wantType:  containerpb.Operation_CREATE_NODE_POOL,
+			during:    containerpb.NodePool_PROVISIONING,
+			wantNodes: map[string]int32{zoneA: 3, zoneB: 3},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if np.Config.DiskType != defaultDiskType || np.Config.DiskSizeGb != defaultDiskSizeGb || len(np.InstanceGroupUrls) != 2 {
+					t.Errorf("pool = disk %q %d GB, %d instance groups; want defaults and 2 groups", np.Config.DiskType, np.Config.DiskSizeGb, len(np.InstanceGroupUrls))
+				}
+			},
+		},
+		{
+			name: "create with the deprecated fields",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{ProjectId: project, Zone: region, ClusterId: "c1", NodePool: pool("p1", "e2-medium", 1)})
+			},
+			wantType:  containerpb.Operation_CREATE_NODE_POOL,
+			during:    containerpb.NodePool_PROVISIONING,
+			wantNodes: map[string]int32{zoneA: 1, zoneB: 1, "us-central1-c": 1}, // the cluster's three default zones
+		},
+		{
+			name: "resize",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p1", NodeCount: 5})
+			},
+			wantType:  containerpb.Operation_SET_NODE_POOL_SIZE,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 5},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if np.InitialNodeCount != 2 {
+					t.Errorf("InitialNodeCount after resize = %d, want 2 (unchanged, as GKE)", np.InitialNodeCount)
+				}
+			},
+		},
+		{
+			name: "resize with the deprecated fields",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{ProjectId: project, Zone: region, ClusterId: "c1", NodePoolId: "p1", NodeCount: 0})
+			},
+			wantType:  containerpb.Operation_SET_NODE_POOL_SIZE,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 0},
+		},
+		{
+			name: "enable autoscaling clamps into the bounds",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetNodePoolAutoscaling(e.ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: clusterN + "/nodePools/p1", Autoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, MinNodeCount: 3, MaxNodeCount: 6}})
+			},
+			wantType:  containerpb.Operation_UPDATE_CLUSTER,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 3},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if a := np.Autoscaling; !a.GetEnabled() || a.MinNodeCount != 3 || a.MaxNodeCount != 6 {
+					t.Errorf("Autoscaling = %v, want enabled 3..6", a)
+				}
+			},
+		},
+		{
+			name: "disable autoscaling",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetNodePoolAutoscaling(e.ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: clusterN + "/nodePools/p1", Autoscaling: &containerpb.NodePoolAutoscaling{MinNodeCount: 1}})
+			},
+			wantType:  containerpb.Operation_UPDATE_CLUSTER,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 2},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if np.Autoscaling.GetEnabled() || np.Autoscaling.GetMinNodeCount() != 0 {
+					t.Errorf("Autoscaling = %v, want disabled and empty", np.Autoscaling)
+				}
+			},
+		},
+		{
+			name: "update version",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{Name: clusterN + "/nodePools/p1", NodeVersion: newer})
+			},
+			wantType:  containerpb.Operation_UPGRADE_NODES,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 2},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if np.Version != newer {
+					t.Errorf("Version = %q, want %q", np.Version, newer)
+				}
+			},
+		},
+		{
+			name: "update locations, labels and taints",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{
+					Name:      clusterN + "/nodePools/p1",
+					Locations: []string{zoneA, zoneF},
+					Labels:    &containerpb.NodeLabels{Labels: map[string]string{"team": "ml"}},
+					Taints:    &containerpb.NodeTaints{Taints: []*containerpb.NodeTaint{{Key: "gpu", Value: "yes", Effect: containerpb.NodeTaint_NO_SCHEDULE}}},
+				})
+			},
+			wantType:  containerpb.Operation_UPDATE_CLUSTER,
+			during:    containerpb.NodePool_RECONCILING,
+			wantNodes: map[string]int32{zoneA: 2, zoneF: 2},
+			check: func(t *testing.T, np *containerpb.NodePool) {
+				if len(np.Locations) != 2 || np.Config.Labels["team"] != "ml" || len(np.Config.Taints) != 1 {
+					t.Errorf("pool = locations %v labels %v taints %v, want 2 zones, team=ml, one taint", np.Locations, np.Config.Labels, np.Config.Taints)
+				}
+			},
+		},
+		{
+			name: "delete",
+			call: func(e *env) (*containerpb.Operation, error) {
+				return e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
+			},
+			wantType: containerpb.Operation_DELETE_NODE_POOL,
+			during:   containerpb.NodePool_STOPPING,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			if tt.wantType != containerpb.Operation_CREATE_NODE_POOL {
+				op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-standard-4", 2, zoneA)})
+				if err != nil {
+					t.Fatalf("CreateNodePool: %v", err)
+				}
+				e.wait(t, op)
+			}
+			op, err := tt.call(e)
+			if err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			if op.OperationType != tt.wantType || op.Status != containerpb.Operation_RUNNING {
+				t.Errorf("op = %v %v, want %v RUNNING", op.OperationType, op.Status, tt.wantType)
+			}
+			if want := apiBase + clusterN + "/nodePools/p1"; op.TargetLink != want {
+				t.Errorf("op.TargetLink = %q, want %q", op.TargetLink, want)
+			}
+			if got := e.getPool(t, "p1").Status; got != tt.during {
+				t.Errorf("pool status during the operation = %v, want %v", got, tt.during)
+			}
+			c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+			if err != nil || c.Status != containerpb.Cluster_RECONCILING {
+				t.Errorf("cluster status during the operation = %v, %v; want RECONCILING", c.GetStatus(), err)
+			}
+			if done := e.wait(t, op); done.Error != nil {
+				t.Fatalf("operation error = %v, want none", done.Error)
+			}
+			if tt.wantNodes == nil {
+				if _, err := e.client.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/p1"}); code(err) != codes.NotFound {
+					t.Errorf("GetNodePool after delete: %v, want NotFound", err)
+				}
+				return
+			}
+			np := e.getPool(t, "p1")
+			if np.Status != containerpb.NodePool_RUNNING {
+				t.Errorf("pool status after = %v, want RUNNING", np.Status)
+			}
+			if got, err := e.srv.NodeCounts(clusterN + "/nodePools/p1"); err != nil || !maps.Equal(got, tt.wantNodes) {
+				t.Errorf("NodeCounts = %v, %v; want %v", got, err, tt.wantNodes)
+			}
+			if tt.check != nil {
+				tt.check(t, np)
+			}
+		})
+	}
+}
+
+func TestCreateNodePoolRefusals(t *testing.T) {
+	withAcc := func(p *containerpb.NodePool, typ string, n int64) *containerpb.NodePool {
+		p.Config.Accelerators = []*containerpb.AcceleratorConfig{{AcceleratorType: typ, AcceleratorCount: n}}
+		return p
+	}
+	withDisk := func(p *containerpb.NodePool, typ string, gb int32) *containerpb.NodePool {
+		p.Config.DiskType, p.Config.DiskSizeGb = typ, gb
+		return p
+	}
+	withScaling := func(p *containerpb.NodePool, minN, maxN int32) *containerpb.NodePool {
+		p.Autoscaling = &containerpb.NodePoolAutoscaling{Enabled: true, MinNodeCount: minN, MaxNodeCount: maxN}
+		return p
+	}
+	tests := []struct {
+		name   string
+		parent string
+		pool   *containerpb.NodePool
+		want   codes.Code
+	}{
+		{"g2 with its L4", clusterN, withAcc(pool("p1", "g2-standard-4", 1, zoneA), "nvidia-l4", 1), codes.OK},
+		{"g2 without listing its L4", clusterN, pool("p1", "g2-standard-24", 1, zoneA), codes.OK},
+		{"a2 with its A100s", clusterN, withAcc(pool("p1", "a2-highgpu-2g", 1, zoneA), "nvidia-tesla-a100", 2), codes.OK},
+		{"n1 with a T4", clusterN, withAcc(pool("p1", "n1-standard-8", 1, zoneA), "nvidia-tesla-t4", 2), codes.OK},
+		{"spot c3 on hyperdisk", clusterN, withDisk(pool("p1", "c3-standard-8", 1, zoneA), "hyperdisk-balanced", 200), codes.OK},
+		{"unknown machine type", clusterN, pool("p1", "e2-standard-3", 1, zoneA), codes.InvalidArgument},
+		{"L4 on e2", clusterN, withAcc(pool("p1", "e2-standard-4", 1, zoneA), "nvidia-l4", 1), codes.InvalidArgument},
+		{"two L4 on g2-standard-4", clusterN, withAcc(pool("p1", "g2-standard-4", 1, zoneA), "nvidia-l4", 2), codes.InvalidArgument},
+		{"T4 on g2", clusterN, withAcc(pool("p1", "g2-standard-4", 1, zoneA), "nvidia-tesla-t4", 1), codes.InvalidArgument},
+		{"A100 on n1", clusterN, withAcc(pool("p1", "n1-standard-8", 1, zoneA), "nvidia-tesla-a100", 1), codes.InvalidArgument},
+		{"three T4 on n1", clusterN, withAcc(pool("p1", "n1-standard-8", 1, zoneA), "nvidia-tesla-t4", 3), codes.InvalidArgument},
+		{"unknown accelerator", clusterN, withAcc(pool("p1", "n1-standard-8", 1, zoneA), "nvidia-h9000", 1), codes.InvalidArgument},
+		{"pd-standard on c3", clusterN, withDisk(pool("p1", "c3-standard-8", 1, zoneA), "pd-standard", 100), codes.InvalidArgument},
+		{"disk too small", clusterN, withDisk(pool("p1", "e2-standard-4", 1, zoneA), "pd-balanced", 5), codes.InvalidArgument},
+		{"zone of another region", clusterN, pool("p1", "e2-standard-4", 1, "europe-west4-a"), codes.InvalidArgument},
+		{"unknown zone", clusterN, pool("p1", "e2-standard-4", 1, "us-central1-z"), codes.InvalidArgument},
+		{"bad name", clusterN, pool("P_1", "e2-standard-4", 1, zoneA), codes.InvalidArgument},
+		{"negative count", clusterN, pool("p1", "e2-standard-4", -1, zoneA), codes.InvalidArgument},
+		{"autoscaling min above max", clusterN, withScaling(pool("p1", "e2-standard-4", 1, zoneA), 5, 2), codes.InvalidArgument},
+		{"node version newer than master", clusterN, func() *containerpb.NodePool {
+			p := pool("p1", "e2-standard-4", 1, zoneA)
+			p.Version = "1.99.0-gke.1"
+			return p
+		}(), codes.InvalidArgument},
+		{"no node pool", clusterN, nil, codes.InvalidArgument},
+		{"existing name", clusterN, pool("p0", "e2-standard-4", 1, zoneA), codes.AlreadyExists},
+		{"unknown cluster", parent + "/clusters/nope", pool("p1", "e2-standard-4", 1, zoneA), codes.NotFound},
+		{"malformed parent", "projects/proj/clusters/c1", pool("p1", "e2-standard-4", 1, zoneA), codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			_, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: tt.parent, NodePool: tt.pool})
+			if code(err) != tt.want {
+				t.Fatalf("CreateNodePool(%s) = %v, want %v", tt.name, err, tt.want)
+			}
+			if tt.want == codes.OK {
+				return
+			}
+			if got := e.srv.Calls("CreateNodePool"); got != 1 {
+				t.Errorf("Calls(CreateNodePool) = %d, want 1", got)
+			}
+			if _, err := e.srv.NodePool(clusterN + "/nodePools/p1"); err == nil {
+				t.Errorf("NodePool(p1) exists after a refused create")
+			}
+		})
+	}
+}
+
+func TestLateFailures(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(e *env)
+		pool       *containerpb.NodePool
+		wantCode   codes.Code
+		wantStatus containerpb.NodePool_Status
+		wantMsg    string
+		wantNodes  map[string]int32
+	}{
+		{
+			name:       "machine type missing in zone",
+			pool:       pool("p1", "g2-standard-8", 1, zoneA, zoneF),
+			wantCode:   codes.InvalidArgument,
+			wantStatus: containerpb.NodePool_ERROR,
+			wantMsg:    `not available in zone "us-central1-f"`,
+			wantNodes:  map[string]int32{},
+		},
+		{
+			name:       "stockout",
+			setup:      func(e *env) { e.srv.Stockout(zoneB, 1) },
+			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
+			wantCode:   codes.ResourceExhausted,
+			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
+			wantMsg:    "ZONE_RESOURCE_POOL_EXHAUSTED",
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 0},
+		},
+		{
+			name:       "stockout elsewhere",
+			setup:      func(e *env) { e.srv.Stockout("us-central1-c", 1) },
+			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
+			wantCode:   codes.OK,
+			wantStatus: containerpb.NodePool_RUNNING,
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 2},
+		},
+		{
+			name:       "injected failure",
+			setup:      func(e *env) { e.srv.FailNextOperation("CreateNodePool", codes.Internal, "Internal error: instance template broken.") },
+			pool:       pool("p1", "e2-standard-4", 2, zoneA),
+			wantCode:   codes.Internal,
+			wantStatus: containerpb.NodePool_ERROR,
+			wantMsg:    "instance template broken",
+			wantNodes:  map[string]int32{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: tt.pool})
+			if err != nil {
+				t.Fatalf("CreateNodePool: %v, want an accepted operation", err)
+			}
+			done := e.wait(t, op)
+			if got := codes.Code(done.GetError().GetCode()); got != tt.wantCode {
+				t.Errorf("operation error code = %v (%v), want %v", got, done.Error, tt.wantCode)
+			}
+			if tt.wantCode != codes.OK && done.StatusMessage == "" {
+				t.Errorf("failed operation has no statusMessage")
+			}
+			np := e.getPool(t, "p1")
+			if np.Status != tt.wantStatus || !strings.Contains(np.StatusMessage, tt.wantMsg) {
+				t.Errorf("pool = %v %q, want %v containing %q", np.Status, np.StatusMessage, tt.wantStatus, tt.wantMsg)
+			}
+			if got, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1"); !maps.Equal(got, tt.wantNodes) {
+				t.Errorf("NodeCounts = %v, want %v", got, tt.wantNodes)
+			}
+		})
+	}
+}
+
+func TestFailedResizeKeepsThePool(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(e *env)
+		wantStatus containerpb.NodePool_Status
+		wantNodes  map[string]int32
+	}{
+		{"injected failure", func(e *env) { e.srv.FailNextOperation("SetNodePoolSize", codes.Internal, "boom") }, containerpb.NodePool_RUNNING, map[string]int32{zoneA: 1, zoneB: 1}},
+		{"stockout in one zone", func(e *env) { e.srv.Stockout(zoneB, 1) }, containerpb.NodePool_RUNNING_WITH_ERROR, map[string]int32{zoneA: 4, zoneB: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t, pool("p1", "e2-standard-4", 1, zoneA, zoneB))
+			tt.setup(e)
+			op, err := e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p1", NodeCount: 4})
+			if err != nil {
+				t.Fatalf("SetNodePoolSize: %v", err)
+			}
+			if done := e.wait(t, op); done.Error == nil {
+				t.Errorf("operation error = nil, want one")
+			}
+			if np := e.getPool(t, "p1"); np.Status != tt.wantStatus {
+				t.Errorf("pool status = %v, want %v", np.Status, tt.wantStatus)
+			}
+			if got, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1"); !maps.Equal(got, tt.wantNodes) {
+				t.Errorf("NodeCounts = %v, want %v", got, tt.wantNodes)
+			}
+		})
+	}
+}
+
+func TestUpdateNodePoolRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		req  *containerpb.UpdateNodePoolRequest
+		want codes.Code
+	}{
+		{"machine type", &containerpb.UpdateNodePoolRequest{MachineType: "e2-standard-8"}, codes.InvalidArgument},
+		{"disk size", &containerpb.UpdateNodePoolRequest{DiskSizeGb: 200}, codes.InvalidArgument},
+		{"nothing", &containerpb.UpdateNodePoolRequest{}, codes.InvalidArgument},
+		{"version newer than master", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.99.0-gke.1"}, codes.InvalidArgument},
+		{"malformed version", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.33"}, codes.InvalidArgument},
+		{"zone of another region", &containerpb.UpdateNodePoolRequest{Locations: []string{"us-east1-b"}}, codes.InvalidArgument},
+		{"taint without effect", &containerpb.UpdateNodePoolRequest{Taints: &containerpb.NodeTaints{Taints: []*containerpb.NodeTaint{{Key: "k"}}}}, codes.InvalidArgument},
+		{"latest version", &containerpb.UpdateNodePoolRequest{NodeVersion: "latest"}, codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			tt.req.Name = clusterN + "/nodePools/p0"
+			if _, err := e.client.UpdateNodePool(e.ctx, tt.req); code(err) != tt.want {
+				t.Errorf("UpdateNodePool(%s) = %v, want %v", tt.name, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPoolRefusalsOnMissingPool(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	missing := clusterN + "/nodePools/nope"
+	calls := map[string]func() error{
+		"GetNodePool": func() error {
+			_, err := e.client.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: missing})
+			return err
+		},
+		"DeleteNodePool": func() error {
+			_, err := e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: missing})
+			return err
+		},
+		"SetNodePoolSize": func() error {
+			_, err := e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: missing, NodeCount: 1})
+			return err
+		},
+		"SetNodePoolAutoscaling": func() error {
+			_, err := e.client.SetNodePoolAutoscaling(e.ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: missing, Autoscaling: &containerpb.NodePoolAutoscaling{}})
+			return err
+		},
+		"UpdateNodePool": func() error {
+			_, err := e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{Name: missing, NodeVersion: "latest"})
+			return err
+		},
+		"ListNodePools of a missing cluster": func() error {
+			_, err := e.client.ListNodePools(e.ctx, &containerpb.ListNodePoolsRequest{Parent: parent + "/clusters/nope"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			if err := call(); code(err) != codes.NotFound {
+				t.Errorf("%s = %v, want NotFound", name, err)
+			}
+		})
+	}
+	t.Run("resize out of range", func(t *testing.T) {
+		_, err := e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p0", NodeCount: 1001})
+		if code(err) != codes.InvalidArgument {
+			t.Errorf("SetNodePoolSize(1001) = %v, want InvalidArgument", err)
+		}
+	})
+	t.Run("autoscaling bounds", func(t *testing.T) {
+		_, err := e.client.SetNodePoolAutoscaling(e.ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: clusterN + "/nodePools/p0", Autoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, MaxNodeCount: 0}})
+		if code(err) != codes.InvalidArgument {
+			t.Errorf("SetNodePoolAutoscaling(max 0) = %v, want InvalidArgument", err)
+		}
+	})
+}
