@@ -262,17 +262,26 @@ func TestUnknownKidRefetchesKeys(t *testing.T) {
 	fetches := ti.jwksFetch.Load()
 
 	// A rotated-in key is not cached yet: the verifier must refetch.
+	// It is refused, however often it is tried, while the issuer does not
+	// publish it. (go-oidc may serve a caller that closely follows a fetch
+	// with that fetch's result, hence the loop until a fetch is seen.)
 	rotated := sign(t, jose.RS256, "rsa-2", rsaOther, claims)
-	if _, err := v.Verify(ctx, "Bearer "+rotated); !errs.Is(err, errs.Unauthenticated) {
-		t.Fatalf("Verify(unpublished kid) = %v, want UNAUTHENTICATED", err)
+	deadline := time.Now().Add(5 * time.Second)
+	for ti.jwksFetch.Load() <= fetches {
+		if _, err := v.Verify(ctx, "Bearer "+rotated); !errs.Is(err, errs.Unauthenticated) {
+			t.Fatalf("Verify(unpublished kid) = %v, want UNAUTHENTICATED", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JWKS fetches after an unknown kid = %d, want more than %d", ti.jwksFetch.Load(), fetches)
+		}
 	}
-	if got := ti.jwksFetch.Load(); got <= fetches {
-		t.Errorf("JWKS fetches after an unknown kid = %d, want more than %d", got, fetches)
+	if _, err := v.Verify(ctx, "Bearer "+rotated); !errs.Is(err, errs.Unauthenticated) {
+		t.Fatalf("Verify(unpublished kid after a refetch) = %v, want UNAUTHENTICATED", err)
 	}
 	ti.addKey("rsa-2", jose.RS256, &rsaOther.PublicKey)
 	// go-oidc may hand a caller that arrives just as a fetch completes the
 	// result of that fetch, so the key can take one more attempt to appear.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
 		got, err := v.Verify(ctx, "Bearer "+rotated)
 		if err == nil && got == "alice" {
