@@ -62,8 +62,13 @@ func newEnv(t *testing.T, opts ...Option) *env {
 		t.Fatalf("NewServer: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	ctx := context.Background()
-	client, err := container.NewClusterManagerClient(ctx,
+	return &env{srv: srv, client: newEnvClient(t, srv), clock: clock, ctx: context.Background()}
+}
+
+// newEnvClient connects the official client to srv.
+func newEnvClient(t *testing.T, srv *Server) *container.ClusterManagerClient {
+	t.Helper()
+	client, err := container.NewClusterManagerClient(context.Background(),
 		option.WithEndpoint(srv.Addr()),
 		option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
@@ -71,7 +76,7 @@ func newEnv(t *testing.T, opts ...Option) *env {
 		t.Fatalf("NewClusterManagerClient: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	return &env{srv: srv, client: client, clock: clock, ctx: ctx}
+	return client
 }
 
 func pool(name, machine string, count int32, zones ...string) *containerpb.NodePool {

@@ -123,7 +123,7 @@ func (s *GServer) SetNodePoolSize(_ context.Context, req *containerpb.SetNodePoo
 		containerpb.NodePool_RECONCILING,
 		func(c *cluster, np *nodePool, op *operation) {
 			f = s.planNodes(c, np, perZone(np.pb.Locations, req.NodeCount), false)
-			if op.fail == nil {
+			if op.fail == nil && f.fail != nil {
 				op.fail = f.fail
 				op.onFail = f.apply
 			}

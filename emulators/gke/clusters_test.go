@@ -1,0 +1,400 @@
+package gke
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+)
+
+func TestCreateClusterRefusals(t *testing.T) {
+	tests := []struct {
+		name    string
+		parent  string
+		cluster *containerpb.Cluster
+		want    codes.Code
+	}{
+		{"legacy initial_node_count", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}, codes.OK},
+		{"autopilot", parent, &containerpb.Cluster{Name: "c1", Autopilot: &containerpb.Autopilot{Enabled: true}}, codes.OK},
+		{"zonal", "projects/proj/locations/us-east1-b", &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}, codes.OK},
+		{"no cluster", parent, nil, codes.InvalidArgument},
+		{"bad name", parent, &containerpb.Cluster{Name: "C1", InitialNodeCount: 1}, codes.InvalidArgument},
+		{"unknown location", "projects/proj/locations/mars-north1", &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}, codes.InvalidArgument},
+		{"no nodes", parent, &containerpb.Cluster{Name: "c1"}, codes.InvalidArgument},
+		{"pools and initial count", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1)}}, codes.InvalidArgument},
+		{"autopilot with pools", parent, &containerpb.Cluster{Name: "c1", Autopilot: &containerpb.Autopilot{Enabled: true}, NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1)}}, codes.InvalidArgument},
+		{"duplicate pool", parent, &containerpb.Cluster{Name: "c1", NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1), pool("p0", "e2-medium", 1)}}, codes.InvalidArgument},
+		{"bad pool", parent, &containerpb.Cluster{Name: "c1", NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1, "europe-west4-a")}}, codes.InvalidArgument},
+		{"cluster zone of another region", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, Locations: []string{"us-east1-b"}}, codes.InvalidArgument},
+		{"malformed version", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, InitialClusterVersion: "1.33"}, codes.InvalidArgument},
+		{"malformed parent", "projects/proj", &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			_, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: tt.parent, Cluster: tt.cluster})
+			if code(err) != tt.want {
+				t.Fatalf("CreateCluster(%s) = %v, want %v", tt.name, err, tt.want)
+			}
+			ls, err := e.client.ListClusters(e.ctx, &containerpb.ListClustersRequest{Parent: "projects/proj/locations/-"})
+			if err != nil {
+				t.Fatalf("ListClusters: %v", err)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.want == codes.OK]; len(ls.Clusters) != want {
+				t.Errorf("ListClusters = %d clusters, want %d", len(ls.Clusters), want)
+			}
+		})
+	}
+	t.Run("existing name", func(t *testing.T) {
+		e := newEnv(t)
+		e.createCluster(t)
+		_, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("CreateCluster(existing) = %v, want AlreadyExists", err)
+		}
+	})
+}
+
+func TestClusterDefaults(t *testing.T) {
+	e := newEnv(t)
+	op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{ProjectId: project, Zone: "us-east1-b", Cluster: &containerpb.Cluster{
+		Name: "z1", InitialNodeCount: 2, ReleaseChannel: &containerpb.ReleaseChannel{Channel: containerpb.ReleaseChannel_RAPID},
+	}})
+	if err != nil {
+		t.Fatalf("CreateCluster: %v", err)
+	}
+	e.clock.Advance(opTime)
+	c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{ProjectId: project, Zone: "us-east1-b", ClusterId: "z1"})
+	if err != nil {
+		t.Fatalf("GetCluster: %v", err)
+	}
+	if len(c.NodePools) != 1 || c.NodePools[0].Name != "default-pool" || c.NodePools[0].Config.MachineType != defaultMachineType {
+		t.Errorf("NodePools = %v, want one default-pool of %s", c.NodePools, defaultMachineType)
+	}
+	if strings.Join(c.Locations, ",") != "us-east1-b" || c.Location != "us-east1-b" {
+		t.Errorf("zonal cluster locations = %v at %q, want [us-east1-b]", c.Locations, c.Location)
+	}
+	if want := DefaultVersions[containerpb.ReleaseChannel_RAPID]; c.CurrentMasterVersion != want || c.CurrentNodeVersion != want {
+		t.Errorf("versions = master %q node %q, want %q", c.CurrentMasterVersion, c.CurrentNodeVersion, want)
+	}
+	if !strings.HasPrefix(c.Endpoint, "203.0.113.") {
+		t.Errorf("Endpoint = %q, want an address of 203.0.113.0/24", c.Endpoint)
+	}
+	ops, err := e.client.ListOperations(e.ctx, &containerpb.ListOperationsRequest{ProjectId: project, Zone: "us-east1-b"})
+	if err != nil || len(ops.Operations) != 1 || ops.Operations[0].Name != op.Name || ops.Operations[0].Status != containerpb.Operation_DONE {
+		t.Errorf("ListOperations = %v, %v; want the one DONE create", ops, err)
+	}
+	got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{ProjectId: project, Zone: "us-east1-b", OperationId: op.Name})
+	if err != nil || got.Name != op.Name {
+		t.Errorf("GetOperation(deprecated fields) = %v, %v; want %s", got, err, op.Name)
+	}
+}
+
+func TestListClusters(t *testing.T) {
+	e := newEnv(t)
+	for _, loc := range []string{"us-central1", "us-central1-a", "europe-west4"} {
+		_, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: "projects/proj/locations/" + loc, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}})
+		if err != nil {
+			t.Fatalf("CreateCluster(%s): %v", loc, err)
+		}
+	}
+	if _, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: "projects/other/locations/us-central1", Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}}); err != nil {
+		t.Fatalf("CreateCluster(other project): %v", err)
+	}
+	tests := []struct {
+		req  *containerpb.ListClustersRequest
+		want int
+		code codes.Code
+	}{
+		{&containerpb.ListClustersRequest{Parent: "projects/proj/locations/-"}, 3, codes.OK},
+		{&containerpb.ListClustersRequest{Parent: "projects/proj/locations/us-central1"}, 1, codes.OK},
+		{&containerpb.ListClustersRequest{ProjectId: project, Zone: "-"}, 3, codes.OK},
+		{&containerpb.ListClustersRequest{ProjectId: "other", Zone: "us-central1"}, 1, codes.OK},
+		{&containerpb.ListClustersRequest{Parent: "projects/proj/locations/asia-southeast1"}, 0, codes.OK},
+		{&containerpb.ListClustersRequest{Parent: "projects/proj/locations/nowhere"}, 0, codes.InvalidArgument},
+		{&containerpb.ListClustersRequest{ProjectId: project}, 0, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.req), func(t *testing.T) {
+			resp, err := e.client.ListClusters(e.ctx, tt.req)
+			if code(err) != tt.code || len(resp.GetClusters()) != tt.want {
+				t.Errorf("ListClusters(%v) = %d clusters, %v; want %d, %v", tt.req, len(resp.GetClusters()), err, tt.want, tt.code)
+			}
+		})
+	}
+}
+
+func TestIdentityOnRecreate(t *testing.T) {
+	e := newEnv(t)
+	first := e.createCluster(t)
+	del, err := e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
+	if err != nil {
+		t.Fatalf("DeleteCluster: %v", err)
+	}
+	if _, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}}); code(err) != codes.AlreadyExists {
+		t.Errorf("CreateCluster while the old one stops = %v, want AlreadyExists", err)
+	}
+	e.wait(t, del)
+	second := e.createCluster(t)
+	if first.Id == "" || second.Id == first.Id {
+		t.Errorf("re-created cluster id = %q, first %q; want a new, non-empty id", second.Id, first.Id)
+	}
+	if second.CreateTime == first.CreateTime {
+		t.Errorf("re-created cluster createTime = %q, want later than %q", second.CreateTime, first.CreateTime)
+	}
+}
+
+func TestConcurrency(t *testing.T) {
+	e := newEnv(t)
+	var pools []*containerpb.NodePool
+	for i := range 7 {
+		pools = append(pools, pool(fmt.Sprintf("p%d", i), "e2-medium", 1, zoneA))
+	}
+	e.createCluster(t, pools...)
+	resize := func(p string) error {
+		_, err := e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/" + p, NodeCount: 2})
+		return err
+	}
+
+	// Five pool operations on five pools run together; a sixth is over quota.
+	for i := range 5 {
+		if err := resize(fmt.Sprintf("p%d", i)); err != nil {
+			t.Fatalf("resize p%d: %v", i, err)
+		}
+	}
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"sixth operation", func() error { return resize("p5") }, codes.ResourceExhausted},
+		{"second operation on a pool", func() error { return resize("p0") }, codes.FailedPrecondition},
+		{"delete of a busy pool", func() error {
+			_, err := e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
+			return err
+		}, codes.FailedPrecondition},
+		{"cluster delete", func() error {
+			_, err := e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
+			return err
+		}, codes.FailedPrecondition},
+		{"master upgrade", func() error {
+			_, err := e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
+			return err
+		}, codes.FailedPrecondition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); code(err) != tt.want {
+				t.Errorf("%s = %v, want %v", tt.name, err, tt.want)
+			}
+		})
+	}
+	t.Run("message names the running operation", func(t *testing.T) {
+		err := resize("p0")
+		if !strings.Contains(err.Error(), "Cluster is running incompatible operation operation-") {
+			t.Errorf("resize(p0) = %v, want GKE's incompatible-operation message", err)
+		}
+	})
+
+	// Once they are done, a cluster-level operation blocks every pool.
+	e.clock.Advance(opTime)
+	id, err := e.srv.UpgradeMaster(clusterN, "1.33.5-gke.1200")
+	if err != nil {
+		t.Fatalf("UpgradeMaster: %v", err)
+	}
+	if err := resize("p6"); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), id) {
+		t.Errorf("resize during a master upgrade = %v, want FailedPrecondition naming %s", err, id)
+	}
+	e.clock.Advance(opTime)
+	if err := resize("p6"); err != nil {
+		t.Errorf("resize after the upgrade = %v, want nil", err)
+	}
+}
+
+func TestReleaseChannelUpgrade(t *testing.T) {
+	e := newEnv(t)
+	before := e.createCluster(t)
+	if before.CurrentMasterVersion != "1.33.4-gke.1000" {
+		t.Fatalf("CurrentMasterVersion = %q, want 1.33.4-gke.1000", before.CurrentMasterVersion)
+	}
+	id, err := e.srv.UpgradeMaster(clusterN, "1.33.5-gke.1200")
+	if err != nil {
+		t.Fatalf("UpgradeMaster: %v", err)
+	}
+	c, _ := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+	if c.Status != containerpb.Cluster_RECONCILING || c.CurrentMasterVersion != before.CurrentMasterVersion {
+		t.Errorf("during upgrade = %v %q, want RECONCILING at the old version", c.Status, c.CurrentMasterVersion)
+	}
+	op, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + id})
+	if err != nil || op.OperationType != containerpb.Operation_UPGRADE_MASTER {
+		t.Errorf("GetOperation(%s) = %v, %v; want UPGRADE_MASTER", id, op, err)
+	}
+	e.clock.Advance(opTime)
+	c, _ = e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+	if c.Status != containerpb.Cluster_RUNNING || c.CurrentMasterVersion != "1.33.5-gke.1200" || c.CurrentNodeVersion != "1.33.4-gke.1000" {
+		t.Errorf("after upgrade = %v master %q node %q, want RUNNING 1.33.5-gke.1200, nodes still 1.33.4-gke.1000", c.Status, c.CurrentMasterVersion, c.CurrentNodeVersion)
+	}
+
+	tests := []struct {
+		name    string
+		version string
+		want    codes.Code
+	}{
+		{"downgrade", "1.33.4-gke.1000", codes.InvalidArgument},
+		{"malformed", "one", codes.InvalidArgument},
+		{"upgrade", "1.34.1-gke.1100", codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op, err := e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: tt.version})
+			if code(err) != tt.want {
+				t.Fatalf("UpdateMaster(%s) = %v, want %v", tt.version, err, tt.want)
+			}
+			if err == nil {
+				e.wait(t, op)
+				if c, _ := e.srv.Cluster(clusterN); c.CurrentMasterVersion != tt.version {
+					t.Errorf("CurrentMasterVersion = %q, want %q", c.CurrentMasterVersion, tt.version)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelOperation(t *testing.T) {
+	tests := []struct {
+		name       string
+		start      func(e *env) (*containerpb.Operation, error)
+		wantStatus containerpb.NodePool_Status
+		wantNodes  int32
+	}{
+		{"create", func(e *env) (*containerpb.Operation, error) {
+			return e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-medium", 3, zoneA)})
+		}, containerpb.NodePool_ERROR, 0},
+		{"resize", func(e *env) (*containerpb.Operation, error) {
+			return e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p0", NodeCount: 5})
+		}, containerpb.NodePool_RUNNING, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			op, err := tt.start(e)
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			if err := e.client.CancelOperation(e.ctx, &containerpb.CancelOperationRequest{Name: parent + "/operations/" + op.Name}); err != nil {
+				t.Fatalf("CancelOperation: %v", err)
+			}
+			got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
+			if err != nil || got.Status != containerpb.Operation_DONE || codes.Code(got.GetError().GetCode()) != codes.Canceled {
+				t.Errorf("GetOperation after cancel = %v, %v; want DONE with CANCELLED", got, err)
+			}
+			np := e.srv.mustPool(t, op)
+			if np.Status != tt.wantStatus {
+				t.Errorf("pool status = %v, want %v", np.Status, tt.wantStatus)
+			}
+			e.clock.Advance(opTime)
+			counts, _ := e.srv.NodeCounts(strings.TrimPrefix(op.TargetLink, apiBase))
+			if counts[zoneA] != tt.wantNodes {
+				t.Errorf("NodeCounts = %v, want %d in %s", counts, tt.wantNodes, zoneA)
+			}
+			err = e.client.CancelOperation(e.ctx, &containerpb.CancelOperationRequest{Name: parent + "/operations/" + op.Name})
+			if code(err) != codes.FailedPrecondition {
+				t.Errorf("second CancelOperation = %v, want FailedPrecondition", err)
+			}
+		})
+	}
+}
+
+// mustPool returns the pool an operation targets.
+func (s *Server) mustPool(t *testing.T, op *containerpb.Operation) *containerpb.NodePool {
+	t.Helper()
+	np, err := s.NodePool(strings.TrimPrefix(op.TargetLink, apiBase))
+	if err != nil {
+		t.Fatalf("NodePool(%s): %v", op.TargetLink, err)
+	}
+	return np
+}
+
+func TestClusterCreateFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		location string
+		setup    func(e *env)
+		pool     *containerpb.NodePool
+		wantPool containerpb.NodePool_Status
+	}{
+		{"injected", region, func(e *env) { e.srv.FailNextOperation("CreateCluster", codes.Internal, "boom") }, pool("p0", "e2-medium", 1, zoneA), containerpb.NodePool_ERROR},
+		{"stockout", region, func(e *env) { e.srv.Stockout(zoneA, 1) }, pool("p0", "e2-medium", 1, zoneA), containerpb.NodePool_RUNNING_WITH_ERROR},
+		{"machine type missing in zone", "europe-west4", nil, pool("p0", "a2-highgpu-1g", 1, "europe-west4-c"), containerpb.NodePool_ERROR},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			p := "projects/proj/locations/" + tt.location
+			op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: p, Cluster: &containerpb.Cluster{Name: "c1", NodePools: []*containerpb.NodePool{tt.pool}}})
+			if err != nil {
+				t.Fatalf("CreateCluster: %v", err)
+			}
+			e.clock.Advance(opTime)
+			done, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: p + "/operations/" + op.Name})
+			if err != nil || done.Error == nil || done.StatusMessage == "" {
+				t.Errorf("GetOperation = %v, %v; want DONE with an error and statusMessage", done, err)
+			}
+			name := p + "/clusters/c1"
+			c, err := e.srv.Cluster(name)
+			if err != nil {
+				t.Fatalf("Cluster: %v", err)
+			}
+			if c.Status != containerpb.Cluster_ERROR || c.StatusMessage == "" || c.NodePools[0].Status != tt.wantPool {
+				t.Errorf("cluster = %v %q, pool %v; want ERROR with a message, pool %v", c.Status, c.StatusMessage, c.NodePools[0].Status, tt.wantPool)
+			}
+			// A failed cluster can still be deleted.
+			if _, err := e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: name}); err != nil {
+				t.Fatalf("DeleteCluster: %v", err)
+			}
+			e.clock.Advance(opTime)
+			if _, err := e.srv.Cluster(name); err == nil {
+				t.Errorf("Cluster(%s) after delete exists, want gone", name)
+			}
+		})
+	}
+}
+
+func TestRealClock(t *testing.T) {
+	srv, err := NewServer(WithOperationTime(5 * time.Millisecond))
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	e := &env{srv: srv, ctx: context.Background()}
+	e.client = newEnvClient(t, srv)
+	op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}})
+	if err != nil {
+		t.Fatalf("CreateCluster: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
+		if err != nil {
+			t.Fatalf("GetOperation: %v", err)
+		}
+		if got.Status == containerpb.Operation_DONE {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation still %v after 5s, want DONE after 5ms", got.Status)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c, _ := srv.Cluster(clusterN); c.Status != containerpb.Cluster_RUNNING {
+		t.Errorf("cluster status = %v, want RUNNING", c.Status)
+	}
+}
