@@ -31,11 +31,12 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 )
 
-// Algorithms are the signing algorithms a token may use; any other (none,
-// HMAC, ...) is refused before a key is even looked up.
-var Algorithms = []string{oidc.RS256, oidc.ES256}
-
-var algs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
+// The signing algorithms a token may use (API.md §3); any other (none,
+// HMAC, PS256, ...) is refused before a key is even looked up.
+var (
+	algNames = []string{oidc.RS256, oidc.ES256}
+	algs     = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
+)
 
 // maxTokenBytes bounds the work an unauthenticated caller can cause; real
 // ID tokens are a few hundred bytes to a couple of kilobytes.
@@ -74,6 +75,12 @@ type Config struct {
 // Verify (or Ready), and retries a failed discovery with backoff, so it can
 // be built before the issuer is reachable (the devstack's issuer runs in
 // the same process; on Cloud Run an issuer may answer slowly at start).
+//
+// Keys are cached and refreshed by go-oidc's remote key set: every token
+// naming an unknown kid causes a fetch (deduplicated while one is in
+// flight, not rate limited), and a token that arrives just as a fetch
+// completes may be checked against that fetch's keys, so the first token of
+// a freshly published key can be refused once.
 type Verifier struct {
 	issuer   string
 	audience string
@@ -160,7 +167,7 @@ func newVerifier(cfg Config) (*Verifier, error) {
 // message and the clock skew policy applies to exp and nbf alike.
 func (v *Verifier) oidcConfig() *oidc.Config {
 	return &oidc.Config{
-		SupportedSigningAlgs: Algorithms,
+		SupportedSigningAlgs: algNames,
 		SkipClientIDCheck:    true,
 		SkipIssuerCheck:      true,
 		SkipExpiryCheck:      true,
@@ -305,7 +312,7 @@ func bearerToken(authorization string) (string, error) {
 }
 
 // checkHeader refuses tokens that are not three-part JWS or that name an
-// algorithm other than Algorithms, with a clearer message than the parser's.
+// algorithm other than RS256 and ES256, with a clearer message than the parser's.
 func checkHeader(raw string) error {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
@@ -319,7 +326,7 @@ func checkHeader(raw string) error {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return errs.Wrap(errs.Unauthenticated, err, "malformed token")
 	}
-	if !slices.Contains(Algorithms, h.Alg) {
+	if !slices.Contains(algNames, h.Alg) {
 		return errs.E(errs.Unauthenticated, "unsupported token algorithm %q", h.Alg)
 	}
 	// What go-oidc then refuses is the signature, not the token's shape.
