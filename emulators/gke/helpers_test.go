@@ -68,15 +68,20 @@ func newEnv(t *testing.T, opts ...Option) *env {
 // newEnvClient connects the official client to srv.
 func newEnvClient(t *testing.T, srv *Server) *container.ClusterManagerClient {
 	t.Helper()
-	client, err := container.NewClusterManagerClient(context.Background(),
-		option.WithEndpoint(srv.Addr()),
-		option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	client, err := dial(srv)
 	if err != nil {
-		t.Fatalf("NewClusterManagerClient: %v", err)
+		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
 	return client
+}
+
+// dial connects the official client to srv, as a program would.
+func dial(srv *Server) (*container.ClusterManagerClient, error) {
+	return container.NewClusterManagerClient(context.Background(),
+		option.WithEndpoint(srv.Addr()),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 }
 
 func pool(name, machine string, count int32, zones ...string) *containerpb.NodePool {

@@ -291,8 +291,10 @@ func TestLateFailures(t *testing.T) {
 			wantNodes:  map[string]int32{zoneA: 2, zoneB: 2},
 		},
 		{
-			name:       "injected failure",
-			setup:      func(e *env) { e.srv.FailNextOperation("CreateNodePool", codes.Internal, "Internal error: instance template broken.") },
+			name: "injected failure",
+			setup: func(e *env) {
+				e.srv.FailNextOperation("CreateNodePool", codes.Internal, "Internal error: instance template broken.")
+			},
 			pool:       pool("p1", "e2-standard-4", 2, zoneA),
 			wantCode:   codes.Internal,
 			wantStatus: containerpb.NodePool_ERROR,
