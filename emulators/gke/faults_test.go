@@ -278,8 +278,5 @@ func BenchmarkNodePoolCreateDelete(b *testing.B) {
 		if _, err := client.DeleteNodePool(ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"}); err != nil {
 			b.Fatalf("DeleteNodePool: %v", err)
 		}
-		if _, err := client.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: parent}); err != nil {
-			b.Fatalf("ListOperations: %v", err)
-		}
 	}
 }

@@ -2,7 +2,6 @@ package gke
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -300,6 +299,6 @@ func (s *GServer) poolOp(rpc, name, project, zone, clusterID, poolID string, typ
 	op.onDone = done(c, np)
 	np.pb.Status, np.pb.StatusMessage = during, ""
 	s.refresh(c)
-	s.log.Info(fmt.Sprintf("Starting %s", rpc), "nodePool", k.String(), "operation", op.pb.Name)
+	s.log.Info("Starting node pool operation", "rpc", rpc, "nodePool", k.String(), "operation", op.pb.Name)
 	return opOut(op), nil
 }
