@@ -43,6 +43,7 @@ type GServer struct {
 	txns       map[string]*txn
 	locks      map[string]*txn // document name → transaction holding its lock
 	released   chan struct{}   // closed and replaced whenever locks are released
+	commits    chan struct{}   // closed and replaced whenever documents change
 	lastCommit time.Time
 	nextSeq    int64
 	reactors   map[string][]Reactor
@@ -57,6 +58,7 @@ func newGServer(now func() time.Time) *GServer {
 		txns:     map[string]*txn{},
 		locks:    map[string]*txn{},
 		released: make(chan struct{}),
+		commits:  make(chan struct{}),
 		reactors: map[string][]Reactor{},
 	}
 }
@@ -280,6 +282,12 @@ func (s *GServer) expireTxns() {
 			delete(s.txns, id)
 		}
 	}
+}
+
+// notifyCommit wakes the listeners. Must be called with the lock held.
+func (s *GServer) notifyCommit() {
+	close(s.commits)
+	s.commits = make(chan struct{})
 }
 
 // endTxn moves tx to a final state and releases its locks. Must be called

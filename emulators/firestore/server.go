@@ -138,6 +138,7 @@ func (s *Server) Reset() {
 	g.dbs = map[string]*database{}
 	g.txns = map[string]*txn{}
 	g.reactors = map[string][]Reactor{}
+	g.notifyCommit()
 }
 
 // Document returns a copy of the latest version of the named document
@@ -215,6 +216,7 @@ func (g *GServer) seed(n docName, doc *pb.Document) {
 	if at.After(g.lastCommit) {
 		g.lastCommit = at
 	}
+	g.notifyCommit()
 }
 
 // exportFile is the format of Export and Import.

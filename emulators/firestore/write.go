@@ -135,9 +135,6 @@ func applyWrite(cur *pb.Document, pw pendingWrite, t time.Time) (*pb.Document, b
 			}
 		}
 		tpaths = append(tpaths, p)
-		if u, ok := w.GetOperation().(*pb.Write_Update); ok && getField(u.Update.GetFields(), p) != nil && w.GetUpdateMask() == nil {
-			return nil, false, nil, status.Errorf(codes.InvalidArgument, "field %s is both set and transformed", p)
-		}
 		v, err := transform(getField(fields, p), ft, t)
 		if err != nil {
 			return nil, false, nil, err
@@ -145,6 +142,7 @@ func applyWrite(cur *pb.Document, pw pendingWrite, t time.Time) (*pb.Document, b
 		setField(fields, p, v)
 		results = append(results, proto.Clone(v).(*pb.Value))
 	}
+	truncateTimes(fields)
 	if size := docSize(pw.name.path, fields); size > maxDocSize {
 		return nil, false, nil, status.Errorf(codes.InvalidArgument, "document %s cannot be written because its size (%d bytes) exceeds the maximum allowed size of %d bytes", name, size, maxDocSize)
 	}
@@ -184,6 +182,29 @@ func cloneFields(f map[string]*pb.Value) map[string]*pb.Value {
 
 func fieldsEqual(a, b map[string]*pb.Value) bool {
 	return proto.Equal(&pb.MapValue{Fields: a}, &pb.MapValue{Fields: b})
+}
+
+// truncateTimes cuts timestamps to microseconds, the precision Firestore
+// stores.
+func truncateTimes(fields map[string]*pb.Value) {
+	for _, v := range fields {
+		truncateTime(v)
+	}
+}
+
+func truncateTime(v *pb.Value) {
+	switch x := v.GetValueType().(type) {
+	case *pb.Value_TimestampValue:
+		if x.TimestampValue != nil {
+			x.TimestampValue.Nanos -= x.TimestampValue.Nanos % 1000
+		}
+	case *pb.Value_ArrayValue:
+		for _, e := range x.ArrayValue.GetValues() {
+			truncateTime(e)
+		}
+	case *pb.Value_MapValue:
+		truncateTimes(x.MapValue.GetFields())
+	}
 }
 
 // transform applies one field transform to the current value (nil if the
@@ -362,13 +383,18 @@ func (s *GServer) applyWrites(d *database, pws []pendingWrite, t time.Time) ([]*
 // called with the lock held.
 func (s *GServer) store(d *database, order []string, next map[string]*pb.Document, changed map[string]bool, t time.Time) {
 	horizon := s.now().Add(-versionRetention)
+	n := 0
 	for _, path := range order {
 		if changed[path] {
 			d.put(path, t, next[path], horizon)
+			n++
 		}
 	}
 	if t.After(s.lastCommit) {
 		s.lastCommit = t
+	}
+	if n > 0 {
+		s.notifyCommit()
 	}
 }
 
