@@ -23,7 +23,8 @@
 // show_missing), ListCollectionIds, RunQuery (every filter operator,
 // composite AND/OR filters, orders with Firestore's implicit orders,
 // cursors, offset, limit, projections, collection groups),
-// RunAggregationQuery (count with up_to, sum, avg), PartitionQuery, Commit
+// vector search, RunAggregationQuery (count with up_to, sum, avg),
+// PartitionQuery, Listen, Commit
 // (preconditions, update masks, every field transform), BatchWrite,
 // CreateDocument, UpdateDocument, DeleteDocument, BeginTransaction and
 // Rollback. Reads accept a transaction, a new transaction or a read time;
@@ -40,9 +41,12 @@
 // attempt.
 //
 // Differences from the real service:
-//   - Listen, Write and ExecutePipeline are not implemented (UNIMPLEMENTED),
-//     so snapshot listeners, the Write stream and pipelines do not work.
-//     Vector search (find_nearest) is refused with UNIMPLEMENTED.
+//   - Write and ExecutePipeline are not implemented (UNIMPLEMENTED), so
+//     pipelines do not work. Listen serves snapshot listeners by comparing
+//     each target's result after every commit: it sends no existence
+//     filters, and a resumed target is reset and sent whole.
+//   - Vector search (find_nearest) scans the documents; no vector index is
+//     needed.
 //   - No indexes are needed or checked: every query that Firestore could
 //     serve with some index runs, and no query fails for want of an index.
 //   - Queries in a transaction take no locks; their results are checked at

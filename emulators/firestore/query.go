@@ -33,6 +33,7 @@ type query struct {
 	limit     int // -1: no limit
 	selectAll bool
 	fields    []fieldPath
+	nearest   *nearest
 }
 
 type order struct {
@@ -64,8 +65,10 @@ func compileQuery(parent string, sq *pb.StructuredQuery) (*query, error) {
 		}
 	}
 	q := &query{db: db, parent: parentPath, collID: from.GetCollectionId(), allDesc: from.GetAllDescendants(), filter: sq.GetWhere(), limit: -1, selectAll: sq.GetSelect() == nil}
-	if sq.GetFindNearest() != nil {
-		return nil, status.Errorf(codes.Unimplemented, "vector search (find_nearest) is not supported by this emulator")
+	if fn := sq.GetFindNearest(); fn != nil {
+		if err := q.compileNearest(fn); err != nil {
+			return nil, err
+		}
 	}
 	if sq.GetOffset() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "negative offset %d", sq.GetOffset())
@@ -428,6 +431,9 @@ docs:
 		out = append(out, doc)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return q.compareDocs(out[i], out[j]) < 0 })
+	if q.nearest != nil {
+		return q.nearest.run(out), 0
+	}
 	skipped := min(q.offset, len(out))
 	out = out[skipped:]
 	if q.limit >= 0 && len(out) > q.limit {
@@ -669,44 +675,58 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 }
 
 // sumField adds the numeric values of a field, skipping other types. The sum
-// is an integer while every addend is and it does not overflow.
+// is an integer while every addend is and it does not overflow; doubles are
+// added with compensation so that, like Firestore, 4.8+5.9+6.0+7.1+8.2 is 32.
 func sumField(docs []*pb.Document, p fieldPath) (*pb.Value, int) {
 	var (
 		isum   int64
-		fsum   float64
+		ksum   kahan
 		double bool
 		n      int
 	)
 	for _, d := range docs {
-		v := getField(d.Fields, p)
-		switch x := v.GetValueType().(type) {
+		switch x := getField(d.Fields, p).GetValueType().(type) {
 		case *pb.Value_IntegerValue:
 			n++
-			if !double {
-				s := isum + x.IntegerValue
-				if (x.IntegerValue > 0 && s < isum) || (x.IntegerValue < 0 && s > isum) {
-					double, fsum = true, float64(isum)+float64(x.IntegerValue)
-					continue
-				}
-				isum = s
-			} else {
-				fsum += float64(x.IntegerValue)
+			s := isum + x.IntegerValue
+			overflow := (x.IntegerValue > 0 && s < isum) || (x.IntegerValue < 0 && s > isum)
+			if double || overflow {
+				double = true
+				ksum.add(float64(x.IntegerValue))
+				continue
 			}
+			isum = s
 		case *pb.Value_DoubleValue:
 			n++
-			if !double {
-				double, fsum = true, float64(isum)
-			}
-			fsum += x.DoubleValue
+			double = true
+			ksum.add(x.DoubleValue)
 		}
 	}
 	if double {
-		if math.IsInf(fsum, 0) || math.IsNaN(fsum) {
-			return &pb.Value{ValueType: &pb.Value_DoubleValue{DoubleValue: fsum}}, n
-		}
-		return &pb.Value{ValueType: &pb.Value_DoubleValue{DoubleValue: fsum}}, n
+		ksum.add(float64(isum))
+		return &pb.Value{ValueType: &pb.Value_DoubleValue{DoubleValue: ksum.sum()}}, n
 	}
 	return &pb.Value{ValueType: &pb.Value_IntegerValue{IntegerValue: isum}}, n
+}
+
+// kahan is Neumaier's compensated summation.
+type kahan struct{ s, c float64 }
+
+func (k *kahan) add(x float64) {
+	t := k.s + x
+	if math.Abs(k.s) >= math.Abs(x) {
+		k.c += (k.s - t) + x
+	} else {
+		k.c += (x - t) + k.s
+	}
+	k.s = t
+}
+
+func (k *kahan) sum() float64 {
+	if math.IsInf(k.s, 0) || math.IsNaN(k.s) {
+		return k.s
+	}
+	return k.s + k.c
 }
 
 func itoa(i int) string {
