@@ -135,12 +135,13 @@ func (c *Cluster) Normalize() {
 }
 
 // NewClusterID returns a fresh cluster TypeID (kcl_...).
-func NewClusterID() string { return newID(ClusterPrefix) }
+func NewClusterID() string { return NewID(ClusterPrefix) }
 
 // NewNodePoolID returns a fresh node pool TypeID (knp_...).
-func NewNodePoolID() string { return newID(NodePoolPrefix) }
+func NewNodePoolID() string { return NewID(NodePoolPrefix) }
 
-func newID(prefix string) string {
+// NewID returns a fresh TypeID with the prefix.
+func NewID(prefix string) string {
 	id, err := typeid.WithPrefix(prefix)
 	if err != nil {
 		// Only an invalid prefix fails, and ours are constants.

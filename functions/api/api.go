@@ -1,0 +1,101 @@
+// Package api serves the public methods of kubernetesNodePools and
+// kubernetesClusters (API.md §5-6) over HTTP, one handler per method.
+//
+// Every handler decodes strictly, verifies the bearer token, validates,
+// runs the method as one Firestore transaction (store), and after the
+// commit hands the transaction's events to the relay and asks for a
+// reconcile run, without waiting for either: the answer goes back at once.
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// EventSender takes committed events for publishing (outbox.Relay).
+type EventSender interface {
+	Send(events []outbox.Event)
+}
+
+// Kicker asks for a reconcile run of a cluster now (a Cloud Task).
+type Kicker interface {
+	Kick(ctx context.Context, k store.Kick) error
+}
+
+// Deps are the API's dependencies.
+type Deps struct {
+	Auth   httpapi.Authenticator
+	Store  *store.Store
+	Events EventSender
+	Kicker Kicker
+}
+
+// Route is one method: its Functions Framework name (the FUNCTION_TARGET
+// on Cloud Run), its path, and its handler.
+type Route struct {
+	Function string
+	Path     string
+	Handler  http.Handler
+}
+
+type api struct{ Deps }
+
+// Routes returns the handlers of every API method.
+func Routes(d Deps) ([]Route, error) {
+	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil {
+		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender and a kicker")
+	}
+	a := &api{d}
+	var routes []Route
+	var err error
+	add := func(resource, method string, h http.Handler, herr error) {
+		if herr != nil {
+			err = errors.Join(err, herr)
+			return
+		}
+		routes = append(routes, Route{
+			Function: resource + "-" + method,
+			Path:     "/api/compute/" + resource + "/" + method,
+			Handler:  h,
+		})
+	}
+	h, herr := httpapi.Handler(d.Auth, a.createNodePool())
+	add("kubernetesNodePools", "create", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.listNodePools())
+	add("kubernetesNodePools", "list", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.updateNodePool())
+	add("kubernetesNodePools", "update", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.deleteNodePool())
+	add("kubernetesNodePools", "delete", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.createCluster())
+	add("kubernetesClusters", "create", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.getCluster())
+	add("kubernetesClusters", "get", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.listClusters())
+	add("kubernetesClusters", "list", h, herr)
+	h, herr = httpapi.Handler(d.Auth, a.deleteCluster())
+	add("kubernetesClusters", "delete", h, herr)
+	if err != nil {
+		return nil, err
+	}
+	return routes, nil
+}
+
+// afterCommit hands the committed events to the relay and asks for a
+// reconcile run. Neither may fail the call: the events wait in the outbox
+// for a drain, and the watchdog restarts a chain whose kick was lost.
+func (a *api) afterCommit(ctx context.Context, events []outbox.Event, kick *store.Kick) {
+	a.Events.Send(events)
+	if kick == nil {
+		return
+	}
+	if err := a.Kicker.Kick(ctx, *kick); err != nil {
+		logging.FromContext(ctx).Warn("Reconcile kick failed; the watchdog will restart the chain", "error", err)
+	}
+}

@@ -1,0 +1,127 @@
+// Package outbox carries the kubernetes.* CloudEvents from the transaction
+// that causes them to Pub/Sub, at least once and never lost.
+//
+// An event is written to its tenant's outbox (tenants/{t}/outbox/{id}) in the
+// same Firestore transaction as the state change it announces. After the
+// commit a Relay publishes it to the topic named after its type and deletes
+// the outbox document. A publish that fails leaves the document behind;
+// Drain publishes what is pending later, oldest first, under the same ce-id.
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// The event types of API.md §7. Each is also the name of its topic.
+const (
+	NodePoolCreated = "kubernetes.nodepool.created"
+	NodePoolReady   = "kubernetes.nodepool.ready"
+	NodePoolError   = "kubernetes.nodepool.error"
+	NodePoolDeleted = "kubernetes.nodepool.deleted"
+	ClusterCreated  = "kubernetes.cluster.created"
+	ClusterReady    = "kubernetes.cluster.ready"
+	ClusterUpdated  = "kubernetes.cluster.updated"
+	ClusterError    = "kubernetes.cluster.error"
+	ClusterDeleted  = "kubernetes.cluster.deleted"
+)
+
+// Types lists every event type, for creating the topics.
+var Types = []string{
+	NodePoolCreated, NodePoolReady, NodePoolError, NodePoolDeleted,
+	ClusterCreated, ClusterReady, ClusterUpdated, ClusterError, ClusterDeleted,
+}
+
+// Collection is the name of the outbox collection under each tenant.
+const Collection = "outbox"
+
+// Event is a CloudEvent waiting in a tenant's outbox. ID is its ce-id, fixed
+// when the event is written so that every publish of it carries the same one.
+type Event struct {
+	ID         string    `firestore:"id"`
+	Type       string    `firestore:"type"`
+	TenantID   string    `firestore:"tenantId"`
+	ClusterID  string    `firestore:"clusterId"`
+	NodePoolID string    `firestore:"nodePoolId,omitempty"`
+	Time       time.Time `firestore:"time"`
+	Data       []byte    `firestore:"data"` // the resource as the API returns it
+}
+
+// NodePoolEvent returns an event of type typ about the pool p at time t.
+// Its subject is p's cluster.
+func NodePoolEvent(typ string, p resource.NodePool, t time.Time) Event {
+	p.Normalize()
+	return Event{
+		ID:         newEventID(),
+		Type:       typ,
+		TenantID:   p.TenantID,
+		ClusterID:  p.ClusterID,
+		NodePoolID: p.ID,
+		Time:       t.UTC(),
+		Data:       mustJSON(p),
+	}
+}
+
+// ClusterEvent returns an event of type typ about the cluster c at time t.
+func ClusterEvent(typ string, c resource.Cluster, t time.Time) Event {
+	c.Normalize()
+	return Event{
+		ID:        newEventID(),
+		Type:      typ,
+		TenantID:  c.TenantID,
+		ClusterID: c.ID,
+		Time:      t.UTC(),
+		Data:      mustJSON(c),
+	}
+}
+
+// Ref returns the outbox document of e.
+func Ref(fs *firestore.Client, e Event) *firestore.DocumentRef {
+	return fs.Collection("tenants").Doc(e.TenantID).Collection(Collection).Doc(e.ID)
+}
+
+// Source is the ce-source of the tenant's events.
+func Source(tenantID string) string {
+	return "//compute.better-compute.dev/tenants/" + tenantID
+}
+
+// Message returns e as a Pub/Sub message in CloudEvents binary mode,
+// ordered by its cluster.
+func (e Event) Message() *pubsub.Message {
+	attrs := map[string]string{
+		"ce-specversion": "1.0",
+		"ce-id":          e.ID,
+		"ce-type":        e.Type,
+		"ce-source":      Source(e.TenantID),
+		"ce-subject":     e.ClusterID,
+		"ce-time":        e.Time.UTC().Format(time.RFC3339Nano),
+		"content-type":   "application/json",
+		"tenantId":       e.TenantID,
+		"clusterId":      e.ClusterID,
+	}
+	if e.NodePoolID != "" {
+		attrs["nodePoolId"] = e.NodePoolID
+	}
+	return &pubsub.Message{Data: e.Data, Attributes: attrs, OrderingKey: e.ClusterID}
+}
+
+func newEventID() string {
+	// A TypeID is unique and sorts by creation time, which helps when
+	// reading an outbox by hand.
+	return resource.NewID("evt")
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// The resources are plain structs of strings, numbers and maps.
+		panic(fmt.Sprintf("marshal event data: %v", err))
+	}
+	return b
+}

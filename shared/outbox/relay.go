@@ -1,0 +1,239 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/api/iterator"
+)
+
+// Publisher publishes one event and reports whether Pub/Sub accepted it.
+type Publisher interface {
+	Publish(ctx context.Context, e Event) error
+}
+
+// Relay moves events from the outbox to Pub/Sub: publish, then delete the
+// outbox document. Everything it fails to publish stays in the outbox for a
+// later Drain.
+type Relay struct {
+	fs  *firestore.Client
+	pub Publisher
+	log *slog.Logger
+	now func() time.Time
+
+	queue chan []Event
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+// NewRelay returns a relay publishing through pub and clearing fs's outbox.
+// Call Start to deliver Send's events in the background, and Close to stop.
+func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger) (*Relay, error) {
+	if fs == nil || pub == nil || log == nil {
+		return nil, errors.New("outbox: NewRelay needs a Firestore client, a publisher and a logger")
+	}
+	return &Relay{fs: fs, pub: pub, log: log, now: time.Now, queue: make(chan []Event, 1024)}, nil
+}
+
+// Start runs the background delivery of Send's events until Close.
+func (r *Relay) Start() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for events := range r.queue {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if _, err := r.Deliver(ctx, events); err != nil {
+				r.log.Warn("Events left in the outbox for a later drain", "error", err, "events", len(events))
+			}
+			cancel()
+		}
+	}()
+}
+
+// Send hands committed events to the background delivery and returns at
+// once, so a caller's response never waits on Pub/Sub. When the queue is
+// full the events simply wait in the outbox for the next Drain.
+func (r *Relay) Send(events []Event) {
+	if len(events) == 0 {
+		return
+	}
+	select {
+	case r.queue <- events:
+	default:
+		r.log.Warn("Relay queue full; events wait in the outbox for a drain", "events", len(events))
+	}
+}
+
+// Close stops accepting events and waits until those already sent have been
+// delivered (or left in the outbox).
+func (r *Relay) Close() {
+	r.once.Do(func() { close(r.queue) })
+	r.wg.Wait()
+}
+
+// Deliver publishes events in order and deletes the outbox documents of
+// those Pub/Sub accepted, in one write. It stops at the first failed
+// publish, so that events of one cluster are never published out of order
+// by one call; it returns how many were published.
+func (r *Relay) Deliver(ctx context.Context, events []Event) (int, error) {
+	var done []Event
+	var pubErr error
+	for _, e := range events {
+		if err := r.pub.Publish(ctx, e); err != nil {
+			pubErr = fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
+			break
+		}
+		done = append(done, e)
+	}
+	if len(done) > 0 {
+		if err := r.clear(ctx, done); err != nil {
+			// Published but still in the outbox: a drain publishes them
+			// again with the same ce-id, which at-least-once allows.
+			return len(done), errors.Join(pubErr, err)
+		}
+	}
+	return len(done), pubErr
+}
+
+func (r *Relay) clear(ctx context.Context, events []Event) error {
+	for len(events) > 0 {
+		n := min(len(events), 500) // Firestore's limit of writes per commit
+		b := r.fs.Batch()
+		for _, e := range events[:n] {
+			b.Delete(Ref(r.fs, e))
+		}
+		if _, err := b.Commit(ctx); err != nil {
+			return fmt.Errorf("clear %d outbox events: %w", n, err)
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+// Drain publishes the events of every tenant's outbox written at least
+// olderThan ago, oldest first, at most limit of them, and returns how many
+// it published. The watchdog calls it, so that an event whose publish
+// failed or whose process died is delivered anyway.
+func (r *Relay) Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	q := r.fs.CollectionGroup(Collection).
+		Where("time", "<=", r.now().Add(-olderThan)).
+		OrderBy("time", firestore.Asc).
+		Limit(limit)
+	return r.drain(ctx, q)
+}
+
+// DrainCluster publishes the pending events of one cluster, oldest first.
+// The reconciler calls it on every run.
+func (r *Relay) DrainCluster(ctx context.Context, tenantID, clusterID string, olderThan time.Duration) (int, error) {
+	q := r.fs.Collection("tenants").Doc(tenantID).Collection(Collection).
+		Where("clusterId", "==", clusterID).
+		Where("time", "<=", r.now().Add(-olderThan)).
+		OrderBy("time", firestore.Asc).
+		Limit(500)
+	return r.drain(ctx, q)
+}
+
+func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
+	it := q.Documents(ctx)
+	defer it.Stop()
+	var events []Event
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read outbox: %w", err)
+		}
+		var e Event
+		if err := snap.DataTo(&e); err != nil {
+			return 0, fmt.Errorf("decode outbox event %s: %w", snap.Ref.Path, err)
+		}
+		events = append(events, e)
+	}
+	if len(events) == 0 {
+		return 0, nil
+	}
+	r.log.Info("Draining outbox", "events", len(events))
+	return r.deliverByCluster(ctx, events)
+}
+
+// deliverByCluster delivers each cluster's events in order; a cluster whose
+// publish fails does not hold back the others.
+func (r *Relay) deliverByCluster(ctx context.Context, events []Event) (int, error) {
+	var order []string
+	byCluster := map[string][]Event{}
+	for _, e := range events {
+		if _, ok := byCluster[e.ClusterID]; !ok {
+			order = append(order, e.ClusterID)
+		}
+		byCluster[e.ClusterID] = append(byCluster[e.ClusterID], e)
+	}
+	total := 0
+	var errs []error
+	for _, c := range order {
+		n, err := r.Deliver(ctx, byCluster[c])
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// PubSub publishes events to one topic per event type, ordered by cluster.
+type PubSub struct {
+	client *pubsub.Client
+
+	mu         sync.Mutex
+	publishers map[string]*pubsub.Publisher
+}
+
+// NewPubSub returns a publisher over client. Topics must exist (infra
+// creates them; the devstack creates them at start).
+func NewPubSub(client *pubsub.Client) *PubSub {
+	return &PubSub{client: client, publishers: map[string]*pubsub.Publisher{}}
+}
+
+// Publish publishes e and waits until Pub/Sub has accepted it.
+func (p *PubSub) Publish(ctx context.Context, e Event) error {
+	pub := p.publisher(e.Type)
+	msg := e.Message()
+	if _, err := pub.Publish(ctx, msg).Get(ctx); err != nil {
+		// An ordered publisher pauses the key after a failure; resume it
+		// so that the retry from the outbox can go through.
+		pub.ResumePublish(msg.OrderingKey)
+		return err
+	}
+	return nil
+}
+
+func (p *PubSub) publisher(topic string) *pubsub.Publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pub, ok := p.publishers[topic]
+	if !ok {
+		pub = p.client.Publisher(topic)
+		pub.EnableMessageOrdering = true
+		// Publish at once rather than batching for up to 10 ms: events
+		// are few and their latency is what subscribers see.
+		pub.PublishSettings.DelayThreshold = time.Millisecond
+		p.publishers[topic] = pub
+	}
+	return pub
+}
+
+// Stop flushes and stops every topic's publisher.
+func (p *PubSub) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pub := range p.publishers {
+		pub.Stop()
+	}
+}

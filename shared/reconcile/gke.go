@@ -1,0 +1,172 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// names are the provider's resource names of one cluster.
+type names struct {
+	parent  string // projects/P/locations/L
+	cluster string // parent/clusters/C
+}
+
+func namesOf(c *store.ClusterDoc) names {
+	parent := fmt.Sprintf("projects/%s/locations/%s", c.Project, c.Region)
+	return names{parent: parent, cluster: parent + "/clusters/" + c.ProviderName}
+}
+
+func (n names) pool(name string) string { return n.cluster + "/nodePools/" + name }
+
+func (n names) operation(id string) string {
+	if strings.HasPrefix(id, "projects/") {
+		return id
+	}
+	return n.parent + "/operations/" + id
+}
+
+// observe turns the provider's cluster into what the planner reads.
+func observe(c *containerpb.Cluster) *ObservedCluster {
+	o := &ObservedCluster{
+		ID:       c.GetId(),
+		Status:   c.GetStatus().String(),
+		Message:  c.GetStatusMessage(),
+		Version:  c.GetCurrentMasterVersion(),
+		Endpoint: c.GetEndpoint(),
+		Pools:    map[string]ObservedPool{},
+	}
+	for _, np := range c.GetNodePools() {
+		op := ObservedPool{Status: np.GetStatus().String(), Message: np.GetStatusMessage(), NodeCount: int(np.GetInitialNodeCount())}
+		if a := np.GetAutoscaling(); a.GetEnabled() {
+			op.Autoscaling = &resource.Autoscaling{MinNodes: int(a.GetMinNodeCount()), MaxNodes: int(a.GetMaxNodeCount())}
+		}
+		o.Pools[np.GetName()] = op
+	}
+	return o
+}
+
+// fault classifies a provider error. Transient errors (the service is
+// down, rate limits, another operation running) are retried with backoff;
+// the others are the tenant's to see.
+func fault(err error) *Fault {
+	st, _ := status.FromError(err)
+	return &Fault{Transient: transient(st.Code()), Message: st.Message()}
+}
+
+func transient(c codes.Code) bool {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		return false
+	}
+	return true
+}
+
+// outcome reads a provider operation.
+func outcome(op *containerpb.Operation) *OpOutcome {
+	if op.GetStatus() != containerpb.Operation_DONE {
+		return &OpOutcome{}
+	}
+	o := &OpOutcome{Done: true}
+	if e := op.GetError(); e != nil && codes.Code(e.GetCode()) != codes.OK {
+		msg := e.GetMessage()
+		if msg == "" {
+			msg = op.GetStatusMessage()
+		}
+		o.Err = &Fault{Transient: transient(codes.Code(e.GetCode())), Message: msg}
+	}
+	return o
+}
+
+// opTypes are the operation types the provider reports for each call.
+var opTypes = map[string][]containerpb.Operation_Type{
+	CreateCluster:  {containerpb.Operation_CREATE_CLUSTER},
+	DeleteCluster:  {containerpb.Operation_DELETE_CLUSTER},
+	CreateNodePool: {containerpb.Operation_CREATE_NODE_POOL},
+	DeleteNodePool: {containerpb.Operation_DELETE_NODE_POOL},
+	SetSize:        {containerpb.Operation_SET_NODE_POOL_SIZE},
+	SetAutoscaling: {containerpb.Operation_UPDATE_CLUSTER, containerpb.Operation_SET_NODE_POOL_MANAGEMENT},
+}
+
+// nodePool is the provider's form of a pool.
+func nodePool(p *store.NodePoolDoc) *containerpb.NodePool {
+	cfg := &containerpb.NodeConfig{
+		MachineType: p.MachineType,
+		DiskSizeGb:  int32(p.DiskGiB),
+		DiskType:    p.DiskType,
+		Spot:        p.Spot,
+		Labels:      p.Labels,
+	}
+	if p.Accelerators != nil {
+		cfg.Accelerators = []*containerpb.AcceleratorConfig{{AcceleratorType: p.Accelerators.Type, AcceleratorCount: int64(p.Accelerators.Count)}}
+	}
+	for _, t := range p.Taints {
+		cfg.Taints = append(cfg.Taints, &containerpb.NodeTaint{Key: t.Key, Value: t.Value, Effect: taintEffect(t.Effect)})
+	}
+	return &containerpb.NodePool{
+		Name:             p.Name,
+		Config:           cfg,
+		InitialNodeCount: int32(p.NodeCount),
+		Locations:        p.Zones,
+		Autoscaling:      autoscaling(p.Autoscaling),
+	}
+}
+
+func autoscaling(a *resource.Autoscaling) *containerpb.NodePoolAutoscaling {
+	if a == nil {
+		return &containerpb.NodePoolAutoscaling{Enabled: false}
+	}
+	return &containerpb.NodePoolAutoscaling{Enabled: true, MinNodeCount: int32(a.MinNodes), MaxNodeCount: int32(a.MaxNodes)}
+}
+
+func taintEffect(e string) containerpb.NodeTaint_Effect {
+	switch e {
+	case "NoSchedule":
+		return containerpb.NodeTaint_NO_SCHEDULE
+	case "PreferNoSchedule":
+		return containerpb.NodeTaint_PREFER_NO_SCHEDULE
+	case "NoExecute":
+		return containerpb.NodeTaint_NO_EXECUTE
+	}
+	return containerpb.NodeTaint_EFFECT_UNSPECIFIED
+}
+
+func releaseChannel(ch string) containerpb.ReleaseChannel_Channel {
+	switch ch {
+	case "rapid":
+		return containerpb.ReleaseChannel_RAPID
+	case "stable":
+		return containerpb.ReleaseChannel_STABLE
+	}
+	return containerpb.ReleaseChannel_REGULAR
+}
+
+// cluster is the provider's form of a cluster to create, with its pools.
+func cluster(c *store.ClusterDoc, pools []store.NodePoolDoc) *containerpb.Cluster {
+	// The provider's label values allow no underscore.
+	labels := map[string]string{"better-compute-cluster": strings.ReplaceAll(c.ID, "_", "-")}
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	pc := &containerpb.Cluster{
+		Name:           c.ProviderName,
+		ResourceLabels: labels,
+		ReleaseChannel: &containerpb.ReleaseChannel{Channel: releaseChannel(c.ReleaseChannel)},
+	}
+	if c.Mode == resource.ModeAutopilot {
+		pc.Autopilot = &containerpb.Autopilot{Enabled: true}
+		return pc
+	}
+	for i := range pools {
+		if pools[i].State != resource.StateDeleting {
+			pc.NodePools = append(pc.NodePools, nodePool(&pools[i]))
+		}
+	}
+	return pc
+}

@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// ClusterResult is the outcome of a cluster mutation.
+type ClusterResult struct {
+	Cluster resource.Cluster
+	Events  []outbox.Event
+	Kick    *Kick
+}
+
+// CreateClusterRequest is a validated cluster create. Spec holds name, mode,
+// region, release channel and labels; NodePools the specs of its first
+// pools (standard clusters only).
+type CreateClusterRequest struct {
+	PoolID         string
+	Spec           resource.Cluster
+	NodePools      []resource.NodePool
+	IdempotencyKey string
+	RequestHash    string
+	// CheckPlacement says whether the region and the pools' zones are the
+	// account's (region → zones enabled on it), as an INVALID_INPUT error.
+	CheckPlacement func(regions map[string][]string) error
+}
+
+// CreateCluster records a new cluster, pending, with its first node pools.
+// It reads the member, the provider pool, the name reservation and the
+// idempotency record in one batch, then the pool's account.
+func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRequest) (ClusterResult, error) {
+	var res ClusterResult
+	poolRef := s.fs.Collection("pools").Doc(req.PoolID)
+	nameRef := s.clusterNameRef(c.TenantID, req.Spec.Name)
+	refs := []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), poolRef, nameRef}
+	var idemRef *firestore.DocumentRef
+	if req.IdempotencyKey != "" {
+		idemRef = s.idempotencyRef(c.TenantID, "clusters.create", c.Principal, req.IdempotencyKey)
+		refs = append(refs, idemRef)
+	}
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res = ClusterResult{}
+		snaps, err := tx.GetAll(refs)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		member, err := decodeMember(snaps[0])
+		if err != nil {
+			return err
+		}
+		var pool Pool
+		if !snaps[1].Exists() {
+			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
+		}
+		if err := snaps[1].DataTo(&pool); err != nil {
+			return fmt.Errorf("decode pool: %w", err)
+		}
+		if pool.TenantID != c.TenantID {
+			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
+		}
+		if err := authorize(member, PermCreate, ""); err != nil {
+			return err
+		}
+		now := s.timestamp()
+		if idemRef != nil && snaps[3].Exists() {
+			var rec idempotencyRecord
+			if err := snaps[3].DataTo(&rec); err != nil {
+				return fmt.Errorf("decode idempotency record: %w", err)
+			}
+			if rec.ExpireAt.After(now) {
+				if rec.RequestHash != req.RequestHash {
+					return errs.E(errs.Conflict, "idempotency key %q was used with another request", req.IdempotencyKey)
+				}
+				snap, err := tx.Get(s.ClusterRef(c.TenantID, rec.ResourceID))
+				if err != nil {
+					return fmt.Errorf("read cluster %s: %w", rec.ResourceID, err)
+				}
+				var cl ClusterDoc
+				if err := snap.DataTo(&cl); err != nil {
+					return fmt.Errorf("decode cluster: %w", err)
+				}
+				res.Cluster = cl.Cluster
+				return nil
+			}
+		}
+		accSnap, err := tx.Get(s.fs.Collection("accounts").Doc(pool.AccountID))
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("read account %s: %w", pool.AccountID, err)
+		}
+		var acc Account
+		if accSnap == nil || !accSnap.Exists() {
+			return fmt.Errorf("pool %s names account %s, which does not exist", pool.ID, pool.AccountID)
+		}
+		if err := accSnap.DataTo(&acc); err != nil {
+			return fmt.Errorf("decode account: %w", err)
+		}
+		if !acc.ManagedKubernetes() {
+			return errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)
+		}
+		if err := req.CheckPlacement(acc.Regions); err != nil {
+			return err
+		}
+		zones := acc.Regions[req.Spec.Region]
+		if snaps[2].Exists() {
+			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
+		}
+
+		cl := &ClusterDoc{Cluster: req.Spec, Active: true, Project: acc.Project, Zones: slices.Clone(zones)}
+		cl.ID = resource.NewClusterID()
+		cl.TenantID = c.TenantID
+		cl.PoolID = pool.ID
+		cl.AccountID = acc.ID
+		cl.ProviderName = resource.ProviderClusterName(cl.ID)
+		cl.KubernetesVersion = ""
+		cl.Endpoint = ""
+		cl.State = resource.StatePending
+		cl.Message = ""
+		cl.Version = 1
+		cl.CreatedAt, cl.UpdatedAt = now, now
+		cl.Normalize()
+		cl.ActivePoolCount = len(req.NodePools)
+		res.Kick = s.kick(cl, now)
+		for _, spec := range req.NodePools {
+			p := newNodePool(c.TenantID, cl.ID, spec, now)
+			if err := tx.Create(s.NodePoolRef(c.TenantID, cl.ID, p.ID), p); err != nil {
+				return err
+			}
+			if err := tx.Create(s.poolNameRef(c.TenantID, cl.ID, p.Name), reservation{ID: p.ID}); err != nil {
+				return err
+			}
+		}
+		if err := tx.Create(s.ClusterRef(c.TenantID, cl.ID), cl); err != nil {
+			return err
+		}
+		if err := tx.Create(nameRef, reservation{ID: cl.ID}); err != nil {
+			return err
+		}
+		if idemRef != nil {
+			rec := idempotencyRecord{RequestHash: req.RequestHash, ResourceID: cl.ID, ExpireAt: now.Add(IdempotencyTTL)}
+			if err := tx.Set(idemRef, rec); err != nil {
+				return err
+			}
+		}
+		res.Cluster = cl.Cluster
+		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.Cluster, now)}
+		return s.writeEvents(tx, res.Events)
+	})
+	if err != nil {
+		return ClusterResult{}, storageErr("create cluster", err)
+	}
+	res.Cluster.Normalize()
+	return res, nil
+}
+
+// GetCluster returns a cluster that is not deleted.
+func (s *Store) GetCluster(ctx context.Context, c Caller, clusterID string) (resource.Cluster, error) {
+	snaps, err := s.fs.GetAll(ctx, []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), s.ClusterRef(c.TenantID, clusterID)})
+	if err != nil {
+		return resource.Cluster{}, storageErr("get cluster", err)
+	}
+	member, err := decodeMember(snaps[0])
+	if err != nil {
+		return resource.Cluster{}, err
+	}
+	cl, err := decodeCluster(snaps[1], clusterID)
+	if err != nil {
+		return resource.Cluster{}, storageErr("get cluster", err)
+	}
+	if err := authorize(member, PermRead, clusterID); err != nil {
+		return resource.Cluster{}, err
+	}
+	cl.Normalize()
+	return cl.Cluster, nil
+}
+
+// ListClustersRequest selects a page of a tenant's clusters.
+type ListClustersRequest struct {
+	PoolID    string
+	PageSize  int
+	PageToken string
+}
+
+type pageToken struct {
+	CreatedAt time.Time `json:"c"`
+	ID        string    `json:"i"`
+	PoolID    string    `json:"p,omitempty"`
+}
+
+// ListClusters returns the tenant's clusters that are not deleted and that
+// the caller may read, newest first, a page at a time. The next page token is
+// empty on the last page.
+func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequest) ([]resource.Cluster, string, error) {
+	snap, err := s.memberRef(c.TenantID, c.Principal).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, "", storageErr("list clusters", err)
+	}
+	member, err := decodeMember(snap)
+	if err != nil {
+		return nil, "", err
+	}
+	q := s.tenant(c.TenantID).Collection("clusters").Where("active", "==", true)
+	if req.PoolID != "" {
+		q = q.Where("poolId", "==", req.PoolID)
+	}
+	q = q.OrderBy("createdAt", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
+	if req.PageToken != "" {
+		tok, err := decodePageToken(req.PageToken)
+		if err != nil || tok.PoolID != req.PoolID {
+			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
+		}
+		q = q.StartAfter(tok.CreatedAt, tok.ID)
+	}
+	// Clusters the caller may not read are skipped, so a page may take
+	// more than one query; one extra document tells whether a next page
+	// exists.
+	out := []resource.Cluster{}
+	var examined *ClusterDoc
+	for {
+		docs, err := q.Limit(req.PageSize + 1).Documents(ctx).GetAll()
+		if err != nil {
+			return nil, "", storageErr("list clusters", err)
+		}
+		for _, d := range docs {
+			var cl ClusterDoc
+			if err := d.DataTo(&cl); err != nil {
+				return nil, "", storageErr("list clusters", fmt.Errorf("decode %s: %w", d.Ref.Path, err))
+			}
+			examined = &cl
+			if !allows(member, PermRead, cl.ID) {
+				continue
+			}
+			if len(out) == req.PageSize {
+				last := out[len(out)-1]
+				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, PoolID: req.PoolID}), nil
+			}
+			cl.Normalize()
+			out = append(out, cl.Cluster)
+		}
+		if len(docs) <= req.PageSize {
+			return out, "", nil
+		}
+		q = q.StartAfter(examined.CreatedAt, examined.ID)
+	}
+}
+
+func encodePageToken(t pageToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodePageToken(s string) (pageToken, error) {
+	var t pageToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, err
+	}
+	if t.ID == "" || t.CreatedAt.IsZero() {
+		return t, errors.New("incomplete page token")
+	}
+	return t, nil
+}
+
+// DeleteCluster marks a cluster and its node pools for deletion; a cluster
+// already deleting is returned unchanged.
+func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (ClusterResult, error) {
+	var res ClusterResult
+	clusterRef := s.ClusterRef(c.TenantID, clusterID)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res = ClusterResult{}
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef})
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		member, err := decodeMember(snaps[0])
+		if err != nil {
+			return err
+		}
+		cl, err := decodeCluster(snaps[1], clusterID)
+		if err != nil {
+			return err
+		}
+		if err := authorize(member, PermDelete, clusterID); err != nil {
+			return err
+		}
+		res.Cluster = cl.Cluster
+		if cl.State == resource.StateDeleting {
+			return nil
+		}
+		pools, err := tx.Documents(clusterRef.Collection("nodePools").Where("active", "==", true)).GetAll()
+		if err != nil {
+			return fmt.Errorf("read node pools: %w", err)
+		}
+		now := s.timestamp()
+		for _, snap := range pools {
+			var p NodePoolDoc
+			if err := snap.DataTo(&p); err != nil {
+				return fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+			}
+			if p.State == resource.StateDeleting {
+				continue
+			}
+			p.State = resource.StateDeleting
+			p.Message = ""
+			p.UpdatedAt = now
+			if err := tx.Set(snap.Ref, p); err != nil {
+				return err
+			}
+		}
+		cl.State = resource.StateDeleting
+		cl.Message = ""
+		cl.Version++
+		cl.UpdatedAt = now
+		res.Kick = s.kick(cl, now)
+		res.Cluster = cl.Cluster
+		return tx.Set(clusterRef, cl)
+	})
+	if err != nil {
+		return ClusterResult{}, storageErr("delete cluster", err)
+	}
+	res.Cluster.Normalize()
+	return res, nil
+}

@@ -1,0 +1,106 @@
+// Package tasks schedules reconcile runs as Cloud Tasks: one HTTP task per
+// run, addressed to the reconcile function, carrying the cluster and its
+// chain token, with an OIDC token for the function to check.
+package tasks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// Payload is the body of a reconcile task.
+type Payload struct {
+	TenantID  string `json:"tenantId"`
+	ClusterID string `json:"clusterId"`
+	Token     string `json:"token"`
+}
+
+// Config says where tasks go.
+type Config struct {
+	Queue          string // projects/P/locations/L/queues/Q
+	URL            string // the reconcile function's URL
+	ServiceAccount string // OIDC identity of the tasks
+	Audience       string // OIDC audience (the function's URL when empty)
+}
+
+// Queue schedules reconcile runs on a Cloud Tasks queue.
+type Queue struct {
+	client *cloudtasks.Client
+	cfg    Config
+	now    func() time.Time
+}
+
+// New returns a queue over client.
+func New(client *cloudtasks.Client, cfg Config) (*Queue, error) {
+	if client == nil || cfg.Queue == "" || cfg.URL == "" {
+		return nil, errors.New("tasks: New needs a client, a queue and a URL")
+	}
+	if cfg.Audience == "" {
+		cfg.Audience = cfg.URL
+	}
+	return &Queue{client: client, cfg: cfg, now: time.Now}, nil
+}
+
+// Kick schedules a run now, first of the chain of k's token.
+func (q *Queue) Kick(ctx context.Context, k store.Kick) error {
+	return q.Schedule(ctx, k, q.now(), "")
+}
+
+// Schedule schedules a run of k's chain at at. The task's name derives
+// from the chain token and the task scheduling it (after), so the same
+// scheduling done twice (a redelivered task) makes one task: Cloud Tasks
+// answers ALREADY_EXISTS to the second, which is success here.
+func (q *Queue) Schedule(ctx context.Context, k store.Kick, at time.Time, after string) error {
+	body, err := json.Marshal(Payload{TenantID: k.TenantID, ClusterID: k.ClusterID, Token: k.Token})
+	if err != nil {
+		return err
+	}
+	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
+		Parent: q.cfg.Queue,
+		Task: &cloudtaskspb.Task{
+			Name:         q.cfg.Queue + "/tasks/" + TaskID(k, after),
+			ScheduleTime: timestamppb.New(at),
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+				Url:        q.cfg.URL,
+				HttpMethod: cloudtaskspb.HttpMethod_POST,
+				Headers:    map[string]string{"Content-Type": "application/json"},
+				Body:       body,
+				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+					ServiceAccountEmail: q.cfg.ServiceAccount,
+					Audience:            q.cfg.Audience,
+				}},
+			}},
+		},
+	})
+	if status.Code(err) == codes.AlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create task for cluster %s: %w", k.ClusterID, err)
+	}
+	return nil
+}
+
+// TaskID is the task ID of a run of k's chain scheduled by the task after
+// ("" for a kick).
+func TaskID(k store.Kick, after string) string {
+	suffix := "k"
+	if after != "" {
+		h := sha256.Sum256([]byte(after))
+		suffix = hex.EncodeToString(h[:8])
+	}
+	return k.ClusterID + "-" + k.Token + "-" + suffix
+}
