@@ -391,4 +391,3 @@ func newOwner() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-

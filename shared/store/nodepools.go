@@ -376,4 +376,3 @@ func decodeNodePool(snap *firestore.DocumentSnapshot, id string) (*NodePoolDoc, 
 	}
 	return &p, nil
 }
-

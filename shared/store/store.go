@@ -130,7 +130,7 @@ type ClusterDoc struct {
 	// Project is the provider project of the cluster's account.
 	Project string `firestore:"project"`
 	// Zones are the zones of the cluster's region enabled on its account.
-	Zones     []string        `firestore:"zones"`
+	Zones []string `firestore:"zones"`
 	// Changed is set by the API when the tenant changes the cluster's
 	// desired state, and cleared by the reconciler when it is ready again
 	// (kubernetes.cluster.updated).
