@@ -11,12 +11,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// Limits of the seed that callers may want to show or reuse.
-const (
-	MaxNodeCount = 1000
-	MaxZones     = 10
-)
-
 // Autoscaling bounds a pool's node count per zone.
 type Autoscaling struct {
 	MinNodes int `json:"minNodes" validate:"between=0:1000"`

@@ -188,7 +188,7 @@ func TestDecodeCreateNodePoolFields(t *testing.T) {
 			"tenantId": "", "name": "Bad", "nodeCount": 5, "autoscaling": obj{"minNodes": 1, "maxNodes": 3},
 			"diskGiB": 9, "zones": []any{"us-central1-a", 7}, "labels": obj{"team": "ml", "-x": "y"},
 			"taints": []any{obj{"key": "a", "effect": "NoSchedule"}, obj{"key": "b", "effect": "Never"}, obj{"key": "c", "effect": "NoExecute"}, obj{"key": "d"}},
-			"extra": true,
+			"extra":  true,
 		}, sorted("tenantId", "name", "nodeCount", "diskGiB", "zones[1]", `labels["-x"]`, "taints[1].effect", "taints[3].effect", "extra")},
 	}
 	for _, tt := range tests {

@@ -213,12 +213,9 @@ func reason(fe validator.FieldError) string {
 	return "is invalid (" + fe.Tag() + ")"
 }
 
-// MaxLabels is the number of labels a node pool or a cluster may have, and
-// MaxTaints the number of taints of a node pool (the seed).
-const (
-	MaxLabels = 32
-	MaxTaints = 32
-)
+// MaxLabels is the number of labels a node pool or a cluster may have (the
+// seed's limit for node pools, kept for clusters).
+const MaxLabels = 32
 
 // reservedLabelDomains are the label key prefixes Kubernetes keeps for
 // itself: a kubelet refuses node labels under them, so a pool carrying one
