@@ -2,7 +2,6 @@ package firestore
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	gfs "cloud.google.com/go/firestore"
@@ -79,5 +78,4 @@ func TestCoreReadWrite(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("Update(deleted) = %v, want NotFound", err)
 	}
-	_ = errors.New
 }
