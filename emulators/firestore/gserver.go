@@ -46,6 +46,7 @@ type GServer struct {
 	commits    chan struct{}   // closed and replaced whenever documents change
 	lastCommit time.Time
 	nextSeq    int64
+	lastExpiry time.Time
 	reactors   map[string][]Reactor
 }
 
@@ -273,6 +274,12 @@ func (s *GServer) activeTxn(db string, id []byte) (*txn, error) {
 // lock held.
 func (s *GServer) expireTxns() {
 	now := s.now()
+	// Scanning every transaction on every call would make transactions
+	// slow down as they accumulate; once a second is enough.
+	if now.Sub(s.lastExpiry) < time.Second && now.After(s.lastExpiry) {
+		return
+	}
+	s.lastExpiry = now
 	for id, tx := range s.txns {
 		switch {
 		case tx.state == txnActive && (now.Sub(tx.lastUsed) > txnIdleTimeout || now.Sub(tx.begun) > txnMaxAge):
