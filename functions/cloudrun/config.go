@@ -1,0 +1,240 @@
+package cloudrun
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config is everything a function instance reads from its environment.
+// LoadConfig is its only source; no other code of the project reads the
+// environment of a deployed function.
+type Config struct {
+	// Function is FUNCTION_TARGET, the one function this instance serves
+	// on Cloud Run; empty when every function is served on its own path
+	// (a local run of the server command).
+	Function string
+
+	Project           string // GOOGLE_CLOUD_PROJECT: Firestore, Pub/Sub, traces
+	FirestoreDatabase string // FIRESTORE_DATABASE; "(default)" when unset
+
+	// AuthIssuerURL and AuthAudience say which tenant tokens the API
+	// functions accept (AUTH_ISSUER_URL, AUTH_AUDIENCE).
+	AuthIssuerURL string
+	AuthAudience  string
+
+	// TasksQueue is the reconcile queue, projects/P/locations/L/queues/Q
+	// (TASKS_QUEUE); ReconcileURL the reconcile function's URL its tasks
+	// call (RECONCILE_URL); TasksServiceAccount the identity of the tasks'
+	// OIDC tokens (TASKS_SERVICE_ACCOUNT); TasksAudience their audience
+	// (TASKS_AUDIENCE, ReconcileURL when unset).
+	TasksQueue          string
+	ReconcileURL        string
+	TasksServiceAccount string
+	TasksAudience       string
+
+	// ReconcileIssuerURL and ReconcileAudience say which tokens the
+	// reconcile and watchdog functions accept: Google-signed OIDC tokens
+	// minted by Cloud Tasks and Cloud Scheduler for this service
+	// (RECONCILE_ISSUER_URL, https://accounts.google.com when unset, and
+	// RECONCILE_AUDIENCE, the URL of the service itself).
+	ReconcileIssuerURL string
+	ReconcileAudience  string
+
+	ConvergingInterval time.Duration // CONVERGING_INTERVAL, 30s
+	SteadyInterval     time.Duration // STEADY_INTERVAL, 5m
+	LeaseTTL           time.Duration // LEASE_TTL, 30s
+	// WatchdogGrace is how late a run may be before the watchdog restarts
+	// its chain, and how old an outbox event must be before the watchdog
+	// publishes it (WATCHDOG_GRACE, 1m).
+	WatchdogGrace time.Duration
+
+	LogLevel slog.Level // LOG_LEVEL: DEBUG, INFO, WARN or ERROR; INFO
+
+	// Emulator addresses (host:port), for running the server against the
+	// local emulators; empty in production. FIRESTORE_EMULATOR_HOST and
+	// PUBSUB_EMULATOR_HOST are also honoured by Google's clients
+	// themselves; CLOUD_TASKS_EMULATOR_HOST and GKE_EMULATOR_HOST are this
+	// project's.
+	FirestoreEmulatorHost string
+	PubSubEmulatorHost    string
+	TasksEmulatorHost     string
+	GKEEmulatorHost       string
+}
+
+// Defaults of the optional settings.
+const (
+	DefaultFirestoreDatabase  = "(default)"
+	DefaultReconcileIssuerURL = "https://accounts.google.com"
+	DefaultConvergingInterval = 30 * time.Second
+	DefaultSteadyInterval     = 5 * time.Minute
+	DefaultLeaseTTL           = 30 * time.Second
+	DefaultWatchdogGrace      = time.Minute
+)
+
+var (
+	// A project ID, optionally domain-scoped ("example.com:my-project").
+	projectRE  = regexp.MustCompile(`^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
+	databaseRE = regexp.MustCompile(`^[a-z][a-z0-9-]{2,62}$`)
+	queueRE    = regexp.MustCompile(`^projects/[^/]+/locations/[a-z0-9-]+/queues/[A-Za-z0-9-]{1,100}$`)
+)
+
+// LoadConfig reads the configuration through lookup (os.LookupEnv in the
+// server), applies the defaults and validates it. What is required depends
+// on FUNCTION_TARGET: the API functions need the tenant token settings, the
+// reconcile and watchdog functions the internal ones, and a process serving
+// every function needs both. The error names every broken variable.
+func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	var problems []error
+	bad := func(name, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	c := Config{
+		Function:              get("FUNCTION_TARGET"),
+		Project:               get("GOOGLE_CLOUD_PROJECT"),
+		FirestoreDatabase:     get("FIRESTORE_DATABASE"),
+		AuthIssuerURL:         get("AUTH_ISSUER_URL"),
+		AuthAudience:          get("AUTH_AUDIENCE"),
+		TasksQueue:            get("TASKS_QUEUE"),
+		ReconcileURL:          get("RECONCILE_URL"),
+		TasksServiceAccount:   get("TASKS_SERVICE_ACCOUNT"),
+		TasksAudience:         get("TASKS_AUDIENCE"),
+		ReconcileIssuerURL:    get("RECONCILE_ISSUER_URL"),
+		ReconcileAudience:     get("RECONCILE_AUDIENCE"),
+		FirestoreEmulatorHost: get("FIRESTORE_EMULATOR_HOST"),
+		PubSubEmulatorHost:    get("PUBSUB_EMULATOR_HOST"),
+		TasksEmulatorHost:     get("CLOUD_TASKS_EMULATOR_HOST"),
+		GKEEmulatorHost:       get("GKE_EMULATOR_HOST"),
+	}
+
+	api, internal := true, true
+	if c.Function != "" {
+		f, ok := functionByName[c.Function]
+		if !ok {
+			bad("FUNCTION_TARGET", "unknown function %q", c.Function)
+		}
+		api, internal = ok && f.kind == kindAPI, ok && f.kind != kindAPI
+	}
+	needs := "every function"
+	if c.Function != "" {
+		needs = c.Function
+	}
+	required := func(name, v string) bool {
+		if v == "" {
+			bad(name, "required by %s", needs)
+			return false
+		}
+		return true
+	}
+
+	if required("GOOGLE_CLOUD_PROJECT", c.Project) && !projectRE.MatchString(c.Project) {
+		bad("GOOGLE_CLOUD_PROJECT", "%q is not a project ID", c.Project)
+	}
+	if c.FirestoreDatabase == "" {
+		c.FirestoreDatabase = DefaultFirestoreDatabase
+	} else if c.FirestoreDatabase != DefaultFirestoreDatabase && !databaseRE.MatchString(c.FirestoreDatabase) {
+		bad("FIRESTORE_DATABASE", "%q is not a database ID", c.FirestoreDatabase)
+	}
+	if required("TASKS_QUEUE", c.TasksQueue) && !queueRE.MatchString(c.TasksQueue) {
+		bad("TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksQueue)
+	}
+	if required("RECONCILE_URL", c.ReconcileURL) {
+		if err := checkURL(c.ReconcileURL); err != nil {
+			bad("RECONCILE_URL", "%v", err)
+		}
+	}
+	if required("TASKS_SERVICE_ACCOUNT", c.TasksServiceAccount) && !strings.Contains(c.TasksServiceAccount, "@") {
+		bad("TASKS_SERVICE_ACCOUNT", "%q is not a service account email", c.TasksServiceAccount)
+	}
+	if c.TasksAudience == "" {
+		c.TasksAudience = c.ReconcileURL
+	}
+	if api {
+		if required("AUTH_ISSUER_URL", c.AuthIssuerURL) {
+			if err := checkURL(c.AuthIssuerURL); err != nil {
+				bad("AUTH_ISSUER_URL", "%v", err)
+			}
+		}
+		required("AUTH_AUDIENCE", c.AuthAudience)
+	}
+	if c.ReconcileIssuerURL == "" {
+		c.ReconcileIssuerURL = DefaultReconcileIssuerURL
+	} else if err := checkURL(c.ReconcileIssuerURL); err != nil {
+		bad("RECONCILE_ISSUER_URL", "%v", err)
+	}
+	if internal {
+		required("RECONCILE_AUDIENCE", c.ReconcileAudience)
+	}
+
+	duration := func(name string, def time.Duration) time.Duration {
+		v := get(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			bad(name, "%q is not a positive duration such as 30s or 5m", v)
+			return def
+		}
+		return d
+	}
+	c.ConvergingInterval = duration("CONVERGING_INTERVAL", DefaultConvergingInterval)
+	c.SteadyInterval = duration("STEADY_INTERVAL", DefaultSteadyInterval)
+	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL)
+	c.WatchdogGrace = duration("WATCHDOG_GRACE", DefaultWatchdogGrace)
+
+	if v := get("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("LOG_LEVEL", "%q is not DEBUG, INFO, WARN or ERROR", v)
+		}
+	}
+
+	for _, e := range []struct{ name, v string }{
+		{"FIRESTORE_EMULATOR_HOST", c.FirestoreEmulatorHost},
+		{"PUBSUB_EMULATOR_HOST", c.PubSubEmulatorHost},
+		{"CLOUD_TASKS_EMULATOR_HOST", c.TasksEmulatorHost},
+		{"GKE_EMULATOR_HOST", c.GKEEmulatorHost},
+	} {
+		if e.v == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(e.v); err != nil || port == "" {
+			bad(e.name, "%q is not host:port", e.v)
+		}
+	}
+
+	if len(problems) > 0 {
+		return Config{}, fmt.Errorf("configuration: %w", errors.Join(problems...))
+	}
+	return c, nil
+}
+
+// checkURL accepts an absolute https URL, or an http one on the loopback
+// interface: OIDC tokens and tenant credentials never travel in the clear
+// beyond the machine.
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q is not an absolute URL without query", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+		return fmt.Errorf("%q: http is allowed only on the loopback interface; use https", raw)
+	}
+	return fmt.Errorf("%q: scheme must be https", raw)
+}
