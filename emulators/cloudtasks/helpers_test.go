@@ -47,19 +47,26 @@ func (c *fakeClock) Advance(d time.Duration) {
 // start runs an emulator and an official client connected to it over gRPC.
 func start(t *testing.T, opts ...Option) (*Server, *ctapi.Client) {
 	t.Helper()
-	opts = append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)
-	srv, err := NewServer(opts...)
+	srv, err := NewServer(append([]Option{WithLogger(discard())}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	return srv, newClient(t, srv)
+}
+
+// newClient connects the official client to srv.
+func newClient(t *testing.T, srv *Server) *ctapi.Client {
+	t.Helper()
 	client, err := ctapi.NewClient(context.Background(), srv.ClientOptions()...)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	return srv, client
+	return client
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // createQueue creates testQueue (or name) with retry settings fast enough
 // for tests.

@@ -1,0 +1,471 @@
+package cloudtasks
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func TestBackoff(t *testing.T) {
+	// The example of the RetryConfig documentation: 10s, 20s, 40s, 80s,
+	// 160s, 240s, 300s, 300s.
+	doc := &cloudtaskspb.RetryConfig{
+		MinBackoff: durationpb.New(10 * time.Second), MaxBackoff: durationpb.New(300 * time.Second), MaxDoublings: 3,
+	}
+	tests := []struct {
+		name     string
+		rc       *cloudtaskspb.RetryConfig
+		failures int
+		want     time.Duration
+	}{
+		{"doc 1", doc, 1, 10 * time.Second},
+		{"doc 2", doc, 2, 20 * time.Second},
+		{"doc 3", doc, 3, 40 * time.Second},
+		{"doc 4", doc, 4, 80 * time.Second},
+		{"doc 5", doc, 5, 160 * time.Second},
+		{"doc 6", doc, 6, 240 * time.Second},
+		{"doc 7", doc, 7, 300 * time.Second},
+		{"doc 8", doc, 8, 300 * time.Second},
+		{"no doublings is linear", &cloudtaskspb.RetryConfig{
+			MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Hour),
+		}, 4, 4 * time.Second},
+		{"huge retry count saturates", &cloudtaskspb.RetryConfig{
+			MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Hour), MaxDoublings: 1000,
+		}, 5000, time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := backoff(tt.rc, tt.failures); got != tt.want {
+				t.Errorf("backoff(%v, %d) = %v, want %v", tt.rc, tt.failures, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExhausted(t *testing.T) {
+	rc := func(attempts int32, d time.Duration) *cloudtaskspb.RetryConfig {
+		return &cloudtaskspb.RetryConfig{MaxAttempts: attempts, MaxRetryDuration: durationpb.New(d)}
+	}
+	tests := []struct {
+		name     string
+		rc       *cloudtaskspb.RetryConfig
+		attempts int
+		elapsed  time.Duration
+		want     bool
+	}{
+		{"below max attempts", rc(3, 0), 2, time.Hour, false},
+		{"at max attempts", rc(3, 0), 3, 0, true},
+		{"unlimited", rc(-1, 0), 1000, 1000 * time.Hour, false},
+		{"duration only, before", rc(-1, time.Minute), 50, 59 * time.Second, false},
+		{"duration only, after", rc(-1, time.Minute), 2, time.Minute, true},
+		{"both, attempts reached only", rc(3, time.Minute), 3, time.Second, false},
+		{"both, duration reached only", rc(3, time.Minute), 2, time.Hour, false},
+		{"both reached", rc(3, time.Minute), 3, time.Hour, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exhausted(tt.rc, tt.attempts, tt.elapsed); got != tt.want {
+				t.Errorf("exhausted(%v, %d, %v) = %v, want %v", tt.rc, tt.attempts, tt.elapsed, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScheduleTime(t *testing.T) {
+	clock := newFakeClock()
+	srv, c := start(t, WithClock(clock.Now))
+	createQueue(t, c, nil)
+	rec := newRecorder(t)
+	task := httpTask("", rec.URL())
+	task.ScheduleTime = timestamppb.New(clock.Now().Add(time.Hour))
+	createTask(t, c, task)
+
+	for _, step := range []struct {
+		advance time.Duration
+		want    int
+	}{
+		{0, 0},
+		{59 * time.Minute, 0},
+		{time.Minute - time.Nanosecond, 0},
+		{time.Nanosecond, 1},
+	} {
+		clock.Advance(step.advance)
+		srv.Wake()
+		waitIdle(t, srv)
+		if got := len(rec.Requests()); got != step.want {
+			t.Errorf("requests after reaching %v = %d, want %d", clock.Now(), got, step.want)
+		}
+	}
+}
+
+func TestScheduleTimeRealClock(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, nil)
+	rec := newRecorder(t)
+	at := time.Now().Add(200 * time.Millisecond)
+	task := httpTask("", rec.URL())
+	task.ScheduleTime = timestamppb.New(at)
+	createTask(t, c, task)
+	waitFor(t, "dispatch", func() bool { return srv.Stats().Succeeded == 1 })
+	if got := rec.Requests()[0].At; got.Before(at) {
+		t.Errorf("dispatched at %v, before its schedule time %v", got, at)
+	}
+}
+
+func TestRetryWithBackoff(t *testing.T) {
+	clock := newFakeClock()
+	srv, c := start(t, WithClock(clock.Now))
+	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{
+		MinBackoff: durationpb.New(10 * time.Second), MaxBackoff: durationpb.New(300 * time.Second), MaxDoublings: 3,
+	}})
+	rec := newRecorder(t, 500, 404, 503)
+	t0 := clock.Now()
+	task := createTask(t, c, httpTask(testQueue+"/tasks/retried", rec.URL()))
+
+	steps := []struct {
+		wait         time.Duration // clock advance before this attempt
+		retryCount   string
+		executions   string
+		previous     string
+		lastCode     codes.Code
+		nextBackoff  time.Duration
+		responses    int32
+		wantComplete bool
+	}{
+		{0, "0", "0", "", codes.Internal, 10 * time.Second, 1, false},
+		{10 * time.Second, "1", "0", "500", codes.NotFound, 20 * time.Second, 2, false},
+		{20 * time.Second, "2", "1", "404", codes.Unavailable, 40 * time.Second, 3, false},
+		{40 * time.Second, "3", "1", "503", codes.OK, 0, 4, true},
+	}
+	for i, st := range steps {
+		// Just before the retry is due nothing happens.
+		if st.wait > 0 {
+			clock.Advance(st.wait - time.Millisecond)
+			srv.Wake()
+			waitIdle(t, srv)
+			if got := len(rec.Requests()); got != i {
+				t.Fatalf("attempt %d: requests before backoff elapsed = %d, want %d", i+1, got, i)
+			}
+			clock.Advance(time.Millisecond)
+			srv.Wake()
+		}
+		waitIdle(t, srv)
+		reqs := rec.Requests()
+		if len(reqs) != i+1 {
+			t.Fatalf("attempt %d: requests = %d, want %d", i+1, len(reqs), i+1)
+		}
+		h := reqs[i].Header
+		if h.Get(HeaderRetryCount) != st.retryCount || h.Get(HeaderExecutionCount) != st.executions || h.Get(HeaderPreviousResponse) != st.previous {
+			t.Errorf("attempt %d: retry %q, execution %q, previous %q; want %q, %q, %q", i+1,
+				h.Get(HeaderRetryCount), h.Get(HeaderExecutionCount), h.Get(HeaderPreviousResponse),
+				st.retryCount, st.executions, st.previous)
+		}
+		got, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name})
+		if st.wantComplete {
+			if code(err) != codes.NotFound {
+				t.Errorf("GetTask(completed) = %v, %v; want NotFound", got, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("GetTask(%q): %v", task.Name, err)
+		}
+		if got.DispatchCount != int32(i+1) || got.ResponseCount != st.responses {
+			t.Errorf("attempt %d: dispatch_count %d, response_count %d; want %d, %d", i+1, got.DispatchCount, got.ResponseCount, i+1, st.responses)
+		}
+		if c := codes.Code(got.LastAttempt.GetResponseStatus().GetCode()); c != st.lastCode {
+			t.Errorf("attempt %d: last_attempt status %v, want %v", i+1, c, st.lastCode)
+		}
+		if want := clock.Now().Add(st.nextBackoff); !got.ScheduleTime.AsTime().Equal(want) {
+			t.Errorf("attempt %d: next schedule_time %v, want %v", i+1, got.ScheduleTime.AsTime(), want)
+		}
+		if first := got.FirstAttempt.GetDispatchTime().AsTime(); !first.Equal(t0) {
+			t.Errorf("attempt %d: first_attempt dispatch_time %v, want %v", i+1, first, t0)
+		}
+	}
+	if s := srv.Stats(); s != (Stats{Dispatched: 4, Succeeded: 1, Failed: 3}) {
+		t.Errorf("Stats = %+v, want 4 dispatched, 3 failed, 1 succeeded", s)
+	}
+}
+
+func TestMaxAttempts(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{
+		MaxAttempts: 3, MinBackoff: durationpb.New(time.Millisecond), MaxBackoff: durationpb.New(time.Millisecond),
+	}})
+	rec := newRecorder(t, 500, 500, 500, 500, 500)
+	task := createTask(t, c, httpTask(testQueue+"/tasks/doomed", rec.URL()))
+	waitFor(t, "the task to be dropped", func() bool { return srv.Stats().Dropped == 1 })
+	waitIdle(t, srv)
+	if got := len(rec.Requests()); got != 3 {
+		t.Errorf("requests = %d, want max_attempts = 3", got)
+	}
+	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); code(err) != codes.NotFound {
+		t.Errorf("GetTask(dropped) = %v, want NotFound", err)
+	}
+	// A dropped task's name is tombstoned like an executed one's.
+	if _, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: httpTask(task.Name, rec.URL())}); code(err) != codes.AlreadyExists {
+		t.Errorf("CreateTask(dropped name) = %v, want AlreadyExists", err)
+	}
+}
+
+func TestExecutedNameIsTombstoned(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, nil)
+	rec := newRecorder(t)
+	name := testQueue + "/tasks/once"
+	createTask(t, c, httpTask(name, rec.URL()))
+	waitIdle(t, srv)
+	if len(rec.Requests()) != 1 {
+		t.Fatalf("requests = %d, want 1", len(rec.Requests()))
+	}
+	if _, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: httpTask(name, rec.URL())}); code(err) != codes.AlreadyExists {
+		t.Errorf("CreateTask(executed name) = %v, want AlreadyExists", err)
+	}
+}
+
+func TestMaxConcurrentDispatches(t *testing.T) {
+	const limit, tasks = 3, 12
+	srv, c := start(t)
+	createQueue(t, c, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: limit}})
+
+	var inflight, peak, calls atomic.Int32
+	release := make(chan struct{})
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+	}))
+	t.Cleanup(target.Close)
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // runs before target.Close, which waits for handlers
+
+	for range tasks {
+		createTask(t, c, httpTask("", target.URL))
+	}
+	waitFor(t, "the first wave to arrive", func() bool { return inflight.Load() >= limit })
+	// With every request held, one more scan must not start another.
+	srv.GServer.dispatchDue()
+	if got := srv.Stats().Dispatched; got != limit {
+		t.Errorf("dispatched with %d requests held = %d, want %d", limit, got, limit)
+	}
+	unblock()
+	waitFor(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	if got := peak.Load(); got != limit {
+		t.Errorf("peak concurrent requests = %d, want %d", got, limit)
+	}
+	if got := calls.Load(); got != tasks {
+		t.Errorf("requests = %d, want %d", got, tasks)
+	}
+}
+
+func TestMaxDispatchesPerSecond(t *testing.T) {
+	const rate, tasks = 10, 14 // burst 10, then one every 100 ms
+	srv, c := start(t)
+	begin := time.Now()
+	createQueue(t, c, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: rate}})
+	rec := newRecorder(t)
+	for range tasks {
+		createTask(t, c, httpTask("", rec.URL()))
+	}
+	waitFor(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	for i, r := range rec.Requests() {
+		// A token bucket of size rate admits at most rate + rate*elapsed.
+		allowed := rate + rate*r.At.Sub(begin).Seconds()
+		if float64(i+1) > allowed+0.01 {
+			t.Errorf("request %d arrived %v after start, above the %v/s rate", i+1, r.At.Sub(begin), rate)
+		}
+	}
+}
+
+func TestPauseAndResume(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, nil)
+	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	rec := newRecorder(t)
+	createTask(t, c, httpTask("", rec.URL()))
+	waitIdle(t, srv)
+	if got := len(rec.Requests()); got != 0 {
+		t.Errorf("requests while paused = %d, want 0", got)
+	}
+	if _, err := c.ResumeQueue(ctx(t), &cloudtaskspb.ResumeQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("ResumeQueue: %v", err)
+	}
+	waitIdle(t, srv)
+	if got := len(rec.Requests()); got != 1 {
+		t.Errorf("requests after resume = %d, want 1", got)
+	}
+}
+
+func TestRunTask(t *testing.T) {
+	clock := newFakeClock()
+	srv, c := start(t, WithClock(clock.Now))
+	createQueue(t, c, nil)
+	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	rec := newRecorder(t)
+	task := httpTask(testQueue+"/tasks/later", rec.URL())
+	task.ScheduleTime = timestamppb.New(clock.Now().Add(time.Hour))
+	createTask(t, c, task)
+
+	got, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name})
+	if err != nil {
+		t.Fatalf("RunTask(%q): %v", task.Name, err)
+	}
+	if got.DispatchCount != 1 || !got.ScheduleTime.AsTime().Equal(clock.Now()) {
+		t.Errorf("RunTask = dispatch_count %d at %v, want 1 at %v", got.DispatchCount, got.ScheduleTime.AsTime(), clock.Now())
+	}
+	waitIdle(t, srv)
+	if n := len(rec.Requests()); n != 1 {
+		t.Errorf("requests = %d, want 1 (RunTask ignores pause and schedule)", n)
+	}
+	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); code(err) != codes.NotFound {
+		t.Errorf("GetTask(run) = %v, want NotFound", err)
+	}
+	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name}); code(err) != codes.NotFound {
+		t.Errorf("RunTask(completed) = %v, want NotFound", err)
+	}
+}
+
+func TestFailedAttempts(t *testing.T) {
+	blocked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	t.Cleanup(blocked.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+
+	tests := []struct {
+		name   string
+		task   func() *cloudtaskspb.Task
+		tokens TokenSource
+		want   codes.Code
+	}{
+		{"dispatch deadline", func() *cloudtaskspb.Task {
+			task := httpTask("", blocked.URL)
+			task.DispatchDeadline = durationpb.New(50 * time.Millisecond)
+			return task
+		}, nil, codes.DeadlineExceeded},
+		{"connection refused", func() *cloudtaskspb.Task { return httpTask("", closedURL) }, nil, codes.Unavailable},
+		{"no token source", func() *cloudtaskspb.Task {
+			task := httpTask("", closedURL)
+			task.GetHttpRequest().AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@p1"}}
+			return task
+		}, nil, codes.PermissionDenied},
+		{"token source error", func() *cloudtaskspb.Task {
+			task := httpTask("", closedURL)
+			task.GetHttpRequest().AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@p1"}}
+			return task
+		}, func(context.Context, string, string) (string, error) { return "", errors.New("issuer down") }, codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A frozen clock keeps the retry from running, so the first
+			// attempt's outcome can be read.
+			clock := newFakeClock()
+			srv, c := start(t, WithClock(clock.Now), WithTokenSource(tt.tokens))
+			createQueue(t, c, nil)
+			task := createTask(t, c, tt.task())
+			waitIdle(t, srv)
+			got, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name})
+			if err != nil {
+				t.Fatalf("GetTask(%q): %v", task.Name, err)
+			}
+			if c := codes.Code(got.LastAttempt.GetResponseStatus().GetCode()); c != tt.want {
+				t.Errorf("last_attempt status = %v (%v), want %v", c, got.LastAttempt.GetResponseStatus().GetMessage(), tt.want)
+			}
+			if got.DispatchCount != 1 || got.ResponseCount != 0 || got.LastAttempt.GetResponseTime() != nil {
+				t.Errorf("dispatch_count %d, response_count %d, response_time %v; want 1, 0, none",
+					got.DispatchCount, got.ResponseCount, got.LastAttempt.GetResponseTime())
+			}
+			if !got.ScheduleTime.AsTime().After(clock.Now()) {
+				t.Errorf("schedule_time %v, want a retry after %v", got.ScheduleTime.AsTime(), clock.Now())
+			}
+		})
+	}
+}
+
+func TestFaultInjection(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, nil)
+	task := httpTask(testQueue+"/tasks/f", "http://example.test/x")
+	task.ScheduleTime = timestamppb.New(time.Now().Add(time.Hour))
+
+	srv.FailNext("CreateTask", 2, codes.Unavailable)
+	for i, want := range []codes.Code{codes.Unavailable, codes.Unavailable, codes.OK, codes.AlreadyExists} {
+		_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task})
+		if code(err) != want {
+			t.Errorf("CreateTask call %d = %v, want %v", i+1, err, want)
+		}
+	}
+	// The official client retries GetTask on UNAVAILABLE, so callers see
+	// only the success.
+	srv.FailNext("GetTask", 2, codes.Unavailable)
+	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); err != nil {
+		t.Errorf("GetTask after 2 injected UNAVAILABLE = %v, want success through client retries", err)
+	}
+	srv.FailNext("GetTask", 1, codes.PermissionDenied)
+	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); code(err) != codes.PermissionDenied {
+		t.Errorf("GetTask with injected PERMISSION_DENIED = %v, want PermissionDenied", err)
+	}
+}
+
+func TestCloseWaitsForInFlight(t *testing.T) {
+	srv, err := NewServer(WithLogger(discard()))
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	c := newClient(t, srv)
+	createQueue(t, c, nil)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		finished.Store(true)
+	}))
+	t.Cleanup(target.Close)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	createTask(t, c, httpTask("", target.URL))
+	<-arrived
+
+	closed := make(chan struct{})
+	go func() {
+		_ = srv.Close()
+		close(closed)
+	}()
+	waitFor(t, "Close to begin", func() bool {
+		srv.GServer.mu.Lock()
+		defer srv.GServer.mu.Unlock()
+		return srv.GServer.closed
+	})
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a request was in flight")
+	default:
+	}
+	releaseOnce.Do(func() { close(release) })
+	<-closed
+	if !finished.Load() {
+		t.Error("Close returned before the in-flight request finished")
+	}
+}
