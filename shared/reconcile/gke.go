@@ -163,9 +163,18 @@ func cluster(c *store.ClusterDoc, pools []store.NodePoolDoc) *containerpb.Cluste
 		pc.Autopilot = &containerpb.Autopilot{Enabled: true}
 		return pc
 	}
-	for i := range pools {
-		if pools[i].State != resource.StateDeleting {
-			pc.NodePools = append(pc.NodePools, nodePool(&pools[i]))
+	// Pools the provider refused before are left out, so that they do
+	// not hold back the others; they are created on their own once the
+	// cluster exists. When all of them were refused they are all asked
+	// again, as the provider needs at least one.
+	for _, refused := range []bool{false, true} {
+		for i := range pools {
+			if st := pools[i].State; st != resource.StateDeleting && (st == resource.StateError) == refused {
+				pc.NodePools = append(pc.NodePools, nodePool(&pools[i]))
+			}
+		}
+		if len(pc.NodePools) > 0 {
+			break
 		}
 	}
 	return pc

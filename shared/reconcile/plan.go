@@ -11,6 +11,7 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,7 +104,7 @@ type Decision struct {
 
 // Plan decides the next step for a cluster. It never mutates in.
 func Plan(in Input, now time.Time) Decision {
-	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed}
+	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed, failed: -1}
 	p.d.Cluster = cloneCluster(in.Cluster)
 	for _, np := range in.Pools {
 		p.d.Pools = append(p.d.Pools, clonePool(np))
@@ -120,6 +121,10 @@ type planner struct {
 	// busy is true while an operation is in flight: no other call may be
 	// made (one provider operation at a time per cluster).
 	busy bool
+	// failed is the index of the pool whose operation has just failed, or
+	// -1: it shows its error until the next run rather than being retried
+	// at once, so that a refusal is retried at the steady pace.
+	failed int
 }
 
 // inFlight reports whether an operation is recorded, or about to be.
@@ -127,6 +132,8 @@ func inFlight(op string, intent *store.Intent) bool { return op != "" || intent 
 
 // applyOp folds the outcome of the recorded operation into the documents.
 // The operation is on the cluster or on at most one pool: one at a time.
+// A failure never takes a pool or cluster out of deleting: the tenant's
+// delete stands and is retried.
 func (p *planner) applyOp(op *OpOutcome) {
 	c := &p.d.Cluster
 	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
@@ -140,7 +147,7 @@ func (p *planner) applyOp(op *OpOutcome) {
 	if c.Provider.Operation != "" {
 		kind := c.Provider.OperationKind
 		c.Provider.Operation, c.Provider.OperationKind, c.Provider.Intent = "", "", nil
-		if op.Err != nil && !op.Err.Transient && kind == CreateCluster {
+		if op.Err != nil && !op.Err.Transient && kind == CreateCluster && c.State != resource.StateDeleting {
 			p.clusterError("the provider refused the cluster: " + op.Err.Message)
 		}
 		return
@@ -154,7 +161,10 @@ func (p *planner) applyOp(op *OpOutcome) {
 		np.Provider.Operation, np.Provider.OperationKind, np.Provider.Intent = "", "", nil
 		switch {
 		case op.Err != nil && !op.Err.Transient:
-			p.poolError(np, op.Err.Message)
+			if np.State != resource.StateDeleting {
+				p.failed = i
+				p.poolError(np, op.Err.Message)
+			}
 		case op.Err != nil || op.Lost:
 			// Retried from what the provider shows.
 		case kind == SetSize && intent != nil:
@@ -179,7 +189,11 @@ func (p *planner) plan() {
 		if !p.busy {
 			p.act(CreateCluster, -1)
 		}
-		p.setClusterState(resource.StateProvisioning, "")
+		// A cluster the provider refused stays in error while it is
+		// retried, so that its error is announced once.
+		if c.State != resource.StateError {
+			p.setClusterState(resource.StateProvisioning, "")
+		}
 		p.d.Converging = true
 		return
 	case obs == nil:
@@ -192,7 +206,11 @@ func (p *planner) plan() {
 	if c.Provider.ID == "" {
 		c.Provider.ID = obs.ID
 	}
-	versionMoved := obs.Version != "" && c.KubernetesVersion != "" && obs.Version != c.KubernetesVersion
+	if obs.Version != "" && c.KubernetesVersion != "" && obs.Version != c.KubernetesVersion {
+		// A release-channel upgrade: announced as an update once the
+		// cluster is ready, even if it is busy or failed right now.
+		c.Changed = true
+	}
 	if obs.Version != "" {
 		c.KubernetesVersion = obs.Version
 	}
@@ -228,7 +246,7 @@ func (p *planner) plan() {
 			}
 		}
 	}
-	p.settleCluster(versionMoved)
+	p.settleCluster()
 }
 
 // planPool converges one pool that should exist.
@@ -240,8 +258,13 @@ func (p *planner) planPool(i int) {
 	}
 	op, ok := p.obs.Pools[np.Name]
 	if !ok {
+		if i == p.failed {
+			return
+		}
 		// Not at the provider: create it (again, if it vanished).
 		if p.act(CreateNodePool, i) {
+			// What the provider makes is read afresh once it exists.
+			np.Provider.Created = false
 			p.converge(np)
 		} else if np.State != resource.StateError {
 			p.d.Converging = true
@@ -255,25 +278,35 @@ func (p *planner) planPool(i int) {
 			np.Provider.NodeCount = -1
 		}
 	}
-	switch op.Status {
-	case StatusError, StatusRunningWithError:
-		p.poolError(np, op.Message)
-		return
-	case StatusProvisioning, StatusReconciling, StatusStopping:
+	if op.Status == StatusProvisioning || op.Status == StatusReconciling || op.Status == StatusStopping {
 		p.d.Converging = true
 		return
 	}
+	var change string
 	switch {
 	case !sameAutoscaling(np.Autoscaling, op.Autoscaling):
-		if p.act(SetAutoscaling, i) {
-			p.converge(np)
-		}
-		p.d.Converging = true
+		change = SetAutoscaling
 	case np.Autoscaling == nil && np.Provider.NodeCount != np.NodeCount:
-		if p.act(SetSize, i) {
+		change = SetSize
+	}
+	failing := op.Status == StatusError || op.Status == StatusRunningWithError
+	switch {
+	case change != "" && i != p.failed:
+		// A pool the provider shows in error is tried again with the
+		// change it still lacks: a change by the tenant, or a retry of
+		// one the provider failed (a stockout), at the steady pace.
+		if p.act(change, i) {
 			p.converge(np)
+		} else if failing && np.State == resource.StateError {
+			p.poolError(np, op.Message)
+			return
 		}
 		p.d.Converging = true
+	case failing:
+		p.poolError(np, op.Message)
+	case change != "":
+		// The operation that failed just now shows its error until the
+		// next run retries it.
 	default:
 		p.poolReady(np)
 	}
@@ -401,7 +434,9 @@ func (p *planner) setPoolState(np *store.NodePoolDoc, st resource.State, msg str
 
 // settleCluster derives the cluster's state from its pools: error if any
 // is, ready when the control plane and every pool are, else converging.
-func (p *planner) settleCluster(versionMoved bool) {
+// A pool still converging keeps the runs coming soon even while another
+// pool's error is shown.
+func (p *planner) settleCluster() {
 	c := &p.d.Cluster
 	var failed []string
 	converging := p.d.Converging || p.busy
@@ -414,11 +449,11 @@ func (p *planner) settleCluster(versionMoved bool) {
 			converging = true
 		}
 	}
+	p.d.Converging = converging
 	switch {
 	case len(failed) > 0:
 		p.clusterError(strings.Join(failed, "; "))
 	case converging:
-		p.d.Converging = true
 		if c.Provider.EverReady {
 			p.setClusterState(resource.StateUpdating, "")
 		} else {
@@ -432,7 +467,7 @@ func (p *planner) settleCluster(versionMoved bool) {
 			c.Provider.EverReady = true
 			c.Changed = false
 			p.d.Events = append(p.d.Events, outbox.ClusterEvent(outbox.ClusterReady, c.Cluster, p.now))
-		case !wasReady || c.Changed || versionMoved:
+		case !wasReady || c.Changed:
 			c.Changed = false
 			p.d.Events = append(p.d.Events, outbox.ClusterEvent(outbox.ClusterUpdated, c.Cluster, p.now))
 		}
@@ -456,6 +491,38 @@ func (p *planner) clusterError(msg string) {
 	if entering {
 		p.d.Events = append(p.d.Events, outbox.ClusterEvent(outbox.ClusterError, c.Cluster, p.now))
 	}
+}
+
+// Refused records that the provider refused the decision's call for a
+// reason that is the tenant's (a machine type it does not have, an
+// accelerator the machine cannot take): the pool's error, or the
+// cluster's for a cluster call, with the provider's message. A refused
+// cluster create whose message names some of the cluster's pools (as the
+// provider's does: Node pool "gpu": ...) blames those pools, so that the
+// next run creates the cluster without them and the cluster's error names
+// them.
+func Refused(d *Decision, msg string, now time.Time) {
+	p := &planner{now: now.UTC().Truncate(time.Microsecond), d: *d, failed: -1}
+	p.d.Converging = false
+	if d.Action.Pool >= 0 {
+		p.poolError(&p.d.Pools[d.Action.Pool], msg)
+	} else {
+		blamed := false
+		for i := range p.d.Pools {
+			np := &p.d.Pools[i]
+			if np.State != resource.StateDeleting && strings.Contains(msg, strconv.Quote(np.Name)) {
+				p.poolError(np, msg)
+				blamed = true
+			}
+		}
+		if !blamed {
+			p.clusterError("the provider refused the cluster: " + msg)
+			*d = p.d
+			return
+		}
+	}
+	p.settleCluster()
+	*d = p.d
 }
 
 func (p *planner) clusterDeleted() {

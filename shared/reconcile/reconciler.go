@@ -204,9 +204,11 @@ func (r *Reconciler) step(ctx context.Context, l *store.Lease) (Decision, int, e
 	if err := r.resolveIntents(ctx, n, &in); err != nil {
 		return Decision{}, 0, err
 	}
+	// At most one operation is in flight; the cluster's comes first, as
+	// in Plan.
 	opName := in.Cluster.Provider.Operation
 	for _, p := range in.Pools {
-		if p.Provider.Operation != "" {
+		if opName == "" {
 			opName = p.Provider.Operation
 		}
 	}
@@ -259,9 +261,11 @@ func (r *Reconciler) act(ctx context.Context, l *store.Lease, n names, d *Decisi
 	op, err := r.call(ctx, n, d)
 	if err != nil {
 		f := fault(err)
-		if f.Transient {
+		if f.Transient || a.Kind == DeleteNodePool || a.Kind == DeleteCluster {
 			// The call did not happen: the intent is dropped when the
-			// run's outcome is written... after a backoff.
+			// run's outcome is written, and the call is made again after
+			// a backoff. A refused delete is retried the same way: the
+			// tenant's delete stands, and no error state would help.
 			clearIntent(d)
 			log.Warn("Provider call failed; retrying with backoff", "call", a.Kind, "error", err)
 			return l.Cluster.Reconcile.Failures + 1, nil
@@ -369,21 +373,6 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) err
 		t.set(found)
 	}
 	return nil
-}
-
-// Refused records that the provider refused the decision's call: the
-// pool's error, or the cluster's for a cluster call, with the provider's
-// message.
-func Refused(d *Decision, msg string, now time.Time) {
-	p := &planner{now: now.UTC().Truncate(time.Microsecond), d: *d}
-	if d.Action.Pool >= 0 {
-		p.poolError(&p.d.Pools[d.Action.Pool], msg)
-		p.d.Converging = false
-		p.settleCluster(false)
-	} else {
-		p.clusterError("the provider refused the cluster: " + msg)
-	}
-	*d = p.d
 }
 
 func newOwner() string {

@@ -1,0 +1,829 @@
+package reconcile
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+
+const (
+	providerID = "gke-id-1"
+	v1         = "1.33.4-gke.1000"
+	v2         = "1.33.5-gke.1200"
+	opName     = "projects/p/locations/us-central1/operations/op-1"
+)
+
+// clusterDoc returns a standard cluster in state st, already created at
+// the provider (and ready once) unless st is pending, changed by opts.
+func clusterDoc(st resource.State, opts ...func(*store.ClusterDoc)) store.ClusterDoc {
+	c := store.ClusterDoc{
+		Cluster: resource.Cluster{
+			ID: "kcl_1", TenantID: "acme", Name: "prod", Mode: resource.ModeStandard,
+			Region: "us-central1", ProviderName: "kcl-1", State: st, Version: 1,
+			CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
+		},
+		Active: true, Project: "p",
+	}
+	if st != resource.StatePending && st != resource.StateProvisioning {
+		c.Provider = store.ProviderCluster{ID: providerID, EverReady: true}
+		c.KubernetesVersion = v1
+		c.Endpoint = "203.0.113.10"
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// poolDoc returns a pool of nodeCount nodes in state st; one that is not
+// pending is already at the provider with that size.
+func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*store.NodePoolDoc)) store.NodePoolDoc {
+	p := store.NodePoolDoc{
+		NodePool: resource.NodePool{
+			ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", Name: name,
+			MachineType: "e2-standard-4", NodeCount: nodeCount, State: st, Version: 1,
+			CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
+		},
+		Active: true,
+	}
+	if st != resource.StatePending {
+		p.Provider = store.ProviderPool{Created: true, NodeCount: nodeCount}
+	}
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+func running(n int) ObservedPool { return ObservedPool{Status: StatusRunning, NodeCount: n} }
+
+func observed(status string, pools map[string]ObservedPool) *ObservedCluster {
+	if pools == nil {
+		pools = map[string]ObservedPool{}
+	}
+	return &ObservedCluster{ID: providerID, Status: status, Version: v1, Endpoint: "203.0.113.10", Pools: pools}
+}
+
+func withPoolOp(kind string, intentCount int) func(*store.NodePoolDoc) {
+	return func(p *store.NodePoolDoc) {
+		p.Provider.Operation, p.Provider.OperationKind = opName, kind
+		p.Provider.Intent = &store.Intent{Kind: kind, At: t0.Add(-time.Minute), NodeCount: intentCount}
+	}
+}
+
+func withClusterOp(kind string) func(*store.ClusterDoc) {
+	return func(c *store.ClusterDoc) {
+		c.Provider.Operation, c.Provider.OperationKind = opName, kind
+		c.Provider.Intent = &store.Intent{Kind: kind, At: t0.Add(-time.Minute)}
+	}
+}
+
+func autoscale(min, max int) *resource.Autoscaling {
+	return &resource.Autoscaling{MinNodes: min, MaxNodes: max}
+}
+
+// eventNames names a decision's events "type" or "type pool-name", short
+// type names without the kubernetes. prefix.
+func eventNames(d Decision) []string {
+	var out []string
+	for _, e := range d.Events {
+		s := strings.TrimPrefix(e.Type, "kubernetes.")
+		if e.NodePoolID != "" {
+			s += " " + strings.TrimPrefix(e.NodePoolID, "knp_")
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func poolStates(d Decision) []resource.State {
+	var out []resource.State
+	for _, p := range d.Pools {
+		out = append(out, p.State)
+	}
+	return out
+}
+
+type want struct {
+	action     *Action // nil: no call
+	cluster    resource.State
+	message    string // a substring of the cluster's message; "" wants none
+	pools      []resource.State
+	events     []string
+	converging bool
+	deleted    bool
+}
+
+func checkDecision(t *testing.T, d Decision, w want) {
+	t.Helper()
+	if !reflect.DeepEqual(d.Action, w.action) {
+		t.Errorf("Action = %+v, want %+v", d.Action, w.action)
+	}
+	if d.Cluster.State != w.cluster {
+		t.Errorf("cluster state = %q (%q), want %q", d.Cluster.State, d.Cluster.Message, w.cluster)
+	}
+	if w.message == "" && d.Cluster.Message != "" {
+		t.Errorf("cluster message = %q, want none", d.Cluster.Message)
+	}
+	if !strings.Contains(d.Cluster.Message, w.message) {
+		t.Errorf("cluster message = %q, want it to contain %q", d.Cluster.Message, w.message)
+	}
+	if got := poolStates(d); !slices.Equal(got, w.pools) {
+		t.Errorf("pool states = %v, want %v", got, w.pools)
+	}
+	if got := eventNames(d); !slices.Equal(got, w.events) {
+		t.Errorf("events = %q, want %q", got, w.events)
+	}
+	if d.Converging != w.converging {
+		t.Errorf("Converging = %v, want %v", d.Converging, w.converging)
+	}
+	if d.Deleted != w.deleted {
+		t.Errorf("Deleted = %v, want %v", d.Deleted, w.deleted)
+	}
+	for _, e := range d.Events {
+		if e.ClusterID != "kcl_1" || e.TenantID != "acme" || e.ID == "" || !e.Time.Equal(t0) {
+			t.Errorf("event %s = {id %q, tenant %q, cluster %q, time %v}, want an id, tenant acme, cluster kcl_1, time %v", e.Type, e.ID, e.TenantID, e.ClusterID, e.Time, t0)
+		}
+	}
+}
+
+const (
+	pending      = resource.StatePending
+	provisioning = resource.StateProvisioning
+	ready        = resource.StateReady
+	updating     = resource.StateUpdating
+	deleting     = resource.StateDeleting
+	deleted      = resource.StateDeleted
+	failed       = resource.StateError
+)
+
+func TestPlan(t *testing.T) {
+	gone := OpOutcome{Done: true}
+	tests := []struct {
+		name string
+		in   Input
+		want want
+	}{
+		{
+			name: "new cluster is created with its pools",
+			in:   Input{Cluster: clusterDoc(pending), Pools: []store.NodePoolDoc{poolDoc("a", pending, 2)}},
+			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: provisioning, pools: []resource.State{pending}, converging: true},
+		},
+		{
+			name: "cluster create in flight",
+			in: Input{
+				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
+				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2)},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}},
+				Op:       &OpOutcome{},
+			},
+			want: want{cluster: provisioning, pools: []resource.State{pending}, converging: true},
+		},
+		{
+			name: "cluster and pools become ready, announced once",
+			in: Input{
+				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
+				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Op:       &gone,
+			},
+			want: want{cluster: ready, pools: []resource.State{ready, ready}, events: []string{"nodepool.ready a", "nodepool.ready b", "cluster.ready"}},
+		},
+		{
+			name: "ready cluster refreshed: nothing to do",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}},
+		},
+		{
+			name: "autopilot cluster becomes ready without pools",
+			in: Input{
+				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster), func(c *store.ClusterDoc) { c.Mode = resource.ModeAutopilot }),
+				Observed: observed(StatusRunning, nil),
+				Op:       &gone,
+			},
+			want: want{cluster: ready, events: []string{"cluster.ready"}},
+		},
+		{
+			name: "pool added to a ready cluster is created",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{action: &Action{Kind: CreateNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, pending}, converging: true},
+		},
+		{
+			name: "added pool ready: cluster updated",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Op:       &gone,
+			},
+			want: want{cluster: ready, pools: []resource.State{ready, ready}, events: []string{"nodepool.ready b", "cluster.updated"}},
+		},
+		{
+			name: "resize without autoscaling sets the size",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "resize done: pool ready again, cluster updated",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), // initial count stays
+				Op:       &gone,
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
+		},
+		{
+			name: "resize of a ready pool done out of band by the API's pool goes updating",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2, func(p *store.NodePoolDoc) { p.NodeCount = 4 })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "autoscaling turned on",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.Autoscaling = autoscale(1, 4) })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "autoscaling bounds changed",
+			in: Input{
+				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools: []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) {
+					p.Autoscaling = autoscale(1, 8)
+					p.Provider.NodeCount = -1
+				})},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+			},
+			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "never a size while autoscaling is on",
+			in: Input{
+				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools: []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) {
+					p.Autoscaling = autoscale(1, 4)
+					p.NodeCount = 3
+					p.Provider.NodeCount = -1
+				})},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
+		},
+		{
+			name: "autoscaling turned off: autoscaling first, not the size",
+			in: Input{
+				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools: []store.NodePoolDoc{poolDoc("a", updating, 3, func(p *store.NodePoolDoc) {
+					p.Provider.NodeCount = -1
+				})},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+			},
+			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "autoscaling off done: then the size",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &gone,
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "operation in flight: no other call",
+			in: Input{
+				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools: []store.NodePoolDoc{
+					poolDoc("a", updating, 3, withPoolOp(SetSize, 3)),
+					poolDoc("b", pending, 1),
+					poolDoc("c", deleting, 1),
+				},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}, "c": running(1)}),
+				Op:       &OpOutcome{},
+			},
+			want: want{cluster: updating, pools: []resource.State{updating, pending, deleting}, converging: true},
+		},
+		{
+			name: "intent recorded without operation: no other call",
+			in: Input{
+				Cluster: clusterDoc(updating),
+				Pools: []store.NodePoolDoc{
+					poolDoc("a", updating, 3, func(p *store.NodePoolDoc) { p.Provider.Intent = &store.Intent{Kind: SetSize, NodeCount: 3} }),
+					poolDoc("b", pending, 1),
+				},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{cluster: updating, pools: []resource.State{updating, pending}, converging: true},
+		},
+		{
+			name: "pool the provider failed to create is in error, and so is its cluster",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
+				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "g2-standard-8 is not offered in us-central1-f"}},
+			},
+			want: want{cluster: failed, message: `node pool "gpu": no g2 in zone`, pools: []resource.State{ready, failed}, events: []string{"nodepool.error gpu", "cluster.error"}},
+		},
+		{
+			name: "pool in error stays in error without new events",
+			in: Input{
+				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": no g2 in zone` }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "no g2 in zone" })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone", NodeCount: 1}}),
+			},
+			want: want{cluster: failed, message: `node pool "gpu"`, pools: []resource.State{ready, failed}},
+		},
+		{
+			name: "pool in error does not hold back another pool's call",
+			in: Input{
+				Cluster: clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": refused` }),
+				Pools: []store.NodePoolDoc{
+					poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "refused"; p.Provider = store.ProviderPool{} }),
+					poolDoc("b", pending, 1),
+				},
+				Observed: observed(StatusRunning, nil),
+			},
+			want: want{action: &Action{Kind: CreateNodePool, Pool: 1}, cluster: failed, message: `node pool "gpu": refused`, pools: []resource.State{failed, pending}, converging: true},
+		},
+		{
+			name: "pool refused before is retried when nothing else is to do",
+			in: Input{
+				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": refused` }),
+				Pools:    []store.NodePoolDoc{poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "refused"; p.Provider = store.ProviderPool{} })},
+				Observed: observed(StatusRunning, nil),
+			},
+			want: want{action: &Action{Kind: CreateNodePool, Pool: 0}, cluster: failed, message: `node pool "gpu": refused`, pools: []resource.State{failed}, converging: true},
+		},
+		{
+			name: "pool in error at the provider is resized when the tenant changes it",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 1 })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: "ZONE_RESOURCE_POOL_EXHAUSTED", NodeCount: 2}}),
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "refused resize is not retried in the run that learns of it",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "quota"}},
+			},
+			want: want{cluster: failed, message: `node pool "a": quota`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
+		},
+		{
+			name: "transient operation error: retried, never shown",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: "backend unavailable"}},
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "lost create operation: planned from what the provider shows",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}),
+				Op:       &OpOutcome{Lost: true},
+			},
+			want: want{cluster: updating, pools: []resource.State{pending}, converging: true},
+		},
+		{
+			name: "lost create operation whose pool is there: ready",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &OpOutcome{Lost: true},
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
+		},
+		{
+			name: "pool broken at the provider: error",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusError, Message: "repair failed", NodeCount: 2}}),
+			},
+			want: want{cluster: failed, message: `node pool "a": repair failed`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
+		},
+		{
+			name: "pool that recovered at the provider: ready, cluster updated",
+			in: Input{
+				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "a": repair failed` }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", failed, 2, func(p *store.NodePoolDoc) { p.Message = "repair failed" })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
+		},
+		{
+			name: "pool removed behind our back is created again",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: observed(StatusRunning, nil),
+			},
+			want: want{action: &Action{Kind: CreateNodePool, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
+			name: "deleted pool is deleted at the provider",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+			},
+			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
+		},
+		{
+			name: "pool delete in flight",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": {Status: StatusStopping, NodeCount: 1}}),
+				Op:       &OpOutcome{},
+			},
+			want: want{cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
+		},
+		{
+			name: "pool gone at the provider: deleted, cluster updated",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true; c.ActivePoolCount = 2 }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &gone,
+			},
+			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted b", "cluster.updated"}},
+		},
+		{
+			name: "deleting the refused pool clears the cluster's error",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *store.NodePoolDoc) { p.Provider = store.ProviderPool{} })},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+			},
+			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted gpu", "cluster.updated"}},
+		},
+		{
+			name: "failed operation of a pool being deleted keeps it deleting",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "refused"}},
+			},
+			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
+		},
+		{
+			name: "cluster delete: pools first, one at a time",
+			in: Input{
+				Cluster:  clusterDoc(deleting),
+				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1), "default-pool": running(1)}),
+			},
+			want: want{action: &Action{Kind: DeleteNodePool, Pool: 0}, cluster: deleting, pools: []resource.State{deleting, deleting}, converging: true},
+		},
+		{
+			name: "cluster delete: a pool deleted, the next one",
+			in: Input{
+				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 2 }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"b": running(1)}),
+				Op:       &gone,
+			},
+			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: deleting, pools: []resource.State{deleted, deleting}, events: []string{"nodepool.deleted a"}, converging: true},
+		},
+		{
+			name: "cluster delete: pools gone, then the cluster",
+			in: Input{
+				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 1 }),
+				Pools:    []store.NodePoolDoc{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"default-pool": running(1)}),
+				Op:       &gone,
+			},
+			want: want{action: &Action{Kind: DeleteCluster, Pool: -1}, cluster: deleting, pools: []resource.State{deleted}, events: []string{"nodepool.deleted b"}, converging: true},
+		},
+		{
+			name: "cluster delete in flight",
+			in: Input{
+				Cluster:  clusterDoc(deleting, withClusterOp(DeleteCluster)),
+				Observed: observed(StatusStopping, nil),
+				Op:       &OpOutcome{},
+			},
+			want: want{cluster: deleting, converging: true},
+		},
+		{
+			name: "cluster gone at the provider: deleted",
+			in: Input{
+				Cluster: clusterDoc(deleting, withClusterOp(DeleteCluster)),
+				Op:      &gone,
+			},
+			want: want{cluster: deleted, events: []string{"cluster.deleted"}, deleted: true},
+		},
+		{
+			name: "cluster deleted before it was created",
+			in: Input{
+				Cluster: clusterDoc(deleting, func(c *store.ClusterDoc) { c.Provider = store.ProviderCluster{}; c.ActivePoolCount = 1 }),
+				Pools:   []store.NodePoolDoc{poolDoc("a", deleting, 1, func(p *store.NodePoolDoc) { p.Provider = store.ProviderPool{} })},
+			},
+			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
+		},
+		{
+			name: "cluster delete finds another cluster of the name: ours is gone, theirs is left alone",
+			in: Input{
+				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 1 }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 1)},
+				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{"a": running(1)}},
+			},
+			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
+		},
+		{
+			name: "failed cluster create of a cluster being deleted keeps it deleting",
+			in: Input{
+				Cluster:  clusterDoc(deleting, withClusterOp(CreateCluster), func(c *store.ClusterDoc) { c.Provider.ID = ""; c.Provider.EverReady = false }),
+				Observed: &ObservedCluster{ID: providerID, Status: StatusError, Message: "create failed", Pools: map[string]ObservedPool{}},
+				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "create failed"}},
+			},
+			want: want{action: &Action{Kind: DeleteCluster, Pool: -1}, cluster: deleting, converging: true},
+		},
+		{
+			name: "release-channel upgrade: cluster updated",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: func() *ObservedCluster { o := observed(StatusRunning, map[string]ObservedPool{"a": running(2)}); o.Version = v2; return o }(),
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"cluster.updated"}},
+		},
+		{
+			name: "observed cluster is another one: error, no call",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
+				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2)},
+				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{}},
+			},
+			want: want{cluster: failed, message: "replaced by another cluster", pools: []resource.State{pending}, events: []string{"cluster.error"}},
+		},
+		{
+			name: "cluster gone behind our back: error, no call",
+			in: Input{
+				Cluster: clusterDoc(ready),
+				Pools:   []store.NodePoolDoc{poolDoc("a", ready, 2)},
+			},
+			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{ready}, events: []string{"cluster.error"}},
+		},
+		{
+			name: "cluster in error at the provider",
+			in: Input{
+				Cluster:  clusterDoc(ready),
+				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusDegraded, Message: "etcd unhappy", Version: v1, Pools: map[string]ObservedPool{"a": running(2)}},
+			},
+			want: want{cluster: failed, message: "etcd unhappy", pools: []resource.State{ready}, events: []string{"cluster.error"}},
+		},
+		{
+			name: "cluster refused before is retried and stays in error without new events",
+			in: Input{
+				Cluster: clusterDoc(failed, func(c *store.ClusterDoc) {
+					c.Provider = store.ProviderCluster{}
+					c.Message = "the provider refused the cluster: no"
+				}),
+				Pools: []store.NodePoolDoc{poolDoc("a", pending, 2)},
+			},
+			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: failed, message: "refused", pools: []resource.State{pending}, converging: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := deepCopy(tt.in)
+			d := Plan(tt.in, t0)
+			checkDecision(t, d, tt.want)
+			if !reflect.DeepEqual(tt.in, before) {
+				t.Errorf("Plan changed its input")
+			}
+		})
+	}
+}
+
+// deepCopy copies in so that a change Plan made through a shared pointer,
+// map or slice shows; nil stays nil.
+func deepCopy(in Input) Input {
+	out := in
+	cp := func(i *store.Intent) *store.Intent {
+		if i == nil {
+			return nil
+		}
+		c := *i
+		return &c
+	}
+	out.Cluster.Zones = slices.Clone(in.Cluster.Zones)
+	out.Cluster.Labels = maps.Clone(in.Cluster.Labels)
+	out.Cluster.Provider.Intent = cp(in.Cluster.Provider.Intent)
+	out.Pools = nil
+	for _, p := range in.Pools {
+		p.Zones, p.Taints, p.Labels = slices.Clone(p.Zones), slices.Clone(p.Taints), maps.Clone(p.Labels)
+		if p.Autoscaling != nil {
+			a := *p.Autoscaling
+			p.Autoscaling = &a
+		}
+		p.Provider.Intent = cp(p.Provider.Intent)
+		out.Pools = append(out.Pools, p)
+	}
+	if in.Observed != nil {
+		o := *in.Observed
+		o.Pools = maps.Clone(in.Observed.Pools)
+		out.Observed = &o
+	}
+	return out
+}
+
+// TestPlanBookkeeping checks what a decision records beside states: the
+// provider's identity and version, sizes, counts and expiry.
+func TestPlanBookkeeping(t *testing.T) {
+	t.Run("ready records the provider's cluster", func(t *testing.T) {
+		c := clusterDoc(provisioning, withClusterOp(CreateCluster))
+		d := Plan(Input{Cluster: c, Observed: observed(StatusRunning, nil), Op: &OpOutcome{Done: true}}, t0)
+		pc := d.Cluster.Provider
+		if pc.ID != providerID || !pc.EverReady || pc.Operation != "" || pc.Intent != nil {
+			t.Errorf("Provider = %+v, want ID %q, ever ready, no operation", pc, providerID)
+		}
+		if d.Cluster.KubernetesVersion != v1 || d.Cluster.Endpoint != "203.0.113.10" || !d.Cluster.UpdatedAt.Equal(t0) {
+			t.Errorf("cluster = version %q endpoint %q updated %v, want %q, 203.0.113.10, %v", d.Cluster.KubernetesVersion, d.Cluster.Endpoint, d.Cluster.UpdatedAt, v1, t0)
+		}
+	})
+	t.Run("steady refresh leaves the documents as they were", func(t *testing.T) {
+		// The reconciler writes nothing but its lease when the decision
+		// equals what it read.
+		c := clusterDoc(ready, func(c *store.ClusterDoc) { c.Labels = map[string]string{}; c.Zones = []string{"us-central1-a"} })
+		p := poolDoc("a", ready, 2, func(p *store.NodePoolDoc) {
+			p.Labels, p.Zones, p.Taints = map[string]string{"team": "ml"}, []string{"us-central1-a"}, []resource.Taint{}
+		})
+		in := Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}
+		d := Plan(in, t0)
+		if !reflect.DeepEqual(d.Cluster, in.Cluster) || !reflect.DeepEqual(d.Pools, in.Pools) {
+			t.Errorf("Plan(ready) = %+v %+v, want the documents unchanged: %+v %+v", d.Cluster, d.Pools, in.Cluster, in.Pools)
+		}
+	})
+	t.Run("resize done records the size set", func(t *testing.T) {
+		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), Op: &OpOutcome{Done: true}}, t0)
+		if got := d.Pools[0].Provider; got.NodeCount != 3 || got.Operation != "" || got.Intent != nil {
+			t.Errorf("Provider = %+v, want node count 3 and no operation", got)
+		}
+	})
+	t.Run("autoscaling on hands the size to the autoscaler", func(t *testing.T) {
+		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
+		obs := observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}})
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+		if got := d.Pools[0].Provider.NodeCount; got != -1 {
+			t.Errorf("Provider.NodeCount = %d, want -1", got)
+		}
+	})
+	t.Run("deleted pool", func(t *testing.T) {
+		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.ActivePoolCount = 3 })
+		p := poolDoc("b", deleting, 1)
+		d := Plan(Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, nil)}, t0)
+		got := d.Pools[0]
+		if got.Active || got.ExpireAt == nil || !got.ExpireAt.Equal(t0.Add(store.DeletedTTL)) {
+			t.Errorf("pool = active %v expireAt %v, want inactive, expiring at %v", got.Active, got.ExpireAt, t0.Add(store.DeletedTTL))
+		}
+		if d.Cluster.ActivePoolCount != 2 {
+			t.Errorf("ActivePoolCount = %d, want 2", d.Cluster.ActivePoolCount)
+		}
+	})
+	t.Run("deleted cluster", func(t *testing.T) {
+		d := Plan(Input{Cluster: clusterDoc(deleting)}, t0)
+		if d.Cluster.Active || d.Cluster.ExpireAt == nil {
+			t.Errorf("cluster = active %v expireAt %v, want inactive with an expiry", d.Cluster.Active, d.Cluster.ExpireAt)
+		}
+	})
+	t.Run("event data is the resource after the change", func(t *testing.T) {
+		p := poolDoc("a", pending, 2)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}, t0)
+		if len(d.Events) == 0 || d.Events[0].Type != outbox.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
+			t.Fatalf("events = %v, want nodepool.ready first with the ready pool", eventNames(d))
+		}
+	})
+}
+
+// TestPlanSequences runs the planner over several runs, feeding each
+// decision into the next, to check what only shows across runs.
+func TestPlanSequences(t *testing.T) {
+	t.Run("upgrade during a resize is announced once the cluster is ready", func(t *testing.T) {
+		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
+		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		obs := observed(StatusReconciling, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}})
+		obs.Version = v2
+		d := Plan(Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: obs, Op: &OpOutcome{}}, t0)
+		if len(d.Events) != 0 || d.Cluster.State != updating {
+			t.Fatalf("during the resize: state %q, events %v; want updating, none", d.Cluster.State, eventNames(d))
+		}
+		// The tenant's change was announced as the cluster settles; a
+		// version that moved meanwhile must not be forgotten either.
+		d.Cluster.Changed = false
+		obs.Status = StatusRunning
+		obs.Pools["a"] = running(2)
+		d = Plan(Input{Cluster: d.Cluster, Pools: d.Pools, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+		if got := eventNames(d); !slices.Equal(got, []string{"nodepool.ready a", "cluster.updated"}) {
+			t.Errorf("events = %q, want nodepool.ready a, cluster.updated", got)
+		}
+		if d.Cluster.KubernetesVersion != v2 {
+			t.Errorf("KubernetesVersion = %q, want %q", d.Cluster.KubernetesVersion, v2)
+		}
+	})
+	t.Run("refused pool: error announced once across retries", func(t *testing.T) {
+		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
+		pools := []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
+		obs := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
+		var all []string
+		for run := range 3 {
+			d := Plan(Input{Cluster: c, Pools: pools, Observed: obs}, t0)
+			if d.Action == nil || d.Action.Kind != CreateNodePool || d.Action.Pool != 1 {
+				t.Fatalf("run %d: Action = %+v, want CreateNodePool of gpu", run, d.Action)
+			}
+			Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
+			checkDecision(t, d, want{
+				action: d.Action, cluster: failed, message: `node pool "gpu": Node pool "gpu": invalid machine type`,
+				pools: []resource.State{ready, failed}, events: eventNames(d),
+			})
+			all = append(all, eventNames(d)...)
+			c, pools = d.Cluster, d.Pools
+		}
+		if !slices.Equal(all, []string{"nodepool.error gpu", "cluster.error"}) {
+			t.Errorf("events over three runs = %q, want nodepool.error gpu, cluster.error once", all)
+		}
+	})
+	t.Run("refused pool does not slow down the others", func(t *testing.T) {
+		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
+		pools := []store.NodePoolDoc{poolDoc("gpu", pending, 1), poolDoc("b", pending, 1)}
+		d := Plan(Input{Cluster: c, Pools: pools, Observed: observed(StatusRunning, nil)}, t0)
+		Refused(&d, "no such machine type", t0)
+		if !d.Converging {
+			t.Errorf("Converging = false after a refusal while pool b waits, want true")
+		}
+	})
+	t.Run("refused cluster create blames the pool it names", func(t *testing.T) {
+		c := clusterDoc(pending)
+		pools := []store.NodePoolDoc{poolDoc("a", pending, 1), poolDoc("gpu", pending, 1)}
+		d := Plan(Input{Cluster: c, Pools: pools}, t0)
+		Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
+		checkDecision(t, d, want{
+			action: d.Action, cluster: failed, message: `node pool "gpu"`,
+			pools: []resource.State{pending, failed}, events: []string{"nodepool.error gpu", "cluster.error"}, converging: true,
+		})
+		// The next run creates the cluster without the refused pool.
+		d = Plan(Input{Cluster: d.Cluster, Pools: d.Pools}, t0)
+		if d.Action == nil || d.Action.Kind != CreateCluster || len(d.Events) != 0 || d.Cluster.State != failed {
+			t.Fatalf("next run: Action %+v, events %v, state %q; want CreateCluster, none, error", d.Action, eventNames(d), d.Cluster.State)
+		}
+		var names []string
+		for _, np := range cluster(&d.Cluster, d.Pools).GetNodePools() {
+			names = append(names, np.GetName())
+		}
+		if !slices.Equal(names, []string{"a"}) {
+			t.Errorf("CreateCluster pools = %v, want [a]", names)
+		}
+	})
+	t.Run("refused cluster create naming no pool", func(t *testing.T) {
+		d := Plan(Input{Cluster: clusterDoc(pending), Pools: []store.NodePoolDoc{poolDoc("a", pending, 1)}}, t0)
+		Refused(&d, "Location is not a GKE location.", t0)
+		checkDecision(t, d, want{
+			action: d.Action, cluster: failed, message: "the provider refused the cluster: Location",
+			pools: []resource.State{pending}, events: []string{"cluster.error"},
+		})
+	})
+}
