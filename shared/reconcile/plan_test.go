@@ -583,9 +583,13 @@ func TestPlan(t *testing.T) {
 		{
 			name: "release-channel upgrade: cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
-				Observed: func() *ObservedCluster { o := observed(StatusRunning, map[string]ObservedPool{"a": running(2)}); o.Version = v2; return o }(),
+				Cluster: clusterDoc(ready),
+				Pools:   []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Observed: func() *ObservedCluster {
+					o := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
+					o.Version = v2
+					return o
+				}(),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"cluster.updated"}},
 		},
