@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +85,8 @@ func createQueue(t *testing.T, c *ctapi.Client, q *cloudtaskspb.Queue) *cloudtas
 			MaxBackoff: durationpb.New(time.Millisecond),
 		}
 	}
-	got, err := c.CreateQueue(ctx(t), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: q})
+	parent := q.Name[:strings.Index(q.Name, "/queues/")]
+	got, err := c.CreateQueue(ctx(t), &cloudtaskspb.CreateQueueRequest{Parent: parent, Queue: q})
 	if err != nil {
 		t.Fatalf("CreateQueue(%q): %v", q.Name, err)
 	}
