@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -101,7 +102,7 @@ func Functions() []string {
 }
 
 // process is the application of this process, built over its environment.
-var process = newApp(os.LookupEnv, newCloud)
+var process = newApp(os.LookupEnv, os.Stdout, newCloud)
 
 func init() {
 	for _, f := range registered {
@@ -132,6 +133,7 @@ type builder interface {
 // app serves the registered functions of one process.
 type app struct {
 	lookup     func(string) (string, bool)
+	logOut     io.Writer
 	newBuilder func(Config, *slog.Logger) builder
 
 	cfgOnce sync.Once
@@ -148,11 +150,11 @@ type app struct {
 	idle     chan struct{} // closed when draining and inflight reaches 0
 }
 
-// newApp returns an app reading its configuration through lookup and
-// building its functions with the builder newBuilder makes. Neither is
-// called before the first request (or Check).
-func newApp(lookup func(string) (string, bool), newBuilder func(Config, *slog.Logger) builder) *app {
-	a := &app{lookup: lookup, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
+// newApp returns an app reading its configuration through lookup, logging
+// to logOut, and building its functions with the builder newBuilder makes.
+// Neither is called before the first request (or Check).
+func newApp(lookup func(string) (string, bool), logOut io.Writer, newBuilder func(Config, *slog.Logger) builder) *app {
+	a := &app{lookup: lookup, logOut: logOut, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
 	for _, f := range registered {
 		name := f.name
 		a.handlers[name] = newLazy(func(ctx context.Context) (http.Handler, error) {
@@ -171,7 +173,7 @@ func (a *app) config() (Config, error) {
 		if a.cfgErr == nil {
 			level = a.cfg.LogLevel
 		}
-		a.log = logging.New(os.Stdout, level)
+		a.log = logging.New(a.logOut, level)
 		if a.cfgErr == nil {
 			a.b = a.newBuilder(a.cfg, a.log)
 		}

@@ -1,0 +1,391 @@
+package cloudrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+
+	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// fakeBuilder fails its first failures builds, then builds handlers that
+// run serve.
+type fakeBuilder struct {
+	mu       sync.Mutex
+	failures int
+	builds   map[string]int
+	closed   int
+	serve    func(name string, w http.ResponseWriter, r *http.Request)
+}
+
+func (b *fakeBuilder) Handler(ctx context.Context, name string) (http.Handler, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.builds[name]++
+	if b.failures > 0 {
+		b.failures--
+		return nil, errors.New("firestore unreachable")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.serve(name, w, r) }), nil
+}
+
+func (b *fakeBuilder) Close(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed++
+	return nil
+}
+
+func (b *fakeBuilder) count(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.builds[name]
+}
+
+func ok(name string, w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, "{\"served\":%q}\n", name)
+}
+
+// newTestApp returns an app over a complete environment and a fake builder,
+// and the buffer its logs go to.
+func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*app, *bytes.Buffer) {
+	t.Helper()
+	if b.builds == nil {
+		b.builds = map[string]int{}
+	}
+	if b.serve == nil {
+		b.serve = ok
+	}
+	logs := &bytes.Buffer{}
+	a := newApp(env(environment), &syncWriter{w: logs}, func(Config, *slog.Logger) builder { return b })
+	return a, logs
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// call serves one request to function name of a, and returns the status
+// and the error code of the envelope (empty if none).
+func call(t *testing.T, a *app, name, path string, header http.Header) (int, string, http.Header) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader("{}"))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	a.handler(functionByName[name]).ServeHTTP(rec, req)
+	var env struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &env)
+	return rec.Code, env.Error.Code, rec.Header()
+}
+
+func TestFailedBuildAnswers503AndIsRetried(t *testing.T) {
+	b := &fakeBuilder{failures: 2}
+	a, _ := newTestApp(t, complete(), b)
+	const fn = "kubernetesNodePools-create"
+	for i := range 2 {
+		status, code, h := call(t, a, fn, "/", nil)
+		if status != http.StatusServiceUnavailable || code != "UNAVAILABLE" {
+			t.Fatalf("request #%d while the build fails = %d %q, want 503 UNAVAILABLE", i+1, status, code)
+		}
+		if h.Get("Retry-After") == "" {
+			t.Errorf("request #%d: no Retry-After on 503", i+1)
+		}
+	}
+	for i := range 3 {
+		if status, code, _ := call(t, a, fn, "/", nil); status != http.StatusOK {
+			t.Fatalf("request #%d after recovery = %d %q, want 200", i+3, status, code)
+		}
+	}
+	if got := b.count(fn); got != 3 {
+		t.Errorf("builds of %s = %d, want 3 (two failures retried, the success kept)", fn, got)
+	}
+	if got := b.count("reconcile"); got != 0 {
+		t.Errorf("builds of reconcile = %d, want 0 (built only on its own first request)", got)
+	}
+}
+
+func TestBrokenConfigurationAnswers503WithoutBuilding(t *testing.T) {
+	b := &fakeBuilder{}
+	a, logs := newTestApp(t, with(map[string]string{"TASKS_QUEUE": ""}), b)
+	for range 2 {
+		status, code, _ := call(t, a, "watchdog", "/", nil)
+		if status != http.StatusServiceUnavailable || code != "UNAVAILABLE" {
+			t.Fatalf("request with a broken configuration = %d %q, want 503 UNAVAILABLE", status, code)
+		}
+	}
+	if got := b.count("watchdog"); got != 0 {
+		t.Errorf("builds = %d, want 0", got)
+	}
+	if !strings.Contains(logs.String(), "TASKS_QUEUE") {
+		t.Errorf("logs do not name TASKS_QUEUE:\n%s", logs)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	tests := []struct {
+		fn, path string
+		want     int
+	}{
+		{"kubernetesClusters-get", "/", http.StatusOK},
+		{"kubernetesClusters-get", "/kubernetesClusters-get", http.StatusOK},
+		{"kubernetesClusters-get", "/api/compute/kubernetesClusters/get", http.StatusOK},
+		{"kubernetesClusters-get", "/api/compute/kubernetesClusters/delete", http.StatusNotFound},
+		{"kubernetesClusters-get", "/anything", http.StatusNotFound},
+		{"reconcile", "/", http.StatusOK},
+		{"reconcile", "/reconcile", http.StatusOK},
+		{"reconcile", "/api/compute/kubernetesClusters/get", http.StatusNotFound},
+	}
+	a, _ := newTestApp(t, complete(), &fakeBuilder{})
+	for _, tt := range tests {
+		t.Run(tt.fn+tt.path, func(t *testing.T) {
+			if status, code, _ := call(t, a, tt.fn, tt.path, nil); status != tt.want {
+				t.Errorf("POST %s to %s = %d %q, want %d", tt.path, tt.fn, status, code, tt.want)
+			}
+		})
+	}
+}
+
+func TestPanicIsRecoveredAtTheEdge(t *testing.T) {
+	b := &fakeBuilder{serve: func(string, http.ResponseWriter, *http.Request) { panic("boom") }}
+	a, logs := newTestApp(t, complete(), b)
+	status, code, _ := call(t, a, "reconcile", "/", nil)
+	if status != http.StatusInternalServerError || code != "INTERNAL" {
+		t.Errorf("panicking function = %d %q, want 500 INTERNAL", status, code)
+	}
+	if !strings.Contains(logs.String(), "Panic serving request") || !strings.Contains(logs.String(), "goroutine") {
+		t.Errorf("logs lack the panic and its stack:\n%s", logs)
+	}
+}
+
+func TestLogsCarryTheTrace(t *testing.T) {
+	b := &fakeBuilder{serve: func(name string, w http.ResponseWriter, r *http.Request) {
+		logging.FromContext(r.Context()).Info("inside")
+		ok(name, w, r)
+	}}
+	a, logs := newTestApp(t, complete(), b)
+	h := http.Header{"X-Cloud-Trace-Context": {"105445aa7843bc8bf206b12000100000/1;o=1"}}
+	if status, _, _ := call(t, a, "watchdog", "/", h); status != http.StatusOK {
+		t.Fatalf("status = %d, want 200", status)
+	}
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if m["message"] == "inside" {
+			found = true
+			if got, want := m["logging.googleapis.com/trace"], "projects/bc-prod/traces/105445aa7843bc8bf206b12000100000"; got != want {
+				t.Errorf("trace = %v, want %v", got, want)
+			}
+			if got := m["function"]; got != "watchdog" {
+				t.Errorf("function = %v, want watchdog", got)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no log line from the handler:\n%s", logs)
+	}
+}
+
+func TestShutdownWaitsForRequestsThenCloses(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	b := &fakeBuilder{serve: func(name string, w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		ok(name, w, r)
+	}}
+	a, _ := newTestApp(t, complete(), b)
+	first := make(chan int, 1)
+	go func() {
+		status, _, _ := call(t, a, "reconcile", "/", nil)
+		first <- status
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() { done <- a.shutdown(context.Background()) }()
+
+	// Wait until shutdown has begun refusing, then check a new request.
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.isDraining() {
+		if time.Now().After(deadline) {
+			t.Fatal("shutdown never started draining")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if status, code, _ := call(t, a, "watchdog", "/", nil); status != http.StatusServiceUnavailable {
+		t.Errorf("request during shutdown = %d %q, want 503", status, code)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("shutdown returned %v with a request in flight", err)
+	default:
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Errorf("shutdown = %v", err)
+	}
+	if got := <-first; got != http.StatusOK {
+		t.Errorf("request in flight at shutdown = %d, want 200", got)
+	}
+	if b.closed != 1 {
+		t.Errorf("builder closed %d times, want 1", b.closed)
+	}
+}
+
+func TestShutdownGivesUpAtItsDeadline(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	b := &fakeBuilder{serve: func(name string, w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}}
+	a, _ := newTestApp(t, complete(), b)
+	go call(t, a, "reconcile", "/", nil)
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := a.shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("shutdown with a stuck request = %v, want %v", err, context.DeadlineExceeded)
+	}
+}
+
+// TestFunctionsMatchTheAPI checks the registered names and load balancer
+// paths against the API's own routes.
+func TestFunctionsMatchTheAPI(t *testing.T) {
+	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fs, err := firestore.NewClient(context.Background(), "bc-test", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := api.Routes(api.Deps{Auth: nopAuth{}, Store: st, Events: nopEvents{}, Kicker: nopKicker{}})
+	if err != nil {
+		t.Fatalf("api.Routes = %v", err)
+	}
+	want := map[string]string{}
+	for _, r := range routes {
+		want[r.Function] = r.Path
+	}
+	got := map[string]string{}
+	for _, f := range registered {
+		if f.kind == kindAPI {
+			got[f.name] = f.path
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("registered API functions = %v, want the API's routes %v", got, want)
+	}
+	if n := len(Functions()); n != len(routes)+2 {
+		t.Errorf("len(Functions()) = %d, want %d (the API's and reconcile, watchdog)", n, len(routes)+2)
+	}
+}
+
+// TestFrameworkServesEveryFunction starts the Functions Framework as the
+// server command does (without FUNCTION_TARGET, every function on its own
+// path) and checks that each name reaches this package's edge. The
+// framework offers no way to stop its server; it lives until the test
+// binary exits.
+func TestFrameworkServesEveryFunction(t *testing.T) {
+	if os.Getenv("FUNCTION_TARGET") != "" {
+		t.Skip("FUNCTION_TARGET is set: the framework would serve one function only")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	lis.Close()
+	go func() { _ = funcframework.StartHostPort("127.0.0.1", port) }()
+	base := "http://127.0.0.1:" + port
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/nothing-here")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("GET /nothing-here = %d, want 404 from the framework", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("framework not serving: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range Functions() {
+		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("POST /%s: %v", name, err)
+		}
+		var env struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		// The test environment configures nothing: every function
+		// answers from this package's edge, 503 in the error envelope.
+		if resp.StatusCode != http.StatusServiceUnavailable || err != nil || env.Error.Code != "UNAVAILABLE" {
+			t.Errorf("POST /%s = %d %q (%v), want 503 UNAVAILABLE from the function", name, resp.StatusCode, env.Error.Code, err)
+		}
+	}
+}
+
+type nopAuth struct{}
+
+func (nopAuth) Verify(context.Context, string) (string, error) { return "user", nil }
+
+type nopEvents struct{}
+
+func (nopEvents) Send([]outbox.Event) {}
+
+type nopKicker struct{}
+
+func (nopKicker) Kick(context.Context, store.Kick) error { return nil }
+
+func (a *app) isDraining() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.draining
+}

@@ -1,0 +1,201 @@
+package cloudrun
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// env returns a lookup over m.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// complete is an environment that serves every function.
+func complete() map[string]string {
+	return map[string]string{
+		"GOOGLE_CLOUD_PROJECT":  "bc-prod",
+		"AUTH_ISSUER_URL":       "https://issuer.example.com",
+		"AUTH_AUDIENCE":         "https://api.example.com",
+		"TASKS_QUEUE":           "projects/bc-prod/locations/europe-west1/queues/reconcile",
+		"RECONCILE_URL":         "https://reconcile-123.europe-west1.run.app",
+		"TASKS_SERVICE_ACCOUNT": "tasks@bc-prod.iam.gserviceaccount.com",
+		"RECONCILE_AUDIENCE":    "https://reconcile-123.europe-west1.run.app",
+	}
+}
+
+// with returns a copy of complete() with changes applied; an empty value
+// removes the variable.
+func with(changes map[string]string) map[string]string {
+	m := complete()
+	for k, v := range changes {
+		if v == "" {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	got, err := LoadConfig(env(complete()))
+	if err != nil {
+		t.Fatalf("LoadConfig(complete) = %v", err)
+	}
+	want := Config{
+		Project:             "bc-prod",
+		FirestoreDatabase:   "(default)",
+		AuthIssuerURL:       "https://issuer.example.com",
+		AuthAudience:        "https://api.example.com",
+		TasksQueue:          "projects/bc-prod/locations/europe-west1/queues/reconcile",
+		ReconcileURL:        "https://reconcile-123.europe-west1.run.app",
+		TasksServiceAccount: "tasks@bc-prod.iam.gserviceaccount.com",
+		TasksAudience:       "https://reconcile-123.europe-west1.run.app",
+		ReconcileIssuerURL:  "https://accounts.google.com",
+		ReconcileAudience:   "https://reconcile-123.europe-west1.run.app",
+		ConvergingInterval:  30 * time.Second,
+		SteadyInterval:      5 * time.Minute,
+		LeaseTTL:            30 * time.Second,
+		WatchdogGrace:       time.Minute,
+		LogLevel:            slog.LevelInfo,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadConfig(complete) (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadConfigValid(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		check func(c Config) string // returns a failure message, or ""
+	}{
+		{
+			name: "an API function needs no internal audience",
+			env:  with(map[string]string{"FUNCTION_TARGET": "kubernetesClusters-get", "RECONCILE_AUDIENCE": ""}),
+			check: func(c Config) string {
+				if c.Function != "kubernetesClusters-get" {
+					return "Function = " + c.Function
+				}
+				return ""
+			},
+		},
+		{
+			name: "the reconcile function needs no tenant issuer",
+			env:  with(map[string]string{"FUNCTION_TARGET": "reconcile", "AUTH_ISSUER_URL": "", "AUTH_AUDIENCE": ""}),
+		},
+		{
+			name: "the watchdog needs no tenant issuer",
+			env:  with(map[string]string{"FUNCTION_TARGET": "watchdog", "AUTH_ISSUER_URL": "", "AUTH_AUDIENCE": ""}),
+		},
+		{
+			name: "durations, level, database and audience",
+			env: with(map[string]string{
+				"CONVERGING_INTERVAL": "10s", "STEADY_INTERVAL": "2m", "LEASE_TTL": "45s", "WATCHDOG_GRACE": "90s",
+				"LOG_LEVEL": "debug", "FIRESTORE_DATABASE": "compute", "TASKS_AUDIENCE": "https://custom.example.com",
+			}),
+			check: func(c Config) string {
+				if c.ConvergingInterval != 10*time.Second || c.SteadyInterval != 2*time.Minute || c.LeaseTTL != 45*time.Second || c.WatchdogGrace != 90*time.Second {
+					return "durations not applied"
+				}
+				if c.LogLevel != slog.LevelDebug || c.FirestoreDatabase != "compute" || c.TasksAudience != "https://custom.example.com" {
+					return "level, database or audience not applied"
+				}
+				return ""
+			},
+		},
+		{
+			name: "loopback http and emulators for local runs",
+			env: with(map[string]string{
+				"AUTH_ISSUER_URL": "http://127.0.0.1:8080", "RECONCILE_URL": "http://localhost:8081/reconcile",
+				"RECONCILE_ISSUER_URL": "http://[::1]:9000", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8086",
+				"PUBSUB_EMULATOR_HOST": "localhost:8085", "CLOUD_TASKS_EMULATOR_HOST": "127.0.0.1:8123", "GKE_EMULATOR_HOST": "127.0.0.1:8124",
+			}),
+			check: func(c Config) string {
+				if c.TasksEmulatorHost != "127.0.0.1:8123" || c.GKEEmulatorHost != "127.0.0.1:8124" {
+					return "emulator hosts not applied"
+				}
+				return ""
+			},
+		},
+		{
+			name: "surrounding spaces are trimmed",
+			env:  with(map[string]string{"GOOGLE_CLOUD_PROJECT": " bc-prod \n"}),
+			check: func(c Config) string {
+				if c.Project != "bc-prod" {
+					return "Project = " + c.Project
+				}
+				return ""
+			},
+		},
+		{
+			name: "domain-scoped project",
+			env:  with(map[string]string{"GOOGLE_CLOUD_PROJECT": "example.com:bc-prod"}),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(env(tt.env))
+			if err != nil {
+				t.Fatalf("LoadConfig(%v) = %v, want no error", tt.env, err)
+			}
+			if tt.check != nil {
+				if msg := tt.check(c); msg != "" {
+					t.Errorf("LoadConfig(%v): %s", tt.env, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadConfigInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string // variables the error must name
+	}{
+		{"empty environment", map[string]string{}, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT", "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE"}},
+		{"unknown target", with(map[string]string{"FUNCTION_TARGET": "kubernetesClusters-update"}), []string{"FUNCTION_TARGET"}},
+		{"API function without issuer", with(map[string]string{"FUNCTION_TARGET": "kubernetesNodePools-create", "AUTH_ISSUER_URL": ""}), []string{"AUTH_ISSUER_URL"}},
+		{"reconcile without audience", with(map[string]string{"FUNCTION_TARGET": "reconcile", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
+		{"watchdog without audience", with(map[string]string{"FUNCTION_TARGET": "watchdog", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
+		{"bad project", with(map[string]string{"GOOGLE_CLOUD_PROJECT": "Bad_Project"}), []string{"GOOGLE_CLOUD_PROJECT"}},
+		{"bad database", with(map[string]string{"FIRESTORE_DATABASE": "No Spaces"}), []string{"FIRESTORE_DATABASE"}},
+		{"bad queue", with(map[string]string{"TASKS_QUEUE": "reconcile"}), []string{"TASKS_QUEUE"}},
+		{"plain http beyond loopback", with(map[string]string{"RECONCILE_URL": "http://reconcile.example.com"}), []string{"RECONCILE_URL"}},
+		{"relative issuer", with(map[string]string{"AUTH_ISSUER_URL": "issuer.example.com"}), []string{"AUTH_ISSUER_URL"}},
+		{"issuer with query", with(map[string]string{"RECONCILE_ISSUER_URL": "https://accounts.google.com?x=1"}), []string{"RECONCILE_ISSUER_URL"}},
+		{"service account not an email", with(map[string]string{"TASKS_SERVICE_ACCOUNT": "tasks"}), []string{"TASKS_SERVICE_ACCOUNT"}},
+		{"durations", with(map[string]string{"CONVERGING_INTERVAL": "30", "STEADY_INTERVAL": "-5m", "LEASE_TTL": "0s", "WATCHDOG_GRACE": "soon"}), []string{"CONVERGING_INTERVAL", "STEADY_INTERVAL", "LEASE_TTL", "WATCHDOG_GRACE"}},
+		{"log level", with(map[string]string{"LOG_LEVEL": "verbose"}), []string{"LOG_LEVEL"}},
+		{"emulator without port", with(map[string]string{"CLOUD_TASKS_EMULATOR_HOST": "localhost"}), []string{"CLOUD_TASKS_EMULATOR_HOST"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(env(tt.env))
+			if err == nil {
+				t.Fatalf("LoadConfig(%v) = %+v, want an error naming %v", tt.env, c, tt.want)
+			}
+			for _, name := range tt.want {
+				if !strings.Contains(err.Error(), name+":") {
+					t.Errorf("LoadConfig(%v) = %v, want it to name %s", tt.env, err, name)
+				}
+			}
+			// Only the broken variables are named.
+			for name := range maps.Keys(complete()) {
+				if strings.Contains(err.Error(), name+":") && !slices.Contains(tt.want, name) && len(tt.env) > 0 {
+					t.Errorf("LoadConfig(%v) = %v, names %s which is fine", tt.env, err, name)
+				}
+			}
+		})
+	}
+}
