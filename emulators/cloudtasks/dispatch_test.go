@@ -1,8 +1,11 @@
 package cloudtasks
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -467,5 +470,75 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 	<-closed
 	if !finished.Load() {
 		t.Error("Close returned before the in-flight request finished")
+	}
+}
+
+func TestDeleteTaskInFlight(t *testing.T) {
+	srv, c := start(t)
+	createQueue(t, c, nil)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(target.Close)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	task := createTask(t, c, httpTask(testQueue+"/tasks/gone", target.URL))
+	<-arrived
+	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: task.Name}); err != nil {
+		t.Fatalf("DeleteTask(in flight): %v", err)
+	}
+	releaseOnce.Do(func() { close(release) })
+	waitIdle(t, srv)
+	// The failed attempt must not bring the deleted task back for a retry.
+	if got := srv.Tasks(testQueue); len(got) != 0 {
+		t.Errorf("Tasks after deleting an in-flight task = %v, want none", got)
+	}
+	if s := srv.Stats(); s != (Stats{Dispatched: 1, Failed: 1}) {
+		t.Errorf("Stats = %+v, want one failed dispatch", s)
+	}
+}
+
+func TestLogs(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	clock := newFakeClock()
+	srv, c := start(t, WithClock(clock.Now), WithLogger(logger))
+	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 2}})
+	rec := newRecorder(t, 503, 500)
+	createTask(t, c, httpTask(testQueue+"/tasks/logged", rec.URL()))
+	waitIdle(t, srv)
+	clock.Advance(time.Hour)
+	srv.Wake()
+	waitIdle(t, srv)
+
+	type line struct {
+		Level, Msg, Queue, Task, Reason string
+		Attempt                         int
+	}
+	var got []line
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var l line
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("decode log: %v", err)
+		}
+		got = append(got, l)
+	}
+	want := []line{
+		{"INFO", "Dispatching task", testQueue, "logged", "", 1},
+		{"WARN", "Retrying task", testQueue, "logged", "HTTP 503", 1},
+		{"INFO", "Dispatching task", testQueue, "logged", "", 2},
+		{"WARN", "Dropping task: retries exhausted", testQueue, "logged", "HTTP 500", 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("logs = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("log %d = %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }

@@ -76,8 +76,9 @@ type config struct {
 // 127.0.0.1:0.
 func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithClock replaces time.Now for every schedule decision. Call Server.Wake
-// after moving the clock forward.
+// WithClock replaces time.Now for every schedule decision. now is called
+// from several goroutines, so it must be safe for concurrent use. Call
+// Server.Wake after moving the clock forward.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithTombstone sets how long the name of a deleted, executed or dropped
