@@ -21,9 +21,12 @@
 //     tombstone period set with WithTombstone (1 h by default; the real
 //     service keeps them for up to 24 h). Deleted queue names are reusable at
 //     once. Tasks are never expired by age.
-//   - There is no system throttling on 429 or 503 responses and no
-//     redirects limit beyond net/http's; max_burst_size is
-//     min(100, ceil(max_dispatches_per_second)).
+//   - There is no system throttling on 429 or 503 responses; redirects are
+//     followed as net/http follows them; max_burst_size is
+//     min(100, ceil(max_dispatches_per_second)); the response body is not
+//     kept and X-CloudTasks-TaskRetryReason is not sent.
+//   - The dispatcher scans all tasks when it wakes, which suits test and
+//     development volumes (thousands of tasks), not millions.
 //   - OIDC tokens come from the function given with WithTokenSource; without
 //     one, an attempt of a task with an oidc_token fails (and is retried) as
 //     the real service does when it cannot mint a token.
