@@ -330,6 +330,7 @@ const (
 type tenant struct {
 	ID        string
 	Pool      string // on acc-gcp (us-central1, europe-west4)
+	Pool2     string // another pool on acc-gcp
 	MetalPool string // on acc-metal (no managed Kubernetes)
 	Other     string // the other tenant
 	OtherPool string
@@ -340,12 +341,13 @@ func newTenant(t testing.TB) tenant {
 	n := h.seq.Add(1)
 	id := fmt.Sprintf("acme-%d-%d", time.Now().UnixNano()%1e6, n)
 	tn := tenant{
-		ID: id, Pool: id + "-dev", MetalPool: id + "-metal",
+		ID: id, Pool: id + "-dev", Pool2: id + "-dev2", MetalPool: id + "-metal",
 		Other: id + "-globex", OtherPool: id + "-globex-dev",
 	}
 	seed := &store.Seed{
 		Pools: []store.Pool{
 			{ID: tn.Pool, TenantID: tn.ID, AccountID: "acc-gcp"},
+			{ID: tn.Pool2, TenantID: tn.ID, AccountID: "acc-gcp"},
 			{ID: tn.MetalPool, TenantID: tn.ID, AccountID: "acc-metal"},
 			{ID: tn.OtherPool, TenantID: tn.Other, AccountID: "acc-gcp"},
 		},
