@@ -68,6 +68,12 @@ type Config struct {
 	WatchdogGrace time.Duration
 
 	Log *slog.Logger
+
+	// FirestoreDialOptions are added to the Firestore client's connection
+	// (tests count RPCs with interceptors).
+	FirestoreDialOptions []grpc.DialOption
+	// PubSubReactors are pstest reactors (tests fail publishes with them).
+	PubSubReactors []pstest.ServerReactorOption
 }
 
 // Queue is the Cloud Tasks queue of reconcile runs, in the stack's project.
@@ -91,6 +97,11 @@ type Stack struct {
 	Store           *store.Store
 	Relay           *outbox.Relay
 	Watchdog        *rfn.Watchdog
+	// Reconciler runs clusters; ReconcileHandler is the reconcile
+	// function that the Tasks emulator calls; Queue schedules its tasks.
+	Reconciler       *reconcile.Reconciler
+	ReconcileHandler http.Handler
+	Queue            *tasks.Queue
 
 	cfg     Config
 	log     *slog.Logger
@@ -139,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Queue = queue
 
 	if s.Store, err = store.New(s.FirestoreClient); err != nil {
 		return nil, err
@@ -166,6 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Reconciler = rec
 	s.Watchdog = &rfn.Watchdog{Store: s.Store, Kicker: queue, Events: s.Relay, Grace: cfg.WatchdogGrace, DrainAge: cfg.WatchdogGrace}
 
 	mux := http.NewServeMux()
@@ -180,6 +193,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.ReconcileHandler = rh
 	mux.Handle(ReconcilePath, rh)
 	wh, err := s.Watchdog.Handler(verifier)
 	if err != nil {
@@ -229,8 +243,9 @@ func orFree(addr string) string {
 	return addr
 }
 
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	return grpc.NewClient(addr, opts...)
 }
 
 func (s *Stack) startFirestore(ctx context.Context) error {
@@ -250,7 +265,7 @@ func (s *Stack) startFirestore(ctx context.Context) error {
 			s.log.Info("Loaded Firestore data", "file", s.cfg.DataFile)
 		}
 	}
-	conn, err := dial(srv.Addr)
+	conn, err := dial(srv.Addr, s.cfg.FirestoreDialOptions...)
 	if err != nil {
 		return err
 	}
@@ -271,7 +286,7 @@ func (s *Stack) startPubSub(ctx context.Context) error {
 	}
 	addr = probe.Addr().String()
 	probe.Close()
-	s.PubSub = pstest.NewServerWithAddress(addr)
+	s.PubSub = pstest.NewServerWithAddress(addr, s.cfg.PubSubReactors...)
 	s.closers = append(s.closers, s.PubSub.Close)
 	conn, err := dial(s.PubSub.Addr)
 	if err != nil {
