@@ -1,0 +1,93 @@
+# The production deployment of the node-pool control plane: one container
+# image, one Cloud Run service per function (FUNCTION_TARGET), Firestore,
+# Pub/Sub topics per event type, the reconcile queue, the watchdog's
+# schedule, least-privilege service accounts, and an HTTPS load balancer
+# mapping POST /api/compute/{resource}/{method} to the API functions.
+#
+# State lives in a GCS bucket given at init:
+#   terraform init -backend-config=bucket=BUCKET -backend-config=prefix=compute
+
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 6.0"
+    }
+  }
+  backend "gcs" {}
+}
+
+provider "google" {
+  project = var.project
+  region  = var.region
+}
+
+data "google_project" "this" {}
+
+locals {
+  # Every API function: its Functions Framework name, its Cloud Run
+  # service (service names must be lowercase) and its public path.
+  api_functions = {
+    "kubernetesNodePools-create" = { service = "${var.prefix}-nodepools-create", path = "/api/compute/kubernetesNodePools/create" }
+    "kubernetesNodePools-list"   = { service = "${var.prefix}-nodepools-list", path = "/api/compute/kubernetesNodePools/list" }
+    "kubernetesNodePools-update" = { service = "${var.prefix}-nodepools-update", path = "/api/compute/kubernetesNodePools/update" }
+    "kubernetesNodePools-delete" = { service = "${var.prefix}-nodepools-delete", path = "/api/compute/kubernetesNodePools/delete" }
+    "kubernetesClusters-create"  = { service = "${var.prefix}-clusters-create", path = "/api/compute/kubernetesClusters/create" }
+    "kubernetesClusters-get"     = { service = "${var.prefix}-clusters-get", path = "/api/compute/kubernetesClusters/get" }
+    "kubernetesClusters-list"    = { service = "${var.prefix}-clusters-list", path = "/api/compute/kubernetesClusters/list" }
+    "kubernetesClusters-delete"  = { service = "${var.prefix}-clusters-delete", path = "/api/compute/kubernetesClusters/delete" }
+  }
+
+  reconcile_service = "${var.prefix}-reconcile"
+  watchdog_service  = "${var.prefix}-watchdog"
+
+  # Cloud Run's deterministic service URLs. Knowing them before the
+  # services exist breaks the cycle "a service's environment names its own
+  # URL" (the audience of its OIDC tokens) and "the API names the reconcile
+  # URL".
+  run_url       = "https://%s-${data.google_project.this.number}.${var.region}.run.app"
+  reconcile_url = format(local.run_url, local.reconcile_service)
+  watchdog_url  = format(local.run_url, local.watchdog_service)
+
+  event_types = [
+    "kubernetes.nodepool.created",
+    "kubernetes.nodepool.ready",
+    "kubernetes.nodepool.error",
+    "kubernetes.nodepool.deleted",
+    "kubernetes.cluster.created",
+    "kubernetes.cluster.ready",
+    "kubernetes.cluster.updated",
+    "kubernetes.cluster.error",
+    "kubernetes.cluster.deleted",
+  ]
+
+  services = [
+    "run.googleapis.com",
+    "firestore.googleapis.com",
+    "pubsub.googleapis.com",
+    "cloudtasks.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "compute.googleapis.com",
+    "iam.googleapis.com",
+    "artifactregistry.googleapis.com",
+    "container.googleapis.com",
+  ]
+}
+
+resource "google_project_service" "apis" {
+  for_each           = toset(local.services)
+  service            = each.value
+  disable_on_destroy = false
+}
+
+# The image registry. Cloud Build pushes to it before Terraform runs, so on
+# a new project apply it first:
+#   terraform apply -target=google_artifact_registry_repository.functions
+resource "google_artifact_registry_repository" "functions" {
+  location      = var.region
+  repository_id = "functions"
+  format        = "DOCKER"
+  description   = "Images of the control plane's functions"
+  depends_on    = [google_project_service.apis]
+}

@@ -1,0 +1,40 @@
+output "api_ip" {
+  description = "Address of the HTTPS load balancer; point the domain's A record at it."
+  value       = google_compute_global_address.api.address
+}
+
+output "api_url" {
+  description = "Base URL of the API."
+  value       = "https://${var.domain}/api/compute"
+}
+
+output "reconcile_url" {
+  description = "URL of the reconcile function (Cloud Tasks' target)."
+  value       = google_cloud_run_v2_service.reconcile.uri
+}
+
+output "watchdog_url" {
+  description = "URL of the watchdog function (Cloud Scheduler's target)."
+  value       = google_cloud_run_v2_service.watchdog.uri
+}
+
+output "tasks_queue" {
+  description = "The reconcile queue."
+  value       = google_cloud_tasks_queue.reconcile.id
+}
+
+output "service_accounts" {
+  description = "Runtime and caller identities."
+  value = {
+    api        = google_service_account.api.email
+    reconciler = google_service_account.reconciler.email
+    watchdog   = google_service_account.watchdog.email
+    tasks      = google_service_account.tasks.email
+    scheduler  = google_service_account.scheduler.email
+  }
+}
+
+output "topics" {
+  description = "Event topics, one per event type."
+  value       = [for t in google_pubsub_topic.events : t.id]
+}

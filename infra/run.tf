@@ -1,0 +1,157 @@
+locals {
+  # The environment every function reads (functions/cloudrun.LoadConfig).
+  common_env = {
+    GOOGLE_CLOUD_PROJECT  = var.project
+    FIRESTORE_DATABASE    = google_firestore_database.main.name
+    TASKS_QUEUE           = google_cloud_tasks_queue.reconcile.id
+    RECONCILE_URL         = local.reconcile_url
+    TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+    TASKS_AUDIENCE        = local.reconcile_url
+    CONVERGING_INTERVAL   = var.converging_interval
+    STEADY_INTERVAL       = var.steady_interval
+    LEASE_TTL             = var.lease_ttl
+    WATCHDOG_GRACE        = var.watchdog_grace
+    LOG_LEVEL             = var.log_level
+  }
+}
+
+resource "google_cloud_run_v2_service" "api" {
+  for_each            = local.api_functions
+  name                = each.value.service
+  location            = var.region
+  deletion_protection = var.deletion_protection
+  # Reached only through the HTTPS load balancer.
+  ingress = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
+
+  template {
+    service_account                  = google_service_account.api.email
+    timeout                          = "30s"
+    max_instance_request_concurrency = 80
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = var.api_max_instances
+    }
+
+    containers {
+      image = var.image
+
+      resources {
+        limits = {
+          cpu    = "1"
+          memory = "512Mi"
+        }
+        # CPU stays allocated between requests: the outbox relay publishes
+        # a call's events after its response has gone.
+        cpu_idle          = false
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          FUNCTION_TARGET = each.key
+          AUTH_ISSUER_URL = var.auth_issuer_url
+          AUTH_AUDIENCE   = var.auth_audience
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_cloud_run_v2_service" "reconcile" {
+  name                = local.reconcile_service
+  location            = var.region
+  deletion_protection = var.deletion_protection
+  # Cloud Tasks is an internal source.
+  ingress = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+
+  template {
+    service_account = google_service_account.reconciler.email
+    # A run makes at most one GKE call; the lease bounds it well below this.
+    timeout                          = "120s"
+    max_instance_request_concurrency = 20
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = var.reconcile_max_instances
+    }
+
+    containers {
+      image = var.image
+
+      resources {
+        limits = {
+          cpu    = "1"
+          memory = "512Mi"
+        }
+        # A run publishes its events before it answers: no work after the
+        # response, so CPU is only needed during requests.
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          FUNCTION_TARGET    = "reconcile"
+          RECONCILE_AUDIENCE = local.reconcile_url
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_cloud_run_v2_service" "watchdog" {
+  name                = local.watchdog_service
+  location            = var.region
+  deletion_protection = var.deletion_protection
+  # Cloud Scheduler is an internal source.
+  ingress = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+
+  template {
+    service_account                  = google_service_account.watchdog.email
+    timeout                          = "60s"
+    max_instance_request_concurrency = 1
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = 1
+    }
+
+    containers {
+      image = var.image
+
+      resources {
+        limits = {
+          cpu    = "1"
+          memory = "512Mi"
+        }
+        cpu_idle = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          FUNCTION_TARGET    = "watchdog"
+          RECONCILE_AUDIENCE = local.watchdog_url
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}

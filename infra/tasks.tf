@@ -1,0 +1,56 @@
+# The reconcile queue: one task per run of a cluster's chain.
+resource "google_cloud_tasks_queue" "reconcile" {
+  name     = "reconcile"
+  location = var.region
+
+  rate_limits {
+    # Bounds the runs in flight, and so the load on Firestore and the GKE
+    # API; a run holds its cluster's lease for at most lease_ttl.
+    max_concurrent_dispatches = var.max_concurrent_dispatches
+    max_dispatches_per_second = 50
+  }
+
+  retry_config {
+    # A failed run (GKE or Firestore unavailable, the cluster busy) is
+    # retried with backoff for an hour; after that the chain counts as
+    # dead and the watchdog restarts it with a new token.
+    max_attempts       = -1
+    max_retry_duration = "3600s"
+    min_backoff        = "1s"
+    max_backoff        = "300s"
+    max_doublings      = 8
+  }
+
+  stackdriver_logging_config {
+    sampling_ratio = 0.1
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# The watchdog, every minute. A missed minute needs no retry: the next one
+# does the same work.
+resource "google_cloud_scheduler_job" "watchdog" {
+  name             = "${var.prefix}-watchdog"
+  region           = var.region
+  description      = "Restarts dead reconcile chains and drains the outbox"
+  schedule         = "* * * * *"
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "60s"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = local.watchdog_url
+
+    oidc_token {
+      service_account_email = google_service_account.scheduler.email
+      audience              = local.watchdog_url
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_cloud_run_v2_service_iam_member.scheduler_invokes_watchdog]
+}

@@ -1,0 +1,108 @@
+variable "project" {
+  description = "Project that runs the control plane (Cloud Run, Firestore, Pub/Sub, Cloud Tasks)."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the Cloud Run services, the Cloud Tasks queue and the Cloud Scheduler job."
+  type        = string
+  default     = "europe-west1"
+}
+
+variable "image" {
+  description = "Container image of the functions (built from functions/cmd/server), e.g. europe-west1-docker.pkg.dev/P/functions/server:SHA."
+  type        = string
+}
+
+variable "prefix" {
+  description = "Prefix of the names of the services, accounts and load balancer parts."
+  type        = string
+  default     = "compute"
+}
+
+variable "domain" {
+  description = "Domain of the public API; a Google-managed certificate is issued for it once its DNS A record points at the api_ip output."
+  type        = string
+}
+
+variable "auth_issuer_url" {
+  description = "OIDC issuer of tenant tokens (its discovery document is at /.well-known/openid-configuration)."
+  type        = string
+}
+
+variable "auth_audience" {
+  description = "Audience tenant tokens must carry."
+  type        = string
+}
+
+variable "platform_projects" {
+  description = "Projects whose GKE clusters the reconciler manages (the accounts' projects)."
+  type        = list(string)
+  default     = []
+}
+
+variable "firestore_location" {
+  description = "Location of the Firestore database (a region such as europe-west1, or a multi-region such as eur3)."
+  type        = string
+  default     = "eur3"
+}
+
+variable "firestore_database" {
+  description = "Firestore database ID."
+  type        = string
+  default     = "(default)"
+}
+
+variable "api_max_instances" {
+  description = "Upper bound of instances per API function."
+  type        = number
+  default     = 20
+}
+
+variable "reconcile_max_instances" {
+  description = "Upper bound of reconcile instances; with max_concurrent_dispatches it bounds the load on the GKE API."
+  type        = number
+  default     = 10
+}
+
+variable "max_concurrent_dispatches" {
+  description = "Reconcile runs in flight at once (Cloud Tasks)."
+  type        = number
+  default     = 50
+}
+
+variable "converging_interval" {
+  description = "Time between reconcile runs while anything converges."
+  type        = string
+  default     = "30s"
+}
+
+variable "steady_interval" {
+  description = "Time between reconcile runs of a ready or failed cluster."
+  type        = string
+  default     = "5m"
+}
+
+variable "lease_ttl" {
+  description = "Longest a reconcile run holds its cluster."
+  type        = string
+  default     = "30s"
+}
+
+variable "watchdog_grace" {
+  description = "How late a run may be before the watchdog restarts its chain, and how old an outbox event must be before it drains it."
+  type        = string
+  default     = "1m"
+}
+
+variable "log_level" {
+  description = "DEBUG, INFO, WARN or ERROR."
+  type        = string
+  default     = "INFO"
+}
+
+variable "deletion_protection" {
+  description = "Refuse to destroy the Cloud Run services and the Firestore database."
+  type        = bool
+  default     = true
+}
