@@ -92,6 +92,8 @@ type Verifier struct {
 	// when their request is cancelled.
 	sem chan struct{}
 
+	cache tokenCache
+
 	mu       sync.Mutex // guards the fields below
 	idv      *oidc.IDTokenVerifier
 	lastErr  error
@@ -269,6 +271,12 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (string, er
 	if err != nil {
 		return "", err
 	}
+	if c, ok := v.cache.get(raw, v.now()); ok {
+		if err := v.checkClaims(&c); err != nil {
+			return "", err
+		}
+		return c.Subject, nil
+	}
 	if err := checkHeader(raw); err != nil {
 		return "", err
 	}
@@ -287,6 +295,7 @@ func (v *Verifier) Verify(ctx context.Context, authorization string) (string, er
 	if err := v.checkClaims(&c); err != nil {
 		return "", err
 	}
+	v.cache.put(raw, c, v.now())
 	return c.Subject, nil
 }
 
