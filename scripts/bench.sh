@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the benchmarks that the README quotes, several times each, so that
+# medians can be read off (benchstat, if installed, summarizes them):
+#   scripts/bench.sh [count]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count=${1:-5}
+go test -run='^$' -bench=. -benchtime=300x -count="$count" \
+  ./shared/store/ ./shared/reconcile/ ./functions/devstack/ ./emulators/firestore/ 2>/dev/null \
+  | grep -E '^(Benchmark|ok|FAIL)'
