@@ -425,6 +425,16 @@ func call(t testing.TB, principal, method string, body any) response {
 // headers.
 func do(t testing.TB, httpMethod, method, authorization string, body any, header http.Header) response {
 	t.Helper()
+	r, err := send(httpMethod, method, authorization, body, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// send is do for goroutines other than the test's: it returns what went
+// wrong instead of failing the test.
+func send(httpMethod, method, authorization string, body any, header http.Header) (response, error) {
 	var b []byte
 	switch v := body.(type) {
 	case nil:
@@ -435,12 +445,12 @@ func do(t testing.TB, httpMethod, method, authorization string, body any, header
 	default:
 		var err error
 		if b, err = json.Marshal(v); err != nil {
-			t.Fatalf("marshal body: %v", err)
+			return response{}, fmt.Errorf("marshal body: %w", err)
 		}
 	}
 	req, err := http.NewRequest(httpMethod, h.url+"/api/compute/"+method, bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("NewRequest: %v", err)
+		return response{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if authorization != "" {
@@ -451,15 +461,15 @@ func do(t testing.TB, httpMethod, method, authorization string, body any, header
 	}
 	res, err := h.http.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", httpMethod, method, err)
+		return response{}, fmt.Errorf("%s %s: %w", httpMethod, method, err)
 	}
 	defer res.Body.Close()
 	out := response{Status: res.StatusCode, Header: res.Header}
 	if out.Body, err = io.ReadAll(res.Body); err != nil {
-		t.Fatalf("read answer of %s: %v", method, err)
+		return response{}, fmt.Errorf("read answer of %s: %w", method, err)
 	}
 	if res.StatusCode == http.StatusOK {
-		return out
+		return out, nil
 	}
 	var env struct {
 		Error struct {
@@ -474,20 +484,20 @@ func do(t testing.TB, httpMethod, method, authorization string, body any, header
 	dec := json.NewDecoder(bytes.NewReader(out.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		t.Fatalf("%s answered %d with a body that is not the error envelope: %s (%v)", method, res.StatusCode, out.Body, err)
+		return out, fmt.Errorf("%s answered %d with a body that is not the error envelope: %s (%v)", method, res.StatusCode, out.Body, err)
 	}
 	if env.Error.Code == "" || env.Error.Message == "" {
-		t.Fatalf("%s answered %d with an envelope without code or message: %s", method, res.StatusCode, out.Body)
+		return out, fmt.Errorf("%s answered %d with an envelope without code or message: %s", method, res.StatusCode, out.Body)
 	}
 	out.Code, out.Message = env.Error.Code, env.Error.Message
 	for _, d := range env.Error.Details {
 		if d.Field == "" || d.Reason == "" {
-			t.Fatalf("%s answered a detail without field or reason: %s", method, out.Body)
+			return out, fmt.Errorf("%s answered a detail without field or reason: %s", method, out.Body)
 		}
 		out.Fields = append(out.Fields, d.Field)
 	}
 	slices.Sort(out.Fields)
-	return out
+	return out, nil
 }
 
 // wantError fails unless r is the error status and code, and, when fields
