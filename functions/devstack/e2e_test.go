@@ -97,7 +97,7 @@ func TestLifecycle(t *testing.T) {
 		outbox.NodePoolError: 0,
 	})
 	// The name of a deleted cluster is free again.
-	again := c.createCluster(t, "life", poolSpec("a", 1))
+	again := c.createClusterNamed(t, cl.Name, poolSpec("a", 1))
 	c.deleteCluster(t, again.ID)
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Parts of the stack log through the default logger.
+	slog.SetDefault(testLogger())
 	code := m.Run()
 	if sharedStop != nil {
 		sharedStop()
@@ -208,7 +211,18 @@ func poolSpec(name string, nodeCount int) map[string]any {
 	return map[string]any{"name": name, "machineType": "e2-standard-4", "nodeCount": nodeCount}
 }
 
+// clusterSeq makes cluster names unique on a stack shared by tests run
+// more than once (-count).
+var clusterSeq atomic.Int64
+
+// createCluster creates a standard cluster named name-N (N unique in the
+// process) with the pools.
 func (c *client) createCluster(t *testing.T, name string, pools ...map[string]any) resource.Cluster {
+	t.Helper()
+	return c.createClusterNamed(t, fmt.Sprintf("%s-%d", name, clusterSeq.Add(1)), pools...)
+}
+
+func (c *client) createClusterNamed(t *testing.T, name string, pools ...map[string]any) resource.Cluster {
 	t.Helper()
 	body := map[string]any{"tenantId": "acme", "poolId": "pool-dev", "name": name, "mode": "standard", "region": "us-central1", "nodePools": pools}
 	var cl resource.Cluster
