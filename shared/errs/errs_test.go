@@ -1,0 +1,54 @@
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestKindOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Kind
+	}{
+		{"nil", nil, Internal},
+		{"plain", errors.New("boom"), Internal},
+		{"domain", E(NotFound, "cluster %s", "kcl_x"), NotFound},
+		{"wrapped", fmt.Errorf("get: %w", E(Conflict, "taken")), Conflict},
+		{"with cause", Wrap(Unavailable, errors.New("dial"), "retry"), Unavailable},
+		{"fields", InvalidFields([]FieldError{{Field: "name", Reason: "bad"}}), Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := KindOf(tt.err); got != tt.want {
+				t.Errorf("KindOf(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+	if Is(nil, Internal) {
+		t.Errorf("Is(nil, Internal) = true, want false")
+	}
+}
+
+func TestCodes(t *testing.T) {
+	want := map[Kind]string{
+		Internal: "INTERNAL", Invalid: "INVALID_INPUT", Unauthenticated: "UNAUTHENTICATED",
+		PermissionDenied: "PERMISSION_DENIED", NotFound: "NOT_FOUND", Conflict: "CONFLICT",
+		InvalidState: "INVALID_STATE", Quota: "QUOTA_EXCEEDED", Unsupported: "UNSUPPORTED",
+		Unavailable: "UNAVAILABLE", Kind(99): "INTERNAL", Kind(-1): "INTERNAL",
+	}
+	for k, code := range want {
+		if got := k.Code(); got != code {
+			t.Errorf("Kind(%d).Code() = %q, want %q", int(k), got, code)
+		}
+	}
+}
+
+func TestErrorUnwrapsCause(t *testing.T) {
+	cause := errors.New("dial tcp: refused")
+	err := Wrap(Unavailable, cause, "storage is unavailable")
+	if !errors.Is(err, cause) {
+		t.Errorf("errors.Is(%v, cause) = false, want true", err)
+	}
+}

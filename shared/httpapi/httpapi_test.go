@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+)
+
+type fakeAuth struct{}
+
+func (fakeAuth) Verify(_ context.Context, h string) (string, error) {
+	if h != "Bearer good" {
+		return "", errs.E(errs.Unauthenticated, "bad token")
+	}
+	return "alice", nil
+}
+
+type in struct{ Name string }
+
+func handler(t *testing.T, call func(ctx context.Context, principal string, v in) (any, error)) http.Handler {
+	t.Helper()
+	h, err := Handler(fakeAuth{}, Method[in]{
+		Name: "test.method",
+		Decode: func(b []byte) (in, error) {
+			var v in
+			if err := json.Unmarshal(b, &v); err != nil || v.Name == "" {
+				return v, errs.InvalidFields([]errs.FieldError{{Field: "name", Reason: "is required"}})
+			}
+			return v, nil
+		},
+		Call: call,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+type envelopeJSON struct {
+	Error struct {
+		Code    string            `json:"code"`
+		Message string            `json:"message"`
+		Details []errs.FieldError `json:"details"`
+	} `json:"error"`
+}
+
+func TestHandler(t *testing.T) {
+	ok := func(_ context.Context, p string, v in) (any, error) { return map[string]string{"hello": v.Name, "by": p}, nil }
+	fail := func(err error) func(context.Context, string, in) (any, error) {
+		return func(context.Context, string, in) (any, error) { return nil, err }
+	}
+	tests := []struct {
+		name       string
+		method     string
+		auth       string
+		body       string
+		call       func(context.Context, string, in) (any, error)
+		wantStatus int
+		wantCode   string
+	}{
+		{"ok", "POST", "Bearer good", `{"Name":"x"}`, ok, 200, ""},
+		{"GET", "GET", "Bearer good", ``, ok, 405, "INVALID_INPUT"},
+		{"no token", "POST", "", `{"Name":"x"}`, ok, 401, "UNAUTHENTICATED"},
+		{"token before input", "POST", "Bearer bad", `not json`, ok, 401, "UNAUTHENTICATED"},
+		{"bad input", "POST", "Bearer good", `{}`, ok, 400, "INVALID_INPUT"},
+		{"too large", "POST", "Bearer good", `{"Name":"` + strings.Repeat("a", MaxBody) + `"}`, ok, 413, "INVALID_INPUT"},
+		{"not found", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.NotFound, "no")), 404, "NOT_FOUND"},
+		{"conflict", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.Conflict, "no")), 409, "CONFLICT"},
+		{"invalid state", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.InvalidState, "no")), 409, "INVALID_STATE"},
+		{"quota", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.Quota, "no")), 429, "QUOTA_EXCEEDED"},
+		{"unsupported", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.Unsupported, "no")), 422, "UNSUPPORTED"},
+		{"denied", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.PermissionDenied, "no")), 403, "PERMISSION_DENIED"},
+		{"unavailable", "POST", "Bearer good", `{"Name":"x"}`, fail(errs.E(errs.Unavailable, "later")), 503, "UNAVAILABLE"},
+		{"plain error", "POST", "Bearer good", `{"Name":"x"}`, fail(errors.New("secret detail")), 500, "INTERNAL"},
+		{"panic", "POST", "Bearer good", `{"Name":"x"}`, func(context.Context, string, in) (any, error) { panic("secret detail") }, 500, "INTERNAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "/api/compute/x/y", strings.NewReader(tt.body))
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			rec := httptest.NewRecorder()
+			handler(t, tt.call).ServeHTTP(rec, req)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d (%s), want %d", rec.Code, rec.Body, tt.wantStatus)
+			}
+			if rec.Header().Get("X-Request-Id") == "" {
+				t.Errorf("no X-Request-Id")
+			}
+			if tt.wantCode == "" {
+				return
+			}
+			var env envelopeJSON
+			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+				t.Fatalf("body %s: %v", rec.Body, err)
+			}
+			if env.Error.Code != tt.wantCode {
+				t.Errorf("code = %q, want %q", env.Error.Code, tt.wantCode)
+			}
+			if strings.Contains(rec.Body.String(), "secret detail") {
+				t.Errorf("response leaks internals: %s", rec.Body)
+			}
+			if tt.wantStatus == 503 && rec.Header().Get("Retry-After") == "" {
+				t.Errorf("503 without Retry-After")
+			}
+			if tt.name == "bad input" && (len(env.Error.Details) != 1 || env.Error.Details[0].Field != "name") {
+				t.Errorf("details = %v, want the name field", env.Error.Details)
+			}
+		})
+	}
+}
+
+func TestRequestIDEchoed(t *testing.T) {
+	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"Name":"x"}`))
+	req.Header.Set("Authorization", "Bearer good")
+	req.Header.Set("X-Request-Id", "req-123")
+	rec := httptest.NewRecorder()
+	handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
+	if got := rec.Header().Get("X-Request-Id"); got != "req-123" {
+		t.Errorf("X-Request-Id = %q, want req-123", got)
+	}
+}

@@ -1,0 +1,53 @@
+package outbox
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+func TestNodePoolEventMessage(t *testing.T) {
+	at := time.Date(2026, 11, 30, 1, 2, 3, 4000, time.UTC)
+	p := resource.NodePool{ID: "knp_1", TenantID: "acme", ClusterID: "kcl_1", Name: "gpu", State: resource.StateReady}
+	e := NodePoolEvent(NodePoolReady, p, at)
+	m := e.Message()
+	want := map[string]string{
+		"ce-specversion": "1.0",
+		"ce-id":          e.ID,
+		"ce-type":        "kubernetes.nodepool.ready",
+		"ce-source":      "//compute.better-compute.dev/tenants/acme",
+		"ce-subject":     "kcl_1",
+		"ce-time":        "2026-11-30T01:02:03.000004Z",
+		"content-type":   "application/json",
+		"tenantId":       "acme",
+		"clusterId":      "kcl_1",
+		"nodePoolId":     "knp_1",
+	}
+	for k, v := range want {
+		if m.Attributes[k] != v {
+			t.Errorf("attribute %s = %q, want %q", k, m.Attributes[k], v)
+		}
+	}
+	if len(m.Attributes) != len(want) {
+		t.Errorf("attributes = %v, want exactly %v", m.Attributes, want)
+	}
+	if m.OrderingKey != "kcl_1" {
+		t.Errorf("ordering key = %q, want the cluster ID", m.OrderingKey)
+	}
+	var got resource.NodePool
+	if err := json.Unmarshal(m.Data, &got); err != nil || got.ID != "knp_1" || got.Zones == nil {
+		t.Errorf("data = %s (%v), want the pool as the API returns it", m.Data, err)
+	}
+	if again := NodePoolEvent(NodePoolReady, p, at); again.ID == e.ID {
+		t.Errorf("two events share ce-id %q", e.ID)
+	}
+}
+
+func TestClusterEventHasNoNodePool(t *testing.T) {
+	e := ClusterEvent(ClusterReady, resource.Cluster{ID: "kcl_1", TenantID: "acme"}, time.Now())
+	if _, ok := e.Message().Attributes["nodePoolId"]; ok {
+		t.Errorf("cluster event carries nodePoolId")
+	}
+}
