@@ -51,7 +51,9 @@ type envelopeJSON struct {
 }
 
 func TestHandler(t *testing.T) {
-	ok := func(_ context.Context, p string, v in) (any, error) { return map[string]string{"hello": v.Name, "by": p}, nil }
+	ok := func(_ context.Context, p string, v in) (any, error) {
+		return map[string]string{"hello": v.Name, "by": p}, nil
+	}
 	fail := func(err error) func(context.Context, string, in) (any, error) {
 		return func(context.Context, string, in) (any, error) { return nil, err }
 	}
