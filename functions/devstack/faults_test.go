@@ -348,7 +348,7 @@ type outage struct{ down atomic.Bool }
 
 func (o *outage) React(any) (bool, any, error) {
 	if o.down.Load() {
-		return true, nil, status.Error(codes.FailedPrecondition, "injected outage")
+		return true, nil, status.Error(codes.Unavailable, "injected outage")
 	}
 	return false, nil, nil
 }
