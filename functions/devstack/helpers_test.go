@@ -217,12 +217,12 @@ var clusterSeq atomic.Int64
 
 // createCluster creates a standard cluster named name-N (N unique in the
 // process) with the pools.
-func (c *client) createCluster(t *testing.T, name string, pools ...map[string]any) resource.Cluster {
+func (c *client) createCluster(t testing.TB, name string, pools ...map[string]any) resource.Cluster {
 	t.Helper()
 	return c.createClusterNamed(t, fmt.Sprintf("%s-%d", name, clusterSeq.Add(1)), pools...)
 }
 
-func (c *client) createClusterNamed(t *testing.T, name string, pools ...map[string]any) resource.Cluster {
+func (c *client) createClusterNamed(t testing.TB, name string, pools ...map[string]any) resource.Cluster {
 	t.Helper()
 	body := map[string]any{"tenantId": "acme", "poolId": "pool-dev", "name": name, "mode": "standard", "region": "us-central1", "nodePools": pools}
 	var cl resource.Cluster
@@ -241,7 +241,7 @@ func (c *client) getCluster(id string) (resource.Cluster, error) {
 	return cl, err
 }
 
-func (c *client) deleteCluster(t *testing.T, id string) resource.Cluster {
+func (c *client) deleteCluster(t testing.TB, id string) resource.Cluster {
 	t.Helper()
 	var cl resource.Cluster
 	if err := c.call("kubernetesClusters/delete", map[string]any{"tenantId": "acme", "clusterId": id}, &cl); err != nil {
@@ -258,7 +258,7 @@ func (c *client) listPools(clusterID string) ([]resource.NodePool, error) {
 	return out.NodePools, err
 }
 
-func (c *client) createPool(t *testing.T, clusterID string, spec map[string]any) resource.NodePool {
+func (c *client) createPool(t testing.TB, clusterID string, spec map[string]any) resource.NodePool {
 	t.Helper()
 	body := map[string]any{"tenantId": "acme", "clusterId": clusterID}
 	for k, v := range spec {
@@ -271,7 +271,7 @@ func (c *client) createPool(t *testing.T, clusterID string, spec map[string]any)
 	return p
 }
 
-func (c *client) updatePool(t *testing.T, clusterID, poolID string, change map[string]any) resource.NodePool {
+func (c *client) updatePool(t testing.TB, clusterID, poolID string, change map[string]any) resource.NodePool {
 	t.Helper()
 	body := map[string]any{"tenantId": "acme", "clusterId": clusterID, "nodePoolId": poolID}
 	for k, v := range change {
@@ -284,7 +284,7 @@ func (c *client) updatePool(t *testing.T, clusterID, poolID string, change map[s
 	return p
 }
 
-func (c *client) deletePool(t *testing.T, clusterID, poolID string) resource.NodePool {
+func (c *client) deletePool(t testing.TB, clusterID, poolID string) resource.NodePool {
 	t.Helper()
 	var p resource.NodePool
 	if err := c.call("kubernetesNodePools/delete", map[string]any{"tenantId": "acme", "clusterId": clusterID, "nodePoolId": poolID}, &p); err != nil {

@@ -1,0 +1,198 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/better-compute/kubernetes/shared/reconcile"
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// rpcCounter counts the RPCs of a gRPC connection by method.
+type rpcCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *rpcCounter) count(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[path.Base(method)]++
+}
+
+func (c *rpcCounter) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.count(method)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (c *rpcCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	c.count(method)
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// snapshot returns the counts so far and their total.
+func (c *rpcCounter) snapshot() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	total := 0
+	for m, n := range c.calls {
+		out[m] = n
+		total += n
+	}
+	return out, total
+}
+
+// jumpClock is a clock that jumps ahead by step at every tick, so that
+// each refresh finds the lease of the one before it expired, as the
+// steady interval does in production.
+type jumpClock struct {
+	start time.Time
+	base  time.Time
+	step  time.Duration
+	ticks atomic.Int64
+}
+
+func (c *jumpClock) now() time.Time {
+	return c.base.Add(time.Since(c.start) + time.Duration(c.ticks.Load())*c.step)
+}
+
+func (c *jumpClock) tick() { c.ticks.Add(1) }
+
+// noSchedule takes the successor of each run and drops it: the benchmark
+// runs the refreshes itself.
+type noSchedule struct{ n atomic.Int64 }
+
+func (s *noSchedule) Schedule(context.Context, store.Kick, time.Time, string) error {
+	s.n.Add(1)
+	return nil
+}
+
+// refreshBench is a stack with ready clusters and a reconciler of its own
+// whose Firestore RPCs are counted.
+type refreshBench struct {
+	e        *env
+	rpcs     *rpcCounter
+	clock    *jumpClock
+	rec      *reconcile.Reconciler
+	clusters []store.Kick
+}
+
+func newRefreshBench(b *testing.B, clusters int) *refreshBench {
+	b.Helper()
+	rpcs := &rpcCounter{}
+	cfg := fastConfig()
+	// The stack's own chains and watchdog stay quiet once the clusters
+	// are ready, so only the benchmark's refreshes count.
+	cfg.SteadyInterval = time.Hour
+	cfg.WatchdogInterval = time.Hour
+	cfg.FirestoreDialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.unary), grpc.WithChainStreamInterceptor(rpcs.stream)}
+	e := startEnv(b, cfg)
+	var ids []string
+	for i := range clusters {
+		cl := e.api.createCluster(b, fmt.Sprintf("bench%d", i), poolSpec("a", 1), poolSpec("b", 2))
+		ids = append(ids, cl.ID)
+	}
+	rb := &refreshBench{e: e, rpcs: rpcs}
+	for _, id := range ids {
+		e.api.waitCluster(b, id, resource.StateReady, nil)
+		rb.clusters = append(rb.clusters, store.Kick{TenantID: "acme", ClusterID: id, Token: e.clusterDoc(b, id).Reconcile.Token})
+	}
+	rb.clock = &jumpClock{start: time.Now(), base: time.Now(), step: cfg.LeaseTTL + time.Millisecond}
+	// Past every lease the stack's own runs took.
+	rb.clock.tick()
+	st, err := store.New(e.FirestoreClient, store.WithNow(rb.clock.now))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb.rec, err = reconcile.New(st, e.GKEClient, &noSchedule{}, e.Relay, reconcile.Config{
+		ConvergingInterval: cfg.ConvergingInterval, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: rb.clock.now,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb.clock.step = 30*time.Second + time.Millisecond
+	return rb
+}
+
+func (rb *refreshBench) refresh(b *testing.B, k store.Kick, i int64) {
+	rb.clock.tick()
+	if err := rb.rec.Run(context.Background(), k, fmt.Sprintf("bench-%d", i)); err != nil {
+		b.Errorf("Run: %v", err)
+	}
+}
+
+// gkeCalls is the count of every GKE call the reconciler makes.
+func (rb *refreshBench) gkeCalls() int {
+	n := 0
+	for _, rpc := range []string{"GetCluster", "GetOperation", "ListOperations", "CreateCluster", "DeleteCluster", "CreateNodePool", "DeleteNodePool", "SetNodePoolSize", "SetNodePoolAutoscaling"} {
+		n += rb.e.GKE.Calls(rpc)
+	}
+	return n
+}
+
+// report reports the provider calls and Firestore RPCs per refresh, and
+// the refreshes per second.
+func (rb *refreshBench) report(b *testing.B, n int, start time.Time, gkeBefore int, fsBefore map[string]int, fsTotalBefore int) {
+	elapsed := time.Since(start)
+	fs, total := rb.rpcs.snapshot()
+	b.ReportMetric(float64(rb.gkeCalls()-gkeBefore)/float64(n), "gke-calls/op")
+	b.ReportMetric(float64(total-fsTotalBefore)/float64(n), "fs-rpcs/op")
+	b.ReportMetric(float64(fs["Commit"]-fsBefore["Commit"])/float64(n), "fs-commits/op")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "refreshes/s")
+}
+
+// BenchmarkNoopRefresh refreshes a ready cluster that needs nothing, one
+// run after the other: one provider read and one commit (the lease) are
+// the target.
+func BenchmarkNoopRefresh(b *testing.B) {
+	rb := newRefreshBench(b, 1)
+	k := rb.clusters[0]
+	gkeBefore := rb.gkeCalls()
+	fsBefore, fsTotal := rb.rpcs.snapshot()
+	start := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		rb.refresh(b, k, int64(i))
+	}
+	b.StopTimer()
+	rb.report(b, b.N, start, gkeBefore, fsBefore, fsTotal)
+	if cl := rb.e.clusterDoc(b, k.ClusterID); cl.State != resource.StateReady {
+		b.Errorf("cluster after the refreshes = %s, want ready", cl.State)
+	}
+}
+
+// BenchmarkNoopRefreshParallel refreshes ready clusters from four
+// goroutines per core, each on its own cluster, as one instance serving
+// concurrent tasks does.
+func BenchmarkNoopRefreshParallel(b *testing.B) {
+	rb := newRefreshBench(b, 4*runtime.GOMAXPROCS(0))
+	gkeBefore := rb.gkeCalls()
+	fsBefore, fsTotal := rb.rpcs.snapshot()
+	var next, seq atomic.Int64
+	start := time.Now()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Each goroutine keeps to one cluster: runs of one cluster are
+		// serialized by its lease anyway.
+		k := rb.clusters[int(next.Add(1)-1)%len(rb.clusters)]
+		for pb.Next() {
+			rb.refresh(b, k, seq.Add(1))
+		}
+	})
+	b.StopTimer()
+	rb.report(b, b.N, start, gkeBefore, fsBefore, fsTotal)
+}
