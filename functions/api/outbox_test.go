@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// published returns the Pub/Sub messages whose ce-id is id.
+func published(id string) []*pstest.Message {
+	var out []*pstest.Message
+	for _, m := range h.ps.Messages() {
+		if m.Attributes["ce-id"] == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// outboxEvents returns the events waiting in a tenant's outbox.
+func outboxEvents(t *testing.T, tenantID string) []outbox.Event {
+	t.Helper()
+	docs, err := h.fs.Collection("tenants").Doc(tenantID).Collection(outbox.Collection).Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Fatalf("read outbox: %v", err)
+	}
+	var out []outbox.Event
+	for _, d := range docs {
+		var e outbox.Event
+		if err := d.DataTo(&e); err != nil {
+			t.Fatalf("decode %s: %v", d.Ref.Path, err)
+		}
+		if d.Ref.ID != e.ID {
+			t.Errorf("outbox document %s holds event %s", d.Ref.ID, e.ID)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// checkMessage checks a published event against API.md §7.
+func checkMessage(t *testing.T, m *pstest.Message, typ, tenantID, clusterID, nodePoolID string, at time.Time, data any) {
+	t.Helper()
+	want := map[string]string{
+		"ce-specversion": "1.0",
+		"ce-id":          m.Attributes["ce-id"],
+		"ce-type":        typ,
+		"ce-source":      "//compute.better-compute.dev/tenants/" + tenantID,
+		"ce-subject":     clusterID,
+		"ce-time":        m.Attributes["ce-time"],
+		"content-type":   "application/json",
+		"tenantId":       tenantID,
+		"clusterId":      clusterID,
+	}
+	if nodePoolID != "" {
+		want["nodePoolId"] = nodePoolID
+	}
+	if !reflect.DeepEqual(m.Attributes, want) {
+		t.Errorf("attributes = %v, want %v", m.Attributes, want)
+	}
+	if got, err := time.Parse(time.RFC3339Nano, m.Attributes["ce-time"]); err != nil || !got.Equal(at) {
+		t.Errorf("ce-time = %q, want %s", m.Attributes["ce-time"], at.Format(time.RFC3339Nano))
+	}
+	if m.OrderingKey != clusterID {
+		t.Errorf("ordering key = %q, want the cluster ID %q", m.OrderingKey, clusterID)
+	}
+	if want := "projects/" + project + "/topics/" + typ; m.Topic != want {
+		t.Errorf("topic = %q, want %q", m.Topic, want)
+	}
+	got := reflect.New(reflect.TypeOf(data)).Interface()
+	if err := json.Unmarshal(m.Data, got); err != nil {
+		t.Fatalf("data %s: %v", m.Data, err)
+	}
+	if g := reflect.ValueOf(got).Elem().Interface(); !reflect.DeepEqual(g, data) {
+		t.Errorf("data = %+v, want the resource as the API returned it, %+v", g, data)
+	}
+}
+
+// TestEventsPublished checks that create publishes its event after the
+// commit, with API.md §7's attributes, and empties the outbox.
+func TestEventsPublished(t *testing.T) {
+	tn := newTenant(t)
+	c := newCluster(t, tn)
+	var p resource.NodePool
+	call(t, admin, "kubernetesNodePools/create", createBody(tn, c.ID, "np")).decode(t, &p)
+	var clusterMsg, poolMsg *pstest.Message
+	waitFor(t, "both events published", func() bool {
+		for _, m := range h.ps.Messages() {
+			switch {
+			case m.Attributes["tenantId"] != tn.ID:
+			case m.Attributes["ce-type"] == outbox.ClusterCreated:
+				clusterMsg = m
+			case m.Attributes["ce-type"] == outbox.NodePoolCreated:
+				poolMsg = m
+			}
+		}
+		return clusterMsg != nil && poolMsg != nil
+	})
+	checkMessage(t, clusterMsg, outbox.ClusterCreated, tn.ID, c.ID, "", c.CreatedAt, c)
+	checkMessage(t, poolMsg, outbox.NodePoolCreated, tn.ID, c.ID, p.ID, p.CreatedAt, p)
+	waitFor(t, "the outbox emptied", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
+}
+
+// TestOutboxSurvivesPublishFailure checks that an event whose publish
+// fails stays in the outbox, and that a drain publishes it once, under the
+// same ce-id.
+func TestOutboxSurvivesPublishFailure(t *testing.T) {
+	tn := newTenant(t)
+	c := newCluster(t, tn)
+	waitFor(t, "the cluster's event published", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
+
+	h.setFailPublish(tn.ID, true)
+	t.Cleanup(func() { h.setFailPublish(tn.ID, false) })
+	var p resource.NodePool
+	call(t, admin, "kubernetesNodePools/create", createBody(tn, c.ID, "np")).decode(t, &p)
+	waitFor(t, "a failed publish", func() bool { return h.publishFailureCount(tn.ID) > 0 })
+
+	events := outboxEvents(t, tn.ID)
+	if len(events) != 1 {
+		t.Fatalf("outbox = %+v, want the one event whose publish failed", events)
+	}
+	e := events[0]
+	if e.Type != outbox.NodePoolCreated || e.ClusterID != c.ID || e.NodePoolID != p.ID || e.TenantID != tn.ID {
+		t.Errorf("outbox event = %+v, want %s of %s", e, outbox.NodePoolCreated, p.ID)
+	}
+	if got := published(e.ID); len(got) != 0 {
+		t.Fatalf("event %s published %d times while publishing fails", e.ID, len(got))
+	}
+
+	// While publishing still fails, a drain leaves the event where it is.
+	if _, err := h.relay.Drain(context.Background(), 0, 500); err == nil {
+		t.Errorf("Drain while publishing fails = nil error, want the failure")
+	}
+	if got := published(e.ID); len(got) != 0 {
+		t.Fatalf("Drain published %s while publishing fails", e.ID)
+	}
+	if got := outboxEvents(t, tn.ID); len(got) != 1 {
+		t.Fatalf("outbox after a failed drain = %+v, want the event", got)
+	}
+
+	h.setFailPublish(tn.ID, false)
+	// The ordered publisher resumes the cluster's key just after the
+	// failure; a drain that comes first is refused and leaves the event.
+	waitFor(t, "the drain to publish the event", func() bool {
+		_, _ = h.relay.Drain(context.Background(), 0, 500)
+		return len(outboxEvents(t, tn.ID)) == 0
+	})
+	msgs := published(e.ID)
+	if len(msgs) != 1 {
+		t.Fatalf("event %s published %d times, want once", e.ID, len(msgs))
+	}
+	checkMessage(t, msgs[0], outbox.NodePoolCreated, tn.ID, c.ID, p.ID, p.CreatedAt, p)
+
+	// Nothing is left to publish again.
+	if _, err := h.relay.Drain(context.Background(), 0, 500); err != nil {
+		t.Errorf("Drain: %v", err)
+	}
+	if got := published(e.ID); len(got) != 1 {
+		t.Errorf("event %s published %d times after a second drain, want once", e.ID, len(got))
+	}
+}
