@@ -120,8 +120,13 @@ func (r *Reconciler) Run(ctx context.Context, k store.Kick, task string) error {
 
 	d, failures, err := r.step(ctx, l)
 	if errors.Is(err, store.ErrLeaseLost) {
-		log.Warn("Lost the cluster's lease mid-run; the other run carries on")
-		return nil
+		// The run outlived its lease. The task is retried rather than
+		// ended: if no other run holds the cluster now, nothing else
+		// would schedule its next run before the watchdog. A retry finds
+		// the cluster busy, stale, or free, and its successor has the
+		// same name as ours would have had.
+		log.Warn("Lost the cluster's lease mid-run; retrying the task", "error", err)
+		return err
 	}
 	if err != nil {
 		// A transient provider or storage failure: back off, keep the chain.
