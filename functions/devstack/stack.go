@@ -374,7 +374,10 @@ func (s *Stack) watchdogLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WatchdogInterval)
+			// A pass cut short between publishing events and clearing
+			// them from the outbox publishes them again on the next
+			// pass: give it time even when the interval is short.
+			ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.WatchdogInterval, 30*time.Second))
 			res, err := s.Watchdog.Tick(ctx)
 			cancel()
 			if err != nil {
