@@ -157,6 +157,9 @@ func (r *Reconciler) Run(ctx context.Context, k store.Kick, task string) error {
 		if err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
+	} else if err := r.store.DropLease(ctx, l); err != nil {
+		// Harmless: the lease expires on its own.
+		log.Warn("Could not drop the lease; it expires on its own", "error", err)
 	}
 	if len(events) > 0 {
 		if _, err := r.events.Deliver(ctx, events); err != nil {

@@ -308,3 +308,27 @@ func (s *Store) Rekick(ctx context.Context, tenantID, clusterID string, before t
 	})
 	return k, err
 }
+
+// leaseMargin is how long before its expiry a lease may still be dropped
+// without a transaction: until then no other run can have taken it, since
+// runs only take expired leases, whatever the clocks' small disagreement.
+const leaseMargin = 2 * time.Second
+
+// DropLease gives up a run's lease with one blind write, so that a kick
+// arriving right after a refresh that changed nothing need not wait for the
+// lease to expire. It writes only the lease fields, which only runs write,
+// and only well before the lease expires; past that it leaves the lease to
+// expire on its own.
+func (s *Store) DropLease(ctx context.Context, l *Lease) error {
+	if s.now().Add(leaseMargin).After(l.Expiry) {
+		return nil
+	}
+	_, err := s.ClusterRef(l.Cluster.TenantID, l.Cluster.ID).Update(ctx, []firestore.Update{
+		{Path: "reconcile.leaseOwner", Value: ""},
+		{Path: "reconcile.leaseExpiry", Value: time.Time{}},
+	})
+	if err != nil {
+		return fmt.Errorf("drop lease: %w", err)
+	}
+	return nil
+}
