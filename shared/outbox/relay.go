@@ -92,7 +92,11 @@ func (r *Relay) Deliver(ctx context.Context, events []Event) (int, error) {
 		done = append(done, e)
 	}
 	if len(done) > 0 {
-		if err := r.clear(ctx, done); err != nil {
+		// Clear what was published even if the caller gives up now:
+		// otherwise a drain would publish it again.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := r.clear(cctx, done); err != nil {
 			// Published but still in the outbox: a drain publishes them
 			// again with the same ce-id, which at-least-once allows.
 			return len(done), errors.Join(pubErr, err)

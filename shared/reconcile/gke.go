@@ -149,11 +149,10 @@ func releaseChannel(ch string) containerpb.ReleaseChannel_Channel {
 
 // cluster is the provider's form of a cluster to create, with its pools.
 func cluster(c *store.ClusterDoc, pools []store.NodePoolDoc) *containerpb.Cluster {
-	// The provider's label values allow no underscore.
+	// The cluster's own labels follow Kubernetes' rules, which GKE's
+	// resource labels are stricter than (no dots, slashes or capitals): they
+	// stay on our resource. The provider's label values allow no underscore.
 	labels := map[string]string{"better-compute-cluster": strings.ReplaceAll(c.ID, "_", "-")}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
 	pc := &containerpb.Cluster{
 		Name:           c.ProviderName,
 		ResourceLabels: labels,

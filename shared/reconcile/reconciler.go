@@ -117,6 +117,11 @@ func (r *Reconciler) Run(ctx context.Context, k store.Kick, task string) error {
 	}
 	ctx, cancel := context.WithDeadline(ctx, l.Expiry)
 	defer cancel()
+	if task == "" {
+		// Without the task's name the successor's would be the kick's,
+		// and deduplicated away: name it after this run instead.
+		task = "run-" + owner
+	}
 
 	d, failures, err := r.step(ctx, l)
 	if errors.Is(err, store.ErrLeaseLost) {
