@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -28,12 +29,20 @@ type Kicker interface {
 	Kick(ctx context.Context, k store.Kick) error
 }
 
+// DefaultTimeout bounds one call's work after its token and input are
+// checked, when Deps.Timeout is zero.
+const DefaultTimeout = 20 * time.Second
+
 // Deps are the API's dependencies.
 type Deps struct {
 	Auth   httpapi.Authenticator
 	Store  *store.Store
 	Events EventSender
 	Kicker Kicker
+	// Timeout bounds one call's storage work and kick, so that a call
+	// during a Firestore outage answers UNAVAILABLE instead of waiting
+	// out the client's retries; zero means DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Route is one method: its Functions Framework name (the FUNCTION_TARGET
@@ -51,6 +60,9 @@ func Routes(d Deps) ([]Route, error) {
 	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil {
 		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender and a kicker")
 	}
+	if d.Timeout <= 0 {
+		d.Timeout = DefaultTimeout
+	}
 	a := &api{d}
 	var routes []Route
 	var err error
@@ -65,26 +77,40 @@ func Routes(d Deps) ([]Route, error) {
 			Handler:  h,
 		})
 	}
-	h, herr := httpapi.Handler(d.Auth, a.createNodePool())
+	h, herr := httpapi.Handler(d.Auth, bounded(d.Timeout, a.createNodePool()))
 	add("kubernetesNodePools", "create", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.listNodePools())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.listNodePools()))
 	add("kubernetesNodePools", "list", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.updateNodePool())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.updateNodePool()))
 	add("kubernetesNodePools", "update", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.deleteNodePool())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.deleteNodePool()))
 	add("kubernetesNodePools", "delete", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.createCluster())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.createCluster()))
 	add("kubernetesClusters", "create", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.getCluster())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.getCluster()))
 	add("kubernetesClusters", "get", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.listClusters())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.listClusters()))
 	add("kubernetesClusters", "list", h, herr)
-	h, herr = httpapi.Handler(d.Auth, a.deleteCluster())
+	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.deleteCluster()))
 	add("kubernetesClusters", "delete", h, herr)
 	if err != nil {
 		return nil, err
 	}
 	return routes, nil
+}
+
+// bounded gives each call of m at most d.
+func bounded[In any](d time.Duration, m httpapi.Method[In]) httpapi.Method[In] {
+	call := m.Call
+	if call == nil {
+		return m
+	}
+	m.Call = func(ctx context.Context, principal string, in In) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return call(ctx, principal, in)
+	}
+	return m
 }
 
 // afterCommit hands the committed events to the relay and asks for a

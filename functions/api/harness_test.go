@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
@@ -33,6 +34,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/api"
@@ -45,6 +47,10 @@ import (
 
 // project is the Google Cloud project of every emulator in these tests.
 const project = "bc-test"
+
+// callTimeout bounds each call's storage work: long enough for any call
+// under -race on a busy machine, short enough for outage tests.
+const callTimeout = 5 * time.Second
 
 // audience is the audience the API's verifier expects.
 const audience = "https://api.test.better-compute.dev"
@@ -98,11 +104,15 @@ type harness struct {
 	failPublish     map[string]bool
 	publishFailures map[string]int
 
+	// failCommit fails every Firestore commit writing a document of the
+	// tenants in it, with the code given (an emulator reactor).
+	failCommit map[string]codes.Code
+
 	seq atomic.Int64
 }
 
 func newHarness(ctx context.Context) (_ *harness, err error) {
-	hs := &harness{kicker: &recordingKicker{}, failPublish: map[string]bool{}, publishFailures: map[string]int{}}
+	hs := &harness{kicker: &recordingKicker{}, failPublish: map[string]bool{}, publishFailures: map[string]int{}, failCommit: map[string]codes.Code{}}
 	defer func() {
 		if err != nil {
 			hs.close()
@@ -115,7 +125,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		return nil, err
 	}
 
-	if hs.fsSrv, err = fsemu.NewServer(); err != nil {
+	if hs.fsSrv, err = fsemu.NewServer(fsemu.WithReactor("Commit", commitReactor{hs})); err != nil {
 		return nil, fmt.Errorf("firestore emulator: %w", err)
 	}
 	conn, err := grpc.NewClient(hs.fsSrv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -170,7 +180,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	if err != nil {
 		return nil, err
 	}
-	routes, err := api.Routes(api.Deps{Auth: verifier, Store: hs.store, Events: hs.relay, Kicker: hs.kicker})
+	routes, err := api.Routes(api.Deps{Auth: verifier, Store: hs.store, Events: hs.relay, Kicker: hs.kicker, Timeout: callTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +271,40 @@ func (p publishReactor) React(req any) (bool, any, error) {
 		}
 	}
 	return false, nil, nil
+}
+
+// commitReactor fails the commits that write a document of a tenant in
+// failCommit.
+type commitReactor struct{ hs *harness }
+
+func (c commitReactor) React(req proto.Message) (bool, proto.Message, error) {
+	r, ok := req.(*firestorepb.CommitRequest)
+	if !ok {
+		return false, nil, nil
+	}
+	c.hs.failMu.Lock()
+	defer c.hs.failMu.Unlock()
+	for _, w := range r.GetWrites() {
+		name := w.GetUpdate().GetName() + w.GetDelete()
+		for tenant, code := range c.hs.failCommit {
+			if strings.Contains(name, "/documents/tenants/"+tenant+"/") {
+				return true, nil, status.Error(code, "commit failing (test)")
+			}
+		}
+	}
+	return false, nil, nil
+}
+
+// setFailCommit makes the commits of a tenant fail with code, or succeed
+// again with codes.OK.
+func (hs *harness) setFailCommit(tenantID string, code codes.Code) {
+	hs.failMu.Lock()
+	defer hs.failMu.Unlock()
+	if code == codes.OK {
+		delete(hs.failCommit, tenantID)
+		return
+	}
+	hs.failCommit[tenantID] = code
 }
 
 func (hs *harness) setFailPublish(tenantID string, fail bool) {
@@ -467,6 +511,9 @@ func send(httpMethod, method, authorization string, body any, header http.Header
 	out := response{Status: res.StatusCode, Header: res.Header}
 	if out.Body, err = io.ReadAll(res.Body); err != nil {
 		return response{}, fmt.Errorf("read answer of %s: %w", method, err)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		return out, fmt.Errorf("%s answered %d with Content-Type %q, want application/json", method, res.StatusCode, ct)
 	}
 	if res.StatusCode == http.StatusOK {
 		return out, nil

@@ -3,11 +3,14 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/grpc/codes"
 
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -164,5 +167,82 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 	}
 	if got := published(e.ID); len(got) != 1 {
 		t.Errorf("event %s published %d times after a second drain, want once", e.ID, len(got))
+	}
+}
+
+// TestStorageFailures checks that a Firestore failure during a mutation
+// writes nothing and answers 503 UNAVAILABLE with Retry-After when it is
+// worth retrying (within the call's time bound, even while the client
+// retries an unavailable backend), 500 INTERNAL revealing nothing
+// otherwise, and that the same call succeeds once Firestore recovers.
+func TestStorageFailures(t *testing.T) {
+	tn := newTenant(t)
+	c := newCluster(t, tn)
+	p := listPools(t, tn, c.ID)[0]
+	calls := []struct {
+		method string
+		body   obj
+	}{
+		{"kubernetesNodePools/create", createBody(tn, c.ID, "np")},
+		{"kubernetesNodePools/update", with(poolRef(tn, c.ID, p.ID), "nodeCount", 3)},
+		{"kubernetesNodePools/delete", poolRef(tn, c.ID, p.ID)},
+		{"kubernetesClusters/create", standardCluster(tn, "second")},
+		{"kubernetesClusters/delete", obj{"tenantId": tn.ID, "clusterId": c.ID}},
+	}
+	for _, code := range []codes.Code{codes.Unavailable, codes.Aborted, codes.Internal, codes.PermissionDenied} {
+		status, want := http.StatusServiceUnavailable, "UNAVAILABLE"
+		if code == codes.Internal || code == codes.PermissionDenied {
+			status, want = http.StatusInternalServerError, "INTERNAL"
+		}
+		before := clusterDoc(t, tn.ID, c.ID)
+		h.setFailCommit(tn.ID, code)
+		// The calls run together: an unavailable backend holds each one
+		// for the whole call timeout.
+		tok := "Bearer " + token(t, admin)
+		answers := make([]response, len(calls))
+		errs := make([]error, len(calls))
+		took := make([]time.Duration, len(calls))
+		var wg sync.WaitGroup
+		for i, tc := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				answers[i], errs[i] = send(http.MethodPost, tc.method, tok, tc.body, nil)
+				took[i] = time.Since(start)
+			}()
+		}
+		wg.Wait()
+		for i, tc := range calls {
+			t.Run(code.String()+"/"+tc.method, func(t *testing.T) {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				r := answers[i]
+				wantError(t, r, status, want)
+				if want == "UNAVAILABLE" && r.Header.Get("Retry-After") == "" {
+					t.Errorf("answer %v without Retry-After", r)
+				}
+				if want == "INTERNAL" && r.Message != "internal error" {
+					t.Errorf("INTERNAL message = %q, want the generic one", r.Message)
+				}
+				if took[i] > callTimeout+2*time.Second {
+					t.Errorf("answer after %v, want within the call timeout %v", took[i], callTimeout)
+				}
+			})
+		}
+		h.setFailCommit(tn.ID, codes.OK)
+		after := clusterDoc(t, tn.ID, c.ID)
+		if after.Version != before.Version || after.ActivePoolCount != before.ActivePoolCount || after.State != before.State {
+			t.Errorf("cluster changed by failed calls (%s): %+v, want %+v", code, after.Cluster, before.Cluster)
+		}
+		if n := len(tenantDocs(t, tn.ID, "clusters")); n != 1 {
+			t.Errorf("clusters = %d after failed calls (%s), want 1", n, code)
+		}
+	}
+	for _, tc := range calls {
+		if r := call(t, admin, tc.method, tc.body); r.Status != http.StatusOK {
+			t.Errorf("%s after recovery = %v, want 200", tc.method, r)
+		}
 	}
 }

@@ -17,6 +17,7 @@
 package store
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -231,6 +232,11 @@ func storageErr(op string, err error) error {
 	var de *errs.Error
 	if errors.As(err, &de) {
 		return err
+	}
+	// The client's own retries of an unavailable backend end with its
+	// deadline (a context error, not a gRPC status): still worth a retry.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errs.Wrap(errs.Unavailable, err, "storage is unavailable; retry")
 	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
