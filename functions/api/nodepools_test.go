@@ -318,6 +318,10 @@ func TestRequestID(t *testing.T) {
 			if got := r.Header.Get("X-Request-Id"); got != "req-"+tc.name {
 				t.Errorf("X-Request-Id = %q, want %q", got, "req-"+tc.name)
 			}
+			long := repeat("r", 129)
+			if got := do(t, tc.method, "kubernetesNodePools/list", tc.auth, tc.body, http.Header{"X-Request-Id": {long}}).Header.Get("X-Request-Id"); got == "" || got == long {
+				t.Errorf("X-Request-Id for a 129-character one = %q, want a generated one", got)
+			}
 			r1 := do(t, tc.method, "kubernetesNodePools/list", tc.auth, tc.body, nil)
 			r2 := do(t, tc.method, "kubernetesNodePools/list", tc.auth, tc.body, nil)
 			id1, id2 := r1.Header.Get("X-Request-Id"), r2.Header.Get("X-Request-Id")
