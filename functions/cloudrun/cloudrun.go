@@ -190,11 +190,11 @@ func (a *app) handler(f function) http.Handler {
 		ctx = logging.WithTrace(ctx, r.Header, cfg.Project)
 		ctx = logging.With(ctx, "function", f.name)
 		r = r.WithContext(ctx)
-		rw := &statusWriter{ResponseWriter: w}
+		rw := &httpapi.StatusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				logging.FromContext(ctx).Error("Panic serving request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				if rw.status == 0 {
+				if rw.Status == 0 {
 					httpapi.WriteError(ctx, rw, errs.E(errs.Internal, "internal error"))
 				}
 			}
@@ -268,27 +268,3 @@ func (a *app) shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errList...)
 }
-
-// statusWriter remembers whether the answer has started, so that a panic
-// after the header was written does not write a second one.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -55,15 +55,15 @@ func Handler[In any](auth Authenticator, m Method[In]) (http.Handler, error) {
 		}
 		w.Header().Set("X-Request-Id", id)
 		ctx := logging.With(r.Context(), "requestId", id, "method", m.Name)
-		rw := &statusWriter{ResponseWriter: w}
+		rw := &StatusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				logging.FromContext(ctx).Error("Panic serving request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				if rw.status == 0 {
+				if rw.Status == 0 {
 					WriteError(ctx, rw, errs.E(errs.Internal, "internal error"))
 				}
 			}
-			logging.FromContext(ctx).Info("Served request", "status", rw.status, "durationMs", time.Since(start).Milliseconds())
+			logging.FromContext(ctx).Info("Served request", "status", rw.Status, "durationMs", time.Since(start).Milliseconds())
 		}()
 		serve(ctx, rw, r, auth, m)
 	}), nil
@@ -183,21 +183,28 @@ func newRequestID() string {
 	return hex.EncodeToString(b)
 }
 
-type statusWriter struct {
+// StatusWriter records the status of an answer, so that a panic after
+// the header was written does not write a second one, and logs can say
+// what was answered.
+type StatusWriter struct {
 	http.ResponseWriter
-	status int
+	Status int // 0 until the answer starts
 }
 
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+// WriteHeader records the first status written.
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
