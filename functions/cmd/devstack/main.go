@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -24,10 +25,10 @@ func main() {
 	flag.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
 	seed := flag.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
 	flag.StringVar(&cfg.DataFile, "data", "", "file keeping the Firestore data across restarts (none: start empty)")
-	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", devstackDefault("converging"), "time between reconcile runs while a cluster converges")
-	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", devstackDefault("steady"), "time between reconcile runs of a ready or failed cluster")
-	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", devstackDefault("gke"), "how long each simulated GKE operation takes")
-	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstackDefault("watchdog"), "how often the watchdog restarts dead chains and drains the outbox")
+	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", 30*time.Second, "time between reconcile runs while a cluster converges")
+	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", 5*time.Minute, "time between reconcile runs of a ready or failed cluster")
+	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", 3*time.Second, "how long each simulated GKE operation takes")
+	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", time.Minute, "how often the watchdog restarts dead chains and drains the outbox")
 	flag.Parse()
 
 	log := logging.New(os.Stdout, slog.LevelInfo)
