@@ -8,6 +8,8 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +38,8 @@ import (
 	rfn "github.com/better-compute/kubernetes/functions/reconcile"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/reconcile"
@@ -206,7 +210,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	s.http = &http.Server{Handler: logging.Middleware(s.log, cfg.Project)(mux), ReadHeaderTimeout: 10 * time.Second}
+	// Any other path answers in the API's error envelope, not net/http's
+	// plain text.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
+	})
+	s.http = &http.Server{Handler: withRequestID(logging.Middleware(s.log, cfg.Project)(mux)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(lis) }()
 	if err := verifier.Ready(ctx); err != nil {
 		return nil, fmt.Errorf("token verifier: %w", err)
@@ -214,6 +223,22 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.wg.Add(1)
 	go s.watchdogLoop()
 	return s, nil
+}
+
+// withRequestID gives every response an X-Request-Id: the request's, or a
+// new one that the API handlers then echo.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+			r.Header.Set("X-Request-Id", id)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Paths of the reconciler's functions in the devstack.

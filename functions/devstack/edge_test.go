@@ -1,0 +1,52 @@
+package devstack_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Every answer of the devstack carries an X-Request-Id, and a path that is
+// no method answers in the API's error envelope.
+func TestEdge(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	tests := []struct {
+		method, path string
+		requestID    string
+		wantStatus   int
+		wantCode     string
+	}{
+		{"GET", "/healthz", "", http.StatusOK, ""},
+		{"GET", "/healthz", "given-id", http.StatusOK, ""},
+		{"POST", "/api/compute/kubernetesNodePools/resize", "", http.StatusNotFound, "NOT_FOUND"},
+		{"POST", "/nowhere", "given-id", http.StatusNotFound, "NOT_FOUND"},
+		{"GET", "/api/compute/kubernetesNodePools/list", "given-id", http.StatusMethodNotAllowed, "INVALID_INPUT"},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(tt.method, e.URL+tt.path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.requestID != "" {
+			req.Header.Set("X-Request-Id", tt.requestID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.wantStatus || body.Error.Code != tt.wantCode {
+			t.Errorf("%s %s = %d %q, want %d %q", tt.method, tt.path, resp.StatusCode, body.Error.Code, tt.wantStatus, tt.wantCode)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		if id == "" || (tt.requestID != "" && id != tt.requestID) {
+			t.Errorf("%s %s: X-Request-Id = %q, want %q or a new one", tt.method, tt.path, id, tt.requestID)
+		}
+	}
+}
