@@ -398,16 +398,32 @@ func (q *query) compareCursor(doc *pb.Document, c *pb.Cursor) int {
 	return 0
 }
 
-// run evaluates the query on a snapshot (sorted by name) and returns the
-// matching stored documents in query order, and how many the offset
-// skipped. The documents must not be changed.
-func (q *query) run(snapshot []*pb.Document) ([]*pb.Document, int) {
-	var out []*pb.Document
-docs:
-	for _, doc := range snapshot {
-		if !inScope(docPath(q.db, doc.Name), q.parent, q.collID, q.allDesc) {
+// candidates returns the stored documents in the query's scope that
+// existed at time at (the latest if zero), in no particular order: run
+// sorts what matches, so no snapshot of the whole database is sorted.
+// Must be called with the lock held.
+func (q *query) candidates(d *database, at time.Time) []*pb.Document {
+	var docs []*pb.Document
+	for path, e := range d.docs {
+		if !inScope(path, q.parent, q.collID, q.allDesc) {
 			continue
 		}
+		if doc := e.at(at); doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// run evaluates the query on candidates (every document of its scope, in
+// any order) and returns the matching stored documents in query order,
+// and how many the offset skipped. The orders end with the unique name, so
+// the result does not depend on the candidates' order. The documents must
+// not be changed.
+func (q *query) run(candidates []*pb.Document) ([]*pb.Document, int) {
+	var out []*pb.Document
+docs:
+	for _, doc := range candidates {
 		for _, o := range q.orders {
 			if o.path != nil && getField(doc.Fields, o.path) == nil {
 				continue docs // Firestore only returns documents with every ordered field
@@ -458,7 +474,7 @@ func (s *GServer) queryVersions(d *database, parent string, sq *pb.StructuredQue
 	if err != nil {
 		return nil, err
 	}
-	docs, _ := q.run(d.snapshot(time.Time{}))
+	docs, _ := q.run(q.candidates(d, time.Time{}))
 	return versionsOf(docs), nil
 }
 
@@ -543,7 +559,7 @@ func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query) ([]*pb.RunQueryRes
 	if err != nil {
 		return nil, err
 	}
-	docs, skipped := q.run(rc.db.snapshot(rc.at))
+	docs, skipped := q.run(q.candidates(rc.db, rc.at))
 	if rc.tx != nil {
 		rc.tx.queries = append(rc.tx.queries, recordedQuery{parent: req.GetParent(), query: cloneQuery(req.GetStructuredQuery()), result: versionsOf(docs)})
 	}
@@ -636,7 +652,7 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 		return nil, err
 	}
 	sq := req.GetStructuredAggregationQuery().GetStructuredQuery()
-	docs, _ := q.run(rc.db.snapshot(rc.at))
+	docs, _ := q.run(q.candidates(rc.db, rc.at))
 	if rc.tx != nil {
 		rc.tx.queries = append(rc.tx.queries, recordedQuery{parent: req.GetParent(), query: cloneQuery(sq), result: versionsOf(docs)})
 	}
@@ -782,7 +798,7 @@ func (s *GServer) PartitionQuery(_ context.Context, req *pb.PartitionQueryReques
 			return nil, err
 		}
 	}
-	docs, _ := q.run(s.database(q.db).snapshot(at))
+	docs, _ := q.run(q.candidates(s.database(q.db), at))
 	s.mu.Unlock()
 	chunk := max(partitionSize, (len(docs)+int(req.GetPartitionCount())-1)/int(req.GetPartitionCount()))
 	var cursors []*pb.Cursor

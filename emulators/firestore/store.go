@@ -98,16 +98,25 @@ func (d *database) snapshot(at time.Time) []*pb.Document {
 func inScope(path, parent, collID string, allDescendants bool) bool {
 	rel := path
 	if parent != "" {
-		if !strings.HasPrefix(path, parent+"/") {
+		if len(path) <= len(parent) || path[len(parent)] != '/' || !strings.HasPrefix(path, parent) {
 			return false
 		}
 		rel = path[len(parent)+1:]
 	}
-	segs := strings.Split(rel, "/")
-	if !allDescendants && len(segs) != 2 {
+	// rel is col/doc[/col/doc...]: its collection is the segment before
+	// the last one.
+	slash := strings.LastIndexByte(rel, '/')
+	if slash < 0 {
 		return false
 	}
-	return collID == "" || segs[len(segs)-2] == collID
+	coll := rel[:slash]
+	if i := strings.LastIndexByte(coll, '/'); i >= 0 {
+		if !allDescendants {
+			return false
+		}
+		coll = coll[i+1:]
+	}
+	return collID == "" || coll == collID
 }
 
 // cloneDoc copies a stored document for a caller.
