@@ -443,7 +443,7 @@ func (p *planner) settleCluster() {
 	for _, np := range p.d.Pools {
 		switch np.State {
 		case resource.StateError:
-			failed = append(failed, fmt.Sprintf("node pool %q: %s", np.Name, np.Message))
+			failed = append(failed, poolMessage(np.Name, np.Message))
 		case resource.StateReady, resource.StateDeleted:
 		default:
 			converging = true
@@ -534,6 +534,17 @@ func (p *planner) clusterDeleted() {
 	p.d.Deleted = true
 	p.d.Converging = false
 	p.d.Events = append(p.d.Events, outbox.ClusterEvent(outbox.ClusterDeleted, c.Cluster, p.now))
+}
+
+// poolMessage is a failed pool's part of its cluster's message: the
+// provider's message, named after the pool unless the provider's already
+// names it (`Node pool "gpu": ...`).
+func poolMessage(name, msg string) string {
+	prefix := fmt.Sprintf("node pool %q: ", name)
+	if len(msg) >= len(prefix) && strings.EqualFold(msg[:len(prefix)], prefix) {
+		return msg
+	}
+	return prefix + msg
 }
 
 func sameAutoscaling(want, got *resource.Autoscaling) bool {

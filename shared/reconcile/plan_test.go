@@ -781,7 +781,7 @@ func TestPlanSequences(t *testing.T) {
 			}
 			Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
 			checkDecision(t, d, want{
-				action: d.Action, cluster: failed, message: `node pool "gpu": Node pool "gpu": invalid machine type`,
+				action: d.Action, cluster: failed, message: `Node pool "gpu": invalid machine type`,
 				pools: []resource.State{ready, failed}, events: eventNames(d),
 			})
 			all = append(all, eventNames(d)...)
@@ -806,7 +806,7 @@ func TestPlanSequences(t *testing.T) {
 		d := Plan(Input{Cluster: c, Pools: pools}, t0)
 		Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
 		checkDecision(t, d, want{
-			action: d.Action, cluster: failed, message: `node pool "gpu"`,
+			action: d.Action, cluster: failed, message: `Node pool "gpu"`,
 			pools: []resource.State{pending, failed}, events: []string{"nodepool.error gpu", "cluster.error"}, converging: true,
 		})
 		// The next run creates the cluster without the refused pool.
@@ -830,4 +830,18 @@ func TestPlanSequences(t *testing.T) {
 			pools: []resource.State{pending}, events: []string{"cluster.error"},
 		})
 	})
+}
+
+func TestPoolMessage(t *testing.T) {
+	tests := []struct{ name, msg, want string }{
+		{"gpu", "quota exceeded", `node pool "gpu": quota exceeded`},
+		{"gpu", `Node pool "gpu": invalid machine type`, `Node pool "gpu": invalid machine type`},
+		{"gpu", `Node pool "cpu": invalid machine type`, `node pool "gpu": Node pool "cpu": invalid machine type`},
+		{"gpu", "", `node pool "gpu": `},
+	}
+	for _, tt := range tests {
+		if got := poolMessage(tt.name, tt.msg); got != tt.want {
+			t.Errorf("poolMessage(%q, %q) = %q, want %q", tt.name, tt.msg, got, tt.want)
+		}
+	}
 }
