@@ -15,22 +15,6 @@ type docName struct {
 
 func (n docName) String() string { return n.db + "/documents/" + n.path }
 
-// collectionID is the ID of the collection that holds the document.
-func (n docName) collectionID() string {
-	segs := strings.Split(n.path, "/")
-	return segs[len(segs)-2]
-}
-
-// parentPath is the resource name of the document's parent: the database's
-// documents root or the document that holds its collection.
-func (n docName) parentPath() string {
-	segs := strings.Split(n.path, "/")
-	if len(segs) == 2 {
-		return n.db + "/documents"
-	}
-	return n.db + "/documents/" + strings.Join(segs[:len(segs)-2], "/")
-}
-
 // parseDatabase checks a name of the form projects/P/databases/D.
 func parseDatabase(name string) (string, error) {
 	segs := strings.Split(name, "/")
