@@ -556,11 +556,11 @@ func (s *GServer) ListCollectionIds(_ context.Context, req *pb.ListCollectionIds
 	}
 	ids := make([]string, 0, len(seen))
 	for id := range seen {
-		if id > req.GetPageToken() {
+		if tok := req.GetPageToken(); tok == "" || compareIDs(id, tok) > 0 {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool { return compareIDs(ids[i], ids[j]) < 0 })
 	resp := &pb.ListCollectionIdsResponse{CollectionIds: ids}
 	if ps := int(req.GetPageSize()); ps > 0 && len(ids) > ps {
 		resp.CollectionIds = ids[:ps]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -132,7 +133,9 @@ func newListenTarget(db string, t *pb.Target) (*listenTarget, error) {
 			if err := checkSameDB(db, n.db, name); err != nil {
 				return nil, err
 			}
-			lt.names = append(lt.names, n.String())
+			if !slices.Contains(lt.names, n.String()) {
+				lt.names = append(lt.names, n.String())
+			}
 		}
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "target has no query or documents")
@@ -149,17 +152,13 @@ func (s *GServer) listenSync(db string, targets map[int32]*listenTarget) ([]*pb.
 	d := s.database(db)
 	readTime := s.readNow()
 	rt := timestamppb.New(readTime)
-	var (
-		resps    []*pb.ListenResponse
-		snapshot []*pb.Document
-	)
+	var resps []*pb.ListenResponse
 	for _, t := range targets {
 		var docs []*pb.Document
 		if t.query != nil {
-			if snapshot == nil {
-				snapshot = d.snapshot(time.Time{})
-			}
-			docs, _ = t.query.run(snapshot)
+			// The same scope and evaluation as RunQuery, so that a listener
+			// sees exactly what the query returns.
+			docs, _ = t.query.run(t.query.candidates(d, time.Time{}))
 		} else {
 			for _, name := range t.names {
 				if doc := d.get(docPath(db, name), time.Time{}); doc != nil {

@@ -1,6 +1,7 @@
 package firestore
 
 import (
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -96,18 +97,39 @@ func checkID(id, name string) error {
 	return nil
 }
 
-// isNumericID reports whether id is of the form __id<digits>__, the only
-// reserved form Firestore accepts.
+// isNumericID reports whether id is of the form __id<n>__ with n an int64,
+// the only reserved form Firestore accepts: Datastore's numeric IDs.
 func isNumericID(id string) bool {
-	if !strings.HasPrefix(id, "__id") || !strings.HasSuffix(id, "__") || len(id) <= 6 {
-		return false
+	_, ok := numericID(id)
+	return ok
+}
+
+func numericID(id string) (int64, bool) {
+	if len(id) <= 6 || !strings.HasPrefix(id, "__id") || !strings.HasSuffix(id, "__") {
+		return 0, false
 	}
-	for _, c := range id[4 : len(id)-2] {
-		if (c < '0' || c > '9') && c != '-' {
-			return false
+	n, err := strconv.ParseInt(id[4:len(id)-2], 10, 64)
+	return n, err == nil
+}
+
+// compareIDs orders two document or collection IDs as Firestore does:
+// numeric IDs first, by value, then the others by their UTF-8 bytes.
+func compareIDs(a, b string) int {
+	na, aNum := numericID(a)
+	nb, bNum := numericID(b)
+	switch {
+	case aNum && bNum:
+		if c := cmpInt64(na, nb); c != 0 {
+			return c
 		}
+		// __id5__ and __id05__ are the same number; keep the order total.
+		return strings.Compare(a, b)
+	case aNum:
+		return -1
+	case bNum:
+		return 1
 	}
-	return true
+	return strings.Compare(a, b)
 }
 
 func validID(s string) bool {

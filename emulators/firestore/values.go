@@ -246,7 +246,7 @@ func cmpBool(a, b bool) int {
 func compareNames(a, b string) int {
 	sa, sb := strings.Split(a, "/"), strings.Split(b, "/")
 	for i := 0; i < len(sa) && i < len(sb); i++ {
-		if c := strings.Compare(sa[i], sb[i]); c != 0 {
+		if c := compareIDs(sa[i], sb[i]); c != 0 {
 			return c
 		}
 	}
