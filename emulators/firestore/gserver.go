@@ -95,8 +95,7 @@ type txn struct {
 // recordedQuery is a query run in a read-write transaction and the result it
 // returned, checked again at commit to detect phantoms.
 type recordedQuery struct {
-	parent string
-	query  *pb.StructuredQuery
+	query  *query
 	result []docVersion
 }
 
@@ -414,15 +413,19 @@ func (s *GServer) GetDocument(ctx context.Context, req *pb.GetDocumentRequest) (
 }
 
 // BatchGetDocuments implements the Firestore BatchGetDocuments RPC. Results
-// come in request order.
+// come in request order, one per distinct document, as Firestore answers a
+// document requested twice once.
 func (s *GServer) BatchGetDocuments(req *pb.BatchGetDocumentsRequest, stream pb.Firestore_BatchGetDocumentsServer) error {
 	db, err := parseDatabase(req.GetDatabase())
 	if err != nil {
 		return err
 	}
-	names := make([]docName, len(req.GetDocuments()))
-	full := make([]string, len(names))
-	for i, name := range req.GetDocuments() {
+	var (
+		names []docName
+		full  []string
+		seen  = map[string]bool{}
+	)
+	for _, name := range req.GetDocuments() {
 		n, err := parseDocName(name)
 		if err != nil {
 			return err
@@ -430,7 +433,10 @@ func (s *GServer) BatchGetDocuments(req *pb.BatchGetDocumentsRequest, stream pb.
 		if err := checkSameDB(db, n.db, name); err != nil {
 			return err
 		}
-		names[i], full[i] = n, n.String()
+		if !seen[n.String()] {
+			seen[n.String()] = true
+			names, full = append(names, n), append(full, n.String())
+		}
 	}
 	mask, err := parseMask(req.GetMask())
 	if err != nil {

@@ -27,6 +27,7 @@ type query struct {
 	allDesc   bool
 	filter    *pb.StructuredQuery_Filter
 	orders    []order
+	aggOrders []order // fields sum and avg read, ordered just before the final name order
 	start     *pb.Cursor
 	end       *pb.Cursor
 	offset    int
@@ -371,7 +372,12 @@ func matchField(doc *pb.Document, ff *pb.StructuredQuery_FieldFilter) bool {
 
 // compareDocs orders two documents by the query's orders.
 func (q *query) compareDocs(a, b *pb.Document) int {
-	for _, o := range q.orders {
+	orders := q.orders
+	if len(q.aggOrders) > 0 {
+		n := len(orders) - 1 // the orders end with __name__
+		orders = append(append(append([]order(nil), orders[:n]...), q.aggOrders...), orders[n])
+	}
+	for _, o := range orders {
 		c := compareValues(o.value(a), o.value(b))
 		if o.desc {
 			c = -c
@@ -424,9 +430,11 @@ func (q *query) run(candidates []*pb.Document) ([]*pb.Document, int) {
 	var out []*pb.Document
 docs:
 	for _, doc := range candidates {
-		for _, o := range q.orders {
-			if o.path != nil && getField(doc.Fields, o.path) == nil {
-				continue docs // Firestore only returns documents with every ordered field
+		for _, os := range [][]order{q.orders, q.aggOrders} {
+			for _, o := range os {
+				if o.path != nil && getField(doc.Fields, o.path) == nil {
+					continue docs // Firestore only returns documents with every ordered field
+				}
 			}
 		}
 		if q.filter != nil && !matches(doc, q.filter) {
@@ -465,17 +473,6 @@ func (q *query) shape(doc *pb.Document) *pb.Document {
 		d.Fields = project(d.Fields, q.fields)
 	}
 	return d
-}
-
-// queryVersions runs a query on the latest state and returns the names and
-// update times of its results. Must be called with the lock held.
-func (s *GServer) queryVersions(d *database, parent string, sq *pb.StructuredQuery) ([]docVersion, error) {
-	q, err := compileQuery(parent, sq)
-	if err != nil {
-		return nil, err
-	}
-	docs, _ := q.run(q.candidates(d, time.Time{}))
-	return versionsOf(docs), nil
 }
 
 func versionsOf(docs []*pb.Document) []docVersion {
@@ -561,7 +558,10 @@ func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query) ([]*pb.RunQueryRes
 	}
 	docs, skipped := q.run(q.candidates(rc.db, rc.at))
 	if rc.tx != nil {
-		rc.tx.queries = append(rc.tx.queries, recordedQuery{parent: req.GetParent(), query: cloneQuery(req.GetStructuredQuery()), result: versionsOf(docs)})
+		// Compiled again from a copy, so the transaction keeps nothing of
+		// the request.
+		rq, _ := compileQuery(req.GetParent(), cloneQuery(req.GetStructuredQuery()))
+		rc.tx.queries = append(rc.tx.queries, recordedQuery{query: rq, result: versionsOf(docs)})
 	}
 	rt := timestamppb.New(rc.readTime)
 	var resps []*pb.RunQueryResponse
@@ -596,19 +596,23 @@ func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream
 		return err
 	}
 	aggs := saq.GetAggregations()
-	if len(aggs) == 0 || len(aggs) > 5 {
-		return status.Errorf(codes.InvalidArgument, "an aggregation query needs 1 to 5 aggregations, got %d", len(aggs))
+	switch {
+	case len(aggs) == 0:
+		return status.Errorf(codes.InvalidArgument, "an aggregation query requires at least one aggregation")
+	case len(aggs) > maxAggregations:
+		return status.Errorf(codes.InvalidArgument, "the query has %d aggregations, more than the maximum number of aggregations (%d)", len(aggs), maxAggregations)
 	}
-	aliases := map[string]bool{}
+	aliases := aggregationAliases(aggs)
+	seen := map[string]bool{}
 	for i, a := range aggs {
-		alias := a.GetAlias()
-		if alias == "" {
-			alias = "field_" + itoa(i+1)
+		alias := aliases[i]
+		if seen[alias] {
+			return status.Errorf(codes.InvalidArgument, "aggregation alias %q is used twice: an alias must be unique across all aggregation aliases", alias)
 		}
-		if aliases[alias] {
-			return status.Errorf(codes.InvalidArgument, "duplicate aggregation alias %q", alias)
+		seen[alias] = true
+		if isReserved(alias) || len(alias) > 1500 {
+			return status.Errorf(codes.InvalidArgument, "aggregation alias %q is not a valid field name", alias)
 		}
-		aliases[alias] = true
 		switch op := a.GetOperator().(type) {
 		case *pb.StructuredAggregationQuery_Aggregation_Count_:
 			if ut := op.Count.GetUpTo(); ut != nil && ut.GetValue() <= 0 {
@@ -626,6 +630,7 @@ func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream
 			return status.Errorf(codes.InvalidArgument, "aggregation %q has no operator", alias)
 		}
 	}
+	q.aggregating(aggs)
 	resp, err := s.aggregate(req, q)
 	if err != nil {
 		return err
@@ -651,17 +656,17 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 	if err != nil {
 		return nil, err
 	}
-	sq := req.GetStructuredAggregationQuery().GetStructuredQuery()
+	aggs := req.GetStructuredAggregationQuery().GetAggregations()
 	docs, _ := q.run(q.candidates(rc.db, rc.at))
 	if rc.tx != nil {
-		rc.tx.queries = append(rc.tx.queries, recordedQuery{parent: req.GetParent(), query: cloneQuery(sq), result: versionsOf(docs)})
+		rq, _ := compileQuery(req.GetParent(), cloneQuery(req.GetStructuredAggregationQuery().GetStructuredQuery()))
+		rq.aggregating(aggs)
+		rc.tx.queries = append(rc.tx.queries, recordedQuery{query: rq, result: versionsOf(docs)})
 	}
 	fields := map[string]*pb.Value{}
-	for i, a := range req.GetStructuredAggregationQuery().GetAggregations() {
-		alias := a.GetAlias()
-		if alias == "" {
-			alias = "field_" + itoa(i+1)
-		}
+	aliases := aggregationAliases(aggs)
+	for i, a := range aggs {
+		alias := aliases[i]
 		switch op := a.GetOperator().(type) {
 		case *pb.StructuredAggregationQuery_Aggregation_Count_:
 			n := int64(len(docs))
@@ -688,6 +693,66 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 		Transaction: rc.newTxID,
 		ReadTime:    timestamppb.New(rc.readTime),
 	}, nil
+}
+
+// maxAggregations is Firestore's limit on the aggregations of one query.
+const maxAggregations = 5
+
+// aggregationAliases returns the alias of each aggregation. Firestore names
+// the ones without an alias field_1, field_2, ... counting only those.
+func aggregationAliases(aggs []*pb.StructuredAggregationQuery_Aggregation) []string {
+	out := make([]string, len(aggs))
+	n := 0
+	for i, a := range aggs {
+		out[i] = a.GetAlias()
+		if out[i] == "" {
+			n++
+			out[i] = "field_" + itoa(n)
+		}
+	}
+	return out
+}
+
+// aggregating makes q read what Firestore reads for these aggregations: it
+// computes sum and avg from the index of each field they read, so only
+// documents holding every such field count (for count too), and a limit
+// takes the first documents in the order of those fields.
+func (q *query) aggregating(aggs []*pb.StructuredAggregationQuery_Aggregation) {
+	var paths []string
+	for _, a := range aggs {
+		var f string
+		switch op := a.GetOperator().(type) {
+		case *pb.StructuredAggregationQuery_Aggregation_Sum_:
+			f = op.Sum.GetField().GetFieldPath()
+		case *pb.StructuredAggregationQuery_Aggregation_Avg_:
+			f = op.Avg.GetField().GetFieldPath()
+		default:
+			continue
+		}
+		p, err := parseFieldPath(f)
+		if err != nil || f == nameField {
+			continue
+		}
+		paths = append(paths, p.String())
+	}
+	// Like implicit orders on inequality fields: by path, in the direction
+	// of the last order.
+	sort.Strings(paths)
+	desc := q.orders[len(q.orders)-1].desc
+	ordered := map[string]bool{}
+	for _, o := range q.orders {
+		if o.path != nil {
+			ordered[o.path.String()] = true
+		}
+	}
+	for _, f := range paths {
+		if ordered[f] {
+			continue
+		}
+		ordered[f] = true
+		p, _ := parseFieldPath(f)
+		q.aggOrders = append(q.aggOrders, order{path: p, desc: desc})
+	}
 }
 
 // sumField adds the numeric values of a field, skipping other types. The sum

@@ -68,17 +68,24 @@ func applyWrite(cur *pb.Document, pw pendingWrite, t time.Time) (*pb.Document, b
 		switch c := pc.GetConditionType().(type) {
 		case *pb.Precondition_Exists:
 			if c.Exists && cur == nil {
-				return nil, false, nil, status.Errorf(codes.NotFound, "no document to update: %s", name)
+				return nil, false, nil, status.Errorf(codes.NotFound, "No document to update: %s", name)
 			}
 			if !c.Exists && cur != nil {
-				return nil, false, nil, status.Errorf(codes.AlreadyExists, "document already exists: %s", name)
+				return nil, false, nil, status.Errorf(codes.AlreadyExists, "Document already exists: %s", name)
 			}
 		case *pb.Precondition_UpdateTime:
-			if cur == nil {
-				return nil, false, nil, status.Errorf(codes.NotFound, "no document to update: %s", name)
+			want := c.UpdateTime.AsTime()
+			if want.After(t) {
+				// No version can have that time yet: Firestore rejects the
+				// request rather than the document's state.
+				return nil, false, nil, status.Errorf(codes.InvalidArgument, "update_time precondition %s of %s is in the future", want.Format(time.RFC3339Nano), name)
 			}
-			if !cur.UpdateTime.AsTime().Equal(c.UpdateTime.AsTime()) {
-				return nil, false, nil, status.Errorf(codes.FailedPrecondition, "document %s was updated at %v, not at %v", name, cur.UpdateTime.AsTime(), c.UpdateTime.AsTime())
+			if cur == nil {
+				return nil, false, nil, status.Errorf(codes.NotFound, "No document to update: %s", name)
+			}
+			if !cur.UpdateTime.AsTime().Equal(want) {
+				// Firestore names versions by their time in microseconds.
+				return nil, false, nil, status.Errorf(codes.FailedPrecondition, "the stored version (%d) does not match the required base version (%d)", cur.UpdateTime.AsTime().UnixMicro(), want.UnixMicro())
 			}
 		}
 	}
@@ -412,8 +419,8 @@ func (s *GServer) validateTxn(tx *txn) error {
 		}
 	}
 	for _, q := range tx.queries {
-		res, err := s.queryVersions(d, q.parent, q.query)
-		if err != nil || !equalDocVersions(res, q.result) {
+		docs, _ := q.query.run(q.query.candidates(d, time.Time{}))
+		if !equalDocVersions(versionsOf(docs), q.result) {
 			return status.Errorf(codes.Aborted, "transaction %s aborted: the result of a query it ran changed", encodeTxnID([]byte(tx.id)))
 		}
 	}
