@@ -27,7 +27,12 @@
 // PartitionQuery, Listen, Commit
 // (preconditions, update masks, every field transform), BatchWrite,
 // CreateDocument, UpdateDocument, DeleteDocument, BeginTransaction and
-// Rollback. Reads accept a transaction, a new transaction or a read time;
+// Rollback. Documents are ordered by name as Firestore orders them: segment
+// by segment, numeric IDs (__id<n>__) first by value, then other IDs by
+// their UTF-8 bytes. Sum and avg read, as Firestore's index scans do, only
+// the documents holding every field they aggregate, in the order of those
+// fields, so a limit takes the same documents every time.
+// Reads accept a transaction, a new transaction or a read time;
 // document versions are kept for an hour so reads at a read time and
 // read-only transactions see the state as of that time.
 //
@@ -56,8 +61,22 @@
 //     administration; any project and database ID is accepted.
 //   - Limits enforced: 500 writes per commit, 1 MiB documents (Firestore's
 //     size rules), 20 levels of nesting, 30 values in in/not-in/
-//     array-contains-any, reserved IDs and field names.
+//     array-contains-any, 5 aggregations per query, reserved IDs and field
+//     names.
 //   - Read times may go back one hour (no point-in-time recovery).
 //   - Explain metrics are synthesized: the plan names the order-by fields
 //     as the index, and the statistics count results, not real work.
+//   - When sum and avg read several fields and the query does not order by
+//     them, the emulator orders by them in field path order, in the
+//     direction of the last order; Firestore's order depends on the index
+//     it picks. Cursors of an aggregation query apply to the query's own
+//     orders.
+//   - Error codes follow Firestore. Messages follow Firestore's where
+//     clients and users match on them ("No document to update: ",
+//     "Document already exists: ", "the stored version (N) does not match
+//     the required base version (M)", "maximum number of aggregations");
+//     the others are the emulator's own wording. An update_time
+//     precondition on a missing document answers NOT_FOUND.
+//   - BatchGetDocuments answers in request order (each document once);
+//     Firestore answers in any order.
 package firestore

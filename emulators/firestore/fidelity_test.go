@@ -441,3 +441,37 @@ func TestErrorsAsFirestore(t *testing.T) {
 		})
 	}
 }
+
+// TestAggregationDefaultAliases checks Firestore's names for aggregations
+// without an alias: field_1, field_2, ... counting only those.
+func TestAggregationDefaultAliases(t *testing.T) {
+	srv, c := newTestServer(t)
+	raw := newRawClient(t, srv)
+	ctx := testCtx(t)
+	setDocs(t, c, map[string]map[string]any{"al/a": {"v": 1}})
+	count := func(alias string) *pb.StructuredAggregationQuery_Aggregation {
+		return &pb.StructuredAggregationQuery_Aggregation{Alias: alias, Operator: &pb.StructuredAggregationQuery_Aggregation_Count_{Count: &pb.StructuredAggregationQuery_Aggregation_Count{}}}
+	}
+	stream, err := raw.RunAggregationQuery(ctx, &pb.RunAggregationQueryRequest{
+		Parent: testDB + "/documents",
+		QueryType: &pb.RunAggregationQueryRequest_StructuredAggregationQuery{StructuredAggregationQuery: &pb.StructuredAggregationQuery{
+			QueryType:    &pb.StructuredAggregationQuery_StructuredQuery{StructuredQuery: &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: "al"}}}},
+			Aggregations: []*pb.StructuredAggregationQuery_Aggregation{count("c1"), count(""), count("c3"), count("")},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("RunAggregationQuery: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	var got []string
+	for k := range resp.GetResult().GetAggregateFields() {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	if want := []string{"c1", "c3", "field_1", "field_2"}; !slices.Equal(got, want) {
+		t.Errorf("aliases = %v, want %v", got, want)
+	}
+}
