@@ -1,0 +1,213 @@
+package lifecycle
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// ClusterState is the cluster's public state and message:
+//   - deleted once the reconciler found it gone after a delete;
+//   - deleting from the tenant's delete on;
+//   - pending until the reconciler first looks at it;
+//   - updating when the tenant changed it (or one of its pools) since the
+//     reconciler last looked, unless it is still being created;
+//   - otherwise what the reconciler last decided: provisioning, ready,
+//     updating (a change converging, see SettleCluster) or error.
+func ClusterState(c *Cluster) (resource.State, string) {
+	s := &c.Status
+	switch {
+	case s.State == resource.StateDeleted:
+		return resource.StateDeleted, ""
+	case c.Spec.Deleting:
+		return resource.StateDeleting, ""
+	case s.State == "" || s.State == resource.StatePending:
+		return resource.StatePending, ""
+	case s.ObservedGeneration < c.Spec.Generation && s.State != resource.StateProvisioning:
+		return resource.StateUpdating, ""
+	}
+	return s.State, s.Message
+}
+
+// ActiveNodePools is the number of the cluster's pools that are not
+// deleted: the ones that count against the quota.
+func ActiveNodePools(c *Cluster) int {
+	return c.Spec.PoolsCreated - c.Status.PoolsDeleted
+}
+
+// NewCluster is a cluster as kubernetesClusters.create records it, with
+// pools its first node pools: pending, version 1.
+func NewCluster(id, tenantID string, spec ClusterSpec, pools int, now time.Time) Cluster {
+	spec.Deleting = false
+	spec.PoolsCreated = pools
+	spec.Version, spec.Generation = 1, 1
+	spec.UpdatedAt = now
+	return Cluster{ID: id, TenantID: tenantID, CreatedAt: now, Active: true, Spec: spec}
+}
+
+// DeleteCluster is kubernetesClusters.delete: the cluster and its pools
+// that are not deleting go deleting. It reports whether anything changed
+// (a cluster already deleting is returned unchanged).
+func DeleteCluster(c *Cluster, pools []*NodePool, now time.Time) bool {
+	if c.Spec.Deleting {
+		return false
+	}
+	for _, p := range pools {
+		if !p.Spec.Deleting {
+			p.Spec.Deleting = true
+			touchNodePool(p, now)
+		}
+	}
+	c.Spec.Deleting = true
+	touchCluster(c, now)
+	return true
+}
+
+// touchCluster records a change of the cluster's desired state by the
+// tenant: its version and generation go up, so the cluster shows updating
+// (ClusterState) until a run has converged the change.
+func touchCluster(c *Cluster, now time.Time) {
+	c.Spec.Version++
+	c.Spec.Generation++
+	c.Spec.UpdatedAt = now
+}
+
+// checkNodePoolsAllowed is the state rule of adding or changing pools.
+func checkNodePoolsAllowed(c *Cluster) error {
+	if c.Spec.Deleting {
+		return errs.E(errs.InvalidState, "cluster %s is being deleted", c.ID)
+	}
+	return nil
+}
+
+// BeginRun is the cluster as a reconcile run works on it: its status
+// shows the public state and answers the spec's current generation. The
+// run's rules (below and in nodepool.go) move it from there.
+func BeginRun(c Cluster) Cluster {
+	c = c.Clone()
+	c.Status.State, c.Status.Message = ClusterState(&c)
+	c.Status.ObservedGeneration = c.Spec.Generation
+	return c
+}
+
+// ClusterCreating is a cluster whose create is under way or about to be
+// asked: provisioning, except that a cluster the provider refused stays in
+// error while it is retried, so that its error is announced once.
+func ClusterCreating(c *Cluster, now time.Time) {
+	if c.Status.State != resource.StateError {
+		setClusterState(c, resource.StateProvisioning, "", now)
+	}
+}
+
+// ClusterProvisioning is a cluster the provider is still provisioning.
+func ClusterProvisioning(c *Cluster, now time.Time) {
+	setClusterState(c, resource.StateProvisioning, "", now)
+}
+
+// ObserveCluster records the version and endpoint the provider shows. A
+// version that moved (a release-channel upgrade) is announced as an update
+// once the cluster is ready, even if it is busy or failed right now.
+func ObserveCluster(c *Cluster, providerID, version, endpoint string) {
+	s := &c.Status
+	if s.Provider.ID == "" {
+		s.Provider.ID = providerID
+	}
+	if version != "" && s.KubernetesVersion != "" && version != s.KubernetesVersion {
+		s.Upgraded = true
+	}
+	if version != "" {
+		s.KubernetesVersion = version
+	}
+	if endpoint != "" {
+		s.Endpoint = endpoint
+	}
+}
+
+// ClusterError puts the cluster in error with msg. kubernetes.cluster.error
+// follows when it enters the error, not when an error's message changes.
+func ClusterError(c *Cluster, msg string, now time.Time) []outbox.Event {
+	entering := c.Status.State != resource.StateError
+	setClusterState(c, resource.StateError, msg, now)
+	if !entering {
+		return nil
+	}
+	return []outbox.Event{outbox.ClusterEvent(outbox.ClusterError, c.View(), now)}
+}
+
+// ClusterDeleted is a deleting cluster the provider no longer has:
+// deleted, kept for DeletedTTL, kubernetes.cluster.deleted.
+func ClusterDeleted(c *Cluster, now time.Time) []outbox.Event {
+	setClusterState(c, resource.StateDeleted, "", now)
+	c.Active = false
+	expire := now.Add(DeletedTTL)
+	c.ExpireAt = &expire
+	return []outbox.Event{outbox.ClusterEvent(outbox.ClusterDeleted, c.View(), now)}
+}
+
+// SettleCluster derives a running cluster's state from its pools once a run
+// has planned them, and reports whether the cluster is still converging:
+//   - error when any pool is, its message naming every failed pool;
+//   - provisioning while converging before it was ever ready, updating
+//     while converging after (converging: a call in flight or planned, or a
+//     pool not yet ready);
+//   - ready otherwise, with kubernetes.cluster.ready the first time and
+//     kubernetes.cluster.updated when it is ready again after a change or
+//     after the provider moved its version.
+func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time) ([]outbox.Event, bool) {
+	var failed []string
+	for i := range pools {
+		switch st := pools[i].Status.State; st {
+		case resource.StateError:
+			failed = append(failed, poolMessage(pools[i].Spec.Name, pools[i].Status.Message))
+		case resource.StateReady, resource.StateDeleted:
+		default:
+			converging = true
+		}
+	}
+	s := &c.Status
+	switch {
+	case len(failed) > 0:
+		return ClusterError(c, strings.Join(failed, "; "), now), converging
+	case converging && s.Provider.EverReady:
+		setClusterState(c, resource.StateUpdating, "", now)
+		return nil, true
+	case converging:
+		setClusterState(c, resource.StateProvisioning, "", now)
+		return nil, true
+	}
+	wasReady := s.State == resource.StateReady
+	setClusterState(c, resource.StateReady, "", now)
+	switch {
+	case !s.Provider.EverReady:
+		s.Provider.EverReady = true
+		s.Upgraded = false
+		return []outbox.Event{outbox.ClusterEvent(outbox.ClusterReady, c.View(), now)}, false
+	case !wasReady || s.Upgraded:
+		s.Upgraded = false
+		return []outbox.Event{outbox.ClusterEvent(outbox.ClusterUpdated, c.View(), now)}, false
+	}
+	return nil, false
+}
+
+func setClusterState(c *Cluster, st resource.State, msg string, now time.Time) {
+	s := &c.Status
+	if s.State == st && s.Message == msg {
+		return
+	}
+	s.State, s.Message, s.UpdatedAt = st, msg, now
+}
+
+// poolMessage is a failed pool's part of its cluster's message: the
+// provider's message, named after the pool unless the provider's already
+// names it (`Node pool "gpu": ...`).
+func poolMessage(name, msg string) string {
+	prefix := fmt.Sprintf("node pool %q: ", name)
+	if len(msg) >= len(prefix) && strings.EqualFold(msg[:len(prefix)], prefix) {
+		return msg
+	}
+	return prefix + msg
+}

@@ -1,0 +1,190 @@
+package lifecycle
+
+import (
+	"slices"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// NodePoolState is the pool's public state and message:
+//   - deleted once the reconciler found it gone after a delete;
+//   - deleting from the tenant's delete (of the pool or its cluster) on;
+//   - pending until the provider first had it, whatever the tenant changes
+//     meanwhile;
+//   - updating when the tenant resized it since the reconciler last looked;
+//   - otherwise what the reconciler last decided: ready, updating (a change
+//     at the provider) or error.
+func NodePoolState(p *NodePool) (resource.State, string) {
+	s := &p.Status
+	switch {
+	case s.State == resource.StateDeleted:
+		return resource.StateDeleted, ""
+	case p.Spec.Deleting:
+		return resource.StateDeleting, ""
+	case s.State == "" || s.State == resource.StatePending:
+		return resource.StatePending, ""
+	case s.ObservedGeneration < p.Spec.Generation:
+		return resource.StateUpdating, ""
+	}
+	return s.State, s.Message
+}
+
+// NewNodePool is a pool as its create (or its cluster's) records it:
+// pending, version 1.
+func NewNodePool(id, tenantID, clusterID string, spec NodePoolSpec, now time.Time) NodePool {
+	spec = spec.clone()
+	spec.Deleting = false
+	spec.Version, spec.Generation = 1, 1
+	spec.UpdatedAt = now
+	return NodePool{ID: id, TenantID: tenantID, ClusterID: clusterID, CreatedAt: now, Active: true, Spec: spec}
+}
+
+// AddNodePool is kubernetesNodePools.create on the cluster, checked in the
+// contract's order: the cluster's mode and state (INVALID_STATE), the name
+// (CONFLICT), the quota. The cluster counts the pool and goes updating.
+func AddNodePool(c *Cluster, name string, nameTaken bool, now time.Time) error {
+	if c.Spec.Mode != resource.ModeStandard {
+		return errs.E(errs.InvalidState, "cluster %s is %s: its nodes are run by the provider and it has no node pools", c.ID, c.Spec.Mode)
+	}
+	if err := checkNodePoolsAllowed(c); err != nil {
+		return err
+	}
+	if nameTaken {
+		return errs.E(errs.Conflict, "node pool name %q is taken in cluster %s", name, c.ID)
+	}
+	if ActiveNodePools(c) >= resource.MaxNodePools {
+		return errs.E(errs.Quota, "cluster %s has %d node pools, the most it may have", c.ID, resource.MaxNodePools)
+	}
+	c.Spec.PoolsCreated++
+	touchCluster(c, now)
+	return nil
+}
+
+// Resize is an accepted change of a pool's size: it returns the pool with
+// the new node count and autoscaling, or an INVALID_INPUT error.
+type Resize func(resource.NodePool) (resource.NodePool, error)
+
+// ResizeNodePool is kubernetesNodePools.update: the pool's version goes up
+// and it shows updating (pending stays pending), and so does its cluster.
+// A pool or cluster being deleted is INVALID_STATE.
+func ResizeNodePool(c *Cluster, p *NodePool, resize Resize, now time.Time) error {
+	if err := checkNodePoolsAllowed(c); err != nil {
+		return err
+	}
+	if p.Spec.Deleting {
+		return errs.E(errs.InvalidState, "node pool %s is being deleted", p.ID)
+	}
+	resized, err := resize(p.View())
+	if err != nil {
+		return err
+	}
+	p.Spec.NodeCount = resized.NodeCount
+	p.Spec.Autoscaling = resized.Autoscaling
+	p.Spec.Version++
+	touchNodePool(p, now)
+	touchCluster(c, now)
+	return nil
+}
+
+// DeleteNodePool is kubernetesNodePools.delete: the pool goes deleting and
+// its cluster updating. It reports whether anything changed (a pool already
+// deleting is returned unchanged).
+func DeleteNodePool(c *Cluster, p *NodePool, now time.Time) bool {
+	if p.Spec.Deleting {
+		return false
+	}
+	p.Spec.Deleting = true
+	touchNodePool(p, now)
+	touchCluster(c, now)
+	return true
+}
+
+func touchNodePool(p *NodePool, now time.Time) {
+	p.Spec.Generation++
+	p.Spec.UpdatedAt = now
+}
+
+// BeginNodePoolRun is the pool as a reconcile run works on it (BeginRun).
+func BeginNodePoolRun(p NodePool) NodePool {
+	p = p.Clone()
+	p.Status.State, p.Status.Message = NodePoolState(&p)
+	p.Status.ObservedGeneration = p.Spec.Generation
+	return p
+}
+
+// NodePoolChanging is a pool the provider is about to change: a ready one
+// goes updating; a pending one stays pending, and one in error stays in
+// error until the provider accepts the change.
+func NodePoolChanging(p *NodePool, now time.Time) {
+	if p.Status.State == resource.StateReady {
+		setNodePoolState(p, resource.StateUpdating, "", now)
+	}
+}
+
+// NodePoolReady is a pool the provider shows running as asked.
+// kubernetes.nodepool.ready follows each time it becomes ready.
+func NodePoolReady(p *NodePool, now time.Time) []outbox.Event {
+	if p.Status.State == resource.StateReady {
+		return nil
+	}
+	setNodePoolState(p, resource.StateReady, "", now)
+	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolReady, p.View(), now)}
+}
+
+// NodePoolError is a pool the provider refused or shows failing, with the
+// provider's message. kubernetes.nodepool.error follows when it enters the
+// error.
+func NodePoolError(p *NodePool, msg string, now time.Time) []outbox.Event {
+	if msg == "" {
+		msg = "the provider reports an error"
+	}
+	s := &p.Status
+	if s.State == resource.StateError && s.Message == msg {
+		return nil
+	}
+	entering := s.State != resource.StateError
+	setNodePoolState(p, resource.StateError, msg, now)
+	if !entering {
+		return nil
+	}
+	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolError, p.View(), now)}
+}
+
+// NodePoolDeleted is a deleting pool the provider no longer has: deleted,
+// no longer counted by its cluster, kept for DeletedTTL,
+// kubernetes.nodepool.deleted.
+func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []outbox.Event {
+	if p.Status.State == resource.StateDeleted {
+		return nil
+	}
+	setNodePoolState(p, resource.StateDeleted, "", now)
+	p.Active = false
+	expire := now.Add(DeletedTTL)
+	p.ExpireAt = &expire
+	c.Status.PoolsDeleted++
+	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolDeleted, p.View(), now)}
+}
+
+func setNodePoolState(p *NodePool, st resource.State, msg string, now time.Time) {
+	p.Status.State, p.Status.Message, p.Status.UpdatedAt = st, msg, now
+}
+
+// NodePoolSpecOf is the spec of a pool given in the API's shape.
+func NodePoolSpecOf(p resource.NodePool) NodePoolSpec {
+	return NodePoolSpec{
+		Name:         p.Name,
+		MachineType:  p.MachineType,
+		NodeCount:    p.NodeCount,
+		Autoscaling:  p.Autoscaling,
+		DiskGiB:      p.DiskGiB,
+		DiskType:     p.DiskType,
+		Spot:         p.Spot,
+		Accelerators: p.Accelerators,
+		Zones:        slices.Clone(p.Zones),
+		Labels:       p.Labels,
+		Taints:       slices.Clone(p.Taints),
+	}.clone()
+}
