@@ -1,6 +1,7 @@
 // Package tasks schedules reconcile runs as Cloud Tasks: one HTTP task per
-// run, addressed to the reconcile function, carrying the cluster and its
-// chain token, with an OIDC token for the function to check.
+// run, addressed to the reconcile function, carrying the subject (its kind,
+// tenant and ID) and its chain token, with an OIDC token for the function
+// to check.
 package tasks
 
 import (
@@ -18,14 +19,20 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/chain"
 )
 
 // Payload is the body of a reconcile task.
 type Payload struct {
-	TenantID  string `json:"tenantId"`
-	ClusterID string `json:"clusterId"`
-	Token     string `json:"token"`
+	Kind     string `json:"kind"`
+	TenantID string `json:"tenantId"`
+	ID       string `json:"id"`
+	Token    string `json:"token"`
+}
+
+// Kick is the run the payload asks for.
+func (p Payload) Kick() chain.Kick {
+	return chain.Kick{Kind: p.Kind, TenantID: p.TenantID, ID: p.ID, Token: p.Token}
 }
 
 // Config says where tasks go.
@@ -54,8 +61,11 @@ func New(client *cloudtasks.Client, cfg Config) (*Queue, error) {
 	return &Queue{client: client, cfg: cfg, now: time.Now}, nil
 }
 
+// URL is where the queue's tasks go (the reconcile function).
+func (q *Queue) URL() string { return q.cfg.URL }
+
 // Kick schedules a run now, first of the chain of k's token.
-func (q *Queue) Kick(ctx context.Context, k store.Kick) error {
+func (q *Queue) Kick(ctx context.Context, k chain.Kick) error {
 	return q.Schedule(ctx, k, q.now(), "")
 }
 
@@ -63,8 +73,8 @@ func (q *Queue) Kick(ctx context.Context, k store.Kick) error {
 // from the chain token and the task scheduling it (after), so the same
 // scheduling done twice (a redelivered task) makes one task: Cloud Tasks
 // answers ALREADY_EXISTS to the second, which is success here.
-func (q *Queue) Schedule(ctx context.Context, k store.Kick, at time.Time, after string) error {
-	body, err := json.Marshal(Payload{TenantID: k.TenantID, ClusterID: k.ClusterID, Token: k.Token})
+func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after string) error {
+	body, err := json.Marshal(Payload{Kind: k.Kind, TenantID: k.TenantID, ID: k.ID, Token: k.Token})
 	if err != nil {
 		return err
 	}
@@ -89,18 +99,18 @@ func (q *Queue) Schedule(ctx context.Context, k store.Kick, at time.Time, after 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("create task for cluster %s: %w", k.ClusterID, err)
+		return fmt.Errorf("create task for %s %s: %w", k.Kind, k.ID, err)
 	}
 	return nil
 }
 
 // TaskID is the task ID of a run of k's chain scheduled by the task after
 // ("" for a kick).
-func TaskID(k store.Kick, after string) string {
+func TaskID(k chain.Kick, after string) string {
 	suffix := "k"
 	if after != "" {
 		h := sha256.Sum256([]byte(after))
 		suffix = hex.EncodeToString(h[:8])
 	}
-	return k.ClusterID + "-" + k.Token + "-" + suffix
+	return k.ID + "-" + k.Token + "-" + suffix
 }

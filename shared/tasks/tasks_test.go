@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
-	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
@@ -68,7 +69,7 @@ func setup(t *testing.T) (*tasks.Queue, *ctemu.Server, *received) {
 
 func TestKickDispatchesTheChainToken(t *testing.T) {
 	q, _, rec := setup(t)
-	k := store.Kick{TenantID: "acme", ClusterID: "kcl_1", Token: "t1"}
+	k := chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t1"}
 	if err := q.Kick(context.Background(), k); err != nil {
 		t.Fatalf("Kick() = %v", err)
 	}
@@ -79,7 +80,7 @@ func TestKickDispatchesTheChainToken(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if got := rec.bodies[0]; got != (tasks.Payload{TenantID: "acme", ClusterID: "kcl_1", Token: "t1"}) {
+	if got := rec.bodies[0]; got != (tasks.Payload{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t1"}) {
 		t.Errorf("payload = %+v, want the kick's", got)
 	}
 	if rec.authz[0] != "Bearer token-for-sa@aud" {
@@ -87,31 +88,74 @@ func TestKickDispatchesTheChainToken(t *testing.T) {
 	}
 }
 
-// The same scheduling done twice (a redelivered task) makes one task.
+// The same scheduling done twice (a redelivered task) makes one task, due
+// when asked, addressed to the reconcile function.
 func TestScheduleIsDeduplicated(t *testing.T) {
 	q, srv, _ := setup(t)
-	k := store.Kick{TenantID: "acme", ClusterID: "kcl_1", Token: "t1"}
-	later := time.Now().Add(time.Hour)
+	k := chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t1"}
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	for range 3 {
 		if err := q.Schedule(context.Background(), k, later, queue+"/tasks/parent"); err != nil {
 			t.Fatalf("Schedule() = %v", err)
 		}
 	}
-	if err := q.Schedule(context.Background(), k, later, queue+"/tasks/other"); err != nil {
+	if err := q.Schedule(context.Background(), k, later.Add(time.Minute), queue+"/tasks/other"); err != nil {
 		t.Fatalf("Schedule() = %v", err)
 	}
-	if got := len(srv.Tasks(queue)); got != 2 {
-		t.Errorf("tasks = %d, want 2 (one per parent)", got)
+	got := srv.Tasks(queue)
+	if len(got) != 2 {
+		t.Fatalf("tasks = %d, want 2 (one per parent)", len(got))
 	}
-	if tasks.TaskID(k, "a") == tasks.TaskID(k, "b") || tasks.TaskID(k, "a") != tasks.TaskID(k, "a") {
-		t.Errorf("TaskID is not a function of its parent")
+	want := map[string]time.Time{
+		queue + "/tasks/" + tasks.TaskID(k, queue+"/tasks/parent"): later,
+		queue + "/tasks/" + tasks.TaskID(k, queue+"/tasks/other"):  later.Add(time.Minute),
+	}
+	for _, task := range got {
+		at, ok := want[task.GetName()]
+		if !ok {
+			t.Errorf("task %s, want one of %v", task.GetName(), want)
+			continue
+		}
+		if !task.GetScheduleTime().AsTime().Equal(at) {
+			t.Errorf("task %s scheduled at %v, want %v", task.GetName(), task.GetScheduleTime().AsTime(), at)
+		}
+		if u := task.GetHttpRequest().GetUrl(); u != q.URL() {
+			t.Errorf("task %s URL = %q, want %q", task.GetName(), u, q.URL())
+		}
+	}
+}
+
+func TestTaskID(t *testing.T) {
+	k := chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t1"}
+	other := k
+	other.Token = "t2"
+	ids := map[string]string{
+		"kick":             tasks.TaskID(k, ""),
+		"after a":          tasks.TaskID(k, "a"),
+		"after b":          tasks.TaskID(k, "b"),
+		"other chain":      tasks.TaskID(other, "a"),
+		"other chain kick": tasks.TaskID(other, ""),
+	}
+	seen := map[string]string{}
+	for what, id := range ids {
+		if prev, ok := seen[id]; ok {
+			t.Errorf("TaskID(%s) = TaskID(%s) = %q, want distinct", what, prev, id)
+		}
+		seen[id] = what
+		if !strings.HasPrefix(id, "kcl_1-") {
+			t.Errorf("TaskID(%s) = %q, want it to start with the subject's ID", what, id)
+		}
+	}
+	// A redelivered task schedules the same successor.
+	if again := tasks.TaskID(chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t1"}, "a"); again != ids["after a"] {
+		t.Errorf("TaskID is not a function of the kick and its parent: %q then %q", ids["after a"], again)
 	}
 }
 
 func TestScheduleFailure(t *testing.T) {
 	q, srv, _ := setup(t)
 	srv.FailNext("CreateTask", 1, codes.Unavailable)
-	if err := q.Kick(context.Background(), store.Kick{TenantID: "acme", ClusterID: "kcl_1", Token: "t2"}); err == nil {
+	if err := q.Kick(context.Background(), chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t2"}); err == nil {
 		t.Errorf("Kick() with Cloud Tasks down = nil, want an error")
 	}
 }

@@ -1,0 +1,75 @@
+// Package chain is the machinery every reconciler shares: one chain of
+// reconcile runs (Cloud Tasks) per subject (a cluster, a substrate), the
+// chain token that makes a stale task end quietly, the lease that keeps two
+// runs of one subject from overlapping, backoff, the successor's name,
+// publishing a run's events, and the watchdog that restarts dead chains and
+// drains the outbox.
+//
+// A reconciler plugs in what differs (Subject): which documents a run reads,
+// what it decides and does, and how it saves the outcome. Every subject's
+// document lives at tenants/{tenantId}/{collection}/{id} and carries two
+// fields the chain owns: "active" (false once the subject is gone for good)
+// and "reconcile" (State). Only this package writes State's lease fields;
+// the API restarts the chain (Restart) in its own transactions.
+package chain
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Field is the name of the chain's field in a subject's document.
+const Field = "reconcile"
+
+// Kick asks for a run of one subject's chain, carrying the chain token the
+// run must present.
+type Kick struct {
+	// Kind names the reconciler: the subject's collection ("clusters").
+	Kind     string
+	TenantID string
+	ID       string
+	Token    string
+}
+
+// State is a subject's chain: the token of the one task chain allowed to
+// run it, when it should run next (the watchdog's deadline), and the lease
+// of the run in progress.
+type State struct {
+	Token       string    `firestore:"token"`
+	NextAt      time.Time `firestore:"nextAt"`
+	LeaseOwner  string    `firestore:"leaseOwner"`
+	LeaseExpiry time.Time `firestore:"leaseExpiry"`
+	Failures    int       `firestore:"failures"` // consecutive transient failures, for backoff
+}
+
+// Restart issues a new chain token due now and returns the kick of the new
+// chain: the old chain's next task finds its token stale and stops. The
+// caller writes s with the change that needed the run.
+func (s *State) Restart(kind, tenantID, id string, now time.Time) Kick {
+	s.Token = newToken()
+	s.NextAt = now
+	return Kick{Kind: kind, TenantID: tenantID, ID: id, Token: s.Token}
+}
+
+// header is the chain's part of a subject's document.
+type header struct {
+	Active    bool  `firestore:"active"`
+	Reconcile State `firestore:"reconcile"`
+}
+
+func newToken() string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+func newOwner() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

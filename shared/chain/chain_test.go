@@ -1,0 +1,399 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/outbox"
+)
+
+func newFirestore(t *testing.T) *firestore.Client {
+	t.Helper()
+	srv, err := fsemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := firestore.NewClient(context.Background(), "chain", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
+
+// clock is a settable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// thing is the subject of these tests: a document with a counter its
+// runs save.
+type thing struct {
+	Active    bool        `firestore:"active"`
+	Saved     int         `firestore:"saved"`
+	Reconcile chain.State `firestore:"reconcile"`
+}
+
+// things is a chain.Subject whose runs do what step says.
+type things struct {
+	fs   *firestore.Client
+	step func(ctx context.Context, l *chain.Lease) (chain.Outcome, error)
+}
+
+func (s *things) Kind() string { return "things" }
+
+func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
+	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
+}
+
+func (s *things) Load(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	var t thing
+	if err := snap.DataTo(&t); err != nil {
+		return nil, err
+	}
+	return &thingRun{s: s, read: t}, nil
+}
+
+type thingRun struct {
+	s    *things
+	read thing
+}
+
+func (r *thingRun) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	return r.s.step(ctx, l)
+}
+
+func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
+	e := outbox.Event{ID: "evt-" + now.Ref.ID, Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
+	return []outbox.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
+}
+
+type scheduled struct {
+	k     chain.Kick
+	at    time.Time
+	after string
+}
+
+type recorder struct {
+	mu        sync.Mutex
+	scheduled []scheduled
+	delivered []outbox.Event
+}
+
+func (r *recorder) Schedule(_ context.Context, k chain.Kick, at time.Time, after string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scheduled = append(r.scheduled, scheduled{k, at, after})
+	return nil
+}
+
+func (r *recorder) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delivered = append(r.delivered, events...)
+	return len(events), nil
+}
+
+type env struct {
+	fs     *firestore.Client
+	clk    *clock
+	sub    *things
+	rec    *recorder
+	runner *chain.Runner
+	cfg    chain.Config
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{fs: newFirestore(t), clk: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, rec: &recorder{}}
+	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
+	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.now}
+	var err error
+	if e.runner, err = chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// put stores a thing with chain token "tok" and returns its kick.
+func (e *env) put(t *testing.T, id string, s chain.State) chain.Kick {
+	t.Helper()
+	if s.Token == "" {
+		s.Token = "tok"
+	}
+	k := chain.Kick{Kind: "things", TenantID: "acme", ID: id, Token: s.Token}
+	if _, err := e.sub.Ref(k).Set(context.Background(), thing{Active: true, Reconcile: s}); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (e *env) get(t *testing.T, k chain.Kick) thing {
+	t.Helper()
+	snap, err := e.sub.Ref(k).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var th thing
+	if err := snap.DataTo(&th); err != nil {
+		t.Fatal(err)
+	}
+	return th
+}
+
+func TestRun(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		state chain.State // of the stored thing; token "tok" unless set
+		kick  string      // the kick's token; "tok" unless set
+		out   chain.Outcome
+		err   error
+		// what follows
+		wantErr       error
+		wantScheduled time.Duration // after now; -1: nothing scheduled
+		wantSaved     int
+		wantFailures  int
+		wantNextAt    time.Duration // the stored deadline after now
+		wantDelivered int
+	}{
+		{name: "steady run that changed nothing", out: chain.Outcome{}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + 30*time.Second},
+		{name: "converging run saves", out: chain.Outcome{Changed: true, Converging: true}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
+		{name: "stale token ends quietly", kick: "old", wantScheduled: -1},
+		{name: "busy lease", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, wantErr: chain.ErrBusy, wantScheduled: -1},
+		{name: "expired lease is taken", state: chain.State{LeaseOwner: "dead", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, out: chain.Outcome{Changed: true}, wantScheduled: 5 * time.Minute, wantSaved: 1, wantNextAt: 5*time.Minute + 30*time.Second, wantDelivered: 1},
+		{name: "failed step backs off", state: chain.State{Failures: 2}, err: errors.New("provider down"), wantScheduled: 2 * time.Minute, wantFailures: 3, wantNextAt: 2*time.Minute + 30*time.Second},
+		{name: "retry outcome saves and backs off", state: chain.State{Failures: 1}, out: chain.Outcome{Changed: true, Retry: true}, wantScheduled: time.Minute, wantSaved: 1, wantFailures: 2, wantNextAt: time.Minute + 30*time.Second, wantDelivered: 1},
+		{name: "subject done ends the chain", out: chain.Outcome{Changed: true, Done: true}, wantScheduled: -1, wantSaved: 1, wantNextAt: 5*time.Minute + 30*time.Second, wantDelivered: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) { return tt.out, tt.err }
+			k := e.put(t, "t1", tt.state)
+			if tt.kick != "" {
+				k.Token = tt.kick
+			}
+			now := e.clk.now()
+			err := e.runner.Run(ctx, k, "task-1")
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil && tt.err == nil) {
+				t.Fatalf("Run = %v, want %v", err, tt.wantErr)
+			}
+			switch {
+			case tt.wantScheduled < 0 && len(e.rec.scheduled) != 0:
+				t.Errorf("scheduled %+v, want nothing", e.rec.scheduled)
+			case tt.wantScheduled >= 0 && (len(e.rec.scheduled) != 1 || !e.rec.scheduled[0].at.Equal(now.Add(tt.wantScheduled)) || e.rec.scheduled[0].after != "task-1"):
+				t.Errorf("scheduled %+v, want one run at now+%v after task-1", e.rec.scheduled, tt.wantScheduled)
+			}
+			got := e.get(t, k)
+			if got.Saved != tt.wantSaved {
+				t.Errorf("saved %d times, want %d", got.Saved, tt.wantSaved)
+			}
+			if len(e.rec.delivered) != tt.wantDelivered {
+				t.Errorf("delivered %d events, want %d", len(e.rec.delivered), tt.wantDelivered)
+			}
+			if tt.wantErr != nil || tt.kick != "" {
+				return
+			}
+			s := got.Reconcile
+			if s.LeaseOwner != "" || s.Failures != tt.wantFailures || !s.NextAt.Equal(now.Add(tt.wantNextAt)) {
+				t.Errorf("chain after the run = %+v, want no lease, %d failures, next at now+%v", s, tt.wantFailures, tt.wantNextAt)
+			}
+		})
+	}
+}
+
+// A run that outlives its lease writes nothing and asks for its task to be
+// retried; the run that took the lease over is not disturbed.
+func TestRunLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	other, err := chain.NewRunner(e.fs, &recorder{}, &recorder{}, e.cfg, e.sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		// The run stalls past its lease; another run takes the thing.
+		e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) {
+			return chain.Outcome{Converging: true}, nil
+		}
+		e.clk.add(e.cfg.LeaseTTL + time.Second)
+		if err := other.Run(ctx, k, "task-2"); err != nil {
+			t.Errorf("the other run = %v", err)
+		}
+		// Its intent, written under the lost lease, is refused.
+		err := l.Write(ctx, func(tx *firestore.Transaction) error { return nil })
+		if !errors.Is(err, chain.ErrLeaseLost) {
+			t.Errorf("Write under a lost lease = %v, want ErrLeaseLost", err)
+		}
+		return chain.Outcome{Changed: true}, nil
+	}
+	if err := e.runner.Run(ctx, k, "task-1"); !errors.Is(err, chain.ErrLeaseLost) {
+		t.Fatalf("Run = %v, want ErrLeaseLost", err)
+	}
+	if got := e.get(t, k); got.Saved != 0 {
+		t.Errorf("saved %d times, want none from the run that lost its lease", got.Saved)
+	}
+	if len(e.rec.scheduled) != 0 {
+		t.Errorf("the run that lost its lease scheduled %+v", e.rec.scheduled)
+	}
+}
+
+// A kick during a run starts a newer chain: the run saves its outcome but
+// schedules no successor, and leaves the newer chain's deadline alone.
+func TestRunKickedMidRun(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	var kick chain.Kick
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		_, err := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc("t1").Get(ctx)
+		if err != nil {
+			return chain.Outcome{}, err
+		}
+		th := e.get(t, k)
+		kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.now())
+		_, err = e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: chain.Field, Value: th.Reconcile}})
+		return chain.Outcome{Changed: true}, err
+	}
+	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	got := e.get(t, k)
+	if got.Saved != 1 || len(e.rec.scheduled) != 0 {
+		t.Errorf("saved %d, scheduled %+v; want saved once, nothing scheduled", got.Saved, e.rec.scheduled)
+	}
+	if got.Reconcile.Token != kick.Token || !got.Reconcile.NextAt.Equal(e.clk.now()) || got.Reconcile.LeaseOwner != "" {
+		t.Errorf("chain = %+v, want the kick's token and deadline, no lease", got.Reconcile)
+	}
+}
+
+// A run that changed nothing drops its lease, so that a kick right after
+// it need not wait for the lease to expire.
+func TestRunDropsLease(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, k).Reconcile; got.LeaseOwner != "" || !got.LeaseExpiry.IsZero() {
+		t.Errorf("lease after a no-op run = %q until %v, want none", got.LeaseOwner, got.LeaseExpiry)
+	}
+	// A second run right after takes the subject at once.
+	if err := e.runner.Run(ctx, k, "task-2"); err != nil {
+		t.Errorf("second Run = %v, want the lease free", err)
+	}
+}
+
+type fakeKicker struct {
+	mu    sync.Mutex
+	kicks []chain.Kick
+	err   error
+}
+
+func (k *fakeKicker) Kick(_ context.Context, kick chain.Kick) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.err != nil {
+		return k.err
+	}
+	k.kicks = append(k.kicks, kick)
+	return nil
+}
+
+type fakeDrainer struct {
+	n   int
+	age time.Duration
+}
+
+func (d *fakeDrainer) Drain(_ context.Context, olderThan time.Duration, _ int) (int, error) {
+	d.age = olderThan
+	return d.n, nil
+}
+
+func TestWatchdog(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	now := e.clk.now()
+	put := func(id string, active bool, nextAt time.Time) {
+		t.Helper()
+		ref := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc(id)
+		if _, err := ref.Set(ctx, thing{Active: active, Reconcile: chain.State{Token: "old-" + id, NextAt: nextAt}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("dead", true, now.Add(-time.Hour))
+	put("late", true, now.Add(-30*time.Second)) // late, within the grace
+	put("gone", false, now.Add(-time.Hour))
+	k := &fakeKicker{}
+	d := &fakeDrainer{n: 3}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Now: e.clk.now}
+
+	res, err := w.Tick(ctx)
+	if err != nil {
+		t.Fatalf("Tick: %v", err)
+	}
+	if res != (chain.Pass{Restarted: 1, Drained: 3}) || d.age != 2*time.Minute {
+		t.Errorf("Tick = %+v, drained older than %v; want 1 restarted, 3 drained, older than 2m", res, d.age)
+	}
+	if len(k.kicks) != 1 || k.kicks[0] != (chain.Kick{Kind: "things", TenantID: "acme", ID: "dead", Token: k.kicks[0].Token}) {
+		t.Fatalf("kicks = %+v, want one of acme's dead", k.kicks)
+	}
+	if got := e.get(t, k.kicks[0]).Reconcile.Token; got != k.kicks[0].Token || got == "old-dead" {
+		t.Errorf("stored token = %q, kicked %q; want a new token, the one kicked", got, k.kicks[0].Token)
+	}
+
+	// The restarted chain is no longer overdue: a second pass leaves it.
+	if res, err := w.Tick(ctx); err != nil || res.Restarted != 0 {
+		t.Errorf("second Tick = %+v, %v; want nothing restarted", res, err)
+	}
+
+	// A failed kick is reported, and the chain is restarted by a later
+	// pass once it is overdue again.
+	put("dead2", true, now.Add(-time.Hour))
+	k.err = errors.New("queue unavailable")
+	if res, err := w.Tick(ctx); err == nil || res.Restarted != 0 {
+		t.Errorf("Tick with failing kicks = %+v, %v; want an error, nothing restarted", res, err)
+	}
+	k.err = nil
+	k.kicks = nil
+	e.clk.add(2 * time.Minute)
+	res, err = w.Tick(ctx)
+	kicked := map[string]bool{}
+	for _, kk := range k.kicks {
+		kicked[kk.ID] = true
+	}
+	if err != nil || !kicked["dead2"] || kicked["gone"] || res.Restarted != len(k.kicks) {
+		t.Errorf("Tick after the queue recovered = %+v, %v, kicked %v; want dead2 restarted, never gone", res, err, kicked)
+	}
+}

@@ -1,0 +1,227 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/outbox"
+)
+
+// Subject is one kind of reconciled document: the part of a reconciler
+// that differs from the others.
+type Subject interface {
+	// Kind is the subject's collection ("clusters"), also its Kick.Kind.
+	Kind() string
+	// Ref is the document of a kick's subject.
+	Ref(k Kick) *firestore.DocumentRef
+	// Load reads, in the transaction that takes the lease, what a run
+	// needs besides the subject's document (snap), and returns the run.
+	Load(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (Run, error)
+}
+
+// Run is one run's work on its subject, made by Subject.Load.
+type Run interface {
+	// Step observes, plans and acts under the lease; it records what it
+	// is about to do at the provider through lease.Write first. An error
+	// is a transient failure of the whole run: nothing is saved and the
+	// run is retried with backoff.
+	Step(ctx context.Context, lease *Lease) (Outcome, error)
+	// Save writes the run's outcome in the transaction that ends the run,
+	// given the subject's document as it is now (the API may have changed
+	// it during the run), and returns the events to commit with it.
+	Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error)
+}
+
+// Outcome is what a step found.
+type Outcome struct {
+	// Changed: the run has something to save (Save is called).
+	Changed bool
+	// Converging: run again after the converging interval, not the
+	// steady one.
+	Converging bool
+	// Retry: a transient failure the outcome records (a provider call
+	// that failed); the next run comes after a backoff.
+	Retry bool
+	// Done: the subject is gone; its chain ends.
+	Done bool
+}
+
+// Scheduler schedules a run of a chain at a time (Cloud Tasks). after
+// names the task scheduling it, so that a redelivered task schedules the
+// same successor (deduplicated) rather than a second one.
+type Scheduler interface {
+	Schedule(ctx context.Context, k Kick, at time.Time, after string) error
+}
+
+// Deliverer publishes committed events and clears them from the outbox
+// (outbox.Relay).
+type Deliverer interface {
+	Deliver(ctx context.Context, events []outbox.Event) (int, error)
+}
+
+// Config sets the runs' timing.
+type Config struct {
+	// ConvergingInterval is the time between runs while anything
+	// converges (30 s).
+	ConvergingInterval time.Duration
+	// SteadyInterval is the time between runs of a steady subject (5 min).
+	SteadyInterval time.Duration
+	// LeaseTTL bounds a run; a run killed half way holds the subject no
+	// longer than this.
+	LeaseTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Runner runs the chains of its subjects.
+type Runner struct {
+	fs       *firestore.Client
+	subjects map[string]Subject
+	sched    Scheduler
+	events   Deliverer
+	cfg      Config
+}
+
+// NewRunner returns a runner of the subjects' chains.
+func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Config, subjects ...Subject) (*Runner, error) {
+	if fs == nil || sched == nil || events == nil || len(subjects) == 0 {
+		return nil, errors.New("chain: NewRunner needs a Firestore client, a scheduler, a deliverer and subjects")
+	}
+	if cfg.ConvergingInterval <= 0 || cfg.SteadyInterval <= 0 || cfg.LeaseTTL <= 0 {
+		return nil, errors.New("chain: intervals and lease TTL must be positive")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg}
+	for _, s := range subjects {
+		r.subjects[s.Kind()] = s
+	}
+	return r, nil
+}
+
+// Run runs the kick's subject once for its chain token: take the lease,
+// step, save the outcome, publish its events and schedule the chain's next
+// run. A stale token ends the chain quietly; ErrBusy and other errors ask
+// for the task to be retried.
+//
+// task names the task that asked for the run (its successor's name derives
+// from it).
+func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
+	sub, ok := r.subjects[k.Kind]
+	if !ok {
+		// A task of a kind this runner does not know never gets better.
+		logging.FromContext(ctx).Error("Reconcile task of an unknown kind dropped", "kind", k.Kind)
+		return nil
+	}
+	ctx = logging.With(ctx, "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
+	log := logging.FromContext(ctx)
+	now := r.cfg.Now()
+	// The watchdog restarts the chain if nothing runs it by this deadline.
+	deadline := now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
+	l, run, err := take(ctx, r.fs, sub.Ref(k), k.Token, r.cfg.LeaseTTL, deadline, r.cfg.Now, sub.Load)
+	switch {
+	case errors.Is(err, ErrStale):
+		log.Info("Stale reconcile task; a newer chain runs the subject")
+		return nil
+	case errors.Is(err, ErrBusy):
+		log.Warn("Subject is being reconciled by another run; retrying later")
+		return err
+	case err != nil:
+		return fmt.Errorf("take lease: %w", err)
+	}
+	// The run's work ends with its lease (on the injected clock, so that
+	// tests can move it).
+	ctx, cancel := context.WithTimeout(ctx, l.Expiry.Sub(r.cfg.Now()))
+	defer cancel()
+	if task == "" {
+		// Without the task's name the successor's would be the kick's,
+		// and deduplicated away: name it after this run instead.
+		task = "run-" + l.Owner
+	}
+
+	out, err := run.Step(ctx, l)
+	if errors.Is(err, ErrLeaseLost) {
+		// The run outlived its lease. The task is retried rather than
+		// ended: if no other run holds the subject now, nothing else
+		// would schedule its next run before the watchdog. A retry finds
+		// the subject busy, stale, or free, and its successor has the
+		// same name as ours would have had.
+		log.Warn("Lost the lease mid-run; retrying the task", "error", err)
+		return err
+	}
+	if err != nil {
+		failures := l.State.Failures + 1
+		next := r.backoff(failures)
+		log.Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
+		if _, _, rerr := l.finish(ctx, now.Add(next+r.cfg.LeaseTTL), failures, nil); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return r.schedule(ctx, k, now.Add(next), task)
+	}
+
+	failures := 0
+	interval := r.cfg.SteadyInterval
+	if out.Converging {
+		interval = r.cfg.ConvergingInterval
+	}
+	if out.Retry {
+		failures = l.State.Failures + 1
+		interval = r.backoff(failures)
+	}
+	next := now.Add(interval)
+	current := true
+	var events []outbox.Event
+	switch {
+	case out.Changed:
+		events, current, err = l.finish(ctx, next.Add(r.cfg.LeaseTTL), failures, run.Save)
+	case failures != l.State.Failures || interval <= r.cfg.LeaseTTL:
+		// Nothing to save but the chain's own bookkeeping, or a next run
+		// so soon that the deadline the lease set is too far.
+		events, current, err = l.finish(ctx, next.Add(r.cfg.LeaseTTL), failures, nil)
+	default:
+		if derr := l.drop(ctx); derr != nil {
+			// Harmless: the lease expires on its own.
+			log.Warn("Could not drop the lease; it expires on its own", "error", derr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("record run: %w", err)
+	}
+	if len(events) > 0 {
+		if _, err := r.events.Deliver(ctx, events); err != nil {
+			log.Warn("Events wait in the outbox for the watchdog's drain", "error", err)
+		}
+	}
+	if out.Done {
+		log.Info("Subject deleted; its chain ends")
+		return nil
+	}
+	if !current {
+		log.Info("A newer chain took over the subject during the run")
+		return nil
+	}
+	return r.schedule(ctx, k, next, task)
+}
+
+func (r *Runner) schedule(ctx context.Context, k Kick, at time.Time, task string) error {
+	if err := r.sched.Schedule(ctx, k, at, task); err != nil {
+		return fmt.Errorf("schedule next run: %w", err)
+	}
+	return nil
+}
+
+// backoff doubles the converging interval with each consecutive failure,
+// up to the steady interval.
+func (r *Runner) backoff(failures int) time.Duration {
+	d := r.cfg.ConvergingInterval
+	for i := 1; i < failures && d < r.cfg.SteadyInterval; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.SteadyInterval)
+}

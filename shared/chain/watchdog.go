@@ -1,0 +1,123 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/logging"
+)
+
+// Kicker starts a chain (tasks.Queue).
+type Kicker interface {
+	Kick(ctx context.Context, k Kick) error
+}
+
+// Drainer publishes outbox events older than an age (outbox.Relay). It is
+// what retries a publish that failed after its commit, or whose process
+// died: the relay tries once, the watchdog's drain until it succeeds.
+type Drainer interface {
+	Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+}
+
+// Watchdog restarts the chains whose next run is overdue (an enqueue
+// failed, a task was lost), and drains outbox events whose publish failed.
+// Its cost grows with the overdue chains, not with the fleet: one query per
+// kind of subject returns only those.
+type Watchdog struct {
+	FS *firestore.Client
+	// Kinds are the subjects' kinds (Subject.Kind): their collections.
+	Kinds  []string
+	Kicker Kicker
+	Events Drainer
+	// Grace is how late a run may be before its chain counts as dead.
+	Grace time.Duration
+	// DrainAge is how old an outbox event must be before the watchdog
+	// publishes it (younger ones are the relay's).
+	DrainAge time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Pass is what one watchdog pass did.
+type Pass struct {
+	Restarted int `json:"restarted"`
+	Drained   int `json:"drained"`
+}
+
+// overdueLimit bounds the chains one pass restarts; the next pass takes
+// the rest.
+const overdueLimit = 100
+
+// Tick runs one watchdog pass.
+func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
+	log := logging.FromContext(ctx)
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	before := now().Add(-w.Grace)
+	var res Pass
+	var errList []error
+	for _, kind := range w.Kinds {
+		docs, err := w.FS.CollectionGroup(kind).
+			Where("active", "==", true).
+			Where(Field+".nextAt", "<", before).
+			OrderBy(Field+".nextAt", firestore.Asc).
+			Limit(overdueLimit).Documents(ctx).GetAll()
+		if err != nil {
+			errList = append(errList, fmt.Errorf("query overdue %s: %w", kind, err))
+			continue
+		}
+		for _, d := range docs {
+			k, err := w.restart(ctx, kind, d.Ref, before, now)
+			if err != nil {
+				errList = append(errList, fmt.Errorf("restart chain of %s: %w", d.Ref.Path, err))
+				continue
+			}
+			if k == nil {
+				continue
+			}
+			log.Info("Restarting a dead reconcile chain", "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
+			if err := w.Kicker.Kick(ctx, *k); err != nil {
+				errList = append(errList, fmt.Errorf("kick %s: %w", d.Ref.Path, err))
+				continue
+			}
+			res.Restarted++
+		}
+	}
+	n, err := w.Events.Drain(ctx, w.DrainAge, 500)
+	res.Drained = n
+	if err != nil {
+		errList = append(errList, err)
+	}
+	return res, errors.Join(errList...)
+}
+
+// restart starts a new chain for a subject whose chain died, unless its
+// next run is no longer overdue (a run or a kick got there first).
+func (w *Watchdog) restart(ctx context.Context, kind string, ref *firestore.DocumentRef, before time.Time, now func() time.Time) (*Kick, error) {
+	var k *Kick
+	err := w.FS.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		k = nil
+		snap, err := tx.Get(ref)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		var h header
+		if err := snap.DataTo(&h); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if !h.Active || !h.Reconcile.NextAt.Before(before) {
+			return nil
+		}
+		// Subjects live at tenants/{tenantId}/{kind}/{id}.
+		kick := h.Reconcile.Restart(kind, ref.Parent.Parent.ID, ref.ID, now().UTC().Truncate(time.Microsecond))
+		k = &kick
+		return tx.Update(ref, []firestore.Update{{Path: Field, Value: h.Reconcile}})
+	})
+	return k, err
+}
