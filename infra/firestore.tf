@@ -28,8 +28,7 @@ resource "google_firestore_field" "ttl" {
 }
 
 # The outbox drain of the watchdog reads every tenant's outbox ordered by
-# time (a collection-group query); the relay's per-cluster drain uses the
-# composite index below. Both scopes are kept ascending.
+# time (a collection-group query).
 resource "google_firestore_field" "outbox_time" {
   database   = google_firestore_database.main.name
   collection = "outbox"
@@ -96,7 +95,7 @@ resource "google_firestore_index" "clusters_active_pool_created" {
     order      = "ASCENDING"
   }
   fields {
-    field_path = "poolId"
+    field_path = "spec.poolId"
     order      = "ASCENDING"
   }
   fields {
@@ -125,18 +124,3 @@ resource "google_firestore_index" "clusters_overdue" {
   }
 }
 
-# The relay's drain of one cluster's events, oldest first.
-resource "google_firestore_index" "outbox_cluster_time" {
-  database    = google_firestore_database.main.name
-  collection  = "outbox"
-  query_scope = "COLLECTION"
-
-  fields {
-    field_path = "clusterId"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "time"
-    order      = "ASCENDING"
-  }
-}

@@ -1,4 +1,4 @@
-package reconcile
+package clusters
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // names are the provider's resource names of one cluster.
@@ -18,9 +18,9 @@ type names struct {
 	cluster string // parent/clusters/C
 }
 
-func namesOf(c *store.ClusterDoc) names {
-	parent := fmt.Sprintf("projects/%s/locations/%s", c.Project, c.Region)
-	return names{parent: parent, cluster: parent + "/clusters/" + c.ProviderName}
+func namesOf(c *lifecycle.Cluster) names {
+	parent := fmt.Sprintf("projects/%s/locations/%s", c.Spec.Project, c.Spec.Region)
+	return names{parent: parent, cluster: parent + "/clusters/" + c.Spec.ProviderName}
 }
 
 func (n names) pool(name string) string { return n.cluster + "/nodePools/" + name }
@@ -95,7 +95,8 @@ var opTypes = map[string][]containerpb.Operation_Type{
 }
 
 // nodePool is the provider's form of a pool.
-func nodePool(p *store.NodePoolDoc) *containerpb.NodePool {
+func nodePool(np *lifecycle.NodePool) *containerpb.NodePool {
+	p := &np.Spec
 	cfg := &containerpb.NodeConfig{
 		MachineType: p.MachineType,
 		DiskSizeGb:  int32(p.DiskGiB),
@@ -148,17 +149,17 @@ func releaseChannel(ch string) containerpb.ReleaseChannel_Channel {
 }
 
 // cluster is the provider's form of a cluster to create, with its pools.
-func cluster(c *store.ClusterDoc, pools []store.NodePoolDoc) *containerpb.Cluster {
+func cluster(c *lifecycle.Cluster, pools []lifecycle.NodePool) *containerpb.Cluster {
 	// The cluster's own labels follow Kubernetes' rules, which GKE's
 	// resource labels are stricter than (no dots, slashes or capitals): they
 	// stay on our resource. The provider's label values allow no underscore.
 	labels := map[string]string{"better-compute-cluster": strings.ReplaceAll(c.ID, "_", "-")}
 	pc := &containerpb.Cluster{
-		Name:           c.ProviderName,
+		Name:           c.Spec.ProviderName,
 		ResourceLabels: labels,
-		ReleaseChannel: &containerpb.ReleaseChannel{Channel: releaseChannel(c.ReleaseChannel)},
+		ReleaseChannel: &containerpb.ReleaseChannel{Channel: releaseChannel(c.Spec.ReleaseChannel)},
 	}
-	if c.Mode == resource.ModeAutopilot {
+	if c.Spec.Mode == resource.ModeAutopilot {
 		pc.Autopilot = &containerpb.Autopilot{Enabled: true}
 		return pc
 	}
@@ -168,7 +169,7 @@ func cluster(c *store.ClusterDoc, pools []store.NodePoolDoc) *containerpb.Cluste
 	// again, as the provider needs at least one.
 	for _, refused := range []bool{false, true} {
 		for i := range pools {
-			if st := pools[i].State; st != resource.StateDeleting && (st == resource.StateError) == refused {
+			if np := &pools[i]; !np.Spec.Deleting && (np.Status.State == resource.StateError) == refused {
 				pc.NodePools = append(pc.NodePools, nodePool(&pools[i]))
 			}
 		}

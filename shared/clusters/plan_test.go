@@ -1,4 +1,4 @@
-package reconcile
+package clusters
 
 import (
 	"maps"
@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/store"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -22,21 +22,25 @@ const (
 	opName     = "projects/p/locations/us-central1/operations/op-1"
 )
 
-// clusterDoc returns a standard cluster in state st, already created at
-// the provider (and ready once) unless st is pending, changed by opts.
-func clusterDoc(st resource.State, opts ...func(*store.ClusterDoc)) store.ClusterDoc {
-	c := store.ClusterDoc{
-		Cluster: resource.Cluster{
-			ID: "kcl_1", TenantID: "acme", Name: "prod", Mode: resource.ModeStandard,
-			Region: "us-central1", ProviderName: "kcl-1", State: st, Version: 1,
-			CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
+// clusterDoc returns a standard cluster in state st (deleting: the tenant
+// deleted it), already created at the provider (and ready once) unless st
+// is pending or provisioning, changed by opts.
+func clusterDoc(st resource.State, opts ...func(*lifecycle.Cluster)) lifecycle.Cluster {
+	c := lifecycle.Cluster{
+		ID: "kcl_1", TenantID: "acme", CreatedAt: t0.Add(-time.Hour), Active: true,
+		Spec: lifecycle.ClusterSpec{
+			Name: "prod", Mode: resource.ModeStandard, Region: "us-central1", ProviderName: "kcl-1",
+			Project: "p", Version: 1, Generation: 1, UpdatedAt: t0.Add(-time.Hour),
 		},
-		Active: true, Project: "p",
+		Status: lifecycle.ClusterStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
+	}
+	if st == resource.StateDeleting {
+		c.Spec.Deleting = true
 	}
 	if st != resource.StatePending && st != resource.StateProvisioning {
-		c.Provider = store.ProviderCluster{ID: providerID, EverReady: true}
-		c.KubernetesVersion = v1
-		c.Endpoint = "203.0.113.10"
+		c.Status.Provider = lifecycle.ProviderCluster{ID: providerID, EverReady: true}
+		c.Status.KubernetesVersion = v1
+		c.Status.Endpoint = "203.0.113.10"
 	}
 	for _, o := range opts {
 		o(&c)
@@ -44,19 +48,23 @@ func clusterDoc(st resource.State, opts ...func(*store.ClusterDoc)) store.Cluste
 	return c
 }
 
-// poolDoc returns a pool of nodeCount nodes in state st; one that is not
-// pending is already at the provider with that size.
-func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*store.NodePoolDoc)) store.NodePoolDoc {
-	p := store.NodePoolDoc{
-		NodePool: resource.NodePool{
-			ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", Name: name,
-			MachineType: "e2-standard-4", NodeCount: nodeCount, State: st, Version: 1,
-			CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
+// poolDoc returns a pool of nodeCount nodes in state st (deleting: the
+// tenant deleted it); one that is not pending is already at the provider
+// with that size.
+func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*lifecycle.NodePool)) lifecycle.NodePool {
+	p := lifecycle.NodePool{
+		ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", CreatedAt: t0.Add(-time.Hour), Active: true,
+		Spec: lifecycle.NodePoolSpec{
+			Name: name, MachineType: "e2-standard-4", NodeCount: nodeCount,
+			Version: 1, Generation: 1, UpdatedAt: t0.Add(-time.Hour),
 		},
-		Active: true,
+		Status: lifecycle.NodePoolStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
+	}
+	if st == resource.StateDeleting {
+		p.Spec.Deleting = true
 	}
 	if st != resource.StatePending {
-		p.Provider = store.ProviderPool{Created: true, NodeCount: nodeCount}
+		p.Status.Provider = lifecycle.ProviderPool{Created: true, NodeCount: nodeCount}
 	}
 	for _, o := range opts {
 		o(&p)
@@ -73,17 +81,17 @@ func observed(status string, pools map[string]ObservedPool) *ObservedCluster {
 	return &ObservedCluster{ID: providerID, Status: status, Version: v1, Endpoint: "203.0.113.10", Pools: pools}
 }
 
-func withPoolOp(kind string, intentCount int) func(*store.NodePoolDoc) {
-	return func(p *store.NodePoolDoc) {
-		p.Provider.Operation, p.Provider.OperationKind = opName, kind
-		p.Provider.Intent = &store.Intent{Kind: kind, At: t0.Add(-time.Minute), NodeCount: intentCount}
+func withPoolOp(kind string, intentCount int) func(*lifecycle.NodePool) {
+	return func(p *lifecycle.NodePool) {
+		p.Status.Provider.Operation, p.Status.Provider.OperationKind = opName, kind
+		p.Status.Provider.Intent = &lifecycle.Intent{Kind: kind, At: t0.Add(-time.Minute), NodeCount: intentCount}
 	}
 }
 
-func withClusterOp(kind string) func(*store.ClusterDoc) {
-	return func(c *store.ClusterDoc) {
-		c.Provider.Operation, c.Provider.OperationKind = opName, kind
-		c.Provider.Intent = &store.Intent{Kind: kind, At: t0.Add(-time.Minute)}
+func withClusterOp(kind string) func(*lifecycle.Cluster) {
+	return func(c *lifecycle.Cluster) {
+		c.Status.Provider.Operation, c.Status.Provider.OperationKind = opName, kind
+		c.Status.Provider.Intent = &lifecycle.Intent{Kind: kind, At: t0.Add(-time.Minute)}
 	}
 }
 
@@ -107,8 +115,9 @@ func eventNames(d Decision) []string {
 
 func poolStates(d Decision) []resource.State {
 	var out []resource.State
-	for _, p := range d.Pools {
-		out = append(out, p.State)
+	for i := range d.Pools {
+		st, _ := lifecycle.NodePoolState(&d.Pools[i])
+		out = append(out, st)
 	}
 	return out
 }
@@ -128,14 +137,15 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	if !reflect.DeepEqual(d.Action, w.action) {
 		t.Errorf("Action = %+v, want %+v", d.Action, w.action)
 	}
-	if d.Cluster.State != w.cluster {
-		t.Errorf("cluster state = %q (%q), want %q", d.Cluster.State, d.Cluster.Message, w.cluster)
+	st, msg := lifecycle.ClusterState(&d.Cluster)
+	if st != w.cluster {
+		t.Errorf("cluster state = %q (%q), want %q", st, msg, w.cluster)
 	}
-	if w.message == "" && d.Cluster.Message != "" {
-		t.Errorf("cluster message = %q, want none", d.Cluster.Message)
+	if w.message == "" && msg != "" {
+		t.Errorf("cluster message = %q, want none", msg)
 	}
-	if !strings.Contains(d.Cluster.Message, w.message) {
-		t.Errorf("cluster message = %q, want it to contain %q", d.Cluster.Message, w.message)
+	if !strings.Contains(msg, w.message) {
+		t.Errorf("cluster message = %q, want it to contain %q", msg, w.message)
 	}
 	if got := poolStates(d); !slices.Equal(got, w.pools) {
 		t.Errorf("pool states = %v, want %v", got, w.pools)
@@ -175,14 +185,14 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name: "new cluster is created with its pools",
-			in:   Input{Cluster: clusterDoc(pending), Pools: []store.NodePoolDoc{poolDoc("a", pending, 2)}},
+			in:   Input{Cluster: clusterDoc(pending), Pools: []lifecycle.NodePool{poolDoc("a", pending, 2)}},
 			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: provisioning, pools: []resource.State{pending}, converging: true},
 		},
 		{
 			name: "cluster create in flight",
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
-				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2)},
 				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}},
 				Op:       &OpOutcome{},
 			},
@@ -192,7 +202,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster and pools become ready, announced once",
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
-				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
 				Op:       &gone,
 			},
@@ -202,7 +212,7 @@ func TestPlan(t *testing.T) {
 			name: "ready cluster refreshed: nothing to do",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}},
@@ -210,7 +220,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autopilot cluster becomes ready without pools",
 			in: Input{
-				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster), func(c *store.ClusterDoc) { c.Mode = resource.ModeAutopilot }),
+				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Spec.Mode = resource.ModeAutopilot }),
 				Observed: observed(StatusRunning, nil),
 				Op:       &gone,
 			},
@@ -219,8 +229,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool added to a ready cluster is created",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, pending}, converging: true},
@@ -228,8 +238,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "added pool ready: cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
 				Op:       &gone,
 			},
@@ -238,8 +248,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "resize without autoscaling sets the size",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 })},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -247,8 +257,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "resize done: pool ready again, cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), // initial count stays
 				Op:       &gone,
 			},
@@ -258,7 +268,7 @@ func TestPlan(t *testing.T) {
 			name: "resize of a ready pool done out of band by the API's pool goes updating",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2, func(p *store.NodePoolDoc) { p.NodeCount = 4 })},
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 4 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -266,8 +276,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling turned on",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.Autoscaling = autoscale(1, 4) })},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -275,10 +285,10 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling bounds changed",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools: []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) {
-					p.Autoscaling = autoscale(1, 8)
-					p.Provider.NodeCount = -1
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools: []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) {
+					p.Spec.Autoscaling = autoscale(1, 8)
+					p.Status.Provider.NodeCount = -1
 				})},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
 			},
@@ -287,11 +297,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "never a size while autoscaling is on",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools: []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) {
-					p.Autoscaling = autoscale(1, 4)
-					p.NodeCount = 3
-					p.Provider.NodeCount = -1
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools: []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) {
+					p.Spec.Autoscaling = autoscale(1, 4)
+					p.Spec.NodeCount = 3
+					p.Status.Provider.NodeCount = -1
 				})},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
 			},
@@ -300,9 +310,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling turned off: autoscaling first, not the size",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools: []store.NodePoolDoc{poolDoc("a", updating, 3, func(p *store.NodePoolDoc) {
-					p.Provider.NodeCount = -1
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools: []lifecycle.NodePool{poolDoc("a", updating, 3, func(p *lifecycle.NodePool) {
+					p.Status.Provider.NodeCount = -1
 				})},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
 			},
@@ -311,8 +321,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling off done: then the size",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 				Op:       &gone,
 			},
@@ -321,8 +331,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "operation in flight: no other call",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools: []store.NodePoolDoc{
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools: []lifecycle.NodePool{
 					poolDoc("a", updating, 3, withPoolOp(SetSize, 3)),
 					poolDoc("b", pending, 1),
 					poolDoc("c", deleting, 1),
@@ -336,8 +346,8 @@ func TestPlan(t *testing.T) {
 			name: "intent recorded without operation: no other call",
 			in: Input{
 				Cluster: clusterDoc(updating),
-				Pools: []store.NodePoolDoc{
-					poolDoc("a", updating, 3, func(p *store.NodePoolDoc) { p.Provider.Intent = &store.Intent{Kind: SetSize, NodeCount: 3} }),
+				Pools: []lifecycle.NodePool{
+					poolDoc("a", updating, 3, func(p *lifecycle.NodePool) { p.Status.Provider.Intent = &lifecycle.Intent{Kind: SetSize, NodeCount: 3} }),
 					poolDoc("b", pending, 1),
 				},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
@@ -347,8 +357,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool the provider failed to create is in error, and so is its cluster",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "g2-standard-8 is not offered in us-central1-f"}},
 			},
@@ -357,8 +367,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error stays in error without new events",
 			in: Input{
-				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": no g2 in zone` }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "no g2 in zone" })},
+				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": no g2 in zone` }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) { p.Status.Message = "no g2 in zone" })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone", NodeCount: 1}}),
 			},
 			want: want{cluster: failed, message: `node pool "gpu"`, pools: []resource.State{ready, failed}},
@@ -366,9 +376,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error does not hold back another pool's call",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": refused` }),
-				Pools: []store.NodePoolDoc{
-					poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "refused"; p.Provider = store.ProviderPool{} }),
+				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
+				Pools: []lifecycle.NodePool{
+					poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) {
+						p.Status.Message = "refused"
+						p.Status.Provider = lifecycle.ProviderPool{}
+					}),
 					poolDoc("b", pending, 1),
 				},
 				Observed: observed(StatusRunning, nil),
@@ -378,8 +391,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool refused before is retried when nothing else is to do",
 			in: Input{
-				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "gpu": refused` }),
-				Pools:    []store.NodePoolDoc{poolDoc("gpu", failed, 1, func(p *store.NodePoolDoc) { p.Message = "refused"; p.Provider = store.ProviderPool{} })},
+				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
+				Pools: []lifecycle.NodePool{poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) {
+					p.Status.Message = "refused"
+					p.Status.Provider = lifecycle.ProviderPool{}
+				})},
 				Observed: observed(StatusRunning, nil),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 0}, cluster: failed, message: `node pool "gpu": refused`, pools: []resource.State{failed}, converging: true},
@@ -387,8 +403,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error at the provider is resized when the tenant changes it",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 1 })},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 1 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: "ZONE_RESOURCE_POOL_EXHAUSTED", NodeCount: 2}}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -396,8 +412,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "refused resize is not retried in the run that learns of it",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "quota"}},
 			},
@@ -406,8 +422,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "transient operation error: retried, never shown",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: "backend unavailable"}},
 			},
@@ -416,8 +432,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost create operation: planned from what the provider shows",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -426,8 +442,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost create operation whose pool is there: ready",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -437,7 +453,7 @@ func TestPlan(t *testing.T) {
 			name: "pool broken at the provider: error",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusError, Message: "repair failed", NodeCount: 2}}),
 			},
 			want: want{cluster: failed, message: `node pool "a": repair failed`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
@@ -445,8 +461,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool that recovered at the provider: ready, cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(failed, func(c *store.ClusterDoc) { c.Message = `node pool "a": repair failed` }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", failed, 2, func(p *store.NodePoolDoc) { p.Message = "repair failed" })},
+				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "a": repair failed` }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", failed, 2, func(p *lifecycle.NodePool) { p.Status.Message = "repair failed" })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
@@ -455,7 +471,7 @@ func TestPlan(t *testing.T) {
 			name: "pool removed behind our back is created again",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, nil),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -463,8 +479,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "deleted pool is deleted at the provider",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
@@ -472,8 +488,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool delete in flight",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": {Status: StatusStopping, NodeCount: 1}}),
 				Op:       &OpOutcome{},
 			},
@@ -482,8 +498,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool gone at the provider: deleted, cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true; c.ActivePoolCount = 2 }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) {
+					c.Spec.Generation++
+					c.Status.PoolsDeleted = 10 - 2
+					c.Spec.PoolsCreated = 10
+				}),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 				Op:       &gone,
 			},
@@ -492,8 +512,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "deleting the refused pool clears the cluster's error",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *store.NodePoolDoc) { p.Provider = store.ProviderPool{} })},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *lifecycle.NodePool) { p.Status.Provider = lifecycle.ProviderPool{} })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted gpu", "cluster.updated"}},
@@ -501,8 +521,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "failed operation of a pool being deleted keeps it deleting",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "refused"}},
 			},
@@ -512,7 +532,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster delete: pools first, one at a time",
 			in: Input{
 				Cluster:  clusterDoc(deleting),
-				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1), "default-pool": running(1)}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 0}, cluster: deleting, pools: []resource.State{deleting, deleting}, converging: true},
@@ -520,8 +540,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster delete: a pool deleted, the next one",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 2 }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
+				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 2; c.Spec.PoolsCreated = 10 }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"b": running(1)}),
 				Op:       &gone,
 			},
@@ -530,8 +550,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster delete: pools gone, then the cluster",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 1 }),
-				Pools:    []store.NodePoolDoc{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
+				Pools:    []lifecycle.NodePool{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"default-pool": running(1)}),
 				Op:       &gone,
 			},
@@ -557,16 +577,20 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster deleted before it was created",
 			in: Input{
-				Cluster: clusterDoc(deleting, func(c *store.ClusterDoc) { c.Provider = store.ProviderCluster{}; c.ActivePoolCount = 1 }),
-				Pools:   []store.NodePoolDoc{poolDoc("a", deleting, 1, func(p *store.NodePoolDoc) { p.Provider = store.ProviderPool{} })},
+				Cluster: clusterDoc(deleting, func(c *lifecycle.Cluster) {
+					c.Status.Provider = lifecycle.ProviderCluster{}
+					c.Status.PoolsDeleted = 10 - 1
+					c.Spec.PoolsCreated = 10
+				}),
+				Pools: []lifecycle.NodePool{poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) { p.Status.Provider = lifecycle.ProviderPool{} })},
 			},
 			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
 		},
 		{
 			name: "cluster delete finds another cluster of the name: ours is gone, theirs is left alone",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *store.ClusterDoc) { c.ActivePoolCount = 1 }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", deleting, 1)},
+				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 1)},
 				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{"a": running(1)}},
 			},
 			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
@@ -574,7 +598,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "failed cluster create of a cluster being deleted keeps it deleting",
 			in: Input{
-				Cluster:  clusterDoc(deleting, withClusterOp(CreateCluster), func(c *store.ClusterDoc) { c.Provider.ID = ""; c.Provider.EverReady = false }),
+				Cluster:  clusterDoc(deleting, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Status.Provider.ID = ""; c.Status.Provider.EverReady = false }),
 				Observed: &ObservedCluster{ID: providerID, Status: StatusError, Message: "create failed", Pools: map[string]ObservedPool{}},
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "create failed"}},
 			},
@@ -584,7 +608,7 @@ func TestPlan(t *testing.T) {
 			name: "release-channel upgrade: cluster updated",
 			in: Input{
 				Cluster: clusterDoc(ready),
-				Pools:   []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: func() *ObservedCluster {
 					o := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
 					o.Version = v2
@@ -596,8 +620,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "observed cluster is another one: error, no call",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true }),
-				Pools:    []store.NodePoolDoc{poolDoc("a", pending, 2)},
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2)},
 				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{}},
 			},
 			want: want{cluster: failed, message: "replaced by another cluster", pools: []resource.State{pending}, events: []string{"cluster.error"}},
@@ -606,7 +630,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster gone behind our back: error, no call",
 			in: Input{
 				Cluster: clusterDoc(ready),
-				Pools:   []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
 			},
 			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{ready}, events: []string{"cluster.error"}},
 		},
@@ -614,7 +638,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster in error at the provider",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []store.NodePoolDoc{poolDoc("a", ready, 2)},
+				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: &ObservedCluster{ID: providerID, Status: StatusDegraded, Message: "etcd unhappy", Version: v1, Pools: map[string]ObservedPool{"a": running(2)}},
 			},
 			want: want{cluster: failed, message: "etcd unhappy", pools: []resource.State{ready}, events: []string{"cluster.error"}},
@@ -622,11 +646,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster refused before is retried and stays in error without new events",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *store.ClusterDoc) {
-					c.Provider = store.ProviderCluster{}
-					c.Message = "the provider refused the cluster: no"
+				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) {
+					c.Status.Provider = lifecycle.ProviderCluster{}
+					c.Status.Message = "the provider refused the cluster: no"
 				}),
-				Pools: []store.NodePoolDoc{poolDoc("a", pending, 2)},
+				Pools: []lifecycle.NodePool{poolDoc("a", pending, 2)},
 			},
 			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: failed, message: "refused", pools: []resource.State{pending}, converging: true},
 		},
@@ -647,25 +671,10 @@ func TestPlan(t *testing.T) {
 // map or slice shows; nil stays nil.
 func deepCopy(in Input) Input {
 	out := in
-	cp := func(i *store.Intent) *store.Intent {
-		if i == nil {
-			return nil
-		}
-		c := *i
-		return &c
-	}
-	out.Cluster.Zones = slices.Clone(in.Cluster.Zones)
-	out.Cluster.Labels = maps.Clone(in.Cluster.Labels)
-	out.Cluster.Provider.Intent = cp(in.Cluster.Provider.Intent)
+	out.Cluster = in.Cluster.Clone()
 	out.Pools = nil
 	for _, p := range in.Pools {
-		p.Zones, p.Taints, p.Labels = slices.Clone(p.Zones), slices.Clone(p.Taints), maps.Clone(p.Labels)
-		if p.Autoscaling != nil {
-			a := *p.Autoscaling
-			p.Autoscaling = &a
-		}
-		p.Provider.Intent = cp(p.Provider.Intent)
-		out.Pools = append(out.Pools, p)
+		out.Pools = append(out.Pools, p.Clone())
 	}
 	if in.Observed != nil {
 		o := *in.Observed
@@ -681,52 +690,55 @@ func TestPlanBookkeeping(t *testing.T) {
 	t.Run("ready records the provider's cluster", func(t *testing.T) {
 		c := clusterDoc(provisioning, withClusterOp(CreateCluster))
 		d := Plan(Input{Cluster: c, Observed: observed(StatusRunning, nil), Op: &OpOutcome{Done: true}}, t0)
-		pc := d.Cluster.Provider
+		pc := d.Cluster.Status.Provider
 		if pc.ID != providerID || !pc.EverReady || pc.Operation != "" || pc.Intent != nil {
 			t.Errorf("Provider = %+v, want ID %q, ever ready, no operation", pc, providerID)
 		}
-		if d.Cluster.KubernetesVersion != v1 || d.Cluster.Endpoint != "203.0.113.10" || !d.Cluster.UpdatedAt.Equal(t0) {
-			t.Errorf("cluster = version %q endpoint %q updated %v, want %q, 203.0.113.10, %v", d.Cluster.KubernetesVersion, d.Cluster.Endpoint, d.Cluster.UpdatedAt, v1, t0)
+		if d.Cluster.Status.KubernetesVersion != v1 || d.Cluster.Status.Endpoint != "203.0.113.10" || !d.Cluster.Status.UpdatedAt.Equal(t0) {
+			t.Errorf("cluster = version %q endpoint %q updated %v, want %q, 203.0.113.10, %v", d.Cluster.Status.KubernetesVersion, d.Cluster.Status.Endpoint, d.Cluster.Status.UpdatedAt, v1, t0)
 		}
 	})
 	t.Run("steady refresh leaves the documents as they were", func(t *testing.T) {
 		// The reconciler writes nothing but its lease when the decision
 		// equals what it read.
-		c := clusterDoc(ready, func(c *store.ClusterDoc) { c.Labels = map[string]string{}; c.Zones = []string{"us-central1-a"} })
-		p := poolDoc("a", ready, 2, func(p *store.NodePoolDoc) {
-			p.Labels, p.Zones, p.Taints = map[string]string{"team": "ml"}, []string{"us-central1-a"}, []resource.Taint{}
+		c := clusterDoc(ready, func(c *lifecycle.Cluster) {
+			c.Spec.Labels = map[string]string{}
+			c.Spec.Zones = []string{"us-central1-a"}
 		})
-		in := Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}
+		p := poolDoc("a", ready, 2, func(p *lifecycle.NodePool) {
+			p.Spec.Labels, p.Spec.Zones, p.Spec.Taints = map[string]string{"team": "ml"}, []string{"us-central1-a"}, []resource.Taint{}
+		})
+		in := Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}
 		d := Plan(in, t0)
 		if !reflect.DeepEqual(d.Cluster, in.Cluster) || !reflect.DeepEqual(d.Pools, in.Pools) {
 			t.Errorf("Plan(ready) = %+v %+v, want the documents unchanged: %+v %+v", d.Cluster, d.Pools, in.Cluster, in.Pools)
 		}
 	})
 	t.Run("resize done records the size set", func(t *testing.T) {
-		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), Op: &OpOutcome{Done: true}}, t0)
-		if got := d.Pools[0].Provider; got.NodeCount != 3 || got.Operation != "" || got.Intent != nil {
+		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), Op: &OpOutcome{Done: true}}, t0)
+		if got := d.Pools[0].Status.Provider; got.NodeCount != 3 || got.Operation != "" || got.Intent != nil {
 			t.Errorf("Provider = %+v, want node count 3 and no operation", got)
 		}
 	})
 	t.Run("autoscaling on hands the size to the autoscaler", func(t *testing.T) {
-		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
+		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
 		obs := observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}})
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
-		if got := d.Pools[0].Provider.NodeCount; got != -1 {
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+		if got := d.Pools[0].Status.Provider.NodeCount; got != -1 {
 			t.Errorf("Provider.NodeCount = %d, want -1", got)
 		}
 	})
 	t.Run("deleted pool", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.ActivePoolCount = 3 })
+		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 3; c.Spec.PoolsCreated = 10 })
 		p := poolDoc("b", deleting, 1)
-		d := Plan(Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, nil)}, t0)
+		d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, nil)}, t0)
 		got := d.Pools[0]
-		if got.Active || got.ExpireAt == nil || !got.ExpireAt.Equal(t0.Add(store.DeletedTTL)) {
-			t.Errorf("pool = active %v expireAt %v, want inactive, expiring at %v", got.Active, got.ExpireAt, t0.Add(store.DeletedTTL))
+		if got.Active || got.ExpireAt == nil || !got.ExpireAt.Equal(t0.Add(lifecycle.DeletedTTL)) {
+			t.Errorf("pool = active %v expireAt %v, want inactive, expiring at %v", got.Active, got.ExpireAt, t0.Add(lifecycle.DeletedTTL))
 		}
-		if d.Cluster.ActivePoolCount != 2 {
-			t.Errorf("ActivePoolCount = %d, want 2", d.Cluster.ActivePoolCount)
+		if n := lifecycle.ActiveNodePools(&d.Cluster); n != 2 {
+			t.Errorf("ActiveNodePools = %d, want 2", n)
 		}
 	})
 	t.Run("deleted cluster", func(t *testing.T) {
@@ -737,7 +749,7 @@ func TestPlanBookkeeping(t *testing.T) {
 	})
 	t.Run("event data is the resource after the change", func(t *testing.T) {
 		p := poolDoc("a", pending, 2)
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []store.NodePoolDoc{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}, t0)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}, t0)
 		if len(d.Events) == 0 || d.Events[0].Type != outbox.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
 			t.Fatalf("events = %v, want nodepool.ready first with the ready pool", eventNames(d))
 		}
@@ -748,30 +760,30 @@ func TestPlanBookkeeping(t *testing.T) {
 // decision into the next, to check what only shows across runs.
 func TestPlanSequences(t *testing.T) {
 	t.Run("upgrade during a resize is announced once the cluster is ready", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
-		p := poolDoc("a", updating, 2, func(p *store.NodePoolDoc) { p.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
+		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
 		obs := observed(StatusReconciling, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}})
 		obs.Version = v2
-		d := Plan(Input{Cluster: c, Pools: []store.NodePoolDoc{p}, Observed: obs, Op: &OpOutcome{}}, t0)
-		if len(d.Events) != 0 || d.Cluster.State != updating {
-			t.Fatalf("during the resize: state %q, events %v; want updating, none", d.Cluster.State, eventNames(d))
+		d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{}}, t0)
+		if len(d.Events) != 0 || d.Cluster.Status.State != updating {
+			t.Fatalf("during the resize: state %q, events %v; want updating, none", d.Cluster.Status.State, eventNames(d))
 		}
 		// The tenant's change was announced as the cluster settles; a
 		// version that moved meanwhile must not be forgotten either.
-		d.Cluster.Changed = false
+		d.Cluster.Status.Upgraded = false
 		obs.Status = StatusRunning
 		obs.Pools["a"] = running(2)
 		d = Plan(Input{Cluster: d.Cluster, Pools: d.Pools, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 		if got := eventNames(d); !slices.Equal(got, []string{"nodepool.ready a", "cluster.updated"}) {
 			t.Errorf("events = %q, want nodepool.ready a, cluster.updated", got)
 		}
-		if d.Cluster.KubernetesVersion != v2 {
-			t.Errorf("KubernetesVersion = %q, want %q", d.Cluster.KubernetesVersion, v2)
+		if d.Cluster.Status.KubernetesVersion != v2 {
+			t.Errorf("KubernetesVersion = %q, want %q", d.Cluster.Status.KubernetesVersion, v2)
 		}
 	})
 	t.Run("refused pool: error announced once across retries", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
-		pools := []store.NodePoolDoc{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
+		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
+		pools := []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
 		obs := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
 		var all []string
 		for run := range 3 {
@@ -792,8 +804,8 @@ func TestPlanSequences(t *testing.T) {
 		}
 	})
 	t.Run("refused pool does not slow down the others", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *store.ClusterDoc) { c.Changed = true })
-		pools := []store.NodePoolDoc{poolDoc("gpu", pending, 1), poolDoc("b", pending, 1)}
+		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
+		pools := []lifecycle.NodePool{poolDoc("gpu", pending, 1), poolDoc("b", pending, 1)}
 		d := Plan(Input{Cluster: c, Pools: pools, Observed: observed(StatusRunning, nil)}, t0)
 		Refused(&d, "no such machine type", t0)
 		if !d.Converging {
@@ -802,7 +814,7 @@ func TestPlanSequences(t *testing.T) {
 	})
 	t.Run("refused cluster create blames the pool it names", func(t *testing.T) {
 		c := clusterDoc(pending)
-		pools := []store.NodePoolDoc{poolDoc("a", pending, 1), poolDoc("gpu", pending, 1)}
+		pools := []lifecycle.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", pending, 1)}
 		d := Plan(Input{Cluster: c, Pools: pools}, t0)
 		Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
 		checkDecision(t, d, want{
@@ -811,8 +823,8 @@ func TestPlanSequences(t *testing.T) {
 		})
 		// The next run creates the cluster without the refused pool.
 		d = Plan(Input{Cluster: d.Cluster, Pools: d.Pools}, t0)
-		if d.Action == nil || d.Action.Kind != CreateCluster || len(d.Events) != 0 || d.Cluster.State != failed {
-			t.Fatalf("next run: Action %+v, events %v, state %q; want CreateCluster, none, error", d.Action, eventNames(d), d.Cluster.State)
+		if d.Action == nil || d.Action.Kind != CreateCluster || len(d.Events) != 0 || d.Cluster.Status.State != failed {
+			t.Fatalf("next run: Action %+v, events %v, state %q; want CreateCluster, none, error", d.Action, eventNames(d), d.Cluster.Status.State)
 		}
 		var names []string
 		for _, np := range cluster(&d.Cluster, d.Pools).GetNodePools() {
@@ -823,25 +835,11 @@ func TestPlanSequences(t *testing.T) {
 		}
 	})
 	t.Run("refused cluster create naming no pool", func(t *testing.T) {
-		d := Plan(Input{Cluster: clusterDoc(pending), Pools: []store.NodePoolDoc{poolDoc("a", pending, 1)}}, t0)
+		d := Plan(Input{Cluster: clusterDoc(pending), Pools: []lifecycle.NodePool{poolDoc("a", pending, 1)}}, t0)
 		Refused(&d, "Location is not a GKE location.", t0)
 		checkDecision(t, d, want{
 			action: d.Action, cluster: failed, message: "the provider refused the cluster: Location",
 			pools: []resource.State{pending}, events: []string{"cluster.error"},
 		})
 	})
-}
-
-func TestPoolMessage(t *testing.T) {
-	tests := []struct{ name, msg, want string }{
-		{"gpu", "quota exceeded", `node pool "gpu": quota exceeded`},
-		{"gpu", `Node pool "gpu": invalid machine type`, `Node pool "gpu": invalid machine type`},
-		{"gpu", `Node pool "cpu": invalid machine type`, `node pool "gpu": Node pool "cpu": invalid machine type`},
-		{"gpu", "", `node pool "gpu": `},
-	}
-	for _, tt := range tests {
-		if got := poolMessage(tt.name, tt.msg); got != tt.want {
-			t.Errorf("poolMessage(%q, %q) = %q, want %q", tt.name, tt.msg, got, tt.want)
-		}
-	}
 }

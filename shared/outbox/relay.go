@@ -122,24 +122,15 @@ func (r *Relay) clear(ctx context.Context, events []Event) error {
 
 // Drain publishes the events of every tenant's outbox written at least
 // olderThan ago, oldest first, at most limit of them, and returns how many
-// it published. The watchdog calls it, so that an event whose publish
-// failed or whose process died is delivered anyway.
+// it published. The watchdog calls it: it is what retries a publish that
+// failed after its commit, or whose process died, so that the event is
+// delivered anyway (a run does not drain; that would cost every run a
+// query).
 func (r *Relay) Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
 	q := r.fs.CollectionGroup(Collection).
 		Where("time", "<=", r.now().Add(-olderThan)).
 		OrderBy("time", firestore.Asc).
 		Limit(limit)
-	return r.drain(ctx, q)
-}
-
-// DrainCluster publishes the pending events of one cluster, oldest first.
-// The reconciler calls it on every run.
-func (r *Relay) DrainCluster(ctx context.Context, tenantID, clusterID string, olderThan time.Duration) (int, error) {
-	q := r.fs.Collection("tenants").Doc(tenantID).Collection(Collection).
-		Where("clusterId", "==", clusterID).
-		Where("time", "<=", r.now().Add(-olderThan)).
-		OrderBy("time", firestore.Asc).
-		Limit(500)
 	return r.drain(ctx, q)
 }
 

@@ -24,6 +24,8 @@ import (
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -87,7 +89,7 @@ func (nopEvents) Send([]outbox.Event) {}
 
 type nopKicker struct{}
 
-func (nopKicker) Kick(context.Context, store.Kick) error { return nil }
+func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
@@ -276,20 +278,20 @@ func BenchmarkCreateOverhead(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			var c store.ClusterDoc
+			var c lifecycle.Cluster
 			if err := snaps[1].DataTo(&c); err != nil {
 				return err
 			}
 			id := resource.NewNodePoolID()
 			now := time.Now()
-			p := store.NodePoolDoc{NodePool: resource.NodePool{ID: id, TenantID: "acme", ClusterID: e.cluster, Name: name, MachineType: "e2-standard-4", NodeCount: 1, State: resource.StatePending, Version: 1, CreatedAt: now, UpdatedAt: now}, Active: true}
-			p.Normalize()
-			c.Version++
-			ev := outbox.NodePoolEvent(outbox.NodePoolCreated, p.NodePool, now)
+			p := lifecycle.NodePool{ID: id, TenantID: "acme", ClusterID: e.cluster, CreatedAt: now, Active: true,
+				Spec: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: 1, UpdatedAt: now}}
+			c.Spec.Version++
+			ev := outbox.NodePoolEvent(outbox.NodePoolCreated, p.View(), now)
 			for _, err := range []error{
 				tx.Create(cref.Collection("nodePools").Doc(id), p),
 				tx.Create(nameRef, map[string]any{"id": id}),
-				tx.Set(cref, c),
+				tx.Update(cref, []firestore.Update{{Path: "spec", Value: c.Spec}}),
 				tx.Set(idem, map[string]any{"requestHash": "x", "resourceId": id, "expireAt": now}),
 				tx.Create(outbox.Ref(e.fs, ev), ev),
 			} {

@@ -11,7 +11,9 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -20,7 +22,7 @@ import (
 type ClusterResult struct {
 	Cluster resource.Cluster
 	Events  []outbox.Event
-	Kick    *Kick
+	Kick    *chain.Kick
 }
 
 // CreateClusterRequest is a validated cluster create. Spec holds name, mode,
@@ -75,23 +77,20 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		}
 		now := s.timestamp()
 		if idemRef != nil && snaps[3].Exists() {
-			var rec idempotencyRecord
-			if err := snaps[3].DataTo(&rec); err != nil {
-				return fmt.Errorf("decode idempotency record: %w", err)
+			rec, replay, err := s.replay(snaps[3], req.RequestHash, req.IdempotencyKey, now)
+			if err != nil {
+				return err
 			}
-			if rec.ExpireAt.After(now) {
-				if rec.RequestHash != req.RequestHash {
-					return errs.E(errs.Conflict, "idempotency key %q was used with another request", req.IdempotencyKey)
-				}
+			if replay {
 				snap, err := tx.Get(s.ClusterRef(c.TenantID, rec.ResourceID))
 				if err != nil {
 					return fmt.Errorf("read cluster %s: %w", rec.ResourceID, err)
 				}
-				var cl ClusterDoc
+				var cl lifecycle.Cluster
 				if err := snap.DataTo(&cl); err != nil {
 					return fmt.Errorf("decode cluster: %w", err)
 				}
-				res.Cluster = cl.Cluster
+				res.Cluster = cl.View()
 				return nil
 			}
 		}
@@ -117,50 +116,50 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
 		}
 
-		cl := &ClusterDoc{Cluster: req.Spec, Active: true, Project: acc.Project, Zones: slices.Clone(zones)}
-		cl.ID = resource.NewClusterID()
-		cl.TenantID = c.TenantID
-		cl.PoolID = pool.ID
-		cl.AccountID = acc.ID
-		cl.ProviderName = resource.ProviderClusterName(cl.ID)
-		cl.KubernetesVersion = ""
-		cl.Endpoint = ""
-		cl.State = resource.StatePending
-		cl.Message = ""
-		cl.Version = 1
-		cl.CreatedAt, cl.UpdatedAt = now, now
-		cl.Normalize()
-		cl.ActivePoolCount = len(req.NodePools)
-		res.Kick = s.kick(cl, now)
+		spec := lifecycle.ClusterSpec{
+			PoolID:         pool.ID,
+			AccountID:      acc.ID,
+			Name:           req.Spec.Name,
+			Mode:           req.Spec.Mode,
+			Region:         req.Spec.Region,
+			ReleaseChannel: req.Spec.ReleaseChannel,
+			Labels:         req.Spec.Labels,
+			Project:        acc.Project,
+			Zones:          slices.Clone(zones),
+		}
+		id := resource.NewClusterID()
+		spec.ProviderName = resource.ProviderClusterName(id)
+		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID, spec, len(req.NodePools), now)}
+		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID, id, now)
+		res.Kick = &kick
 		for _, spec := range req.NodePools {
-			p := newNodePool(c.TenantID, cl.ID, spec, now)
-			if err := tx.Create(s.NodePoolRef(c.TenantID, cl.ID, p.ID), p); err != nil {
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.NodePoolSpecOf(spec), now)
+			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
 				return err
 			}
-			if err := tx.Create(s.poolNameRef(c.TenantID, cl.ID, p.Name), reservation{ID: p.ID}); err != nil {
+			if err := tx.Create(s.poolNameRef(c.TenantID, id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
 				return err
 			}
 		}
-		if err := tx.Create(s.ClusterRef(c.TenantID, cl.ID), cl); err != nil {
+		if err := tx.Create(s.ClusterRef(c.TenantID, id), cl); err != nil {
 			return err
 		}
-		if err := tx.Create(nameRef, reservation{ID: cl.ID}); err != nil {
+		if err := tx.Create(nameRef, reservation{ID: id}); err != nil {
 			return err
 		}
 		if idemRef != nil {
-			rec := idempotencyRecord{RequestHash: req.RequestHash, ResourceID: cl.ID, ExpireAt: now.Add(IdempotencyTTL)}
+			rec := idempotencyRecord{RequestHash: req.RequestHash, ResourceID: id, ExpireAt: now.Add(IdempotencyTTL)}
 			if err := tx.Set(idemRef, rec); err != nil {
 				return err
 			}
 		}
-		res.Cluster = cl.Cluster
-		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.Cluster, now)}
+		res.Cluster = cl.View()
+		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, res.Cluster, now)}
 		return s.writeEvents(tx, res.Events)
 	})
 	if err != nil {
 		return ClusterResult{}, storageErr("create cluster", err)
 	}
-	res.Cluster.Normalize()
 	return res, nil
 }
 
@@ -181,8 +180,7 @@ func (s *Store) GetCluster(ctx context.Context, c Caller, clusterID string) (res
 	if err := authorize(member, PermRead, clusterID); err != nil {
 		return resource.Cluster{}, err
 	}
-	cl.Normalize()
-	return cl.Cluster, nil
+	return cl.View(), nil
 }
 
 // ListClustersRequest selects a page of a tenant's clusters.
@@ -212,7 +210,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 	}
 	q := s.tenant(c.TenantID).Collection("clusters").Where("active", "==", true)
 	if req.PoolID != "" {
-		q = q.Where("poolId", "==", req.PoolID)
+		q = q.Where("spec.poolId", "==", req.PoolID)
 	}
 	q = q.OrderBy("createdAt", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
 	if req.PageToken != "" {
@@ -226,14 +224,14 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 	// more than one query; one extra document tells whether a next page
 	// exists.
 	out := []resource.Cluster{}
-	var examined *ClusterDoc
+	var examined *lifecycle.Cluster
 	for {
 		docs, err := q.Limit(req.PageSize + 1).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, "", storageErr("list clusters", err)
 		}
 		for _, d := range docs {
-			var cl ClusterDoc
+			var cl lifecycle.Cluster
 			if err := d.DataTo(&cl); err != nil {
 				return nil, "", storageErr("list clusters", fmt.Errorf("decode %s: %w", d.Ref.Path, err))
 			}
@@ -245,8 +243,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 				last := out[len(out)-1]
 				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, PoolID: req.PoolID}), nil
 			}
-			cl.Normalize()
-			out = append(out, cl.Cluster)
+			out = append(out, cl.View())
 		}
 		if len(docs) <= req.PageSize {
 			return out, "", nil
@@ -297,41 +294,36 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err := authorize(member, PermDelete, clusterID); err != nil {
 			return err
 		}
-		res.Cluster = cl.Cluster
-		if cl.State == resource.StateDeleting {
+		now := s.timestamp()
+		res.Cluster = cl.View()
+		if cl.Spec.Deleting {
 			return nil
 		}
-		pools, err := tx.Documents(clusterRef.Collection("nodePools").Where("active", "==", true)).GetAll()
+		snaps, err = tx.Documents(s.activePools(clusterRef)).GetAll()
 		if err != nil {
 			return fmt.Errorf("read node pools: %w", err)
 		}
-		now := s.timestamp()
-		for _, snap := range pools {
-			var p NodePoolDoc
-			if err := snap.DataTo(&p); err != nil {
+		pools := make([]*lifecycle.NodePool, len(snaps))
+		for i, snap := range snaps {
+			pools[i] = &lifecycle.NodePool{}
+			if err := snap.DataTo(pools[i]); err != nil {
 				return fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
 			}
-			if p.State == resource.StateDeleting {
-				continue
-			}
-			p.State = resource.StateDeleting
-			p.Message = ""
-			p.UpdatedAt = now
-			if err := tx.Set(snap.Ref, p); err != nil {
+		}
+		if !lifecycle.DeleteCluster(&cl.Cluster, pools, now) {
+			return nil
+		}
+		for i, p := range pools {
+			if err := tx.Update(snaps[i].Ref, []firestore.Update{{Path: "spec", Value: p.Spec}}); err != nil {
 				return err
 			}
 		}
-		cl.State = resource.StateDeleting
-		cl.Message = ""
-		cl.Version++
-		cl.UpdatedAt = now
-		res.Kick = s.kick(cl, now)
-		res.Cluster = cl.Cluster
-		return tx.Set(clusterRef, cl)
+		res.Cluster = cl.View()
+		res.Kick, err = s.writeClusterSpec(tx, cl, now)
+		return err
 	})
 	if err != nil {
 		return ClusterResult{}, storageErr("delete cluster", err)
 	}
-	res.Cluster.Normalize()
 	return res, nil
 }

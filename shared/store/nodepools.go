@@ -9,10 +9,16 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
+
+// ClustersKind is the chain kind of clusters: the collection of their
+// documents, and the Kind of their kicks.
+const ClustersKind = "clusters"
 
 // Caller is who makes a call: the tenant named in the request and the
 // authenticated principal.
@@ -21,21 +27,13 @@ type Caller struct {
 	Principal string
 }
 
-// Kick asks for a reconcile run of a cluster, carrying the chain token the
-// run must present.
-type Kick struct {
-	TenantID  string
-	ClusterID string
-	Token     string
-}
-
 // NodePoolResult is the outcome of a node pool mutation: the pool as the API
 // returns it, the events committed with it (for the relay) and the
 // reconcile kick, if the cluster needs a run.
 type NodePoolResult struct {
 	NodePool resource.NodePool
 	Events   []outbox.Event
-	Kick     *Kick
+	Kick     *chain.Kick
 }
 
 // CreateNodePoolRequest is a validated create: Spec holds the pool's spec
@@ -55,7 +53,7 @@ type CreateNodePoolRequest struct {
 // CreateNodePool adds a pool to a standard cluster in one transaction: it
 // reads the cluster, the caller's member document, the name reservation and
 // the idempotency record in one batch, then writes the pool, its
-// reservation, the cluster (count, state, kick), the idempotency record and
+// reservation, the cluster's spec and chain, the idempotency record and
 // the kubernetes.nodepool.created event.
 func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePoolRequest) (NodePoolResult, error) {
 	var res NodePoolResult
@@ -86,49 +84,33 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		}
 		now := s.timestamp()
 		if idemRef != nil && snaps[3].Exists() {
-			var rec idempotencyRecord
-			if err := snaps[3].DataTo(&rec); err != nil {
-				return fmt.Errorf("decode idempotency record: %w", err)
+			rec, replay, err := s.replay(snaps[3], req.RequestHash, req.IdempotencyKey, now)
+			if err != nil {
+				return err
 			}
-			if rec.ExpireAt.After(now) {
-				if rec.RequestHash != req.RequestHash {
-					return errs.E(errs.Conflict, "idempotency key %q was used with another request", req.IdempotencyKey)
-				}
+			if replay {
 				p, err := s.getNodePoolTx(tx, c.TenantID, req.ClusterID, rec.ResourceID)
 				if err != nil {
 					return err
 				}
-				res.NodePool = p.NodePool
+				res.NodePool = p.View()
 				return nil
 			}
 		}
-		if cluster.Mode != resource.ModeStandard {
-			return errs.E(errs.InvalidState, "cluster %s is %s: its nodes are run by the provider and it has no node pools", cluster.ID, cluster.Mode)
-		}
-		if cluster.State == resource.StateDeleting {
-			return errs.E(errs.InvalidState, "cluster %s is being deleted", cluster.ID)
-		}
-		if snaps[2].Exists() {
-			return errs.E(errs.Conflict, "node pool name %q is taken in cluster %s", req.Spec.Name, cluster.ID)
-		}
-		if cluster.ActivePoolCount >= resource.MaxNodePools {
-			return errs.E(errs.Quota, "cluster %s has %d node pools, the most it may have", cluster.ID, resource.MaxNodePools)
-		}
-		if err := req.CheckZones(cluster.Region, cluster.Zones); err != nil {
+		if err := lifecycle.AddNodePool(&cluster.Cluster, req.Spec.Name, snaps[2].Exists(), now); err != nil {
 			return err
 		}
-
-		p := newNodePool(c.TenantID, cluster.ID, req.Spec, now)
-		res.NodePool = p.NodePool
+		if err := req.CheckZones(cluster.Spec.Region, cluster.Spec.Zones); err != nil {
+			return err
+		}
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.NodePoolSpecOf(req.Spec), now)
 		if err := tx.Create(s.NodePoolRef(c.TenantID, cluster.ID, p.ID), p); err != nil {
 			return err
 		}
 		if err := tx.Create(nameRef, reservation{ID: p.ID}); err != nil {
 			return err
 		}
-		cluster.ActivePoolCount++
-		res.Kick = s.touchCluster(cluster, now)
-		if err := tx.Set(clusterRef, cluster); err != nil {
+		if res.Kick, err = s.writeClusterSpec(tx, cluster, now); err != nil {
 			return err
 		}
 		if idemRef != nil {
@@ -137,51 +119,45 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 				return err
 			}
 		}
-		res.Events = []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolCreated, p.NodePool, now)}
+		res.NodePool = p.View()
+		res.Events = []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolCreated, res.NodePool, now)}
 		return s.writeEvents(tx, res.Events)
 	})
 	if err != nil {
 		return NodePoolResult{}, storageErr("create node pool", err)
 	}
-	res.NodePool.Normalize()
 	return res, nil
 }
 
-func newNodePool(tenantID, clusterID string, spec resource.NodePool, now time.Time) *NodePoolDoc {
-	p := spec
-	p.ID = resource.NewNodePoolID()
-	p.TenantID = tenantID
-	p.ClusterID = clusterID
-	p.State = resource.StatePending
-	p.Message = ""
-	p.Version = 1
-	p.CreatedAt = now
-	p.UpdatedAt = now
-	p.Normalize()
-	return &NodePoolDoc{NodePool: p, Active: true}
-}
-
-// touchCluster records a change of the cluster's desired state: the cluster
-// goes updating (unless it is still being created), its version goes up,
-// and a new reconcile chain token is issued so the change is acted on now.
-func (s *Store) touchCluster(c *ClusterDoc, now time.Time) *Kick {
-	switch c.State {
-	case resource.StateReady, resource.StateError, resource.StateUpdating:
-		c.State = resource.StateUpdating
-		c.Message = ""
+// replay reads an idempotency record: replay is true when the key was used
+// before with the same request (the caller answers with what it made), an
+// error when with another one. An expired record counts as none.
+func (s *Store) replay(snap *firestore.DocumentSnapshot, hash, key string, now time.Time) (idempotencyRecord, bool, error) {
+	var rec idempotencyRecord
+	if err := snap.DataTo(&rec); err != nil {
+		return rec, false, fmt.Errorf("decode idempotency record: %w", err)
 	}
-	c.Changed = true
-	c.Version++
-	c.UpdatedAt = now
-	return s.kick(c, now)
+	if !rec.ExpireAt.After(now) {
+		return rec, false, nil
+	}
+	if rec.RequestHash != hash {
+		return rec, false, errs.E(errs.Conflict, "idempotency key %q was used with another request", key)
+	}
+	return rec, true, nil
 }
 
-// kick issues a new chain token due now; the old chain's next task finds
-// its token stale and stops.
-func (s *Store) kick(c *ClusterDoc, now time.Time) *Kick {
-	c.Reconcile.Token = newToken()
-	c.Reconcile.NextAt = now
-	return &Kick{TenantID: c.TenantID, ClusterID: c.ID, Token: c.Reconcile.Token}
+// writeClusterSpec writes the cluster's spec as an API call changed it,
+// and starts a new reconcile chain so that the change is acted on now.
+func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now time.Time) (*chain.Kick, error) {
+	k := c.Reconcile.Restart(ClustersKind, c.TenantID, c.ID, now)
+	err := tx.Update(s.ClusterRef(c.TenantID, c.ID), []firestore.Update{
+		{Path: "spec", Value: c.Spec},
+		{Path: chain.Field, Value: c.Reconcile},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
 }
 
 func (s *Store) writeEvents(tx *firestore.Transaction, events []outbox.Event) error {
@@ -210,10 +186,7 @@ func (s *Store) ListNodePools(ctx context.Context, c Caller, clusterID string) (
 	if err := authorize(member, PermRead, clusterID); err != nil {
 		return nil, err
 	}
-	it := s.ClusterRef(c.TenantID, clusterID).Collection("nodePools").
-		Where("active", "==", true).
-		OrderBy("createdAt", firestore.Asc).
-		Documents(ctx)
+	it := s.activePools(s.ClusterRef(c.TenantID, clusterID)).Documents(ctx)
 	defer it.Stop()
 	pools := []resource.NodePool{}
 	for {
@@ -224,66 +197,41 @@ func (s *Store) ListNodePools(ctx context.Context, c Caller, clusterID string) (
 		if err != nil {
 			return nil, storageErr("list node pools", err)
 		}
-		var p NodePoolDoc
+		var p lifecycle.NodePool
 		if err := snap.DataTo(&p); err != nil {
 			return nil, storageErr("list node pools", fmt.Errorf("decode %s: %w", snap.Ref.Path, err))
 		}
-		p.Normalize()
-		pools = append(pools, p.NodePool)
+		pools = append(pools, p.View())
 	}
 	return pools, nil
 }
 
-// Resize is an accepted change of a pool's size: it returns the pool with
-// the new node count and autoscaling, or an INVALID_INPUT error.
-type Resize func(resource.NodePool) (resource.NodePool, error)
+// activePools is the query of a cluster's pools that are not deleted, by
+// creation.
+func (s *Store) activePools(cluster *firestore.DocumentRef) firestore.Query {
+	return cluster.Collection("nodePools").Where("active", "==", true).OrderBy("createdAt", firestore.Asc)
+}
 
-// UpdateNodePool resizes a pool in one transaction. The pool goes updating
-// (a pending one stays pending) with its version up by one; the cluster
-// goes updating.
-func (s *Store) UpdateNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string, resize Resize) (NodePoolResult, error) {
-	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *ClusterDoc, p *NodePoolDoc, now time.Time) (bool, error) {
-		if cluster.State == resource.StateDeleting {
-			return false, errs.E(errs.InvalidState, "cluster %s is being deleted", cluster.ID)
-		}
-		if p.State == resource.StateDeleting {
-			return false, errs.E(errs.InvalidState, "node pool %s is being deleted", p.ID)
-		}
-		resized, err := resize(p.NodePool)
-		if err != nil {
-			return false, err
-		}
-		p.NodeCount = resized.NodeCount
-		p.Autoscaling = resized.Autoscaling
-		if p.State != resource.StatePending {
-			p.State = resource.StateUpdating
-		}
-		p.Message = ""
-		p.Version++
-		p.UpdatedAt = now
-		return true, nil
+// UpdateNodePool resizes a pool in one transaction (lifecycle.ResizeNodePool).
+func (s *Store) UpdateNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string, resize lifecycle.Resize) (NodePoolResult, error) {
+	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
+		return true, lifecycle.ResizeNodePool(cluster, p, resize, now)
 	})
 }
 
 // DeleteNodePool marks a pool for deletion and returns it deleting; a pool
 // already deleting is returned unchanged, with no write.
 func (s *Store) DeleteNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string) (NodePoolResult, error) {
-	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *ClusterDoc, p *NodePoolDoc, now time.Time) (bool, error) {
-		if p.State == resource.StateDeleting {
-			return false, nil
-		}
-		p.State = resource.StateDeleting
-		p.Message = ""
-		p.UpdatedAt = now
-		return true, nil
+	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
+		return lifecycle.DeleteNodePool(cluster, p, now), nil
 	})
 }
 
 // mutateNodePool runs change on a pool in one transaction (one batch read
-// of member, cluster and pool). When change reports a change, the pool and
-// the touched cluster are written.
+// of member, cluster and pool). When change reports a change, the specs of
+// the pool and of its cluster are written and the cluster's chain kicked.
 func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string,
-	change func(*ClusterDoc, *NodePoolDoc, time.Time) (bool, error)) (NodePoolResult, error) {
+	change func(*lifecycle.Cluster, *lifecycle.NodePool, time.Time) (bool, error)) (NodePoolResult, error) {
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID, clusterID)
 	poolRef := s.NodePoolRef(c.TenantID, clusterID, nodePoolID)
@@ -309,33 +257,32 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 			return err
 		}
 		now := s.timestamp()
-		changed, err := change(cluster, p, now)
+		changed, err := change(&cluster.Cluster, p, now)
 		if err != nil {
 			return err
 		}
-		res.NodePool = p.NodePool
+		res.NodePool = p.View()
 		if !changed {
 			return nil
 		}
-		res.Kick = s.touchCluster(cluster, now)
-		if err := tx.Set(poolRef, p); err != nil {
+		if err := tx.Update(poolRef, []firestore.Update{{Path: "spec", Value: p.Spec}}); err != nil {
 			return err
 		}
-		return tx.Set(clusterRef, cluster)
+		res.Kick, err = s.writeClusterSpec(tx, cluster, now)
+		return err
 	})
 	if err != nil {
 		return NodePoolResult{}, storageErr("change node pool", err)
 	}
-	res.NodePool.Normalize()
 	return res, nil
 }
 
-func (s *Store) getNodePoolTx(tx *firestore.Transaction, tenantID, clusterID, nodePoolID string) (*NodePoolDoc, error) {
+func (s *Store) getNodePoolTx(tx *firestore.Transaction, tenantID, clusterID, nodePoolID string) (*lifecycle.NodePool, error) {
 	snap, err := tx.Get(s.NodePoolRef(tenantID, clusterID, nodePoolID))
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read node pool: %w", err)
 	}
-	var p NodePoolDoc
+	var p lifecycle.NodePool
 	if snap == nil || !snap.Exists() {
 		return nil, errs.E(errs.NotFound, "node pool %s not found", nodePoolID)
 	}
@@ -347,15 +294,15 @@ func (s *Store) getNodePoolTx(tx *firestore.Transaction, tenantID, clusterID, no
 
 // decodeCluster returns the cluster of snap, or NOT_FOUND when there is none
 // or it is deleted.
-func decodeCluster(snap *firestore.DocumentSnapshot, id string) (*ClusterDoc, error) {
+func decodeCluster(snap *firestore.DocumentSnapshot, id string) (*clusterDoc, error) {
 	if !snap.Exists() {
 		return nil, errs.E(errs.NotFound, "cluster %s not found", id)
 	}
-	var c ClusterDoc
+	var c clusterDoc
 	if err := snap.DataTo(&c); err != nil {
 		return nil, fmt.Errorf("decode cluster %s: %w", id, err)
 	}
-	if !notDeleted(c.State) {
+	if !c.Active {
 		return nil, errs.E(errs.NotFound, "cluster %s not found", id)
 	}
 	return &c, nil
@@ -363,15 +310,15 @@ func decodeCluster(snap *firestore.DocumentSnapshot, id string) (*ClusterDoc, er
 
 // decodeNodePool returns the pool of snap, or NOT_FOUND when there is none
 // or it is deleted.
-func decodeNodePool(snap *firestore.DocumentSnapshot, id string) (*NodePoolDoc, error) {
+func decodeNodePool(snap *firestore.DocumentSnapshot, id string) (*lifecycle.NodePool, error) {
 	if !snap.Exists() {
 		return nil, errs.E(errs.NotFound, "node pool %s not found", id)
 	}
-	var p NodePoolDoc
+	var p lifecycle.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		return nil, fmt.Errorf("decode node pool %s: %w", id, err)
 	}
-	if !notDeleted(p.State) {
+	if !p.Active {
 		return nil, errs.E(errs.NotFound, "node pool %s not found", id)
 	}
 	return &p, nil

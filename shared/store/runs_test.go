@@ -2,7 +2,7 @@ package store_test
 
 import (
 	"context"
-	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,6 +13,8 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -30,7 +32,7 @@ type runEnv struct {
 	caller  store.Caller
 	cluster resource.Cluster
 	pool    resource.NodePool
-	kick    store.Kick
+	kick    chain.Kick
 }
 
 func newRunEnv(t *testing.T) *runEnv {
@@ -83,168 +85,209 @@ func newRunEnv(t *testing.T) *runEnv {
 	return e
 }
 
-func (e *runEnv) lease(t *testing.T, owner string) *store.Lease {
+// run loads the cluster's run in a transaction of its own, as the lease
+// does.
+func (e *runEnv) run(t *testing.T) store.ClusterRun {
 	t.Helper()
-	l, err := e.st.TakeLease(context.Background(), "acme", e.cluster.ID, e.kick.Token, owner, time.Minute, e.clk.t.Add(time.Hour))
+	var run store.ClusterRun
+	err := e.fs.RunTransaction(context.Background(), func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(e.st.ClusterRef("acme", e.cluster.ID))
+		if err != nil {
+			return err
+		}
+		run, err = e.st.LoadClusterRun(tx, snap)
+		return err
+	})
 	if err != nil {
-		t.Fatalf("TakeLease(%s) = %v", owner, err)
+		t.Fatalf("LoadClusterRun = %v", err)
 	}
-	return l
+	return run
 }
 
-func (e *runEnv) poolDoc(t *testing.T) store.NodePoolDoc {
+// save saves after over before, as the end of a run does, and returns the
+// events committed.
+func (e *runEnv) save(t *testing.T, before, after store.ClusterRun, events []outbox.Event) []outbox.Event {
+	t.Helper()
+	var committed []outbox.Event
+	err := e.fs.RunTransaction(context.Background(), func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(e.st.ClusterRef("acme", e.cluster.ID))
+		if err != nil {
+			return err
+		}
+		committed, err = e.st.SaveClusterRun(tx, snap, before, after, events)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("SaveClusterRun = %v", err)
+	}
+	return committed
+}
+
+func (e *runEnv) poolDoc(t *testing.T) lifecycle.NodePool {
 	t.Helper()
 	snap, err := e.st.NodePoolRef("acme", e.cluster.ID, e.pool.ID).Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p store.NodePoolDoc
+	var p lifecycle.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func TestTakeLease(t *testing.T) {
+// decide is a run's decision over what it read: every object as the run
+// begins it, then the pool ready.
+func decide(read store.ClusterRun, now time.Time) (store.ClusterRun, []outbox.Event) {
+	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster)}
+	var events []outbox.Event
+	for _, p := range read.Pools {
+		p = lifecycle.BeginNodePoolRun(p)
+		events = append(events, lifecycle.NodePoolReady(&p, now)...)
+		after.Pools = append(after.Pools, p)
+	}
+	ev, _ := lifecycle.SettleCluster(&after.Cluster, after.Pools, false, now)
+	return after, append(events, ev...)
+}
+
+func TestLoadClusterRun(t *testing.T) {
 	e := newRunEnv(t)
-	ctx := context.Background()
-	l := e.lease(t, "run-1")
-	if len(l.Pools) != 1 || l.Pools[0].ID != e.pool.ID {
-		t.Fatalf("lease pools = %v, want the cluster's one pool", l.Pools)
-	}
-	if _, err := e.st.TakeLease(ctx, "acme", e.cluster.ID, e.kick.Token, "run-2", time.Minute, e.clk.t); !errors.Is(err, store.ErrBusy) {
-		t.Errorf("TakeLease while held = %v, want ErrBusy", err)
-	}
-	if _, err := e.st.TakeLease(ctx, "acme", e.cluster.ID, "other-token", "run-2", time.Minute, e.clk.t); !errors.Is(err, store.ErrStale) {
-		t.Errorf("TakeLease with a stale token = %v, want ErrStale", err)
-	}
-	if _, err := e.st.TakeLease(ctx, "acme", "kcl_01jd0000000000000000000000", "x", "run-2", time.Minute, e.clk.t); !errors.Is(err, store.ErrStale) {
-		t.Errorf("TakeLease of a missing cluster = %v, want ErrStale", err)
-	}
-	// Past its expiry the lease is free, and the first run has lost it.
-	e.clk.t = e.clk.t.Add(2 * time.Minute)
-	e.lease(t, "run-2")
-	if err := e.st.RecordIntent(ctx, l, e.pool.ID, &store.Intent{Kind: "setSize"}); !errors.Is(err, store.ErrLeaseLost) {
-		t.Errorf("RecordIntent after losing the lease = %v, want ErrLeaseLost", err)
-	}
-	if _, _, err := e.st.FinishRun(ctx, l, store.Finish{Cluster: l.Cluster, Pools: l.Pools}); !errors.Is(err, store.ErrLeaseLost) {
-		t.Errorf("FinishRun after losing the lease = %v, want ErrLeaseLost", err)
+	run := e.run(t)
+	if run.Cluster.ID != e.cluster.ID || len(run.Pools) != 1 || run.Pools[0].ID != e.pool.ID {
+		t.Fatalf("LoadClusterRun = cluster %s, pools %+v; want %s with its pool %s", run.Cluster.ID, run.Pools, e.cluster.ID, e.pool.ID)
 	}
 }
 
-// A tenant's change during a run wins over the run's outcome: the pool
-// keeps the API's state, only the run's bookkeeping is written, and the
-// event of the state it would have had is dropped.
-func TestFinishRunKeepsConcurrentChanges(t *testing.T) {
+// A run's outcome is saved: statuses whole, its events committed.
+func TestSaveClusterRun(t *testing.T) {
+	e := newRunEnv(t)
+	read := e.run(t)
+	after, events := decide(read, e.clk.t)
+	committed := e.save(t, read, after, events)
+	if len(committed) != 2 {
+		t.Errorf("committed %d events, want nodepool.ready and cluster.ready", len(committed))
+	}
+	p := e.poolDoc(t)
+	if !reflect.DeepEqual(p.Status, after.Pools[0].Status) || !reflect.DeepEqual(p.Spec, read.Pools[0].Spec) {
+		t.Errorf("stored pool = spec %+v status %+v, want the spec unchanged and status %+v", p.Spec, p.Status, after.Pools[0].Status)
+	}
+	if st := p.View().State; st != resource.StateReady {
+		t.Errorf("pool state = %s, want ready", st)
+	}
+}
+
+// Statuses are saved whole: every field of a status reaches Firestore,
+// with no list of field paths to keep, so a field added to a status later
+// is saved too. The test fills every field of the pool's and cluster's
+// statuses by reflection, whatever they are.
+func TestSaveClusterRunWritesStatusWhole(t *testing.T) {
+	e := newRunEnv(t)
+	read := e.run(t)
+	after := store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
+	fill(t, reflect.ValueOf(&after.Pools[0].Status).Elem(), e.clk.t)
+	fill(t, reflect.ValueOf(&after.Cluster.Status).Elem(), e.clk.t)
+	// Deleted is the one status the save treats apart (reservations).
+	after.Pools[0].Status.State = resource.StateReady
+	after.Cluster.Status.State = resource.StateReady
+	e.save(t, read, after, nil)
+	if got := e.poolDoc(t).Status; !reflect.DeepEqual(got, after.Pools[0].Status) {
+		t.Errorf("stored pool status = %+v, want %+v", got, after.Pools[0].Status)
+	}
+	snap, err := e.st.ClusterRef("acme", e.cluster.ID).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c lifecycle.Cluster
+	if err := snap.DataTo(&c); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Status, after.Cluster.Status) {
+		t.Errorf("stored cluster status = %+v, want %+v", c.Status, after.Cluster.Status)
+	}
+}
+
+// fill sets every field of v to a value that is not its zero value.
+func fill(t *testing.T, v reflect.Value, now time.Time) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			v.Set(reflect.ValueOf(now.Add(time.Duration(len(v.Type().Name())) * time.Second)))
+			return
+		}
+		for i := range v.NumField() {
+			fill(t, v.Field(i), now)
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), now)
+	case reflect.String:
+		v.SetString("x-" + v.Type().Name())
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	default:
+		t.Fatalf("fill: a status field of kind %s; teach fill about it", v.Kind())
+	}
+}
+
+// A tenant's change during a run wins over the run's outcome: the pool's
+// spec is the API's, the run's status is saved (it answers the generation
+// it saw), the pool shows updating, and the event of the state it would
+// have had is dropped.
+func TestSaveClusterRunKeepsConcurrentChanges(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := context.Background()
-	l := e.lease(t, "run-1")
-
-	n := 3
-	if _, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p resource.NodePool) (resource.NodePool, error) {
-		p.NodeCount = n
+	read := e.run(t)
+	after, events := decide(read, e.clk.t)
+	// The tenant resizes the pool during the run.
+	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p resource.NodePool) (resource.NodePool, error) {
+		p.NodeCount = 5
 		return p, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-
-	after := l.Pools[0]
-	after.State = resource.StateReady
-	after.Provider.Created = true
-	after.Provider.NodeCount = 1
-	c := l.Cluster
-	c.State = resource.StateReady
-	ev := outbox.NodePoolEvent(outbox.NodePoolReady, after.NodePool, e.clk.t)
-	committed, current, err := e.st.FinishRun(ctx, l, store.Finish{Cluster: c, Pools: []store.NodePoolDoc{after}, Events: []outbox.Event{ev}, NextAt: e.clk.t})
-	if err != nil {
-		t.Fatalf("FinishRun() = %v", err)
-	}
-	if len(committed) != 0 {
-		t.Errorf("committed events = %v, want the stale ready dropped", committed)
-	}
-	if current {
-		t.Errorf("FinishRun() current = true, want false: the update kicked a new chain")
-	}
-	got := e.poolDoc(t)
-	if got.State != resource.StatePending || got.NodeCount != n || got.Version != 2 {
-		t.Errorf("pool = %s count %d v%d, want the API's pending count %d v2", got.State, got.NodeCount, got.Version, n)
-	}
-	if !got.Provider.Created || got.Provider.NodeCount != 1 {
-		t.Errorf("pool provider = %+v, want the run's bookkeeping written", got.Provider)
-	}
-}
-
-// With no change by the API, the run's outcome is written whole, a pool it
-// deleted frees its name and its slot, and the events are committed.
-func TestFinishRunWritesOutcome(t *testing.T) {
-	e := newRunEnv(t)
-	ctx := context.Background()
-	l := e.lease(t, "run-1")
-	after := l.Pools[0]
-	after.State = resource.StateDeleted
-	after.Active = false
-	c := l.Cluster
-	c.ActivePoolCount-- // as the planner counts; the store applies it as an increment
-	ev := outbox.NodePoolEvent(outbox.NodePoolDeleted, after.NodePool, e.clk.t)
-	committed, current, err := e.st.FinishRun(ctx, l, store.Finish{Cluster: c, Pools: []store.NodePoolDoc{after}, Events: []outbox.Event{ev}, NextAt: e.clk.t.Add(time.Minute)})
-	if err != nil || !current || len(committed) != 1 {
-		t.Fatalf("FinishRun() = %v, %v, %v; want the event committed and the chain current", committed, current, err)
-	}
-	if got := e.poolDoc(t); got.State != resource.StateDeleted || got.Active {
-		t.Errorf("pool = %s active %v, want deleted", got.State, got.Active)
-	}
-	snap, err := e.st.ClusterRef("acme", e.cluster.ID).Get(ctx)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cl store.ClusterDoc
-	if err := snap.DataTo(&cl); err != nil {
-		t.Fatal(err)
+	committed := e.save(t, read, after, events)
+	for _, ev := range committed {
+		t.Errorf("committed %s, want every event dropped (the pool and its cluster changed)", ev.Type)
 	}
-	if cl.ActivePoolCount != 0 || cl.Reconcile.LeaseOwner != "" {
-		t.Errorf("cluster count %d lease %q, want 0 and released", cl.ActivePoolCount, cl.Reconcile.LeaseOwner)
+	p := e.poolDoc(t)
+	if p.Spec.NodeCount != 5 || p.Spec.Version != 2 {
+		t.Errorf("pool spec = %d nodes v%d, want the tenant's 5 nodes v2", p.Spec.NodeCount, p.Spec.Version)
 	}
-	if _, err := e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
-		ClusterID: e.cluster.ID, Spec: resource.NodePool{Name: "a", MachineType: "e2-standard-4"}, RequestHash: "x",
-		CheckZones: func(string, []string) error { return nil },
-	}); err != nil {
-		t.Errorf("CreateNodePool(the deleted pool's name) = %v, want the name free again", err)
+	if st := p.View().State; st != resource.StateUpdating {
+		t.Errorf("pool state = %s, want updating (the resize is not converged)", st)
 	}
-	if snap, err := outbox.Ref(e.fs, ev).Get(ctx); err != nil || !snap.Exists() {
-		t.Errorf("outbox event %s not written: %v", ev.ID, err)
+	if p.Status.State != resource.StateReady || p.Status.ObservedGeneration != read.Pools[0].Spec.Generation {
+		t.Errorf("pool status = %s for generation %d, want ready for %d", p.Status.State, p.Status.ObservedGeneration, read.Pools[0].Spec.Generation)
 	}
 }
 
-func TestDropLease(t *testing.T) {
-	e := newRunEnv(t)
-	l := e.lease(t, "run-1")
-	if err := e.st.DropLease(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	// Another run may start at once.
-	e.kick.Token = l.Token
-	e.lease(t, "run-2")
-}
-
-func TestOverdueAndRekick(t *testing.T) {
+// A pool the run finds deleted frees its name and its place in the quota.
+func TestSaveClusterRunDeletedPool(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := context.Background()
-	// The create's kick made the cluster due now; a minute later it is
-	// overdue.
-	e.clk.t = e.clk.t.Add(time.Minute)
-	before := e.clk.t.Add(-30 * time.Second)
-	overdue, err := e.st.Overdue(ctx, before, 10)
-	if err != nil || len(overdue) != 1 || overdue[0].ID != e.cluster.ID {
-		t.Fatalf("Overdue() = %v, %v; want the cluster", overdue, err)
+	if _, err := e.st.DeleteNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID); err != nil {
+		t.Fatal(err)
 	}
-	k, err := e.st.Rekick(ctx, "acme", e.cluster.ID, before)
-	if err != nil || k == nil || k.Token == e.kick.Token {
-		t.Fatalf("Rekick() = %v, %v; want a new chain token", k, err)
+	read := e.run(t)
+	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster), Pools: []lifecycle.NodePool{lifecycle.BeginNodePoolRun(read.Pools[0])}}
+	events := lifecycle.NodePoolDeleted(&after.Cluster, &after.Pools[0], e.clk.t)
+	if got := e.save(t, read, after, events); len(got) != 1 {
+		t.Errorf("committed %d events, want nodepool.deleted", len(got))
 	}
-	if k2, err := e.st.Rekick(ctx, "acme", e.cluster.ID, before); err != nil || k2 != nil {
-		t.Errorf("second Rekick() = %v, %v; want nothing to do", k2, err)
+	pools, err := e.st.ListNodePools(ctx, e.caller, e.cluster.ID)
+	if err != nil || len(pools) != 0 {
+		t.Errorf("ListNodePools = %v, %v; want none", pools, err)
 	}
-	if overdue, err := e.st.Overdue(ctx, before, 10); err != nil || len(overdue) != 0 {
-		t.Errorf("Overdue() after the rekick = %v, %v; want none", overdue, err)
+	// The name is free again.
+	_, err = e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
+		ClusterID: e.cluster.ID, Spec: resource.NodePool{Name: e.pool.Name, MachineType: "e2-standard-4", NodeCount: 1},
+		RequestHash: "h2", CheckZones: func(string, []string) error { return nil },
+	})
+	if err != nil {
+		t.Errorf("CreateNodePool with the freed name = %v", err)
 	}
 }

@@ -1,15 +1,17 @@
 // Package store keeps the Kubernetes API's state in Firestore: the data
 // model of ARCHITECTURE.md, and every API mutation as one transaction of
 // point reads and writes (desired state, outbox events and the reconcile
-// kick together).
+// kick together). The API's calls write only the specs of clusters and node
+// pools; the reconciler's runs (SaveClusterRun) only their statuses. The
+// rules of both are lifecycle's: the store loads, calls them, and saves.
 //
 // Layout:
 //
 //	accounts/{accountId}                              Account
 //	pools/{poolId}                                    Pool
 //	tenants/{t}/members/{principal}                   auth.Member
-//	tenants/{t}/clusters/{kcl}                        ClusterDoc
-//	tenants/{t}/clusters/{kcl}/nodePools/{knp}        NodePoolDoc
+//	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
+//	tenants/{t}/clusters/{kcl}/nodePools/{knp}        lifecycle.NodePool
 //	tenants/{t}/clusters/{kcl}/nodePoolNames/{name}   reservation → knp
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
@@ -18,7 +20,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -28,17 +29,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // IdempotencyTTL is how long idempotency keys are kept at least (API.md §5).
 const IdempotencyTTL = 24 * time.Hour
-
-// DeletedTTL is how long the documents of deleted pools and clusters are
-// kept, for idempotent replays and audits, before Firestore's TTL policy on
-// expireAt removes them.
-const DeletedTTL = 30 * 24 * time.Hour
 
 // Store reads and writes the API's state in Firestore.
 type Store struct {
@@ -87,79 +84,10 @@ type Pool struct {
 	AccountID string `firestore:"accountId" json:"accountId"`
 }
 
-// Reconcile is the reconcile chain of a cluster: the token of the one task
-// chain allowed to run it, when it should run next, and the lease of the
-// run in progress.
-type Reconcile struct {
-	Token       string    `firestore:"token"`
-	NextAt      time.Time `firestore:"nextAt"`
-	LeaseOwner  string    `firestore:"leaseOwner"`
-	LeaseExpiry time.Time `firestore:"leaseExpiry"`
-	Failures    int       `firestore:"failures"` // consecutive transient failures, for backoff
-}
-
-// Intent records a provider call about to be made, before it is made, so
-// that a run killed between the call and recording its operation is
-// followed by one that finds the operation instead of calling again.
-type Intent struct {
-	Kind      string    `firestore:"kind"`
-	At        time.Time `firestore:"at"`
-	NodeCount int       `firestore:"nodeCount"` // the size asked by a resize
-}
-
-// ProviderCluster is what the reconciler knows of the cluster at the
-// provider. Only the reconciler writes it.
-type ProviderCluster struct {
-	// ID is the provider's unique ID of the cluster, so that a cluster
-	// re-created under the same name is never taken for ours.
-	ID            string  `firestore:"id"`
-	Operation     string  `firestore:"operation"` // cluster-level operation in flight
-	OperationKind string  `firestore:"operationKind"`
-	Intent        *Intent `firestore:"intent"`
-	EverReady     bool    `firestore:"everReady"` // kubernetes.cluster.ready was published
-}
-
-// ClusterDoc is the stored cluster: the resource and what the API and the
-// reconciler keep beside it.
-type ClusterDoc struct {
-	resource.Cluster
-	// Active is false once the cluster is deleted; list queries filter on it.
-	Active bool `firestore:"active"`
-	// ActivePoolCount counts the node pools that are not deleted, for the
-	// quota without a count query.
-	ActivePoolCount int `firestore:"activePoolCount"`
-	// Project is the provider project of the cluster's account.
-	Project string `firestore:"project"`
-	// Zones are the zones of the cluster's region enabled on its account.
-	Zones []string `firestore:"zones"`
-	// Changed is set by the API when the tenant changes the cluster's
-	// desired state, and cleared by the reconciler when it is ready again
-	// (kubernetes.cluster.updated).
-	Changed   bool            `firestore:"changed"`
-	Reconcile Reconcile       `firestore:"reconcile"`
-	Provider  ProviderCluster `firestore:"provider"`
-	ExpireAt  *time.Time      `firestore:"expireAt"`
-}
-
-// ProviderPool is what the reconciler knows of the pool at the provider.
-// Only the reconciler writes it.
-type ProviderPool struct {
-	Operation     string  `firestore:"operation"` // operation in flight
-	OperationKind string  `firestore:"operationKind"`
-	Intent        *Intent `firestore:"intent"`
-	// Created is true once the provider has had the pool.
-	Created bool `firestore:"created"`
-	// NodeCount is the size per zone last set at the provider while
-	// autoscaling was off, or -1 when unknown (the autoscaler moves it).
-	NodeCount int `firestore:"nodeCount"`
-}
-
-// NodePoolDoc is the stored node pool.
-type NodePoolDoc struct {
-	resource.NodePool
-	Active   bool         `firestore:"active"`
-	Provider ProviderPool `firestore:"provider"`
-	ExpireAt *time.Time   `firestore:"expireAt"`
+// clusterDoc is a cluster's document: the object and its reconcile chain.
+type clusterDoc struct {
+	lifecycle.Cluster
+	Reconcile chain.State `firestore:"reconcile"`
 }
 
 type reservation struct {
@@ -217,14 +145,6 @@ func RequestHash(canonical []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-func newToken() string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	return hex.EncodeToString(b)
-}
-
 // storageErr maps a Firestore failure to the domain's vocabulary: a backing
 // service that is down is Unavailable (safe to retry), anything else
 // Internal. Domain errors pass through unchanged.
@@ -244,6 +164,3 @@ func storageErr(op string, err error) error {
 	}
 	return errs.Wrap(errs.Internal, err, "internal error in %s", op)
 }
-
-// notDeleted reports whether a state counts as existing for the API.
-func notDeleted(st resource.State) bool { return st != resource.StateDeleted }

@@ -1,0 +1,51 @@
+package clusters
+
+import "github.com/better-compute/kubernetes/shared/lifecycle"
+
+// applyOp folds the outcome of the recorded operation into the objects.
+// The operation is on the cluster or on at most one pool: one at a time.
+// A failure never takes a pool or cluster out of deleting: the tenant's
+// delete stands and is retried.
+func (p *planner) applyOp(op *OpOutcome) {
+	c := &p.d.Cluster.Status
+	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
+	for i := range p.d.Pools {
+		busy = busy || inFlight(p.d.Pools[i].Status.Provider.Operation, p.d.Pools[i].Status.Provider.Intent)
+	}
+	if op == nil || (!op.Done && !op.Lost) {
+		p.busy = busy
+		return
+	}
+	if c.Provider.Operation != "" {
+		kind := c.Provider.OperationKind
+		c.Provider.Operation, c.Provider.OperationKind, c.Provider.Intent = "", "", nil
+		if op.Err != nil && !op.Err.Transient && kind == CreateCluster && !p.d.Cluster.Spec.Deleting {
+			p.emit(lifecycle.ClusterError(&p.d.Cluster, "the provider refused the cluster: "+op.Err.Message, p.now))
+		}
+		return
+	}
+	for i := range p.d.Pools {
+		np := &p.d.Pools[i]
+		pr := &np.Status.Provider
+		if pr.Operation == "" {
+			continue
+		}
+		kind, intent := pr.OperationKind, pr.Intent
+		pr.Operation, pr.OperationKind, pr.Intent = "", "", nil
+		switch {
+		case op.Err != nil && !op.Err.Transient:
+			if !np.Spec.Deleting {
+				p.failed = i
+				p.emit(lifecycle.NodePoolError(np, op.Err.Message, p.now))
+			}
+		case op.Err != nil || op.Lost:
+			// Retried from what the provider shows.
+		case kind == SetSize && intent != nil:
+			pr.NodeCount = intent.NodeCount
+		case kind == SetAutoscaling:
+			// The autoscaler owns the size until autoscaling is off.
+			pr.NodeCount = -1
+		}
+		return
+	}
+}
