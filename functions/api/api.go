@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -26,7 +27,7 @@ type EventSender interface {
 
 // Kicker asks for a reconcile run of a cluster now (a Cloud Task).
 type Kicker interface {
-	Kick(ctx context.Context, k store.Kick) error
+	Kick(ctx context.Context, k chain.Kick) error
 }
 
 // DefaultTimeout bounds one call's work after its token and input are
@@ -116,7 +117,7 @@ func bounded[In any](d time.Duration, m httpapi.Method[In]) httpapi.Method[In] {
 // afterCommit hands the committed events to the relay and asks for a
 // reconcile run. Neither may fail the call: the events wait in the outbox
 // for a drain, and the watchdog restarts a chain whose kick was lost.
-func (a *api) afterCommit(ctx context.Context, events []outbox.Event, kick *store.Kick) {
+func (a *api) afterCommit(ctx context.Context, events []outbox.Event, kick *chain.Kick) {
 	a.Events.Send(events)
 	if kick == nil {
 		return

@@ -394,8 +394,8 @@ func TestDeleteCluster(t *testing.T) {
 	pools := listPools(t, tn, c.ID)
 	var gone resource.NodePool
 	call(t, admin, "kubernetesNodePools/delete", poolRef(tn, c.ID, pools[2].ID)).decode(t, &gone)
-	setDoc(t, h.store.ClusterRef(tn.ID, c.ID), map[string]any{"state": "ready"})
-	setDoc(t, h.store.NodePoolRef(tn.ID, c.ID, pools[0].ID), map[string]any{"state": "ready"})
+	setState(t, h.store.ClusterRef(tn.ID, c.ID), resource.StateReady, "")
+	setState(t, h.store.NodePoolRef(tn.ID, c.ID, pools[0].ID), resource.StateReady, "")
 	before := clusterDoc(t, tn.ID, c.ID)
 
 	var d resource.Cluster

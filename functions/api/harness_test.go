@@ -40,6 +40,8 @@ import (
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -322,11 +324,11 @@ func (hs *harness) publishFailureCount(tenantID string) int {
 // recordingKicker records reconcile kicks and fails them while fail is set.
 type recordingKicker struct {
 	mu    sync.Mutex
-	kicks []store.Kick
+	kicks []chain.Kick
 	fail  map[string]bool // by tenant
 }
 
-func (k *recordingKicker) Kick(ctx context.Context, kick store.Kick) error {
+func (k *recordingKicker) Kick(ctx context.Context, kick chain.Kick) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.fail[kick.TenantID] {
@@ -346,12 +348,12 @@ func (k *recordingKicker) setFail(tenantID string, fail bool) {
 }
 
 // kicksOf returns the kicks recorded for a cluster, oldest first.
-func (k *recordingKicker) kicksOf(clusterID string) []store.Kick {
+func (k *recordingKicker) kicksOf(clusterID string) []chain.Kick {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []store.Kick
+	var out []chain.Kick
 	for _, kick := range k.kicks {
-		if kick.ClusterID == clusterID {
+		if kick.ID == clusterID {
 			out = append(out, kick)
 		}
 	}
@@ -629,26 +631,68 @@ func createPool(t testing.TB, tn tenant, clusterID string, body obj) resource.No
 	return p
 }
 
-// setDoc merges fields into a stored document, as the reconciler would.
-func setDoc(t testing.TB, ref *firestore.DocumentRef, fields map[string]any) {
+// setState records the state of a stored cluster or node pool as its
+// writer would: deleting as the API's delete does (in the spec), the other
+// states as the reconciler does (in the status, answering the spec's
+// generation; deleted also inactive).
+func setState(t testing.TB, ref *firestore.DocumentRef, st resource.State, msg string) {
 	t.Helper()
-	if _, err := ref.Set(context.Background(), fields, firestore.MergeAll); err != nil {
-		t.Fatalf("Set(%s): %v", ref.Path, err)
+	ctx := context.Background()
+	snap, err := ref.Get(ctx)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", ref.Path, err)
+	}
+	gen, err := snap.DataAt("spec.generation")
+	if err != nil {
+		t.Fatalf("Get(%s): %v", ref.Path, err)
+	}
+	updates := []firestore.Update{
+		{Path: "status.state", Value: string(st)},
+		{Path: "status.message", Value: msg},
+		{Path: "status.observedGeneration", Value: gen},
+	}
+	switch st {
+	case resource.StateDeleting:
+		updates = []firestore.Update{{Path: "spec.deleting", Value: true}}
+	case resource.StateDeleted:
+		updates = append(updates, firestore.Update{Path: "active", Value: false})
+	}
+	if _, err := ref.Update(ctx, updates); err != nil {
+		t.Fatalf("Update(%s): %v", ref.Path, err)
 	}
 }
 
+// storedCluster is a cluster as stored: its view, and what tests check
+// beside it.
+type storedCluster struct {
+	resource.Cluster
+	ActivePoolCount int
+	// Changed: the tenant changed the cluster or a pool since the
+	// reconciler last looked.
+	Changed   bool
+	Reconcile chain.State
+}
+
 // clusterDoc reads the stored cluster.
-func clusterDoc(t testing.TB, tenantID, clusterID string) store.ClusterDoc {
+func clusterDoc(t testing.TB, tenantID, clusterID string) storedCluster {
 	t.Helper()
 	snap, err := h.store.ClusterRef(tenantID, clusterID).Get(context.Background())
 	if err != nil {
 		t.Fatalf("get cluster %s: %v", clusterID, err)
 	}
-	var c store.ClusterDoc
+	var c struct {
+		lifecycle.Cluster
+		Reconcile chain.State `firestore:"reconcile"`
+	}
 	if err := snap.DataTo(&c); err != nil {
 		t.Fatalf("decode cluster %s: %v", clusterID, err)
 	}
-	return c
+	return storedCluster{
+		Cluster:         c.View(),
+		ActivePoolCount: lifecycle.ActiveNodePools(&c.Cluster),
+		Changed:         c.Spec.Generation > c.Status.ObservedGeneration,
+		Reconcile:       c.Reconcile,
+	}
 }
 
 // poolDocs returns the number of node pool documents of a cluster.

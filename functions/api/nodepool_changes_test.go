@@ -158,7 +158,7 @@ func TestListNodePools(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		deleted := newCluster(t, tn)
-		setDoc(t, h.store.ClusterRef(tn.ID, deleted.ID), map[string]any{"state": "deleted", "active": false})
+		setState(t, h.store.ClusterRef(tn.ID, deleted.ID), resource.StateDeleted, "")
 		tests := []struct {
 			name   string
 			body   any
@@ -291,8 +291,8 @@ func TestUpdateNodePool(t *testing.T) {
 			t.Run(string(tc.pool)+"/"+string(tc.cluster), func(t *testing.T) {
 				cl := newCluster(t, tn)
 				p := listPools(t, tn, cl.ID)[0]
-				setDoc(t, h.store.ClusterRef(tn.ID, cl.ID), map[string]any{"state": string(tc.cluster)})
-				setDoc(t, h.store.NodePoolRef(tn.ID, cl.ID, p.ID), map[string]any{"state": string(tc.pool), "message": "was"})
+				setState(t, h.store.ClusterRef(tn.ID, cl.ID), tc.cluster, "")
+				setState(t, h.store.NodePoolRef(tn.ID, cl.ID, p.ID), tc.pool, "was")
 				before := clusterDoc(t, tn.ID, cl.ID)
 				var got resource.NodePool
 				call(t, editor, "kubernetesNodePools/update", with(poolRef(tn, cl.ID, p.ID), "nodeCount", 4)).decode(t, &got)
@@ -315,7 +315,7 @@ func TestUpdateNodePool(t *testing.T) {
 		wantError(t, call(t, editor, "kubernetesNodePools/update", with(poolRef(tn, cl.ID, p.ID), "nodeCount", 2)), http.StatusConflict, "INVALID_STATE")
 
 		other := listPools(t, tn, cl.ID)[0] // "default", pending
-		setDoc(t, h.store.ClusterRef(tn.ID, cl.ID), map[string]any{"state": "deleting"})
+		setState(t, h.store.ClusterRef(tn.ID, cl.ID), resource.StateDeleting, "")
 		wantError(t, call(t, editor, "kubernetesNodePools/update", with(poolRef(tn, cl.ID, other.ID), "nodeCount", 2)), http.StatusConflict, "INVALID_STATE")
 
 		markPoolDeleted(t, tn.ID, cl.ID, d)
@@ -338,8 +338,8 @@ func TestDeleteNodePool(t *testing.T) {
 		t.Run(string(from), func(t *testing.T) {
 			c := newCluster(t, tn)
 			p := createPool(t, tn, c.ID, poolSpec("np"))
-			setDoc(t, h.store.NodePoolRef(tn.ID, c.ID, p.ID), map[string]any{"state": string(from), "message": "m"})
-			setDoc(t, h.store.ClusterRef(tn.ID, c.ID), map[string]any{"state": "ready"})
+			setState(t, h.store.NodePoolRef(tn.ID, c.ID, p.ID), from, "m")
+			setState(t, h.store.ClusterRef(tn.ID, c.ID), resource.StateReady, "")
 			before := clusterDoc(t, tn.ID, c.ID)
 			var d resource.NodePool
 			call(t, editor, "kubernetesNodePools/delete", poolRef(tn, c.ID, p.ID)).decode(t, &d)

@@ -10,10 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 var nodePoolID = regexp.MustCompile(`^knp_[0-9a-hjkmnp-tv-z]{26}$`)
@@ -332,20 +335,31 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
-// markPoolDeleted does what the reconciler does when the provider has
-// deleted a pool: the pool is deleted and inactive, its name is free and
-// the cluster counts one pool fewer.
+// markPoolDeleted records what a reconcile run records when the provider
+// no longer has a deleting pool, through the store's own run: the pool is
+// deleted, its name free and the cluster counts one pool fewer.
 func markPoolDeleted(t testing.TB, tenantID, clusterID string, p resource.NodePool) {
 	t.Helper()
-	ref := h.store.NodePoolRef(tenantID, clusterID, p.ID)
+	ref := h.store.ClusterRef(tenantID, clusterID)
 	err := h.fs.RunTransaction(context.Background(), func(ctx context.Context, tx *firestore.Transaction) error {
-		if err := tx.Update(ref, []firestore.Update{{Path: "state", Value: string(resource.StateDeleted)}, {Path: "active", Value: false}}); err != nil {
+		snap, err := tx.Get(ref)
+		if err != nil {
 			return err
 		}
-		if err := tx.Delete(h.store.ClusterRef(tenantID, clusterID).Collection("nodePoolNames").Doc(p.Name)); err != nil {
+		before, err := h.store.LoadClusterRun(tx, snap)
+		if err != nil {
 			return err
 		}
-		return tx.Update(h.store.ClusterRef(tenantID, clusterID), []firestore.Update{{Path: "activePoolCount", Value: firestore.Increment(-1)}})
+		after := store.ClusterRun{Cluster: before.Cluster.Clone()}
+		for _, np := range before.Pools {
+			np = np.Clone()
+			if np.ID == p.ID {
+				lifecycle.NodePoolDeleted(&after.Cluster, &np, time.Now())
+			}
+			after.Pools = append(after.Pools, np)
+		}
+		_, err = h.store.SaveClusterRun(tx, snap, before, after, nil)
+		return err
 	})
 	if err != nil {
 		t.Fatalf("mark pool %s deleted: %v", p.ID, err)
@@ -408,7 +422,7 @@ func TestCreateNodePoolRules(t *testing.T) {
 		wantError(t, call(t, admin, "kubernetesNodePools/create", createBody(tn, deleting.ID, "np")), http.StatusConflict, "INVALID_STATE")
 
 		deleted := newCluster(t, tn)
-		setDoc(t, h.store.ClusterRef(tn.ID, deleted.ID), map[string]any{"state": "deleted", "active": false})
+		setState(t, h.store.ClusterRef(tn.ID, deleted.ID), resource.StateDeleted, "")
 		wantError(t, call(t, admin, "kubernetesNodePools/create", createBody(tn, deleted.ID, "np")), http.StatusNotFound, "NOT_FOUND")
 
 		wantError(t, call(t, admin, "kubernetesNodePools/create", createBody(tn, unknownCluster(), "np")), http.StatusNotFound, "NOT_FOUND")
@@ -432,7 +446,7 @@ func TestCreateNodePoolRules(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(string(tc.from), func(t *testing.T) {
 				c := newCluster(t, tn)
-				setDoc(t, h.store.ClusterRef(tn.ID, c.ID), map[string]any{"state": string(tc.from)})
+				setState(t, h.store.ClusterRef(tn.ID, c.ID), tc.from, "")
 				before := clusterDoc(t, tn.ID, c.ID)
 				kicks := len(h.kicker.kicksOf(c.ID))
 				createPool(t, tn, c.ID, poolSpec("np"))

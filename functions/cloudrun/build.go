@@ -17,10 +17,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/better-compute/kubernetes/functions/api"
-	rfn "github.com/better-compute/kubernetes/functions/reconcile"
+	"github.com/better-compute/kubernetes/functions/reconcile"
 	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/outbox"
-	"github.com/better-compute/kubernetes/shared/reconcile"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
@@ -193,15 +194,19 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
-		rec, err := reconcile.New(k.store, g, k.queue, k.relay, reconcile.Config{
-			ConvergingInterval: c.cfg.ConvergingInterval,
-			SteadyInterval:     c.cfg.SteadyInterval,
-			LeaseTTL:           c.cfg.LeaseTTL,
-		})
+		rec, err := clusters.New(k.store, g, nil)
 		if err != nil {
 			return nil, err
 		}
-		return rfn.Handler(v, rec)
+		runner, err := chain.NewRunner(k.fs, k.queue, k.relay, chain.Config{
+			ConvergingInterval: c.cfg.ConvergingInterval,
+			SteadyInterval:     c.cfg.SteadyInterval,
+			LeaseTTL:           c.cfg.LeaseTTL,
+		}, rec)
+		if err != nil {
+			return nil, err
+		}
+		return reconcile.Handler(v, runner)
 	case kindWatchdog:
 		k, err := c.core.get(ctx)
 		if err != nil {
@@ -211,8 +216,8 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
-		w := &rfn.Watchdog{Store: k.store, Kicker: k.queue, Events: k.relay, Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}
-		return w.Handler(v)
+		w := &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind}, Kicker: k.queue, Events: k.relay, Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}
+		return reconcile.WatchdogHandler(v, w)
 	}
 	return nil, fmt.Errorf("function %q has no builder", name)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -382,7 +383,7 @@ func (nopEvents) Send([]outbox.Event) {}
 
 type nopKicker struct{}
 
-func (nopKicker) Kick(context.Context, store.Kick) error { return nil }
+func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
 
 func (a *app) isDraining() bool {
 	a.mu.Lock()

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/better-compute/kubernetes/shared/reconcile"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -75,7 +75,7 @@ func (c *jumpClock) tick() { c.ticks.Add(1) }
 // runs the refreshes itself.
 type noSchedule struct{ n atomic.Int64 }
 
-func (s *noSchedule) Schedule(context.Context, store.Kick, time.Time, string) error {
+func (s *noSchedule) Schedule(context.Context, chain.Kick, time.Time, string) error {
 	s.n.Add(1)
 	return nil
 }
@@ -86,8 +86,8 @@ type refreshBench struct {
 	e        *env
 	rpcs     *rpcCounter
 	clock    *jumpClock
-	rec      *reconcile.Reconciler
-	clusters []store.Kick
+	rec      *chain.Runner
+	clusters []chain.Kick
 }
 
 func newRefreshBench(b *testing.B, clusters int) *refreshBench {
@@ -108,16 +108,13 @@ func newRefreshBench(b *testing.B, clusters int) *refreshBench {
 	rb := &refreshBench{e: e, rpcs: rpcs}
 	for _, id := range ids {
 		e.api.waitCluster(b, id, resource.StateReady, nil)
-		rb.clusters = append(rb.clusters, store.Kick{TenantID: "acme", ClusterID: id, Token: e.clusterDoc(b, id).Reconcile.Token})
+		rb.clusters = append(rb.clusters, chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: id, Token: e.clusterDoc(b, id).Reconcile.Token})
 	}
 	rb.clock = &jumpClock{start: time.Now(), base: time.Now(), step: cfg.LeaseTTL + time.Millisecond}
 	// Past every lease the stack's own runs took.
 	rb.clock.tick()
-	st, err := store.New(e.FirestoreClient, store.WithNow(rb.clock.now))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rb.rec, err = reconcile.New(st, e.GKEClient, &noSchedule{}, e.Relay, reconcile.Config{
+	var err error
+	rb.rec, err = newRunner(e, e.GKEClient, &noSchedule{}, chain.Config{
 		ConvergingInterval: cfg.ConvergingInterval, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: rb.clock.now,
 	})
 	if err != nil {
@@ -127,7 +124,7 @@ func newRefreshBench(b *testing.B, clusters int) *refreshBench {
 	return rb
 }
 
-func (rb *refreshBench) refresh(b *testing.B, k store.Kick, i int64) {
+func (rb *refreshBench) refresh(b *testing.B, k chain.Kick, i int64) {
 	rb.clock.tick()
 	if err := rb.rec.Run(context.Background(), k, fmt.Sprintf("bench-%d", i)); err != nil {
 		b.Errorf("Run: %v", err)
@@ -170,8 +167,8 @@ func BenchmarkNoopRefresh(b *testing.B) {
 	}
 	b.StopTimer()
 	rb.report(b, b.N, start, gkeBefore, fsBefore, fsTotal)
-	if cl := rb.e.clusterDoc(b, k.ClusterID); cl.State != resource.StateReady {
-		b.Errorf("cluster after the refreshes = %s, want ready", cl.State)
+	if cl := rb.e.clusterDoc(b, k.ID); cl.View().State != resource.StateReady {
+		b.Errorf("cluster after the refreshes = %s, want ready", cl.View().State)
 	}
 }
 

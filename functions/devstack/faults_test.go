@@ -22,34 +22,52 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
-	"github.com/better-compute/kubernetes/shared/reconcile"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
+// newRunner is a reconcile runner of the stack's clusters of its own: its
+// GKE client, scheduler and timing are the caller's.
+func newRunner(e *env, gke clusters.GKE, sched chain.Scheduler, cfg chain.Config) (*chain.Runner, error) {
+	cr, err := clusters.New(e.Store, gke, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	return chain.NewRunner(e.FirestoreClient, sched, e.Relay, cfg, cr)
+}
+
+// storedCluster is a cluster's document: the object and its chain.
+type storedCluster struct {
+	lifecycle.Cluster
+	Reconcile chain.State `firestore:"reconcile"`
+}
+
 // clusterDoc reads a cluster's stored document.
-func (e *env) clusterDoc(t testing.TB, id string) store.ClusterDoc {
+func (e *env) clusterDoc(t testing.TB, id string) storedCluster {
 	t.Helper()
 	snap, err := e.Store.ClusterRef("acme", id).Get(context.Background())
 	if err != nil {
 		t.Fatalf("read cluster %s: %v", id, err)
 	}
-	var c store.ClusterDoc
+	var c storedCluster
 	if err := snap.DataTo(&c); err != nil {
 		t.Fatalf("decode cluster %s: %v", id, err)
 	}
 	return c
 }
 
-func (e *env) poolDoc(t testing.TB, clusterID, poolID string) store.NodePoolDoc {
+func (e *env) poolDoc(t testing.TB, clusterID, poolID string) lifecycle.NodePool {
 	t.Helper()
 	snap, err := e.Store.NodePoolRef("acme", clusterID, poolID).Get(context.Background())
 	if err != nil {
 		t.Fatalf("read node pool %s: %v", poolID, err)
 	}
-	var p store.NodePoolDoc
+	var p lifecycle.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		t.Fatalf("decode node pool %s: %v", poolID, err)
 	}
@@ -139,8 +157,8 @@ func TestDuplicateDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliver := func(k store.Kick, task string) {
-		body, _ := json.Marshal(tasks.Payload{TenantID: k.TenantID, ClusterID: k.ClusterID, Token: k.Token})
+	deliver := func(k chain.Kick, task string) {
+		body, _ := json.Marshal(tasks.Payload{Kind: k.Kind, TenantID: k.TenantID, ID: k.ID, Token: k.Token})
 		req := httptest.NewRequest(http.MethodPost, "/internal/reconcile", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+saToken)
 		req.Header.Set("X-CloudTasks-TaskName", task)
@@ -172,7 +190,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 			if len(stale) == 0 || stale[len(stale)-1] != tok {
 				stale = append(stale, tok)
 			}
-			k := store.Kick{TenantID: "acme", ClusterID: id, Token: tok}
+			k := chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: id, Token: tok}
 			// A duplicate is the chain's own task delivered again, under
 			// its name.
 			task := ""
@@ -200,7 +218,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 					case 0:
 						deliver(k, task)
 					case 1:
-						if err := e.Reconciler.Run(context.Background(), k, task); err != nil && !errors.Is(err, reconcile.ErrBusy) {
+						if err := e.Reconciler.Run(context.Background(), k, task); err != nil && !errors.Is(err, chain.ErrBusy) {
 							t.Errorf("Run = %v, want nil or ErrBusy", err)
 						}
 					case 2:
@@ -252,7 +270,7 @@ func (e *env) cfgQueue() string { return "projects/bc-dev/locations/us-central1/
 // and then never answered, as when the run's process dies right after
 // the call.
 type crashAfter struct {
-	reconcile.GKE
+	clusters.GKE
 	called chan struct{}
 }
 
@@ -303,7 +321,7 @@ func TestKilledRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		gke := &crashAfter{GKE: e.GKEClient, called: make(chan struct{})}
-		doomed, err := reconcile.New(e.Store, gke, e.Queue, e.Relay, reconcile.Config{
+		doomed, err := newRunner(e, gke, e.Queue, chain.Config{
 			ConvergingInterval: cfg.ConvergingInterval, SteadyInterval: cfg.SteadyInterval, LeaseTTL: cfg.LeaseTTL,
 		})
 		if err != nil {
@@ -311,7 +329,7 @@ func TestKilledRun(t *testing.T) {
 		}
 		before := e.GKE.Calls("CreateNodePool")
 		p := c.createPool(t, cl.ID, poolSpec("orphan", 1))
-		k := store.Kick{TenantID: "acme", ClusterID: cl.ID, Token: e.clusterDoc(t, cl.ID).Reconcile.Token}
+		k := chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: cl.ID, Token: e.clusterDoc(t, cl.ID).Reconcile.Token}
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- doomed.Run(runCtx, k, "doomed") }()
@@ -324,7 +342,7 @@ func TestKilledRun(t *testing.T) {
 		if err := <-done; err == nil {
 			t.Errorf("doomed Run = nil, want an error")
 		}
-		pd := e.poolDoc(t, cl.ID, p.ID).Provider
+		pd := e.poolDoc(t, cl.ID, p.ID).Status.Provider
 		if pd.Intent == nil || pd.Operation != "" {
 			t.Fatalf("node pool provider = %+v, want the intent recorded and no operation", pd)
 		}

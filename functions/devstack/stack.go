@@ -35,14 +35,15 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/api"
-	rfn "github.com/better-compute/kubernetes/functions/reconcile"
+	"github.com/better-compute/kubernetes/functions/reconcile"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
-	"github.com/better-compute/kubernetes/shared/reconcile"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
@@ -100,10 +101,11 @@ type Stack struct {
 	GKEClient       *container.ClusterManagerClient
 	Store           *store.Store
 	Relay           *outbox.Relay
-	Watchdog        *rfn.Watchdog
-	// Reconciler runs clusters; ReconcileHandler is the reconcile
-	// function that the Tasks emulator calls; Queue schedules its tasks.
-	Reconciler       *reconcile.Reconciler
+	Watchdog        *chain.Watchdog
+	// Reconciler runs the reconcile chains; ReconcileHandler is the
+	// reconcile function that the Tasks emulator calls; Queue schedules
+	// its tasks.
+	Reconciler       *chain.Runner
 	ReconcileHandler http.Handler
 	Queue            *tasks.Queue
 
@@ -174,16 +176,20 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := reconcile.New(s.Store, s.GKEClient, queue, s.Relay, reconcile.Config{
+	cr, err := clusters.New(s.Store, s.GKEClient, nil)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := chain.NewRunner(s.FirestoreClient, queue, s.Relay, chain.Config{
 		ConvergingInterval: cfg.ConvergingInterval,
 		SteadyInterval:     cfg.SteadyInterval,
 		LeaseTTL:           cfg.LeaseTTL,
-	})
+	}, cr)
 	if err != nil {
 		return nil, err
 	}
 	s.Reconciler = rec
-	s.Watchdog = &rfn.Watchdog{Store: s.Store, Kicker: queue, Events: s.Relay, Grace: cfg.WatchdogGrace, DrainAge: cfg.WatchdogGrace}
+	s.Watchdog = &chain.Watchdog{FS: s.FirestoreClient, Kinds: []string{store.ClustersKind}, Kicker: queue, Events: s.Relay, Grace: cfg.WatchdogGrace, DrainAge: cfg.WatchdogGrace}
 
 	mux := http.NewServeMux()
 	routes, err := api.Routes(api.Deps{Auth: verifier, Store: s.Store, Events: s.Relay, Kicker: queue})
@@ -193,13 +199,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	for _, r := range routes {
 		mux.Handle(r.Path, r.Handler)
 	}
-	rh, err := rfn.Handler(verifier, rec)
+	rh, err := reconcile.Handler(verifier, rec)
 	if err != nil {
 		return nil, err
 	}
 	s.ReconcileHandler = rh
 	mux.Handle(ReconcilePath, rh)
-	wh, err := s.Watchdog.Handler(verifier)
+	wh, err := reconcile.WatchdogHandler(verifier, s.Watchdog)
 	if err != nil {
 		return nil, err
 	}

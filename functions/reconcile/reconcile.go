@@ -1,6 +1,7 @@
-// Package reconcile serves the reconciler's two functions: the reconcile
-// run that Cloud Tasks calls for one cluster, and the watchdog that Cloud
-// Scheduler calls every minute to restart dead chains and drain the outbox.
+// Package reconcile serves the reconcile chain's two functions: the run
+// that Cloud Tasks calls for one subject (a cluster), and the watchdog that
+// Cloud Scheduler calls every minute to restart dead chains and drain the
+// outbox. The work is package chain's; this is its HTTP edge.
 package reconcile
 
 import (
@@ -8,21 +9,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"time"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
-// Runner runs one cluster (reconcile.Reconciler).
+// Runner runs one subject (chain.Runner).
 type Runner interface {
-	Run(ctx context.Context, k store.Kick, task string) error
+	Run(ctx context.Context, k chain.Kick, task string) error
 }
 
 // Handler serves the reconcile function: the body is a tasks.Payload, the
@@ -50,7 +49,7 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 			dec.DisallowUnknownFields()
 			err = dec.Decode(&p)
 		}
-		if err != nil || p.TenantID == "" || p.ClusterID == "" || p.Token == "" {
+		if err != nil || p.Kind == "" || p.TenantID == "" || p.ID == "" || p.Token == "" {
 			// A malformed task never gets better and Cloud Tasks retries
 			// every non-2xx answer: drop it, loudly.
 			logging.FromContext(ctx).Error("Malformed reconcile task dropped", "error", err)
@@ -58,9 +57,9 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 			return
 		}
 		task := req.Header.Get("X-CloudTasks-TaskName")
-		err = r.Run(ctx, store.Kick{TenantID: p.TenantID, ClusterID: p.ClusterID, Token: p.Token}, task)
+		err = r.Run(ctx, p.Kick(), task)
 		if err != nil {
-			if !errors.Is(err, store.ErrBusy) {
+			if !errors.Is(err, chain.ErrBusy) {
 				logging.FromContext(ctx).Warn("Reconcile run failed; Cloud Tasks will retry it", "error", err)
 			}
 			httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, err, "reconcile run did not finish; retry"))
@@ -70,78 +69,15 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 	}), nil
 }
 
-// Kicker starts a cluster's chain (tasks.Queue).
-type Kicker interface {
-	Kick(ctx context.Context, k store.Kick) error
+// Ticker runs one watchdog pass (chain.Watchdog).
+type Ticker interface {
+	Tick(ctx context.Context) (chain.Pass, error)
 }
 
-// Drainer publishes outbox events older than an age (outbox.Relay).
-type Drainer interface {
-	Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error)
-}
-
-// Watchdog restarts the chains of clusters whose next run is overdue, and
-// drains outbox events whose publish failed or whose process died.
-type Watchdog struct {
-	Store  *store.Store
-	Kicker Kicker
-	Events Drainer
-	// Grace is how late a run may be before its chain counts as dead.
-	Grace time.Duration
-	// DrainAge is how old an outbox event must be before the watchdog
-	// publishes it (younger ones are the relay's).
-	DrainAge time.Duration
-	Now      func() time.Time
-}
-
-// Result is what one watchdog pass did.
-type Result struct {
-	Restarted int `json:"restarted"`
-	Drained   int `json:"drained"`
-}
-
-// Tick runs one watchdog pass.
-func (w *Watchdog) Tick(ctx context.Context) (Result, error) {
-	log := logging.FromContext(ctx)
-	var res Result
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	before := now().Add(-w.Grace)
-	overdue, err := w.Store.Overdue(ctx, before, 100)
-	var errList []error
-	if err != nil {
-		errList = append(errList, err)
-	}
-	for _, c := range overdue {
-		k, err := w.Store.Rekick(ctx, c.TenantID, c.ID, before)
-		if err != nil {
-			errList = append(errList, fmt.Errorf("restart chain of %s: %w", c.ID, err))
-			continue
-		}
-		if k == nil {
-			continue
-		}
-		log.Info("Restarting a dead reconcile chain", "tenantId", c.TenantID, "clusterId", c.ID, "overdueSince", c.Reconcile.NextAt)
-		if err := w.Kicker.Kick(ctx, *k); err != nil {
-			errList = append(errList, fmt.Errorf("kick %s: %w", c.ID, err))
-			continue
-		}
-		res.Restarted++
-	}
-	n, err := w.Events.Drain(ctx, w.DrainAge, 500)
-	res.Drained = n
-	if err != nil {
-		errList = append(errList, err)
-	}
-	return res, errors.Join(errList...)
-}
-
-// Handler serves the watchdog function (Cloud Scheduler's target).
-func (w *Watchdog) Handler(auth httpapi.Authenticator) (http.Handler, error) {
-	if auth == nil || w.Store == nil || w.Kicker == nil || w.Events == nil {
-		return nil, errors.New("reconcile: watchdog needs an authenticator, a store, a kicker and a drainer")
+// WatchdogHandler serves the watchdog function (Cloud Scheduler's target).
+func WatchdogHandler(auth httpapi.Authenticator, w Ticker) (http.Handler, error) {
+	if auth == nil || w == nil {
+		return nil, errors.New("reconcile: WatchdogHandler needs an authenticator and a watchdog")
 	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
