@@ -3,7 +3,6 @@ package auth
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -165,31 +164,6 @@ func (m *Member) Allows(perm Permission, clusterID string) bool {
 		return false
 	}
 	return slices.ContainsFunc(m.ClusterRoles[clusterID], func(r Role) bool { return r.Grants(perm) })
-}
-
-// CanRead reports whether the member may read the cluster, the filter of
-// kubernetesClusters.list.
-func (m *Member) CanRead(clusterID string) bool {
-	return m.Allows(PermRead, clusterID)
-}
-
-// ReadScope says which clusters the member may read: all of the tenant's
-// (all is true), or only those listed, sorted. A list can then query the
-// whole tenant or fetch the listed clusters by ID.
-func (m *Member) ReadScope() (all bool, clusterIDs []string) {
-	if m == nil {
-		return false, nil
-	}
-	if slices.ContainsFunc(m.Roles, func(r Role) bool { return r.Grants(PermRead) }) {
-		return true, nil
-	}
-	for id, roles := range m.ClusterRoles {
-		if slices.ContainsFunc(roles, func(r Role) bool { return r.Grants(PermRead) }) {
-			clusterIDs = append(clusterIDs, id)
-		}
-	}
-	sort.Strings(clusterIDs)
-	return false, clusterIDs
 }
 
 // errDenied is the one answer to a caller who is not a member of the

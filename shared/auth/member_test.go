@@ -73,8 +73,8 @@ func TestAllows(t *testing.T) {
 				t.Errorf("Allows(%s, %q) = %v, want %v", tt.perm, tt.cluster, got, tt.want)
 			}
 			if tt.perm == PermRead {
-				if got := tt.m.CanRead(tt.cluster); got != tt.want {
-					t.Errorf("CanRead(%q) = %v, want %v", tt.cluster, got, tt.want)
+				if got := tt.m.Allows(PermRead, tt.cluster); got != tt.want {
+					t.Errorf("Allows(read, %q) = %v, want %v", tt.cluster, got, tt.want)
 				}
 			}
 		})
@@ -117,28 +117,6 @@ func TestCheckOrder(t *testing.T) {
 	// A non-member learns nothing: the same answer for every tenant.
 	if a, b := RequireMember(nil).Error(), RequireMember(&Member{}).Error(); a != b {
 		t.Errorf("RequireMember(nil) = %q, RequireMember(empty) = %q, want the same", a, b)
-	}
-}
-
-func TestReadScope(t *testing.T) {
-	tests := []struct {
-		name    string
-		m       *Member
-		wantAll bool
-		wantIDs []string
-	}{
-		{"nil", nil, false, nil},
-		{"tenant viewer", &Member{Roles: []Role{RoleViewer}}, true, nil},
-		{"cluster roles", &Member{ClusterRoles: map[string][]Role{kclB: {RoleAdmin}, kclA: {RoleViewer}}}, false, []string{kclA, kclB}},
-		{"unknown role only", &Member{ClusterRoles: map[string][]Role{kclA: {"x"}}}, false, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			all, ids := tt.m.ReadScope()
-			if all != tt.wantAll || !reflect.DeepEqual(ids, tt.wantIDs) {
-				t.Errorf("ReadScope() = %v, %v, want %v, %v", all, ids, tt.wantAll, tt.wantIDs)
-			}
-		})
 	}
 }
 

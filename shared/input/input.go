@@ -18,8 +18,6 @@ package input
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"io"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 )
@@ -27,27 +25,13 @@ import (
 // MaxBodyBytes is the largest request body the API accepts (1 MiB).
 const MaxBodyBytes = 1 << 20
 
-// ErrBodyTooLarge is the cause of the INVALID_INPUT error for a body over
-// MaxBodyBytes: errors.Is(err, ErrBodyTooLarge) tells the function layer to
-// answer 413 rather than 400.
-var ErrBodyTooLarge = errors.New("request body is larger than 1 MiB")
-
-// ReadBody reads a request body of at most MaxBodyBytes. A larger body is
-// an INVALID_INPUT *errs.Error wrapping ErrBodyTooLarge; a failed read is
-// returned wrapped, as is.
-func ReadBody(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
-	}
-	if len(b) > MaxBodyBytes {
-		return nil, tooLarge()
-	}
-	return b, nil
-}
+// errBodyTooLarge is the cause of the INVALID_INPUT error of a decoder
+// given a body over MaxBodyBytes (the HTTP edge refuses those before; the
+// decoders do not rely on it).
+var errBodyTooLarge = errors.New("request body is larger than 1 MiB")
 
 func tooLarge() *errs.Error {
-	return errs.Wrap(errs.Invalid, ErrBodyTooLarge, "the request body must be at most 1 MiB")
+	return errs.Wrap(errs.Invalid, errBodyTooLarge, "the request body must be at most 1 MiB")
 }
 
 // decode parses body as one JSON object and hands its members to read, which

@@ -307,8 +307,8 @@ func TestDecodeDuplicateMember(t *testing.T) {
 
 func TestTooLargeIsTellable(t *testing.T) {
 	_, err := DecodeCreateNodePool(bytes.Repeat([]byte(" "), MaxBodyBytes+1))
-	if !errs.Is(err, errs.Invalid) || !errors.Is(err, ErrBodyTooLarge) {
-		t.Fatalf("DecodeCreateNodePool(1 MiB + 1) = %v, want INVALID_INPUT wrapping ErrBodyTooLarge", err)
+	if !errs.Is(err, errs.Invalid) || !errors.Is(err, errBodyTooLarge) {
+		t.Fatalf("DecodeCreateNodePool(1 MiB + 1) = %v, want INVALID_INPUT wrapping errBodyTooLarge", err)
 	}
 }
 

@@ -117,11 +117,6 @@ func ContextWithTrace(ctx context.Context, t Trace) context.Context {
 	return context.WithValue(ctx, traceKey{}, t)
 }
 
-// TraceFromContext returns the trace stored in ctx, if any.
-func TraceFromContext(ctx context.Context) (Trace, bool) {
-	return traceFrom(ctx)
-}
-
 func traceFrom(ctx context.Context) (Trace, bool) {
 	if ctx == nil {
 		return Trace{}, false

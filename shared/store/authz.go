@@ -11,14 +11,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 )
 
-// The permissions the store's calls decide on.
-const (
-	PermRead   = auth.PermRead
-	PermUpdate = auth.PermUpdate
-	PermCreate = auth.PermCreate
-	PermDelete = auth.PermDelete
-)
-
 // decodeMember returns the caller's member document, or PERMISSION_DENIED
 // revealing nothing when the caller has no binding in the tenant: the
 // membership check comes before any lookup.
@@ -34,15 +26,6 @@ func decodeMember(snap *firestore.DocumentSnapshot) (*auth.Member, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// authorize is the permission check, after the resource was found.
-func authorize(m *auth.Member, perm auth.Permission, clusterID string) error {
-	return m.Require(perm, clusterID)
-}
-
-func allows(m *auth.Member, perm auth.Permission, clusterID string) bool {
-	return m.Allows(perm, clusterID)
 }
 
 // isNotFound reports whether a Get failed because the document is missing

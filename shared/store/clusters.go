@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -72,7 +73,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if pool.TenantID != c.TenantID {
 			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
 		}
-		if err := authorize(member, PermCreate, ""); err != nil {
+		if err := member.Require(auth.PermCreate, ""); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -177,7 +178,7 @@ func (s *Store) GetCluster(ctx context.Context, c Caller, clusterID string) (res
 	if err != nil {
 		return resource.Cluster{}, storageErr("get cluster", err)
 	}
-	if err := authorize(member, PermRead, clusterID); err != nil {
+	if err := member.Require(auth.PermRead, clusterID); err != nil {
 		return resource.Cluster{}, err
 	}
 	return cl.View(), nil
@@ -236,7 +237,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 				return nil, "", storageErr("list clusters", fmt.Errorf("decode %s: %w", d.Ref.Path, err))
 			}
 			examined = &cl
-			if !allows(member, PermRead, cl.ID) {
+			if !member.Allows(auth.PermRead, cl.ID) {
 				continue
 			}
 			if len(out) == req.PageSize {
@@ -291,7 +292,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err != nil {
 			return err
 		}
-		if err := authorize(member, PermDelete, clusterID); err != nil {
+		if err := member.Require(auth.PermDelete, clusterID); err != nil {
 			return err
 		}
 		now := s.timestamp()

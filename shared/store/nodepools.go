@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -79,7 +80,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err != nil {
 			return err
 		}
-		if err := authorize(member, PermUpdate, req.ClusterID); err != nil {
+		if err := member.Require(auth.PermUpdate, req.ClusterID); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -183,7 +184,7 @@ func (s *Store) ListNodePools(ctx context.Context, c Caller, clusterID string) (
 	if _, err := decodeCluster(snaps[1], clusterID); err != nil {
 		return nil, err
 	}
-	if err := authorize(member, PermRead, clusterID); err != nil {
+	if err := member.Require(auth.PermRead, clusterID); err != nil {
 		return nil, err
 	}
 	it := s.activePools(s.ClusterRef(c.TenantID, clusterID)).Documents(ctx)
@@ -253,7 +254,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 		if err != nil {
 			return err
 		}
-		if err := authorize(member, PermUpdate, clusterID); err != nil {
+		if err := member.Require(auth.PermUpdate, clusterID); err != nil {
 			return err
 		}
 		now := s.timestamp()
