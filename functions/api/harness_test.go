@@ -170,7 +170,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		return nil, err
 	}
 	hs.url = "http://" + lis.Addr().String()
-	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithClock(func() time.Time {
+	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithNow(func() time.Time {
 		return time.Now().Add(time.Duration(hs.clockOffset.Load()))
 	}))
 	if err != nil {
