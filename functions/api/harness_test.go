@@ -40,6 +40,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -190,7 +191,8 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	}
 	mux.Handle(devissuer.DiscoveryPath, hs.issuer.Handler())
 	mux.HandleFunc(devissuer.JWKSPath, hs.serveKeys)
-	hs.srv = &httptest.Server{Listener: lis, Config: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	// Through the edge every function passes through: request IDs, panics.
+	hs.srv = &httptest.Server{Listener: lis, Config: &http.Server{Handler: httpapi.Edge(mux), ReadHeaderTimeout: 10 * time.Second}}
 	hs.srv.Start()
 	hs.http = hs.srv.Client()
 	if err := verifier.Ready(ctx); err != nil {
