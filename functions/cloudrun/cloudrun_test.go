@@ -169,6 +169,8 @@ func TestPaths(t *testing.T) {
 		{"kubernetesClusters-get", "/anything", http.StatusNotFound},
 		{"reconcile", "/", http.StatusOK},
 		{"reconcile", "/reconcile", http.StatusOK},
+		{"reconcile", "/internal/reconcile", http.StatusOK},
+		{"watchdog", "/internal/reconcile", http.StatusNotFound},
 		{"reconcile", "/api/compute/kubernetesClusters/get", http.StatusNotFound},
 	}
 	a, _ := newTestApp(t, complete(), &fakeBuilder{})
