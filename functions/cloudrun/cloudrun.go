@@ -46,7 +46,7 @@ import (
 )
 
 // process is the application of this process, built over its environment.
-var process = newApp(os.LookupEnv, os.Stdout, nil, newCloudBuilder(nil))
+var process = NewApp(os.LookupEnv, Options{})
 
 func init() {
 	for _, f := range registered {

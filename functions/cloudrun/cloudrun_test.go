@@ -288,6 +288,27 @@ func TestShutdownGivesUpAtItsDeadline(t *testing.T) {
 	}
 }
 
+// TestMuxServesEveryFunctionOnItsPath serves the app's mux behind its edge,
+// as the devstack does, and checks that each function's path reaches that
+// function, with a request ID.
+func TestMuxServesEveryFunctionOnItsPath(t *testing.T) {
+	a, _ := newTestApp(t, complete(), &fakeBuilder{})
+	h := a.Edge(a.Mux())
+	for _, f := range Functions() {
+		req := httptest.NewRequest(http.MethodPost, f.Path, strings.NewReader("{}"))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var got struct{ Served string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &got)
+		if rec.Code != http.StatusOK || got.Served != f.Name {
+			t.Errorf("POST %s = %d %s, want 200 from %s", f.Path, rec.Code, rec.Body, f.Name)
+		}
+		if rec.Header().Get("X-Request-Id") == "" {
+			t.Errorf("POST %s: no X-Request-Id", f.Path)
+		}
+	}
+}
+
 // TestFunctionsMatchTheAPI checks the registered names and load balancer
 // paths against the API's own routes.
 func TestFunctionsMatchTheAPI(t *testing.T) {
