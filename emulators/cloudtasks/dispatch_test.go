@@ -86,7 +86,7 @@ func TestExhausted(t *testing.T) {
 
 func TestScheduleTime(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock.Now))
+	srv, c := start(t, WithNow(clock.Now))
 	createQueue(t, c, nil)
 	rec := newRecorder(t)
 	task := httpTask("", rec.URL())
@@ -127,7 +127,7 @@ func TestScheduleTimeRealClock(t *testing.T) {
 
 func TestRetryWithBackoff(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock.Now))
+	srv, c := start(t, WithNow(clock.Now))
 	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{
 		MinBackoff: durationpb.New(10 * time.Second), MaxBackoff: durationpb.New(300 * time.Second), MaxDoublings: 3,
 	}})
@@ -318,7 +318,7 @@ func TestPauseAndResume(t *testing.T) {
 
 func TestRunTask(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock.Now))
+	srv, c := start(t, WithNow(clock.Now))
 	createQueue(t, c, nil)
 	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("PauseQueue: %v", err)
@@ -384,7 +384,7 @@ func TestFailedAttempts(t *testing.T) {
 			// A frozen clock keeps the retry from running, so the first
 			// attempt's outcome can be read.
 			clock := newFakeClock()
-			srv, c := start(t, WithClock(clock.Now), WithTokenSource(tt.tokens))
+			srv, c := start(t, WithNow(clock.Now), WithTokenSource(tt.tokens))
 			createQueue(t, c, nil)
 			task := createTask(t, c, tt.task())
 			waitIdle(t, srv)
@@ -505,7 +505,7 @@ func TestLogs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock.Now), WithLogger(logger))
+	srv, c := start(t, WithNow(clock.Now), WithLogger(logger))
 	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 2}})
 	rec := newRecorder(t, 503, 500)
 	createTask(t, c, httpTask(testQueue+"/tasks/logged", rec.URL()))

@@ -23,7 +23,7 @@ const (
 	testQueue    = testLocation + "/queues/q1"
 )
 
-// fakeClock is a settable clock for WithClock.
+// fakeClock is a settable clock for WithNow.
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time

@@ -33,7 +33,7 @@
 //   - IAM, CMEK, batch and location RPCs are not implemented.
 //
 // Time: schedule decisions (due times, backoff, rate limits, tombstones) read
-// the clock given with WithClock; HTTP deadlines are real time. After moving
+// the clock given with WithNow; HTTP deadlines are real time. After moving
 // an injected clock forward, call Server.Wake so the dispatcher notices.
 package cloudtasks
 
@@ -75,14 +75,14 @@ type config struct {
 	logger     *slog.Logger
 }
 
-// WithAddress makes the server listen on addr (host:port) instead of
+// WithAddr makes the server listen on addr (host:port) instead of
 // 127.0.0.1:0.
-func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithClock replaces time.Now for every schedule decision. now is called
+// WithNow replaces time.Now for every schedule decision. now is called
 // from several goroutines, so it must be safe for concurrent use. Call
 // Server.Wake after moving the clock forward.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithTombstone sets how long the name of a deleted, executed or dropped
 // task stays reserved: CreateTask with that name returns ALREADY_EXISTS
@@ -121,7 +121,7 @@ type Stats struct {
 	Dropped    int // tasks deleted after exhausting their retries
 }
 
-// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddress)
+// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr)
 // and its dispatcher. Stop it with Close.
 func NewServer(opts ...Option) (*Server, error) {
 	cfg := config{
@@ -227,7 +227,7 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 }
 
 // Wake makes the dispatcher read the clock again and send the tasks now
-// due. Call it after moving a clock injected with WithClock.
+// due. Call it after moving a clock injected with WithNow.
 func (s *Server) Wake() { s.GServer.wakeDispatcher() }
 
 // FailNext makes the next n calls of the RPC named method (for example

@@ -32,9 +32,9 @@ type config struct {
 	versions map[containerpb.ReleaseChannel_Channel]string
 }
 
-// WithAddress makes the server listen on addr (host:port) instead of
+// WithAddr makes the server listen on addr (host:port) instead of
 // 127.0.0.1:0.
-func WithAddress(addr string) Option { return func(c *config) { c.addr = addr } }
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
 // WithNow replaces time.Now. Operations complete when this clock passes
 // their end, checked on every call, so a fake clock makes a test fully
@@ -100,7 +100,7 @@ type rpcFault struct {
 	latency time.Duration
 }
 
-// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddress).
+// NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr).
 // Close it when done.
 func NewServer(opts ...Option) (*Server, error) {
 	cfg := config{addr: "127.0.0.1:0", now: time.Now, opTime: DefaultOperationTime, versions: DefaultVersions}

@@ -10,6 +10,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -46,6 +47,52 @@ type Deps struct {
 	Timeout time.Duration
 }
 
+// Method names one API method, POST /api/compute/{Resource}/{Verb}.
+type Method struct {
+	Resource string // kubernetesNodePools, kubernetesClusters
+	Verb     string // create, get, list, update, delete
+}
+
+// Function is the method's Functions Framework name, the FUNCTION_TARGET
+// of its Cloud Run service: kubernetesNodePools-create, ...
+func (m Method) Function() string { return m.Resource + "-" + m.Verb }
+
+// Path is where the HTTPS entry serves the method (API.md §1).
+func (m Method) Path() string { return "/api/compute/" + m.Resource + "/" + m.Verb }
+
+// methods is every method with the constructor of its handler, in the
+// order of API.md: the one list the functions are registered from.
+var methods = []struct {
+	Method
+	handler func(a *api) (http.Handler, error)
+}{
+	{Method{"kubernetesNodePools", "create"}, handler((*api).createNodePool)},
+	{Method{"kubernetesNodePools", "list"}, handler((*api).listNodePools)},
+	{Method{"kubernetesNodePools", "update"}, handler((*api).updateNodePool)},
+	{Method{"kubernetesNodePools", "delete"}, handler((*api).deleteNodePool)},
+	{Method{"kubernetesClusters", "create"}, handler((*api).createCluster)},
+	{Method{"kubernetesClusters", "get"}, handler((*api).getCluster)},
+	{Method{"kubernetesClusters", "list"}, handler((*api).listClusters)},
+	{Method{"kubernetesClusters", "delete"}, handler((*api).deleteCluster)},
+}
+
+// handler makes the constructor of a method's handler: the method bounded
+// by the call timeout, behind httpapi's checks.
+func handler[In any](method func(*api) httpapi.Method[In]) func(a *api) (http.Handler, error) {
+	return func(a *api) (http.Handler, error) {
+		return httpapi.Handler(a.Auth, bounded(a.Timeout, method(a)))
+	}
+}
+
+// Methods returns every API method, in the order of API.md.
+func Methods() []Method {
+	out := make([]Method, len(methods))
+	for i, m := range methods {
+		out[i] = m.Method
+	}
+	return out
+}
+
 // Route is one method: its Functions Framework name (the FUNCTION_TARGET
 // on Cloud Run), its path, and its handler.
 type Route struct {
@@ -56,7 +103,9 @@ type Route struct {
 
 type api struct{ Deps }
 
-// Routes returns the handlers of every API method.
+// Routes returns the handlers of every API method, in the order of
+// Methods. The handlers give no request ID and recover no panic: serve
+// them through httpapi.Edge.
 func Routes(d Deps) ([]Route, error) {
 	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil {
 		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender and a kicker")
@@ -65,35 +114,16 @@ func Routes(d Deps) ([]Route, error) {
 		d.Timeout = DefaultTimeout
 	}
 	a := &api{d}
-	var routes []Route
+	routes := make([]Route, 0, len(methods))
 	var err error
-	add := func(resource, method string, h http.Handler, herr error) {
+	for _, m := range methods {
+		h, herr := m.handler(a)
 		if herr != nil {
-			err = errors.Join(err, herr)
-			return
+			err = errors.Join(err, fmt.Errorf("%s: %w", m.Function(), herr))
+			continue
 		}
-		routes = append(routes, Route{
-			Function: resource + "-" + method,
-			Path:     "/api/compute/" + resource + "/" + method,
-			Handler:  h,
-		})
+		routes = append(routes, Route{Function: m.Function(), Path: m.Path(), Handler: h})
 	}
-	h, herr := httpapi.Handler(d.Auth, bounded(d.Timeout, a.createNodePool()))
-	add("kubernetesNodePools", "create", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.listNodePools()))
-	add("kubernetesNodePools", "list", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.updateNodePool()))
-	add("kubernetesNodePools", "update", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.deleteNodePool()))
-	add("kubernetesNodePools", "delete", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.createCluster()))
-	add("kubernetesClusters", "create", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.getCluster()))
-	add("kubernetesClusters", "get", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.listClusters()))
-	add("kubernetesClusters", "list", h, herr)
-	h, herr = httpapi.Handler(d.Auth, bounded(d.Timeout, a.deleteCluster()))
-	add("kubernetesClusters", "delete", h, herr)
 	if err != nil {
 		return nil, err
 	}

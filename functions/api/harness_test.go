@@ -41,6 +41,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -172,7 +173,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		return nil, err
 	}
 	hs.url = "http://" + lis.Addr().String()
-	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithClock(func() time.Time {
+	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithNow(func() time.Time {
 		return time.Now().Add(time.Duration(hs.clockOffset.Load()))
 	}))
 	if err != nil {
@@ -192,7 +193,8 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	}
 	mux.Handle(devissuer.DiscoveryPath, hs.issuer.Handler())
 	mux.HandleFunc(devissuer.JWKSPath, hs.serveKeys)
-	hs.srv = &httptest.Server{Listener: lis, Config: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	// Through the edge every function passes through: request IDs, panics.
+	hs.srv = &httptest.Server{Listener: lis, Config: &http.Server{Handler: httpapi.Edge(mux), ReadHeaderTimeout: 10 * time.Second}}
 	hs.srv.Start()
 	hs.http = hs.srv.Client()
 	if err := verifier.Ready(ctx); err != nil {

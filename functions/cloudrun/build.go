@@ -26,18 +26,37 @@ import (
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
-// cloud builds the functions over Google Cloud clients. Parts shared by
-// several functions (the core clients, the verifiers) are built once per
-// process and each retried on its own until it succeeds.
-type cloud struct {
-	cfg Config
-	log *slog.Logger
+// Parts are what the functions of one App share: the clients, the store,
+// the outbox relay, the reconcile queue, the reconciler and the watchdog,
+// each made once. A process running the functions in-process (the
+// devstack) reaches them through App.Build; the functions never see this
+// struct.
+type Parts struct {
+	Firestore  *firestore.Client
+	PubSub     *pubsub.Client
+	GKE        *container.ClusterManagerClient
+	Store      *store.Store
+	Relay      *outbox.Relay
+	Queue      *tasks.Queue
+	Reconciler *chain.Runner
+	Watchdog   *chain.Watchdog
+}
 
-	core      *lazy[*core]
-	gke       *lazy[*container.ClusterManagerClient]
-	tenants   *lazy[*auth.Verifier] // tenant tokens, for the API
-	internal  *lazy[*auth.Verifier] // Cloud Tasks and Cloud Scheduler tokens
-	apiRoutes *lazy[map[string]http.Handler]
+// cloud builds the functions over Google Cloud clients. Parts shared by
+// several functions (the core clients, the verifiers, the reconciler) are
+// built once per process and each retried on its own until it succeeds.
+type cloud struct {
+	cfg  Config
+	log  *slog.Logger
+	fsOp []option.ClientOption // added to the Firestore client's options
+
+	core       *lazy[*core]
+	gke        *lazy[*container.ClusterManagerClient]
+	tenants    *lazy[*auth.Verifier] // tenant tokens, for the API
+	internal   *lazy[*auth.Verifier] // Cloud Tasks and Cloud Scheduler tokens
+	apiRoutes  *lazy[map[string]http.Handler]
+	reconciler *lazy[*chain.Runner]
+	watchdog   *lazy[*chain.Watchdog]
 
 	mu      sync.Mutex // guards closers
 	closers []func() error
@@ -58,8 +77,14 @@ type core struct {
 	queue *tasks.Queue
 }
 
-func newCloud(cfg Config, log *slog.Logger) builder {
-	c := &cloud{cfg: cfg, log: log}
+// newCloudBuilder returns the constructor of the production builder, its
+// Firestore client made with fsOpts added.
+func newCloudBuilder(fsOpts []option.ClientOption) func(Config, *slog.Logger) builder {
+	return func(cfg Config, log *slog.Logger) builder { return newCloud(cfg, log, fsOpts) }
+}
+
+func newCloud(cfg Config, log *slog.Logger, fsOpts []option.ClientOption) *cloud {
+	c := &cloud{cfg: cfg, log: log, fsOp: fsOpts}
 	c.core = newLazy(c.buildCore)
 	c.gke = newLazy(func(ctx context.Context) (*container.ClusterManagerClient, error) {
 		g, err := container.NewClusterManagerClient(context.Background(), emulator(cfg.GKEEmulatorHost)...)
@@ -76,6 +101,8 @@ func newCloud(cfg Config, log *slog.Logger) builder {
 		return auth.NewVerifier(ctx, auth.Config{IssuerURL: cfg.ReconcileIssuerURL, Audience: cfg.ReconcileAudience})
 	})
 	c.apiRoutes = newLazy(c.buildAPI)
+	c.reconciler = newLazy(c.newReconciler)
+	c.watchdog = newLazy(c.newWatchdog)
 	return c
 }
 
@@ -113,7 +140,8 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		}
 	}()
 	c.log.InfoContext(ctx, "Connecting to Firestore, Pub/Sub and Cloud Tasks", "project", c.cfg.Project, "database", c.cfg.FirestoreDatabase)
-	if k.fs, err = firestore.NewClientWithDatabase(bg, c.cfg.Project, c.cfg.FirestoreDatabase, emulator(c.cfg.FirestoreEmulatorHost)...); err != nil {
+	fsOpts := append(emulator(c.cfg.FirestoreEmulatorHost), c.fsOp...)
+	if k.fs, err = firestore.NewClientWithDatabase(bg, c.cfg.Project, c.cfg.FirestoreDatabase, fsOpts...); err != nil {
 		return nil, fmt.Errorf("firestore client: %w", err)
 	}
 	undo = append(undo, k.fs.Close)
@@ -164,6 +192,38 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	return m, nil
 }
 
+// newReconciler builds the runner of the reconcile chains over the core
+// clients, with the clusters' reconciler over GKE.
+func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
+	k, err := c.core.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g, err := c.gke.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cr, err := clusters.New(k.store, g, nil)
+	if err != nil {
+		return nil, err
+	}
+	return chain.NewRunner(k.fs, k.queue, k.relay, chain.Config{
+		ConvergingInterval: c.cfg.ConvergingInterval,
+		SteadyInterval:     c.cfg.SteadyInterval,
+		LeaseTTL:           c.cfg.LeaseTTL,
+	}, cr)
+}
+
+// newWatchdog builds the watchdog over the core clients.
+func (c *cloud) newWatchdog(ctx context.Context) (*chain.Watchdog, error) {
+	k, err := c.core.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind}, Kicker: k.queue, Events: k.relay,
+		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}, nil
+}
+
 // Handler builds the named function's handler.
 func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) {
 	f, ok := functionByName[name]
@@ -182,11 +242,7 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		}
 		return h, nil
 	case kindReconcile:
-		k, err := c.core.get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		g, err := c.gke.get(ctx)
+		rec, err := c.reconciler.get(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -194,21 +250,9 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
-		rec, err := clusters.New(k.store, g, nil)
-		if err != nil {
-			return nil, err
-		}
-		runner, err := chain.NewRunner(k.fs, k.queue, k.relay, chain.Config{
-			ConvergingInterval: c.cfg.ConvergingInterval,
-			SteadyInterval:     c.cfg.SteadyInterval,
-			LeaseTTL:           c.cfg.LeaseTTL,
-		}, rec)
-		if err != nil {
-			return nil, err
-		}
-		return reconcile.Handler(v, runner)
+		return reconcile.Handler(v, rec)
 	case kindWatchdog:
-		k, err := c.core.get(ctx)
+		w, err := c.watchdog.get(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -216,10 +260,39 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
-		w := &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind}, Kicker: k.queue, Events: k.relay, Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}
 		return reconcile.WatchdogHandler(v, w)
 	}
 	return nil, fmt.Errorf("function %q has no builder", name)
+}
+
+// Parts builds what the functions share, if not built yet, waits until
+// both token verifiers have discovered their issuers, and returns them.
+func (c *cloud) Parts(ctx context.Context) (Parts, error) {
+	k, err := c.core.get(ctx)
+	if err != nil {
+		return Parts{}, err
+	}
+	var p Parts
+	if p.GKE, err = c.gke.get(ctx); err != nil {
+		return Parts{}, err
+	}
+	if p.Reconciler, err = c.reconciler.get(ctx); err != nil {
+		return Parts{}, err
+	}
+	if p.Watchdog, err = c.watchdog.get(ctx); err != nil {
+		return Parts{}, err
+	}
+	for _, v := range []*lazy[*auth.Verifier]{c.tenants, c.internal} {
+		vv, err := v.get(ctx)
+		if err != nil {
+			return Parts{}, err
+		}
+		if err := vv.Ready(ctx); err != nil {
+			return Parts{}, fmt.Errorf("token verifier: %w", err)
+		}
+	}
+	p.Firestore, p.PubSub, p.Store, p.Relay, p.Queue = k.fs, k.ps, k.store, k.relay, k.queue
+	return p, nil
 }
 
 // Close publishes what the relay still holds, then closes every client.

@@ -76,11 +76,11 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 		"PUBSUB_EMULATOR_HOST":      ps.Addr,
 		"CLOUD_TASKS_EMULATOR_HOST": ct.Addr(),
 		"GKE_EMULATOR_HOST":         gke.Addr(),
-	}), io.Discard, newCloud)
+	}), io.Discard, nil, newCloudBuilder(nil))
 	if _, err := a.config(); err != nil {
 		t.Fatalf("config = %v", err)
 	}
-	t.Cleanup(func() { _ = a.shutdown(context.Background()) })
+	t.Cleanup(func() { _ = a.Shutdown(context.Background()) })
 
 	userToken, err := iss.Token("alice", "bc-api", time.Hour)
 	if err != nil {
@@ -119,7 +119,7 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 			}
 		})
 	}
-	if err := a.shutdown(ctx); err != nil {
+	if err := a.Shutdown(ctx); err != nil {
 		t.Errorf("shutdown = %v", err)
 	}
 }

@@ -1,9 +1,11 @@
-// Package cloudrun registers every function of the project with the
-// Functions Framework, for the one container image deployed to Cloud Run
-// (one service per function, chosen by FUNCTION_TARGET): the eight API
-// methods under their function names (kubernetesNodePools-create, ...),
-// "reconcile" (the Cloud Tasks target) and "watchdog" (the Cloud Scheduler
-// target).
+// Package cloudrun is the one composition root of the project's
+// functions: it builds them from a Config and serves them behind one edge.
+// The container image deployed to Cloud Run (one service per function,
+// chosen by FUNCTION_TARGET) registers them with the Functions Framework:
+// the eight API methods under their function names
+// (kubernetesNodePools-create, ...), "reconcile" (the Cloud Tasks target)
+// and "watchdog" (the Cloud Scheduler target). The devstack builds its
+// functions with the same App, pointed at the emulators.
 //
 // Importing the package registers the functions in init() and does nothing
 // else: no I/O, no clients. Each function's dependencies are built on its
@@ -12,9 +14,10 @@
 // UNAVAILABLE in the API's error envelope and is retried by the next
 // request; it is never remembered as a failure.
 //
-// Every request gets the structured logger of shared/logging with the
-// trace of its X-Cloud-Trace-Context (or traceparent) header, and a panic
-// is recovered at this edge with a generic 500 and the stack in the logs.
+// Every request passes through the edge once (App.Edge): the structured
+// logger of shared/logging with the trace of its X-Cloud-Trace-Context (or
+// traceparent) header, then httpapi.Edge: its X-Request-Id, a panic
+// recovered with a generic 500 and the stack in the logs, and one log line.
 // A request for a path that is not the function's own is answered 404, so
 // that a load balancer's default route cannot reach a method by accident.
 //
@@ -32,108 +35,62 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"google.golang.org/api/option"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 )
 
-type kind int
-
-const (
-	kindAPI kind = iota
-	kindReconcile
-	kindWatchdog
-)
-
-// function is one registered function.
-type function struct {
-	name string
-	// path is where the HTTPS load balancer sends the function's requests
-	// (empty for the internal functions, called on their service URL).
-	path string
-	kind kind
-}
-
-func apiFunction(resource, method string) function {
-	return function{name: resource + "-" + method, path: "/api/compute/" + resource + "/" + method, kind: kindAPI}
-}
-
-// Function names of the reconciler's functions (FUNCTION_TARGET values).
-const (
-	ReconcileFunction = "reconcile"
-	WatchdogFunction  = "watchdog"
-)
-
-// registered is every function, in the order of API.md.
-var registered = []function{
-	apiFunction("kubernetesNodePools", "create"),
-	apiFunction("kubernetesNodePools", "list"),
-	apiFunction("kubernetesNodePools", "update"),
-	apiFunction("kubernetesNodePools", "delete"),
-	apiFunction("kubernetesClusters", "create"),
-	apiFunction("kubernetesClusters", "get"),
-	apiFunction("kubernetesClusters", "list"),
-	apiFunction("kubernetesClusters", "delete"),
-	{name: ReconcileFunction, kind: kindReconcile},
-	{name: WatchdogFunction, kind: kindWatchdog},
-}
-
-var functionByName = func() map[string]function {
-	m := make(map[string]function, len(registered))
-	for _, f := range registered {
-		m[f.name] = f
-	}
-	return m
-}()
-
-// Functions returns the names of every registered function, the values
-// FUNCTION_TARGET may take.
-func Functions() []string {
-	names := make([]string, len(registered))
-	for i, f := range registered {
-		names[i] = f.name
-	}
-	return names
-}
-
 // process is the application of this process, built over its environment.
-var process = newApp(os.LookupEnv, os.Stdout, newCloud)
+var process = NewApp(os.LookupEnv, Options{})
 
 func init() {
 	for _, f := range registered {
-		functions.HTTP(f.name, process.handler(f).ServeHTTP)
+		functions.HTTP(f.Name, process.Handler(f.Name).ServeHTTP)
 	}
 }
 
 // Check loads the configuration (once per process) and returns its error,
 // naming every broken variable. Call it at start to fail fast.
-func Check() error {
-	_, err := process.config()
-	return err
-}
+func Check() error { return process.Check() }
 
 // Shutdown stops accepting requests (new ones are answered 503), waits for
 // those in flight, then publishes the events still queued in the outbox
 // relay and closes the clients, all within ctx. Events it cannot publish
 // in time stay in the Firestore outbox for the watchdog.
-func Shutdown(ctx context.Context) error { return process.shutdown(ctx) }
+func Shutdown(ctx context.Context) error { return process.Shutdown(ctx) }
 
 // builder makes the handler of a function and closes what it made. The
 // production one (cloud) makes Google Cloud clients; tests use fakes.
 type builder interface {
 	Handler(ctx context.Context, function string) (http.Handler, error)
+	// Parts builds what the functions share, if not built yet, and
+	// returns it.
+	Parts(ctx context.Context) (Parts, error)
 	Close(ctx context.Context) error
 }
 
-// app serves the registered functions of one process.
-type app struct {
+// Options are what a process serving the functions in-process (the
+// devstack) sets beside the configuration.
+type Options struct {
+	// Log is the logger of every function; nil means Cloud Logging JSON
+	// lines on stdout at the configured LOG_LEVEL.
+	Log *slog.Logger
+	// FirestoreOptions are added to the Firestore client's options (the
+	// devstack's tests count its RPCs with gRPC interceptors).
+	FirestoreOptions []option.ClientOption
+}
+
+// App serves the functions of one process, built with the production
+// builder from one configuration.
+type App struct {
 	lookup     func(string) (string, bool)
 	logOut     io.Writer
+	baseLog    *slog.Logger // when set, the logger instead of one on logOut
 	newBuilder func(Config, *slog.Logger) builder
 
 	cfgOnce sync.Once
@@ -150,13 +107,22 @@ type app struct {
 	idle     chan struct{} // closed when draining and inflight reaches 0
 }
 
+// NewApp returns an app reading its configuration through lookup (as
+// LoadConfig does; the server passes os.LookupEnv, the devstack a map),
+// once, on first use. Nothing is built before the first request, Build or
+// Check.
+func NewApp(lookup func(string) (string, bool), opts Options) *App {
+	return newApp(lookup, os.Stdout, opts.Log, newCloudBuilder(opts.FirestoreOptions))
+}
+
 // newApp returns an app reading its configuration through lookup, logging
-// to logOut, and building its functions with the builder newBuilder makes.
-// Neither is called before the first request (or Check).
-func newApp(lookup func(string) (string, bool), logOut io.Writer, newBuilder func(Config, *slog.Logger) builder) *app {
-	a := &app{lookup: lookup, logOut: logOut, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
+// with log (or, when nil, to logOut at the configured level), and building
+// its functions with the builder newBuilder makes. Neither is called
+// before the first request (or Check).
+func newApp(lookup func(string) (string, bool), logOut io.Writer, log *slog.Logger, newBuilder func(Config, *slog.Logger) builder) *App {
+	a := &App{lookup: lookup, logOut: logOut, baseLog: log, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
 	for _, f := range registered {
-		name := f.name
+		name := f.Name
 		a.handlers[name] = newLazy(func(ctx context.Context) (http.Handler, error) {
 			return a.b.Handler(ctx, name)
 		})
@@ -166,14 +132,17 @@ func newApp(lookup func(string) (string, bool), logOut io.Writer, newBuilder fun
 
 // config loads the configuration once: the environment of a process does
 // not change, so a broken one stays broken and is reported on every call.
-func (a *app) config() (Config, error) {
+func (a *App) config() (Config, error) {
 	a.cfgOnce.Do(func() {
 		a.cfg, a.cfgErr = LoadConfig(a.lookup)
-		level := slog.LevelInfo
-		if a.cfgErr == nil {
-			level = a.cfg.LogLevel
+		a.log = a.baseLog
+		if a.log == nil {
+			level := slog.LevelInfo
+			if a.cfgErr == nil {
+				level = a.cfg.LogLevel
+			}
+			a.log = logging.New(a.logOut, level)
 		}
-		a.log = logging.New(a.logOut, level)
 		if a.cfgErr == nil {
 			a.b = a.newBuilder(a.cfg, a.log)
 		}
@@ -181,52 +150,102 @@ func (a *app) config() (Config, error) {
 	return a.cfg, a.cfgErr
 }
 
-// handler returns f's handler: the edge (logging, panics, paths, draining)
-// around the lazily built handler.
-func (a *app) handler(f function) http.Handler {
+// Check loads the configuration (once) and returns its error, naming every
+// broken setting.
+func (a *App) Check() error {
+	_, err := a.config()
+	return err
+}
+
+// Handler returns the named function behind the edge: what the Functions
+// Framework serves for it. It panics if no function has that name.
+func (a *App) Handler(name string) http.Handler {
+	f, ok := functionByName[name]
+	if !ok {
+		panic(fmt.Sprintf("cloudrun: no function %q", name))
+	}
+	return a.handler(f)
+}
+
+func (a *App) handler(f Function) http.Handler { return a.Edge(a.function(f)) }
+
+// Mux returns a new mux serving every function on its Path, without the
+// edge: a process serving them all on one port (the devstack) adds its own
+// routes and serves the mux through Edge, so that each request passes
+// through the edge once, as each function registered with the Functions
+// Framework does.
+func (a *App) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, f := range registered {
+		mux.Handle(f.Path, a.function(f))
+	}
+	return mux
+}
+
+// Edge wraps h in what every request passes through once: the app's
+// logger with the request's trace, then httpapi.Edge (the request ID, a
+// recovered panic, one log line).
+func (a *App) Edge(h http.Handler) http.Handler {
+	inner := httpapi.Edge(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cfg, cfgErr := a.config()
+		cfg, _ := a.config()
 		ctx := logging.NewContext(r.Context(), a.log)
 		ctx = logging.WithTrace(ctx, r.Header, cfg.Project)
-		ctx = logging.With(ctx, "function", f.name)
+		inner.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// function returns f's handler without the edge: its name in the logs,
+// draining, its paths, and the lazily built handler.
+func (a *App) function(f Function) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, cfgErr := a.config()
+		ctx := logging.With(r.Context(), "function", f.Name)
 		r = r.WithContext(ctx)
-		rw := &httpapi.StatusWriter{ResponseWriter: w}
-		defer func() {
-			if p := recover(); p != nil {
-				logging.FromContext(ctx).Error("Panic serving request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				if rw.Status == 0 {
-					httpapi.WriteError(ctx, rw, errs.E(errs.Internal, "internal error"))
-				}
-			}
-		}()
 
 		if !a.enter() {
-			httpapi.WriteError(ctx, rw, errs.E(errs.Unavailable, "the instance is shutting down; retry"))
+			httpapi.WriteError(ctx, w, errs.E(errs.Unavailable, "the instance is shutting down; retry"))
 			return
 		}
 		defer a.leave()
 
-		if p := r.URL.Path; p != "/" && p != "/"+f.name && (f.path == "" || p != f.path) {
-			httpapi.WriteError(ctx, rw, errs.E(errs.NotFound, "no method at this path"))
+		if p := r.URL.Path; p != "/" && p != "/"+f.Name && p != f.Path {
+			httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "no method at this path"))
 			return
 		}
 		if cfgErr != nil {
 			logging.FromContext(ctx).Error("Function cannot start: fix the service's environment", "error", cfgErr)
-			httpapi.WriteError(ctx, rw, errs.Wrap(errs.Unavailable, cfgErr, "the function is not configured; retry later"))
+			httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, cfgErr, "the function is not configured; retry later"))
 			return
 		}
-		h, err := a.handlers[f.name].get(ctx)
+		h, err := a.handlers[f.Name].get(ctx)
 		if err != nil {
 			logging.FromContext(ctx).Warn("Building the function failed; the next request retries", "error", err)
-			httpapi.WriteError(ctx, rw, errs.Wrap(errs.Unavailable, err, "the function is starting; retry"))
+			httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, err, "the function is starting; retry"))
 			return
 		}
-		h.ServeHTTP(rw, r)
+		h.ServeHTTP(w, r)
 	})
 }
 
+// Build builds every function now instead of on its first request, and
+// returns what they share. The devstack calls it at start, so that a
+// broken stack fails to start and its tests can reach the store, the
+// reconciler and the clients the functions use.
+func (a *App) Build(ctx context.Context) (Parts, error) {
+	if _, err := a.config(); err != nil {
+		return Parts{}, err
+	}
+	for _, f := range registered {
+		if _, err := a.handlers[f.Name].get(ctx); err != nil {
+			return Parts{}, fmt.Errorf("build %s: %w", f.Name, err)
+		}
+	}
+	return a.b.Parts(ctx)
+}
+
 // enter counts a request in, unless the app is draining.
-func (a *app) enter() bool {
+func (a *App) enter() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.draining {
@@ -236,7 +255,7 @@ func (a *app) enter() bool {
 	return true
 }
 
-func (a *app) leave() {
+func (a *App) leave() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inflight--
@@ -245,7 +264,10 @@ func (a *app) leave() {
 	}
 }
 
-func (a *app) shutdown(ctx context.Context) error {
+// Shutdown stops accepting requests (new ones are answered 503), waits for
+// those in flight, then closes what the builder made (publishing the
+// events still queued in the outbox relay), all within ctx.
+func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	if !a.draining {
 		a.draining = true

@@ -52,6 +52,8 @@ func (b *fakeBuilder) Handler(ctx context.Context, name string) (http.Handler, e
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.serve(name, w, r) }), nil
 }
 
+func (b *fakeBuilder) Parts(ctx context.Context) (Parts, error) { return Parts{}, nil }
+
 func (b *fakeBuilder) Close(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -72,7 +74,7 @@ func ok(name string, w http.ResponseWriter, r *http.Request) {
 
 // newTestApp returns an app over a complete environment and a fake builder,
 // and the buffer its logs go to.
-func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*app, *bytes.Buffer) {
+func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*App, *bytes.Buffer) {
 	t.Helper()
 	if b.builds == nil {
 		b.builds = map[string]int{}
@@ -81,7 +83,7 @@ func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*a
 		b.serve = ok
 	}
 	logs := &bytes.Buffer{}
-	a := newApp(env(environment), &syncWriter{w: logs}, func(Config, *slog.Logger) builder { return b })
+	a := newApp(env(environment), &syncWriter{w: logs}, nil, func(Config, *slog.Logger) builder { return b })
 	return a, logs
 }
 
@@ -98,7 +100,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 
 // call serves one request to function name of a, and returns the status
 // and the error code of the envelope (empty if none).
-func call(t *testing.T, a *app, name, path string, header http.Header) (int, string, http.Header) {
+func call(t *testing.T, a *App, name, path string, header http.Header) (int, string, http.Header) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader("{}"))
 	for k, v := range header {
@@ -168,6 +170,8 @@ func TestPaths(t *testing.T) {
 		{"kubernetesClusters-get", "/anything", http.StatusNotFound},
 		{"reconcile", "/", http.StatusOK},
 		{"reconcile", "/reconcile", http.StatusOK},
+		{"reconcile", "/internal/reconcile", http.StatusOK},
+		{"watchdog", "/internal/reconcile", http.StatusNotFound},
 		{"reconcile", "/api/compute/kubernetesClusters/get", http.StatusNotFound},
 	}
 	a, _ := newTestApp(t, complete(), &fakeBuilder{})
@@ -238,7 +242,7 @@ func TestShutdownWaitsForRequestsThenCloses(t *testing.T) {
 	}()
 	<-entered
 	done := make(chan error, 1)
-	go func() { done <- a.shutdown(context.Background()) }()
+	go func() { done <- a.Shutdown(context.Background()) }()
 
 	// Wait until shutdown has begun refusing, then check a new request.
 	deadline := time.Now().Add(5 * time.Second)
@@ -280,8 +284,29 @@ func TestShutdownGivesUpAtItsDeadline(t *testing.T) {
 	<-entered
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := a.shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := a.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("shutdown with a stuck request = %v, want %v", err, context.DeadlineExceeded)
+	}
+}
+
+// TestMuxServesEveryFunctionOnItsPath serves the app's mux behind its edge,
+// as the devstack does, and checks that each function's path reaches that
+// function, with a request ID.
+func TestMuxServesEveryFunctionOnItsPath(t *testing.T) {
+	a, _ := newTestApp(t, complete(), &fakeBuilder{})
+	h := a.Edge(a.Mux())
+	for _, f := range Functions() {
+		req := httptest.NewRequest(http.MethodPost, f.Path, strings.NewReader("{}"))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var got struct{ Served string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &got)
+		if rec.Code != http.StatusOK || got.Served != f.Name {
+			t.Errorf("POST %s = %d %s, want 200 from %s", f.Path, rec.Code, rec.Body, f.Name)
+		}
+		if rec.Header().Get("X-Request-Id") == "" {
+			t.Errorf("POST %s: no X-Request-Id", f.Path)
+		}
 	}
 }
 
@@ -312,7 +337,7 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	got := map[string]string{}
 	for _, f := range registered {
 		if f.kind == kindAPI {
-			got[f.name] = f.path
+			got[f.Name] = f.Path
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -355,7 +380,8 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for _, name := range Functions() {
+	for _, f := range Functions() {
+		name := f.Name
 		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatalf("POST /%s: %v", name, err)
@@ -385,7 +411,7 @@ type nopKicker struct{}
 
 func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
 
-func (a *app) isDraining() bool {
+func (a *App) isDraining() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.draining

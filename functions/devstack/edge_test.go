@@ -20,6 +20,9 @@ func TestEdge(t *testing.T) {
 	}{
 		{"GET", "/healthz", "", http.StatusOK, ""},
 		{"GET", "/healthz", "given-id", http.StatusOK, ""},
+		{"POST", "/healthz", "", http.StatusNotFound, "NOT_FOUND"},
+		{"GET", "/.well-known/openid-configuration", "", http.StatusOK, ""},
+		{"POST", "/internal/watchdog", "given-id", http.StatusUnauthorized, "UNAUTHENTICATED"},
 		{"POST", "/api/compute/kubernetesNodePools/resize", "", http.StatusNotFound, "NOT_FOUND"},
 		{"POST", "/nowhere", "given-id", http.StatusNotFound, "NOT_FOUND"},
 		{"GET", "/api/compute/kubernetesNodePools/list", "given-id", http.StatusMethodNotAllowed, "INVALID_INPUT"},

@@ -1,15 +1,14 @@
 // Package devstack runs the whole system in one process with no cloud
-// account (API.md §8): the API functions, the reconcile function and its
-// watchdog, the Firestore emulator, Pub/Sub (pstest), the Cloud Tasks
-// emulator dispatching to the reconcile function, the GKE simulator and a
-// development token issuer. The devstack command serves it; end-to-end
-// tests start it on free ports.
+// account (API.md §8): the Firestore emulator, Pub/Sub (pstest), the Cloud
+// Tasks emulator dispatching to the reconcile function, the GKE simulator,
+// a development token issuer, and every function of the project, built and
+// served by the same composition root as on Cloud Run (functions/cloudrun)
+// with its configuration pointed at the emulators. The devstack command
+// serves it; end-to-end tests start it on free ports.
 package devstack
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
@@ -34,12 +34,9 @@ import (
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
-	"github.com/better-compute/kubernetes/functions/api"
-	"github.com/better-compute/kubernetes/functions/reconcile"
-	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -49,12 +46,13 @@ import (
 )
 
 // Config configures a stack. Empty addresses mean a free port on
-// 127.0.0.1.
+// 127.0.0.1; zero durations mean the defaults of the functions'
+// configuration (cloudrun.LoadConfig) and of the emulators.
 type Config struct {
-	Addr          string // the API, the reconcile function, /healthz, /dev/token
+	Addr          string // the functions, /healthz, /dev/token, the issuer
 	PubSubAddr    string
 	FirestoreAddr string
-	Project       string
+	Project       string // bc-dev when empty
 	Seed          *store.Seed
 	// DataFile, if set, keeps the Firestore data across restarts: loaded
 	// at start, written at Close.
@@ -64,8 +62,8 @@ type Config struct {
 	SteadyInterval     time.Duration
 	GKEOperationTime   time.Duration
 	LeaseTTL           time.Duration
-	// WatchdogInterval is how often the watchdog runs (Cloud Scheduler's
-	// every minute in production).
+	// WatchdogInterval is how often the watchdog runs: Cloud Scheduler's
+	// schedule in production, DefaultWatchdogInterval when zero.
 	WatchdogInterval time.Duration
 	// WatchdogGrace is how late a run may be before its chain is
 	// restarted, and how old an outbox event must be before the watchdog
@@ -81,14 +79,22 @@ type Config struct {
 	PubSubReactors []pstest.ServerReactorOption
 }
 
+// DefaultWatchdogInterval is the watchdog's schedule in production
+// (infra/).
+const DefaultWatchdogInterval = time.Minute
+
 // Queue is the Cloud Tasks queue of reconcile runs, in the stack's project.
 func (c Config) Queue() string {
 	return fmt.Sprintf("projects/%s/locations/us-central1/queues/reconcile", c.Project)
 }
 
+// closeGrace bounds how long Close waits for work in flight, once for the
+// Cloud Tasks emulator's attempts and once for the server's requests.
+const closeGrace = 5 * time.Second
+
 // Stack is a running devstack.
 type Stack struct {
-	URL string // http://host:port of the API
+	URL string // http://host:port of the functions
 
 	Firestore *fsemu.Server
 	PubSub    *pstest.Server
@@ -96,26 +102,36 @@ type Stack struct {
 	GKE       *gkeemu.Server
 	Issuer    *devissuer.Issuer
 
+	// What the functions share, as the composition root built it
+	// (cloudrun.Parts).
 	FirestoreClient *firestore.Client
 	PubSubClient    *pubsub.Client
 	GKEClient       *container.ClusterManagerClient
 	Store           *store.Store
 	Relay           *outbox.Relay
 	Watchdog        *chain.Watchdog
-	// Reconciler runs the reconcile chains; ReconcileHandler is the
-	// reconcile function that the Tasks emulator calls; Queue schedules
-	// its tasks.
+	// Reconciler runs the reconcile chains; ReconcileHandler is the reconcile
+	// function that the Tasks emulator calls, as the Functions Framework
+	// serves it (behind the edge); Queue schedules its tasks.
 	Reconciler       *chain.Runner
 	ReconcileHandler http.Handler
 	Queue            *tasks.Queue
 
-	cfg     Config
-	log     *slog.Logger
-	http    *http.Server
-	closers []func() error
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	cfg   Config
+	env   map[string]string
+	log   *slog.Logger
+	lis   net.Listener
+	app   *cloudrun.App
+	http  *http.Server
+	fresh freshConns
+	ready atomic.Bool
+
+	stopWatchdog context.CancelFunc
+	wg           sync.WaitGroup
+	emulators    []func() error // closed last, in reverse
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start starts every part of the stack. Close it when done.
@@ -126,145 +142,136 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.Log == nil {
 		cfg.Log = logging.New(os.Stderr, slog.LevelInfo)
 	}
-	defaults(&cfg)
-	s := &Stack{cfg: cfg, log: cfg.Log, stop: make(chan struct{})}
+	if cfg.WatchdogInterval <= 0 {
+		cfg.WatchdogInterval = DefaultWatchdogInterval
+	}
+	s := &Stack{cfg: cfg, log: cfg.Log}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	lis, err := net.Listen("tcp", orFree(cfg.Addr))
-	if err != nil {
+	if s.lis, err = net.Listen("tcp", orFree(cfg.Addr)); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.closers = append(s.closers, func() error { _ = lis.Close(); return nil })
-	s.URL = "http://" + lis.Addr().String()
-
+	s.URL = "http://" + s.lis.Addr().String()
 	if s.Issuer, err = devissuer.New(s.URL, devissuer.WithAudience(s.URL)); err != nil {
 		return nil, fmt.Errorf("development issuer: %w", err)
 	}
-	if err := s.startFirestore(ctx); err != nil {
+	if err := s.startEmulators(); err != nil {
 		return nil, err
 	}
-	if err := s.startPubSub(ctx); err != nil {
+	if err := s.provision(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.startGKE(ctx); err != nil {
-		return nil, err
-	}
-	queue, err := s.startTasks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.Queue = queue
 
-	if s.Store, err = store.New(s.FirestoreClient); err != nil {
+	s.env = s.environment()
+	fsOpts := make([]option.ClientOption, len(cfg.FirestoreDialOptions))
+	for i, o := range cfg.FirestoreDialOptions {
+		fsOpts[i] = option.WithGRPCDialOption(o)
+	}
+	s.app = cloudrun.NewApp(func(k string) (string, bool) { v, ok := s.env[k]; return v, ok },
+		cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts})
+	if err := s.app.Check(); err != nil {
 		return nil, err
 	}
-	if cfg.Seed != nil {
-		if err := s.Store.LoadSeed(ctx, cfg.Seed); err != nil {
-			return nil, err
-		}
-	}
-	if s.Relay, err = outbox.NewRelay(s.FirestoreClient, outbox.NewPubSub(s.PubSubClient), s.log); err != nil {
-		return nil, err
-	}
-	s.Relay.Start()
-	s.closers = append(s.closers, func() error { s.Relay.Close(); return nil })
-
-	verifier, err := auth.NewVerifier(ctx, auth.Config{IssuerURL: s.URL, Audience: s.URL})
-	if err != nil {
-		return nil, err
-	}
-	cr, err := clusters.New(s.Store, s.GKEClient, nil)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := chain.NewRunner(s.FirestoreClient, queue, s.Relay, chain.Config{
-		ConvergingInterval: cfg.ConvergingInterval,
-		SteadyInterval:     cfg.SteadyInterval,
-		LeaseTTL:           cfg.LeaseTTL,
-	}, cr)
-	if err != nil {
-		return nil, err
-	}
-	s.Reconciler = rec
-	s.Watchdog = &chain.Watchdog{FS: s.FirestoreClient, Kinds: []string{store.ClustersKind}, Kicker: queue, Events: s.Relay, Grace: cfg.WatchdogGrace, DrainAge: cfg.WatchdogGrace}
-
-	mux := http.NewServeMux()
-	routes, err := api.Routes(api.Deps{Auth: verifier, Store: s.Store, Events: s.Relay, Kicker: queue})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range routes {
-		mux.Handle(r.Path, r.Handler)
-	}
-	rh, err := reconcile.Handler(verifier, rec)
-	if err != nil {
-		return nil, err
-	}
-	s.ReconcileHandler = rh
-	mux.Handle(ReconcilePath, rh)
-	wh, err := reconcile.WatchdogHandler(verifier, s.Watchdog)
-	if err != nil {
-		return nil, err
-	}
-	mux.Handle(WatchdogPath, wh)
+	mux := s.app.Mux()
 	mux.Handle("/.well-known/", s.Issuer.Handler())
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", s.healthz)
 	// Any other path answers in the API's error envelope, not net/http's
 	// plain text.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
 	})
-	s.http = &http.Server{Handler: withRequestID(logging.Middleware(s.log, cfg.Project)(mux)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(lis) }()
-	if err := verifier.Ready(ctx); err != nil {
-		return nil, fmt.Errorf("token verifier: %w", err)
+	s.fresh.conns = map[net.Conn]struct{}{}
+	s.http = &http.Server{Handler: s.app.Edge(mux), ReadHeaderTimeout: 10 * time.Second, ConnState: s.fresh.track}
+	s.http.RegisterOnShutdown(s.fresh.close)
+	go func() { _ = s.http.Serve(s.lis) }()
+
+	// The functions discover the issuer over the server: build them now
+	// that it serves.
+	p, err := s.app.Build(ctx)
+	if err != nil {
+		return nil, err
 	}
+	s.FirestoreClient, s.PubSubClient, s.GKEClient = p.Firestore, p.PubSub, p.GKE
+	s.Store, s.Relay, s.Queue, s.Reconciler, s.Watchdog = p.Store, p.Relay, p.Queue, p.Reconciler, p.Watchdog
+	s.ReconcileHandler = s.app.Handler(cloudrun.ReconcileFunction)
+	if cfg.Seed != nil {
+		if err := s.Store.LoadSeed(ctx, cfg.Seed); err != nil {
+			return nil, err
+		}
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	s.stopWatchdog = stop
 	s.wg.Add(1)
-	go s.watchdogLoop()
+	go s.watchdogLoop(wctx)
+	s.ready.Store(true)
 	return s, nil
 }
 
-// withRequestID gives every response an X-Request-Id: the request's, or a
-// new one that the API handlers then echo.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 128 {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
-			r.Header.Set("X-Request-Id", id)
-		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r)
-	})
+// Env returns the configuration the stack's functions are built from, as
+// the environment cloudrun.LoadConfig reads: what a function of this
+// repository (go run ./functions/cmd/server) needs to join the stack.
+func (s *Stack) Env() map[string]string {
+	env := make(map[string]string, len(s.env))
+	for k, v := range s.env {
+		env[k] = v
+	}
+	return env
 }
 
-// Paths of the reconciler's functions in the devstack.
-const (
-	ReconcilePath = "/internal/reconcile"
-	WatchdogPath  = "/internal/watchdog"
-)
-
-func defaults(c *Config) {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+// environment is the configuration of the stack's functions: the Cloud Run
+// settings, pointed at the emulators and the development issuer, which
+// signs both the tenants' tokens and the tasks' OIDC tokens.
+func (s *Stack) environment() map[string]string {
+	env := map[string]string{
+		"GOOGLE_CLOUD_PROJECT":      s.cfg.Project,
+		"AUTH_ISSUER_URL":           s.URL,
+		"AUTH_AUDIENCE":             s.URL,
+		"TASKS_QUEUE":               s.cfg.Queue(),
+		"RECONCILE_URL":             s.URL + functionPath(cloudrun.ReconcileFunction),
+		"TASKS_SERVICE_ACCOUNT":     "reconciler@" + s.cfg.Project + ".iam.gserviceaccount.com",
+		"TASKS_AUDIENCE":            s.URL,
+		"RECONCILE_ISSUER_URL":      s.URL,
+		"RECONCILE_AUDIENCE":        s.URL,
+		"FIRESTORE_EMULATOR_HOST":   s.Firestore.Addr,
+		"PUBSUB_EMULATOR_HOST":      s.PubSub.Addr,
+		"CLOUD_TASKS_EMULATOR_HOST": s.Tasks.Addr(),
+		"GKE_EMULATOR_HOST":         s.GKE.Addr(),
+	}
+	for name, d := range map[string]time.Duration{
+		"CONVERGING_INTERVAL": s.cfg.ConvergingInterval,
+		"STEADY_INTERVAL":     s.cfg.SteadyInterval,
+		"LEASE_TTL":           s.cfg.LeaseTTL,
+		"WATCHDOG_GRACE":      s.cfg.WatchdogGrace,
+	} {
+		if d > 0 {
+			env[name] = d.String()
 		}
 	}
-	set(&c.ConvergingInterval, 30*time.Second)
-	set(&c.SteadyInterval, 5*time.Minute)
-	set(&c.GKEOperationTime, 3*time.Second)
-	set(&c.LeaseTTL, 30*time.Second)
-	set(&c.WatchdogInterval, time.Minute)
-	set(&c.WatchdogGrace, time.Minute)
+	return env
+}
+
+// functionPath is where the named function is served.
+func functionPath(name string) string {
+	for _, f := range cloudrun.Functions() {
+		if f.Name == name {
+			return f.Path
+		}
+	}
+	panic("devstack: no function " + name)
+}
+
+func (s *Stack) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	if !s.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("starting\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
 }
 
 func orFree(addr string) string {
@@ -274,21 +281,28 @@ func orFree(addr string) string {
 	return addr
 }
 
-func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
-	return grpc.NewClient(addr, opts...)
+// emulatorOptions point a Google client at an emulator.
+func emulatorOptions(addr string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(addr),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
 }
 
-func (s *Stack) startFirestore(ctx context.Context) error {
-	srv, err := fsemu.NewServer(fsemu.WithAddr(orFree(s.cfg.FirestoreAddr)))
+// startEmulators starts the Firestore emulator (with the data file's
+// documents), Pub/Sub, the GKE simulator and the Cloud Tasks emulator,
+// whose tasks carry tokens of the development issuer.
+func (s *Stack) startEmulators() error {
+	fs, err := fsemu.NewServer(fsemu.WithAddr(orFree(s.cfg.FirestoreAddr)))
 	if err != nil {
 		return fmt.Errorf("firestore emulator: %w", err)
 	}
-	s.Firestore = srv
-	s.closers = append(s.closers, srv.Close)
+	s.Firestore = fs
+	s.emulators = append(s.emulators, fs.Close)
 	if s.cfg.DataFile != "" {
 		if f, err := os.Open(s.cfg.DataFile); err == nil {
-			err = srv.Import(f)
+			err = fs.Import(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("import %s: %w", s.cfg.DataFile, err)
@@ -296,19 +310,7 @@ func (s *Stack) startFirestore(ctx context.Context) error {
 			s.log.Info("Loaded Firestore data", "file", s.cfg.DataFile)
 		}
 	}
-	conn, err := dial(srv.Addr, s.cfg.FirestoreDialOptions...)
-	if err != nil {
-		return err
-	}
-	s.FirestoreClient, err = firestore.NewClient(ctx, s.cfg.Project, option.WithGRPCConn(conn))
-	if err != nil {
-		return fmt.Errorf("firestore client: %w", err)
-	}
-	s.closers = append(s.closers, s.FirestoreClient.Close)
-	return nil
-}
 
-func (s *Stack) startPubSub(ctx context.Context) error {
 	addr := orFree(s.cfg.PubSubAddr)
 	// pstest panics when it cannot listen: find out first.
 	probe, err := net.Listen("tcp", addr)
@@ -318,62 +320,49 @@ func (s *Stack) startPubSub(ctx context.Context) error {
 	addr = probe.Addr().String()
 	probe.Close()
 	s.PubSub = pstest.NewServerWithAddress(addr, s.cfg.PubSubReactors...)
-	s.closers = append(s.closers, s.PubSub.Close)
-	conn, err := dial(s.PubSub.Addr)
-	if err != nil {
-		return err
-	}
-	s.PubSubClient, err = pubsub.NewClient(ctx, s.cfg.Project, option.WithGRPCConn(conn))
-	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
-	}
-	s.closers = append(s.closers, s.PubSubClient.Close)
-	for _, t := range outbox.Types {
-		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
-		if _, err := s.PubSubClient.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
-			return fmt.Errorf("create topic %s: %w", name, err)
-		}
-	}
-	return nil
-}
+	s.emulators = append(s.emulators, s.PubSub.Close)
 
-func (s *Stack) startGKE(ctx context.Context) error {
-	srv, err := gkeemu.NewServer(gkeemu.WithOperationTime(s.cfg.GKEOperationTime), gkeemu.WithLogger(s.log))
+	gkeOpts := []gkeemu.Option{gkeemu.WithLogger(s.log)}
+	if s.cfg.GKEOperationTime > 0 {
+		gkeOpts = append(gkeOpts, gkeemu.WithOperationTime(s.cfg.GKEOperationTime))
+	}
+	gke, err := gkeemu.NewServer(gkeOpts...)
 	if err != nil {
 		return fmt.Errorf("gke simulator: %w", err)
 	}
-	s.GKE = srv
-	s.closers = append(s.closers, srv.Close)
-	conn, err := dial(srv.Addr())
-	if err != nil {
-		return err
-	}
-	s.GKEClient, err = container.NewClusterManagerClient(ctx, option.WithGRPCConn(conn))
-	if err != nil {
-		return fmt.Errorf("gke client: %w", err)
-	}
-	s.closers = append(s.closers, s.GKEClient.Close)
-	return nil
-}
+	s.GKE = gke
+	s.emulators = append(s.emulators, gke.Close)
 
-func (s *Stack) startTasks(ctx context.Context) (*tasks.Queue, error) {
 	tokens := func(ctx context.Context, audience, serviceAccount string) (string, error) {
 		return s.Issuer.Token(serviceAccount, audience, 10*time.Minute)
 	}
-	srv, err := ctemu.NewServer(ctemu.WithTokenSource(tokens), ctemu.WithLogger(s.log))
-	if err != nil {
-		return nil, fmt.Errorf("cloud tasks emulator: %w", err)
+	// Closed by Close before the server, not with the other emulators.
+	if s.Tasks, err = ctemu.NewServer(ctemu.WithTokenSource(tokens), ctemu.WithLogger(s.log)); err != nil {
+		return fmt.Errorf("cloud tasks emulator: %w", err)
 	}
-	s.Tasks = srv
-	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	return nil
+}
+
+// provision creates what infra/ creates in production: a topic per event
+// type and the reconcile queue.
+func (s *Stack) provision(ctx context.Context) error {
+	ps, err := pubsub.NewClient(ctx, s.cfg.Project, emulatorOptions(s.PubSub.Addr)...)
 	if err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("cloud tasks client: %w", err)
+		return fmt.Errorf("pubsub client: %w", err)
 	}
-	// Closed in reverse: the client, then the server (which waits for
-	// dispatches in flight).
-	s.closers = append(s.closers, srv.Close, client.Close)
-	_, err = client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+	defer ps.Close()
+	for _, t := range outbox.Types {
+		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
+		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+	}
+	tc, err := cloudtasks.NewClient(ctx, s.Tasks.ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("cloud tasks client: %w", err)
+	}
+	defer tc.Close()
+	_, err = tc.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
 		Parent: fmt.Sprintf("projects/%s/locations/us-central1", s.cfg.Project),
 		Queue: &cloudtaskspb.Queue{
 			Name: s.cfg.Queue(),
@@ -386,34 +375,34 @@ func (s *Stack) startTasks(ctx context.Context) (*tasks.Queue, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create queue: %w", err)
+		return fmt.Errorf("create queue: %w", err)
 	}
-	return tasks.New(client, tasks.Config{
-		Queue:          s.cfg.Queue(),
-		URL:            s.URL + ReconcilePath,
-		ServiceAccount: "reconciler@" + s.cfg.Project + ".iam.gserviceaccount.com",
-		Audience:       s.URL,
-	})
+	return nil
 }
 
-func (s *Stack) watchdogLoop() {
+// watchdogLoop plays Cloud Scheduler: a watchdog pass every interval until
+// ctx ends.
+func (s *Stack) watchdogLoop(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.WatchdogInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			// A pass cut short between publishing events and clearing
 			// them from the outbox publishes them again on the next
 			// pass: give it time even when the interval is short.
-			ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.WatchdogInterval, 30*time.Second))
-			res, err := s.Watchdog.Tick(ctx)
+			pctx, cancel := context.WithTimeout(ctx, max(s.cfg.WatchdogInterval, 30*time.Second))
+			res, err := s.Watchdog.Tick(pctx)
 			cancel()
-			if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return // the stack is closing; the next start drains the rest
+			case err != nil:
 				s.log.Warn("Watchdog pass incomplete; the next one retries", "error", err)
-			} else if res.Restarted > 0 || res.Drained > 0 {
+			case res.Restarted > 0 || res.Drained > 0:
 				s.log.Info("Watchdog pass", "restarted", res.Restarted, "drained", res.Drained)
 			}
 		}
@@ -426,30 +415,116 @@ func (s *Stack) Token(sub string) (string, error) {
 }
 
 // Close stops everything, saving the Firestore data first if configured.
+// It returns within a few seconds whatever is in flight: work still
+// running after closeGrace is cut, and reported. Later calls return the
+// first one's result.
 func (s *Stack) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+// close stops the parts in the order they depend on each other: first
+// the stack's own callers of its functions (the watchdog's schedule, the
+// Cloud Tasks dispatcher), so that none is still calling, or holding a
+// connection to, the server when it stops; then the server; then the
+// functions, which publish what their relay still holds; then the
+// emulators they used.
+func (s *Stack) close() error {
 	var errList []error
-	s.once.Do(func() {
-		close(s.stop)
+	keep := func(err error) {
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			errList = append(errList, err)
+		}
+	}
+	if s.stopWatchdog != nil {
+		s.stopWatchdog()
 		s.wg.Wait()
-		if s.http != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := s.http.Shutdown(ctx); err != nil {
-				errList = append(errList, err)
-			}
-			cancel()
-		}
-		if s.cfg.DataFile != "" && s.Firestore != nil {
-			if err := s.save(); err != nil {
-				errList = append(errList, err)
-			}
-		}
-		for i := len(s.closers) - 1; i >= 0; i-- {
-			if err := s.closers[i](); err != nil && !errors.Is(err, net.ErrClosed) {
-				errList = append(errList, err)
-			}
-		}
-	})
+	}
+	// The emulator's Close stops dispatching, waits for the attempts in
+	// flight, then closes its idle connections to the server.
+	tasksClosed := make(chan error, 1)
+	if s.Tasks != nil {
+		go func() { tasksClosed <- s.Tasks.Close() }()
+	} else {
+		tasksClosed <- nil
+	}
+	select {
+	case err := <-tasksClosed:
+		tasksClosed <- err
+	case <-time.After(closeGrace):
+	}
+	if s.http != nil {
+		keep(s.shutdownServer())
+	} else if s.lis != nil {
+		keep(s.lis.Close())
+	}
+	// Attempts still in flight ended when the server cut their requests.
+	keep(<-tasksClosed)
+	if s.app != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		keep(s.app.Shutdown(ctx))
+		cancel()
+	}
+	if s.cfg.DataFile != "" && s.Firestore != nil {
+		keep(s.save())
+	}
+	for i := len(s.emulators) - 1; i >= 0; i-- {
+		keep(s.emulators[i]())
+	}
 	return errors.Join(errList...)
+}
+
+// shutdownServer stops the server: requests in flight get closeGrace to
+// finish, and what is left after it is cut.
+func (s *Stack) shutdownServer() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil {
+		_ = s.http.Close()
+		return fmt.Errorf("requests still in flight after %v were cut: %w", closeGrace, err)
+	}
+	return nil
+}
+
+// freshConns are the server's connections that have not sent a request
+// yet. Go's http.Transport, asked for two requests at once, may dial a
+// connection for the second and then send it on the first one's, freed
+// meanwhile, keeping the new one idle and unused (the tests' client and the
+// token verifiers' key fetches share http.DefaultTransport). net/http's
+// Shutdown counts such a connection as active until it is more than five
+// seconds old. At shutdown they are closed at once: nothing was asked on
+// them, and the listener is already closed.
+type freshConns struct {
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool
+}
+
+// track is the server's ConnState hook.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.closing {
+		c.Close()
+		return
+	}
+	f.conns[c] = struct{}{}
+}
+
+// close closes the fresh connections, and those accepted later. The
+// server calls it once Shutdown has closed its listener.
+func (f *freshConns) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closing = true
+	for c := range f.conns {
+		c.Close()
+	}
+	clear(f.conns)
 }
 
 func (s *Stack) save() error {

@@ -1,7 +1,8 @@
 // Package httpapi is the HTTP edge shared by every API function: POST only,
 // a JSON body of at most 1 MiB, the bearer token, the error envelope and
-// status codes of API.md §2, request IDs, one structured log line per call,
-// and panics recovered with a generic answer.
+// status codes of API.md §2; and Edge, which every request of a process
+// passes through once: request IDs, one structured log line per call, and
+// panics recovered with a generic answer.
 //
 // The order of checks is API.md §3's: the token (401) before the input's
 // shape (400); membership, lookups, permission and business rules are the
@@ -42,31 +43,64 @@ type Method[In any] struct {
 	Call   func(ctx context.Context, principal string, in In) (any, error)
 }
 
-// Handler serves m over HTTP.
+// Handler serves m over HTTP. It gives no request ID and recovers no
+// panic: serve it through Edge, as every function is.
 func Handler[In any](auth Authenticator, m Method[In]) (http.Handler, error) {
 	if auth == nil || m.Decode == nil || m.Call == nil || m.Name == "" {
 		return nil, errors.New("httpapi: Handler needs an authenticator and a complete method")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve(logging.With(r.Context(), "method", m.Name), w, r, auth, m)
+	}), nil
+}
+
+// RequestIDHeader carries a request's ID, echoed on its answer (API.md §1).
+const RequestIDHeader = "X-Request-Id"
+
+// maxRequestID is the longest request ID taken from a caller; a longer one
+// is replaced, so that logs stay bounded.
+const maxRequestID = 128
+
+// Edge wraps h in what every request of a process passes through exactly
+// once, whichever function or route serves it:
+//
+//   - X-Request-Id: the request's own (up to 128 characters) or a new one,
+//     set on the answer and attached to the request's logger as
+//     "requestId";
+//   - a panic in h is recovered: the stack goes to the log and, if nothing
+//     was answered yet, the caller gets 500 INTERNAL in the error envelope
+//     (http.ErrAbortHandler is re-raised, as net/http expects);
+//   - one "Served request" log line with the status and the duration.
+//
+// The request's context should carry the logger (logging.NewContext) and
+// trace (logging.WithTrace) of the process; functions/cloudrun puts them
+// there.
+func Edge(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 128 {
+		id := r.Header.Get(RequestIDHeader)
+		if id == "" || len(id) > maxRequestID {
 			id = newRequestID()
 		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := logging.With(r.Context(), "requestId", id, "method", m.Name)
+		w.Header().Set(RequestIDHeader, id)
+		ctx := logging.With(r.Context(), "requestId", id)
 		rw := &StatusWriter{ResponseWriter: w}
 		defer func() {
-			if p := recover(); p != nil {
-				logging.FromContext(ctx).Error("Panic serving request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			p := recover()
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			log := logging.FromContext(ctx)
+			if p != nil {
+				log.Error("Panic serving request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if rw.Status == 0 {
 					WriteError(ctx, rw, errs.E(errs.Internal, "internal error"))
 				}
 			}
-			logging.FromContext(ctx).Info("Served request", "status", rw.Status, "durationMs", time.Since(start).Milliseconds())
+			log.Info("Served request", "httpMethod", r.Method, "path", r.URL.Path, "status", rw.Status, "durationMs", time.Since(start).Milliseconds())
 		}()
-		serve(ctx, rw, r, auth, m)
-	}), nil
+		h.ServeHTTP(rw, r.WithContext(ctx))
+	})
 }
 
 func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, auth Authenticator, m Method[In]) {

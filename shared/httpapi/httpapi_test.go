@@ -89,7 +89,8 @@ func TestHandler(t *testing.T) {
 				req.Header.Set("Authorization", tt.auth)
 			}
 			rec := httptest.NewRecorder()
-			handler(t, tt.call).ServeHTTP(rec, req)
+			// As every function is served: through the edge.
+			Edge(handler(t, tt.call)).ServeHTTP(rec, req)
 			if rec.Code != tt.wantStatus {
 				t.Fatalf("status = %d (%s), want %d", rec.Code, rec.Body, tt.wantStatus)
 			}
@@ -119,13 +120,77 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-func TestRequestIDEchoed(t *testing.T) {
+// TestEdge checks what the edge gives every request: a request ID, echoed
+// or made, and a recovered panic answered once.
+func TestEdge(t *testing.T) {
+	okHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, struct{}{}) })
+	tests := []struct {
+		name       string
+		requestID  string
+		h          http.Handler
+		wantStatus int
+		wantCode   string
+		wantSameID bool
+	}{
+		{"echoed", "req-123", okHandler, 200, "", true},
+		{"made when missing", "", okHandler, 200, "", false},
+		{"made when too long", strings.Repeat("r", 129), okHandler, 200, "", false},
+		{"kept at 128 characters", strings.Repeat("r", 128), okHandler, 200, "", true},
+		{"panic before answering", "req-p", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("secret detail") }), 500, "INTERNAL", true},
+		{"panic after answering", "req-q", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			WriteError(r.Context(), w, errs.E(errs.Conflict, "taken"))
+			panic("secret detail")
+		}), 409, "CONFLICT", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", "/", strings.NewReader(`{}`))
+			if tt.requestID != "" {
+				req.Header.Set("X-Request-Id", tt.requestID)
+			}
+			rec := httptest.NewRecorder()
+			Edge(tt.h).ServeHTTP(rec, req)
+			id := rec.Header().Get("X-Request-Id")
+			if tt.wantSameID && id != tt.requestID {
+				t.Errorf("X-Request-Id = %q, want %q", id, tt.requestID)
+			}
+			if !tt.wantSameID && (len(id) != 32 || id == tt.requestID) {
+				t.Errorf("X-Request-Id = %q, want a new one of 32 hex digits", id)
+			}
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d (%s), want %d", rec.Code, rec.Body, tt.wantStatus)
+			}
+			var env envelopeJSON
+			_ = json.Unmarshal(rec.Body.Bytes(), &env)
+			if env.Error.Code != tt.wantCode {
+				t.Errorf("code = %q, want %q", env.Error.Code, tt.wantCode)
+			}
+			if strings.Contains(rec.Body.String(), "secret detail") || strings.Count(rec.Body.String(), `"error"`) > 1 {
+				t.Errorf("body = %s, want one answer that does not leak the panic", rec.Body)
+			}
+		})
+	}
+}
+
+// TestEdgeReraisesAbort keeps net/http's way to abort an answer working.
+func TestEdgeReraisesAbort(t *testing.T) {
+	defer func() {
+		if p := recover(); p != http.ErrAbortHandler {
+			t.Errorf("recovered %v, want http.ErrAbortHandler re-raised", p)
+		}
+	}()
+	Edge(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })).
+		ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil))
+}
+
+// TestHandlerLeavesTheEdgeToEdge checks that a method's handler gives no
+// request ID of its own: Edge is the one place that does.
+func TestHandlerGivesNoRequestID(t *testing.T) {
 	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"Name":"x"}`))
 	req.Header.Set("Authorization", "Bearer good")
-	req.Header.Set("X-Request-Id", "req-123")
 	rec := httptest.NewRecorder()
 	handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
-	if got := rec.Header().Get("X-Request-Id"); got != "req-123" {
-		t.Errorf("X-Request-Id = %q, want req-123", got)
+	if got := rec.Header().Get("X-Request-Id"); got != "" {
+		t.Errorf("X-Request-Id = %q from the method's handler, want none (given by Edge)", got)
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
+	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -25,10 +26,10 @@ func main() {
 	flag.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
 	seed := flag.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
 	flag.StringVar(&cfg.DataFile, "data", "", "file keeping the Firestore data across restarts (none: start empty)")
-	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", 30*time.Second, "time between reconcile runs while a cluster converges")
-	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", 5*time.Minute, "time between reconcile runs of a ready or failed cluster")
-	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", 3*time.Second, "how long each simulated GKE operation takes")
-	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", time.Minute, "how often the watchdog restarts dead chains and drains the outbox")
+	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
+	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
+	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
+	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstack.DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	flag.Parse()
 
 	log := logging.New(os.Stdout, slog.LevelInfo)

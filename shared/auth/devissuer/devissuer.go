@@ -69,8 +69,8 @@ func WithAudience(aud string) Option { return func(o *options) { o.audience = au
 // request names none (default DefaultTTL).
 func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
 
-// WithClock sets the clock used for iat, nbf and exp (default time.Now).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+// WithNow sets the clock used for iat, nbf and exp (default time.Now).
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // Issuer signs tokens and serves its public keys. It is safe for concurrent
 // use.

@@ -76,7 +76,7 @@ func TestTokenRefusals(t *testing.T) {
 
 func TestExpiry(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	iss, err := devissuer.New("https://issuer.example.test", devissuer.WithClock(func() time.Time { return now }))
+	iss, err := devissuer.New("https://issuer.example.test", devissuer.WithNow(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,58 @@
+package cloudrun
+
+import "github.com/better-compute/kubernetes/functions/api"
+
+// Function is one function of the project.
+type Function struct {
+	// Name is its Functions Framework name, the FUNCTION_TARGET of its
+	// Cloud Run service.
+	Name string
+	// Path is where it is served beside the others: the HTTPS entry's
+	// /api/compute/... for the API methods, /internal/... in the devstack
+	// for the reconcile and watchdog functions (on Cloud Run those are
+	// called on their own service's URL).
+	Path string
+	kind kind
+}
+
+type kind int
+
+const (
+	kindAPI kind = iota
+	kindReconcile
+	kindWatchdog
+)
+
+// Function names of the reconciler's functions (FUNCTION_TARGET values).
+const (
+	ReconcileFunction = "reconcile"
+	WatchdogFunction  = "watchdog"
+)
+
+// registered is every function, in the order of API.md: the API's methods
+// (api.Methods), then the reconciler's. Both the Functions Framework
+// registration and App.Mux (the devstack's routes) are made from it.
+var registered = func() []Function {
+	var fs []Function
+	for _, m := range api.Methods() {
+		fs = append(fs, Function{Name: m.Function(), Path: m.Path(), kind: kindAPI})
+	}
+	return append(fs,
+		Function{Name: ReconcileFunction, Path: "/internal/reconcile", kind: kindReconcile},
+		Function{Name: WatchdogFunction, Path: "/internal/watchdog", kind: kindWatchdog},
+	)
+}()
+
+var functionByName = func() map[string]Function {
+	m := make(map[string]Function, len(registered))
+	for _, f := range registered {
+		m[f.Name] = f
+	}
+	return m
+}()
+
+// Functions returns every function, in the order of API.md: their names
+// are the values FUNCTION_TARGET may take.
+func Functions() []Function {
+	return append([]Function(nil), registered...)
+}
