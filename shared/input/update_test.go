@@ -11,7 +11,7 @@ import (
 var updatePool = obj{"tenantId": "acme", "clusterId": clusterID, "nodePoolId": nodePoolID}
 
 func TestDecodeUpdateNodePool(t *testing.T) {
-	three, five := 3, 5
+	one, three, five, six := 1, 3, 5, 6
 	tests := []struct {
 		name string
 		set  obj
@@ -31,7 +31,7 @@ func TestDecodeUpdateNodePool(t *testing.T) {
 			&UpdateNodePool{NodeCount: &five, Autoscaling: &Autoscaling{MinNodes: 1, MaxNodes: 5}, SetAutoscaling: true}, nil},
 		{"both, nodeCount outside", obj{"nodeCount": 6, "autoscaling": obj{"minNodes": 1, "maxNodes": 5}}, nil, sorted("nodeCount")},
 		{"nodeCount with autoscaling off", obj{"nodeCount": 6, "autoscaling": nil},
-			&UpdateNodePool{NodeCount: new(int), SetAutoscaling: true}, nil},
+			&UpdateNodePool{NodeCount: &six, SetAutoscaling: true}, nil},
 		{"autoscaling min above max", obj{"autoscaling": obj{"minNodes": 5, "maxNodes": 4}}, nil, sorted("autoscaling.minNodes")},
 		{"autoscaling maxNodes 0", obj{"autoscaling": obj{"minNodes": 0, "maxNodes": 0}}, nil, sorted("autoscaling.maxNodes")},
 		{"autoscaling empty object", obj{"autoscaling": obj{}}, nil, sorted("autoscaling.minNodes", "autoscaling.maxNodes")},
@@ -44,7 +44,7 @@ func TestDecodeUpdateNodePool(t *testing.T) {
 		{"unknown field", obj{"nodeCount": 1, "size": 3}, nil, sorted("size")},
 		{"idempotencyKey is not taken", obj{"nodeCount": 1, "idempotencyKey": "k"}, nil, sorted("idempotencyKey")},
 		{"nodePoolId 53", obj{"nodeCount": 1, "nodePoolId": "knp_" + rep("0", 53)}, nil, sorted("nodePoolId")},
-		{"nodePoolId 52", obj{"nodeCount": 1, "nodePoolId": "knp_" + rep("0", 52)}, &UpdateNodePool{}, nil},
+		{"nodePoolId 52", obj{"nodeCount": 1, "nodePoolId": "knp_" + rep("0", 52)}, &UpdateNodePool{NodeCount: &one}, nil},
 		{"ids missing", obj{"nodeCount": 1, "tenantId": deleteMember, "clusterId": deleteMember, "nodePoolId": deleteMember},
 			nil, sorted("tenantId", "clusterId", "nodePoolId")},
 	}
@@ -65,9 +65,6 @@ func TestDecodeUpdateNodePool(t *testing.T) {
 			want.TenantID, want.ClusterID, want.NodePoolID = "acme", clusterID, updatePool["nodePoolId"].(string)
 			if id, ok := tt.set["nodePoolId"].(string); ok {
 				want.NodePoolID = id
-			}
-			if n, ok := tt.set["nodeCount"].(int); ok {
-				want.NodeCount = &n
 			}
 			if !reflect.DeepEqual(got, &want) {
 				t.Errorf("DecodeUpdateNodePool(%s) = %+v, want %+v", body, got, &want)

@@ -200,7 +200,16 @@ func NewPubSub(client *pubsub.Client) *PubSub {
 func (p *PubSub) Publish(ctx context.Context, e Event) error {
 	pub := p.publisher(e.Type)
 	msg := e.Message()
-	if _, err := pub.Publish(ctx, msg).Get(ctx); err != nil {
+	_, err := pub.Publish(ctx, msg).Get(ctx)
+	var paused pubsub.ErrPublishingPaused
+	if errors.As(err, &paused) {
+		// An earlier publish of the cluster's events failed and paused
+		// its key, and its caller has not resumed it yet: this publish
+		// is the retry from the outbox that resuming is for.
+		pub.ResumePublish(msg.OrderingKey)
+		_, err = pub.Publish(ctx, msg).Get(ctx)
+	}
+	if err != nil {
 		// An ordered publisher pauses the key after a failure; resume it
 		// so that the retry from the outbox can go through.
 		pub.ResumePublish(msg.OrderingKey)
