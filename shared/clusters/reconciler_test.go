@@ -1,0 +1,252 @@
+package clusters_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	container "cloud.google.com/go/container/apiv1"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// clock is the one settable clock of the store, the GKE simulator and the
+// runs, so that provider operations finish when the test says.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type nopScheduler struct{}
+
+func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) error { return nil }
+
+type nopDeliverer struct{}
+
+func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+	return len(events), nil
+}
+
+type env struct {
+	clk    *clock
+	fs     *firestore.Client
+	gke    *gkeemu.Server
+	st     *store.Store
+	runner *chain.Runner
+	caller store.Caller
+	kick   chain.Kick
+	id     string
+}
+
+const opTime = 10 * time.Second
+
+// newEnv starts the emulators and a ready cluster with one pool.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	e := &env{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
+	fsSrv, err := fsemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fsSrv.Close() })
+	conn, err := grpc.NewClient(fsSrv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.fs, err = firestore.NewClient(ctx, "p", option.WithGRPCConn(conn)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.fs.Close() })
+	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.now), gkeemu.WithOperationTime(opTime)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.gke.Close() })
+	gconn, err := grpc.NewClient(e.gke.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gke, err := container.NewClusterManagerClient(ctx, option.WithGRPCConn(gconn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gke.Close() })
+	if e.st, err = store.New(e.fs, store.WithNow(e.clk.now)); err != nil {
+		t.Fatal(err)
+	}
+	err = e.st.LoadSeed(ctx, &store.Seed{
+		Accounts:     []store.Account{{ID: "acc", Provider: "gcp", Project: "p", Regions: map[string][]string{"us-central1": {"us-central1-a"}}}},
+		Pools:        []store.Pool{{ID: "pool", TenantID: "acme", AccountID: "acc"}},
+		RoleBindings: []auth.Binding{{TenantID: "acme", Principal: "alice", Role: auth.RoleAdmin}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := clusters.New(e.st, gke, e.clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.now,
+	}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
+		PoolID:         "pool",
+		Spec:           resource.Cluster{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash:    "h",
+		CheckPlacement: func(map[string][]string) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.id, e.kick = res.Cluster.ID, *res.Kick
+	e.converge(t)
+	return e
+}
+
+// converge runs the cluster until it is ready, moving the clock past each
+// provider operation.
+func (e *env) converge(t *testing.T) resource.Cluster {
+	t.Helper()
+	for range 20 {
+		if err := e.runner.Run(context.Background(), e.kick, ""); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		c, err := e.st.GetCluster(context.Background(), e.caller, e.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.State == resource.StateReady {
+			pools, err := e.st.ListNodePools(context.Background(), e.caller, e.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(pools, func(p resource.NodePool) bool { return p.State != resource.StateReady }) {
+				return c
+			}
+		}
+		e.clk.add(opTime + time.Second)
+	}
+	t.Fatalf("cluster %s not ready after 20 runs", e.id)
+	return resource.Cluster{}
+}
+
+// recordIntent leaves on the pool the intent of a call, as a run that died
+// right after recording it does.
+func (e *env) recordIntent(t *testing.T, poolID, kind string, nodeCount int) {
+	t.Helper()
+	in := lifecycle.Intent{Kind: kind, At: e.clk.now(), NodeCount: nodeCount}
+	_, err := e.st.NodePoolRef("acme", e.id, poolID).Update(context.Background(), []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) ops(typ containerpb.Operation_Type) int {
+	n := 0
+	for _, op := range e.gke.Operations() {
+		if op.GetOperationType() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// A run killed between recording its intent and recording the provider's
+// operation is followed by one that finds the operation instead of calling
+// again; an intent whose call never happened is dropped and the call made
+// once. A resize shows it: the provider's pool looks the same until the
+// resize is done, so only the intent tells a run that it was asked.
+func TestIntentLeftByAKilledRun(t *testing.T) {
+	for _, called := range []bool{true, false} {
+		name := map[bool]string{true: "call made", false: "call never made"}[called]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			pool, err := e.st.ListNodePools(ctx, e.caller, e.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := pool[0]
+			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p resource.NodePool) (resource.NodePool, error) {
+				p.NodeCount = 3
+				return p, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.kick = *res.Kick
+			e.recordIntent(t, a.ID, clusters.SetSize, 3)
+			if called {
+				// The killed run's call reached the provider.
+				_, err := containerClient(t, e).SetNodePoolSize(ctx, &containerpb.SetNodePoolSizeRequest{
+					Name:      "projects/p/locations/us-central1/clusters/" + resource.ProviderClusterName(e.id) + "/nodePools/a",
+					NodeCount: 3,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := e.gke.Calls("SetNodePoolSize")
+			e.converge(t)
+			want := 1
+			if called {
+				want = 0
+			}
+			if got := e.gke.Calls("SetNodePoolSize") - before; got != want {
+				t.Errorf("SetNodePoolSize calls by the runs = %d, want %d", got, want)
+			}
+			if n := e.ops(containerpb.Operation_SET_NODE_POOL_SIZE); n != 1 {
+				t.Errorf("SET_NODE_POOL_SIZE operations = %d, want 1", n)
+			}
+			counts, err := e.gke.NodeCounts("projects/p/locations/us-central1/clusters/" + resource.ProviderClusterName(e.id) + "/nodePools/a")
+			if err != nil || counts["us-central1-a"] != 3 {
+				t.Errorf("node counts at the provider = %v, %v; want 3", counts, err)
+			}
+		})
+	}
+}
+
+func containerClient(t *testing.T, e *env) *container.ClusterManagerClient {
+	t.Helper()
+	conn, err := grpc.NewClient(e.gke.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClusterManagerClient(context.Background(), option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
