@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-5}
 go test -run='^$' -bench=. -benchtime=300x -count="$count" \
-  ./shared/store/ ./shared/reconcile/ ./functions/devstack/ ./emulators/firestore/ 2>/dev/null \
+  ./shared/store/ ./shared/chain/ ./shared/clusters/ ./functions/devstack/ ./emulators/firestore/ 2>/dev/null \
   | grep -E '^(Benchmark|ok|FAIL)'

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -346,7 +347,7 @@ func markPoolDeleted(t testing.TB, tenantID, clusterID string, p resource.NodePo
 		if err != nil {
 			return err
 		}
-		before, err := h.store.LoadClusterRun(tx, snap)
+		before, err := h.store.LoadClusterRun(chain.NewReader(ctx, tx), snap)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -185,14 +186,14 @@ func TestRun(t *testing.T) {
 		wantNextAt    time.Duration // the stored deadline after now
 		wantDelivered int
 	}{
-		{name: "steady run that changed nothing", out: chain.Outcome{}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + 30*time.Second},
+		{name: "steady run that changed nothing writes its deadline a heartbeat ahead", out: chain.Outcome{}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
 		{name: "converging run saves", out: chain.Outcome{Changed: true, Converging: true}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
 		{name: "stale token ends quietly", kick: "old", wantScheduled: -1},
 		{name: "busy lease", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, wantErr: chain.ErrBusy, wantScheduled: -1},
-		{name: "expired lease is taken", state: chain.State{LeaseOwner: "dead", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, out: chain.Outcome{Changed: true}, wantScheduled: 5 * time.Minute, wantSaved: 1, wantNextAt: 5*time.Minute + 30*time.Second, wantDelivered: 1},
+		{name: "expired lease is taken", state: chain.State{LeaseOwner: "dead", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, out: chain.Outcome{Changed: true}, wantScheduled: 5 * time.Minute, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},
 		{name: "failed step backs off", state: chain.State{Failures: 2}, err: errors.New("provider down"), wantScheduled: 2 * time.Minute, wantFailures: 3, wantNextAt: 2*time.Minute + 30*time.Second},
 		{name: "retry outcome saves and backs off", state: chain.State{Failures: 1}, out: chain.Outcome{Changed: true, Retry: true}, wantScheduled: time.Minute, wantSaved: 1, wantFailures: 2, wantNextAt: time.Minute + 30*time.Second, wantDelivered: 1},
-		{name: "subject done ends the chain", out: chain.Outcome{Changed: true, Done: true}, wantScheduled: -1, wantSaved: 1, wantNextAt: 5*time.Minute + 30*time.Second, wantDelivered: 1},
+		{name: "subject done ends the chain", out: chain.Outcome{Changed: true, Done: true}, wantScheduled: -1, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,8 +243,14 @@ func TestRunLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		if l == nil {
+			return chain.Outcome{NeedsLease: true}, nil
+		}
 		// The run stalls past its lease; another run takes the thing.
-		e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) {
+		e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
+			if l == nil {
+				return chain.Outcome{NeedsLease: true}, nil
+			}
 			return chain.Outcome{Converging: true}, nil
 		}
 		e.clk.add(e.cfg.LeaseTTL + time.Second)
@@ -268,50 +275,125 @@ func TestRunLeaseLost(t *testing.T) {
 	}
 }
 
-// A kick during a run starts a newer chain: the run saves its outcome but
-// schedules no successor, and leaves the newer chain's deadline alone.
+// A kick during a run starts a newer chain. A run acting under the lease
+// saves its outcome but schedules no successor, and leaves the newer
+// chain's deadline alone; a run without the lease saves nothing, since the
+// newer chain runs the subject from what it is now.
 func TestRunKickedMidRun(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t)
-	k := e.put(t, "t1", chain.State{})
-	var kick chain.Kick
-	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
-		_, err := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc("t1").Get(ctx)
-		if err != nil {
-			return chain.Outcome{}, err
-		}
-		th := e.get(t, k)
-		kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.now())
-		_, err = e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: chain.Field, Value: th.Reconcile}})
-		return chain.Outcome{Changed: true}, err
-	}
-	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	got := e.get(t, k)
-	if got.Saved != 1 || len(e.rec.scheduled) != 0 {
-		t.Errorf("saved %d, scheduled %+v; want saved once, nothing scheduled", got.Saved, e.rec.scheduled)
-	}
-	if got.Reconcile.Token != kick.Token || !got.Reconcile.NextAt.Equal(e.clk.now()) || got.Reconcile.LeaseOwner != "" {
-		t.Errorf("chain = %+v, want the kick's token and deadline, no lease", got.Reconcile)
+	for _, acting := range []bool{true, false} {
+		t.Run(map[bool]string{true: "acting", false: "not acting"}[acting], func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			k := e.put(t, "t1", chain.State{})
+			var kick chain.Kick
+			e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+				if acting && l == nil {
+					return chain.Outcome{NeedsLease: true}, nil
+				}
+				th := e.get(t, k)
+				kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.now())
+				_, err := e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: chain.Field, Value: th.Reconcile}})
+				return chain.Outcome{Changed: true}, err
+			}
+			if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			got := e.get(t, k)
+			wantSaved := map[bool]int{true: 1, false: 0}[acting]
+			if got.Saved != wantSaved || len(e.rec.scheduled) != 0 {
+				t.Errorf("saved %d, scheduled %+v; want saved %d, nothing scheduled", got.Saved, e.rec.scheduled, wantSaved)
+			}
+			if got.Reconcile.Token != kick.Token || !got.Reconcile.NextAt.Equal(e.clk.now()) || got.Reconcile.LeaseOwner != "" {
+				t.Errorf("chain = %+v, want the kick's token and deadline, no lease", got.Reconcile)
+			}
+		})
 	}
 }
 
-// A run that changed nothing drops its lease, so that a kick right after
-// it need not wait for the lease to expire.
-func TestRunDropsLease(t *testing.T) {
+// A steady run that changed nothing writes nothing, and takes no lease:
+// the thing's document is as it was.
+func TestRunNoopWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{NextAt: e.clk.now().Add(time.Hour)})
+	before, err := e.sub.Ref(k).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := e.runner.Run(ctx, k, fmt.Sprintf("task-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		e.clk.add(5 * time.Minute)
+	}
+	after, err := e.sub.Ref(k).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.UpdateTime.Equal(before.UpdateTime) {
+		t.Errorf("the thing was written by runs that found nothing to do: updated %v, was %v", after.UpdateTime, before.UpdateTime)
+	}
+	if len(e.rec.scheduled) != 3 {
+		t.Errorf("scheduled %d runs, want 3 (each run its successor)", len(e.rec.scheduled))
+	}
+	// Once its watchdog deadline would pass before the next run, a run
+	// writes the deadline a heartbeat ahead.
+	e.clk.add(time.Hour)
+	if err := e.runner.Run(ctx, k, "task-late"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, k).Reconcile.NextAt; !got.After(e.clk.now().Add(time.Hour)) {
+		t.Errorf("deadline after a heartbeat = %v, want more than an hour past %v", got, e.clk.now())
+	}
+}
+
+// A run that acts holds the lease while it acts, and gives it up after.
+func TestRunActsUnderTheLease(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	k := e.put(t, "t1", chain.State{})
+	calls := 0
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		calls++
+		if l == nil {
+			return chain.Outcome{NeedsLease: true}, nil
+		}
+		if got := e.get(t, k).Reconcile; got.LeaseOwner != l.Owner {
+			t.Errorf("lease while acting = %q, want the run's %q", got.LeaseOwner, l.Owner)
+		}
+		return chain.Outcome{Changed: true, Converging: true}, nil
+	}
 	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.get(t, k).Reconcile; got.LeaseOwner != "" || !got.LeaseExpiry.IsZero() {
-		t.Errorf("lease after a no-op run = %q until %v, want none", got.LeaseOwner, got.LeaseExpiry)
+	got := e.get(t, k)
+	if calls != 2 || got.Saved != 1 || got.Reconcile.LeaseOwner != "" {
+		t.Errorf("steps %d, saved %d, lease %q; want a step without then with the lease, saved once, no lease after", calls, got.Saved, got.Reconcile.LeaseOwner)
 	}
-	// A second run right after takes the subject at once.
-	if err := e.runner.Run(ctx, k, "task-2"); err != nil {
-		t.Errorf("second Run = %v, want the lease free", err)
+}
+
+// A run that saves without the lease fails if what it read changed, and
+// runs again from a fresh read.
+func TestRunSavesOnlyWhatItRead(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	steps := 0
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		steps++
+		if steps == 1 {
+			// Someone writes the thing after the run read it.
+			if _, err := e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: "saved", Value: 10}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return chain.Outcome{Changed: true}, nil
+	}
+	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, k).Saved; steps != 2 || got != 11 {
+		t.Errorf("steps %d, saved %d; want the first run refused, the second saving over the change (11)", steps, got)
 	}
 }
 

@@ -38,52 +38,163 @@ type Lease struct {
 	State State
 }
 
-// leaseMargin is how long before its expiry a lease may still be dropped
-// without a transaction: until then no other run can have taken it, since
-// runs only take expired leases, whatever the clocks' small disagreement.
-const leaseMargin = 2 * time.Second
+// loader is Subject.Load.
+type loader func(*Reader, *firestore.DocumentSnapshot) (Run, error)
+
+// readHeader decodes the chain's part of a subject's document, ErrStale
+// when the document is gone.
+func readHeader(snap *firestore.DocumentSnapshot, err error) (header, error) {
+	var h header
+	if status.Code(err) == codes.NotFound || (err == nil && !snap.Exists()) {
+		return h, ErrStale
+	}
+	if err != nil {
+		return h, fmt.Errorf("read subject: %w", err)
+	}
+	if err := snap.DataTo(&h); err != nil {
+		return h, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+	}
+	return h, nil
+}
+
+// check is the chain's admission of a run of token at t: the subject is
+// active and token is its chain's (ErrStale), and no other run holds an
+// unexpired lease on it (ErrBusy).
+func check(h header, token, owner string, t time.Time) error {
+	switch s := h.Reconcile; {
+	case !h.Active || s.Token != token:
+		return ErrStale
+	case s.LeaseOwner != "" && s.LeaseOwner != owner && s.LeaseExpiry.After(t):
+		return ErrBusy
+	}
+	return nil
+}
+
+// peeked is what a run read without the lease.
+type peeked struct {
+	run     Run
+	state   State
+	version string
+}
+
+// peek reads the subject and what its run needs without a transaction
+// (a point read and the subject's own queries), and checks that the run
+// may go on.
+func peek(ctx context.Context, ref *firestore.DocumentRef, token string, now time.Time, load loader) (*peeked, error) {
+	snap, err := ref.Get(ctx)
+	h, err := readHeader(snap, err)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(h, token, "", now); err != nil {
+		return nil, err
+	}
+	r := NewReader(ctx, nil)
+	r.note(snap)
+	run, err := load(r, snap)
+	if err != nil {
+		return nil, err
+	}
+	return &peeked{run: run, state: h.Reconcile, version: r.version()}, nil
+}
 
 // take starts a run of the chain token on the subject at ref: in one
 // transaction it checks the token and that no other run holds the lease,
 // takes the lease for ttl, sets the watchdog's deadline, and calls load to
-// read the rest of what the run needs.
+// read the rest of what the run needs. It returns the version of what it
+// read (Reader).
 func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token string, ttl time.Duration,
-	deadline time.Time, now func() time.Time, load func(*firestore.Transaction, *firestore.DocumentSnapshot) (Run, error)) (*Lease, Run, error) {
+	deadline time.Time, now func() time.Time, load loader) (*Lease, Run, string, error) {
 	owner := newOwner()
 	var l *Lease
 	var run Run
+	var version string
 	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		l, run = nil, nil
 		snap, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
-			return ErrStale
-		}
+		h, err := readHeader(snap, err)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", ref.Path, err)
-		}
-		var h header
-		if err := snap.DataTo(&h); err != nil {
-			return fmt.Errorf("decode %s: %w", ref.Path, err)
-		}
-		t := now().UTC().Truncate(time.Microsecond)
-		switch s := h.Reconcile; {
-		case !h.Active || s.Token != token:
-			return ErrStale
-		case s.LeaseOwner != "" && s.LeaseOwner != owner && s.LeaseExpiry.After(t):
-			return ErrBusy
-		}
-		if run, err = load(tx, snap); err != nil {
 			return err
 		}
+		t := now().UTC().Truncate(time.Microsecond)
+		if err := check(h, token, owner, t); err != nil {
+			return err
+		}
+		r := NewReader(ctx, tx)
+		r.note(snap)
+		if run, err = load(r, snap); err != nil {
+			return err
+		}
+		version = r.version()
 		s := h.Reconcile
 		s.LeaseOwner, s.LeaseExpiry, s.NextAt = owner, t.Add(ttl), deadline
 		l = &Lease{fs: fs, ref: ref, now: now, Owner: owner, Token: token, Expiry: s.LeaseExpiry, State: h.Reconcile}
 		return tx.Update(ref, []firestore.Update{{Path: Field, Value: s}})
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return l, run, nil
+	return l, run, version, nil
+}
+
+// commit writes, without a lease, the outcome of a run that read at
+// version: in one transaction that reads again what the run read and fails
+// with errChanged if any of it changed, and with ErrBusy if a run holds
+// the lease. It returns the events committed and whether the run's token
+// is still the subject's.
+func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token, version string, now func() time.Time, load loader,
+	nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+	var committed []outbox.Event
+	current := false
+	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		committed, current = nil, false
+		snap, err := tx.Get(ref)
+		h, err := readHeader(snap, err)
+		if err != nil {
+			return err
+		}
+		if err := check(h, token, "", now()); err != nil {
+			return err
+		}
+		r := NewReader(ctx, tx)
+		r.note(snap)
+		if _, err := load(r, snap); err != nil {
+			return err
+		}
+		if r.version() != version {
+			return errChanged
+		}
+		if save != nil {
+			if committed, err = save(tx, snap); err != nil {
+				return err
+			}
+		}
+		current = true
+		s := h.Reconcile
+		s.NextAt, s.Failures = nextAt, failures
+		if s.LeaseOwner != "" {
+			// An expired lease (check refuses a live one) of a run
+			// that died.
+			s.LeaseOwner, s.LeaseExpiry = "", time.Time{}
+		}
+		if err := tx.Update(ref, []firestore.Update{{Path: Field, Value: s}}); err != nil {
+			return err
+		}
+		return writeEvents(tx, fs, committed)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return committed, current, nil
+}
+
+func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []outbox.Event) error {
+	for _, e := range events {
+		if err := tx.Create(outbox.Ref(fs, e), e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hold checks in tx that l still holds its subject's lease, and returns the
@@ -140,12 +251,7 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int,
 		if err := tx.Update(l.ref, []firestore.Update{{Path: Field, Value: s}}); err != nil {
 			return err
 		}
-		for _, e := range committed {
-			if err := tx.Create(outbox.Ref(l.fs, e), e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeEvents(tx, l.fs, committed)
 	})
 	if err != nil {
 		return nil, false, err
@@ -160,23 +266,4 @@ func (l *Lease) released(s *State, nextAt time.Time, failures int, current bool)
 	if current {
 		s.NextAt, s.Failures = nextAt, failures
 	}
-}
-
-// drop gives up a run's lease with one blind write, so that a kick arriving
-// right after a refresh that changed nothing need not wait for the lease to
-// expire. It writes only the lease fields, which only runs write, and only
-// well before the lease expires; past that it leaves the lease to expire on
-// its own.
-func (l *Lease) drop(ctx context.Context) error {
-	if l.now().Add(leaseMargin).After(l.Expiry) {
-		return nil
-	}
-	_, err := l.ref.Update(ctx, []firestore.Update{
-		{Path: Field + ".leaseOwner", Value: ""},
-		{Path: Field + ".leaseExpiry", Value: time.Time{}},
-	})
-	if err != nil {
-		return fmt.Errorf("drop lease: %w", err)
-	}
-	return nil
 }

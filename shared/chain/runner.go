@@ -19,17 +19,20 @@ type Subject interface {
 	Kind() string
 	// Ref is the document of a kick's subject.
 	Ref(k Kick) *firestore.DocumentRef
-	// Load reads, in the transaction that takes the lease, what a run
-	// needs besides the subject's document (snap), and returns the run.
-	Load(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (Run, error)
+	// Load reads through r what a run needs besides the subject's
+	// document (snap), and returns the run.
+	Load(r *Reader, snap *firestore.DocumentSnapshot) (Run, error)
 }
 
 // Run is one run's work on its subject, made by Subject.Load.
 type Run interface {
-	// Step observes, plans and acts under the lease; it records what it
-	// is about to do at the provider through lease.Write first. An error
-	// is a transient failure of the whole run: nothing is saved and the
-	// run is retried with backoff.
+	// Step observes and plans, then acts under the lease: it records what
+	// it is about to do at the provider through lease.Write first. Without
+	// a lease (nil) it must not act: a plan that would is answered
+	// NeedsLease, and Step is called again on the same run under the
+	// lease, when what it read is unchanged (so it can keep what it
+	// observed). An error is a transient failure of the whole run:
+	// nothing is saved and the run is retried with backoff.
 	Step(ctx context.Context, lease *Lease) (Outcome, error)
 	// Save writes the run's outcome in the transaction that ends the run,
 	// given the subject's document as it is now (the API may have changed
@@ -49,6 +52,9 @@ type Outcome struct {
 	Retry bool
 	// Done: the subject is gone; its chain ends.
 	Done bool
+	// NeedsLease: the plan calls the provider; only a run holding the
+	// lease may.
+	NeedsLease bool
 }
 
 // Scheduler schedules a run of a chain at a time (Cloud Tasks). after
@@ -74,6 +80,11 @@ type Config struct {
 	// LeaseTTL bounds a run; a run killed half way holds the subject no
 	// longer than this.
 	LeaseTTL time.Duration
+	// Heartbeat is how far past its next run a steady chain's watchdog
+	// deadline is set when a run writes, so that a steady run that finds
+	// nothing to do writes nothing for that long; the watchdog restarts a
+	// dead steady chain within it. Zero means 12 steady intervals.
+	Heartbeat time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -98,6 +109,9 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 12 * cfg.SteadyInterval
+	}
 	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg}
 	for _, s := range subjects {
 		r.subjects[s.Kind()] = s
@@ -105,10 +119,14 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	return r, nil
 }
 
-// Run runs the kick's subject once for its chain token: take the lease,
-// step, save the outcome, publish its events and schedule the chain's next
-// run. A stale token ends the chain quietly; ErrBusy and other errors ask
-// for the task to be retried.
+// Run runs the kick's subject once for its chain token: read, observe and
+// plan; then, only when the plan calls the provider, take the lease and
+// act; save what changed with its events; schedule the chain's next run.
+// A run that finds nothing to do writes nothing (ARCHITECTURE rule 5 holds
+// where it matters: only runs that act hold the lease, and a run that only
+// saves what it saw writes in a transaction that fails if anything it read
+// changed). A stale token ends the chain quietly; ErrBusy and other errors
+// ask for the task to be retried.
 //
 // task names the task that asked for the run (its successor's name derives
 // from it).
@@ -121,46 +139,92 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 	}
 	ctx = logging.With(ctx, "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
 	log := logging.FromContext(ctx)
-	now := r.cfg.Now()
-	// The watchdog restarts the chain if nothing runs it by this deadline.
-	deadline := now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
-	l, run, err := take(ctx, r.fs, sub.Ref(k), k.Token, r.cfg.LeaseTTL, deadline, r.cfg.Now, sub.Load)
+	if task == "" {
+		// Without the task's name the successor's would be the kick's,
+		// and deduplicated away: name it after this run instead.
+		task = "run-" + newOwner()
+	}
+	var err error
+	for range maxAttempts {
+		err = r.attempt(ctx, sub, k, task)
+		if !errors.Is(err, errChanged) {
+			break
+		}
+		log.Info("What the run read changed before it could save; running again")
+	}
+	if errors.Is(err, errChanged) {
+		// Another run keeps changing the subject: its task is retried
+		// later, as when it holds the lease.
+		err = errors.Join(ErrBusy, err)
+	}
 	switch {
 	case errors.Is(err, ErrStale):
 		log.Info("Stale reconcile task; a newer chain runs the subject")
 		return nil
 	case errors.Is(err, ErrBusy):
 		log.Warn("Subject is being reconciled by another run; retrying later")
-		return err
-	case err != nil:
-		return fmt.Errorf("take lease: %w", err)
-	}
-	// The run's work ends with its lease (on the injected clock, so that
-	// tests can move it).
-	ctx, cancel := context.WithTimeout(ctx, l.Expiry.Sub(r.cfg.Now()))
-	defer cancel()
-	if task == "" {
-		// Without the task's name the successor's would be the kick's,
-		// and deduplicated away: name it after this run instead.
-		task = "run-" + l.Owner
-	}
-
-	out, err := run.Step(ctx, l)
-	if errors.Is(err, ErrLeaseLost) {
+	case errors.Is(err, ErrLeaseLost):
 		// The run outlived its lease. The task is retried rather than
 		// ended: if no other run holds the subject now, nothing else
 		// would schedule its next run before the watchdog. A retry finds
 		// the subject busy, stale, or free, and its successor has the
 		// same name as ours would have had.
 		log.Warn("Lost the lease mid-run; retrying the task", "error", err)
+	}
+	return err
+}
+
+// maxAttempts bounds the runs again after what a run read changed under
+// it (each observes the provider again); past that the task is retried by
+// Cloud Tasks.
+const maxAttempts = 2
+
+// errChanged: what a run read without the lease changed before it could
+// save; the run starts again from a fresh read.
+var errChanged = errors.New("the subject changed during the run")
+
+// attempt is one run: read, step, and what follows.
+func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) error {
+	log := logging.FromContext(ctx)
+	now := r.cfg.Now()
+	ref := sub.Ref(k)
+	p, err := peek(ctx, ref, k.Token, now, sub.Load)
+	if err != nil {
 		return err
 	}
+	run, state := p.run, p.state
+	out, err := run.Step(ctx, nil)
+	var l *Lease
+	if err == nil && out.NeedsLease {
+		// The run acts: take the lease, and keep what the read-only step
+		// observed when nothing changed in between.
+		deadline := now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
+		var fresh Run
+		var version string
+		l, fresh, version, err = take(ctx, r.fs, ref, k.Token, r.cfg.LeaseTTL, deadline, r.cfg.Now, sub.Load)
+		if err != nil {
+			return err
+		}
+		if version != p.version {
+			run = fresh
+		}
+		var cancel context.CancelFunc
+		// The run's work ends with its lease (on the injected clock, so
+		// that tests can move it).
+		ctx, cancel = context.WithTimeout(ctx, l.Expiry.Sub(r.cfg.Now()))
+		defer cancel()
+		out, err = run.Step(ctx, l)
+		if errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+	}
 	if err != nil {
-		failures := l.State.Failures + 1
+		failures := state.Failures + 1
 		next := r.backoff(failures)
 		log.Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
-		if _, _, rerr := l.finish(ctx, now.Add(next+r.cfg.LeaseTTL), failures, nil); rerr != nil {
-			return errors.Join(err, rerr)
+		w := r.writer(ctx, ref, k, sub, l, p.version)
+		if _, _, werr := w(now.Add(next+r.cfg.LeaseTTL), failures, nil); werr != nil {
+			return errors.Join(err, werr)
 		}
 		return r.schedule(ctx, k, now.Add(next), task)
 	}
@@ -171,27 +235,28 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 		interval = r.cfg.ConvergingInterval
 	}
 	if out.Retry {
-		failures = l.State.Failures + 1
+		failures = state.Failures + 1
 		interval = r.backoff(failures)
 	}
 	next := now.Add(interval)
+	deadline := next.Add(r.cfg.LeaseTTL)
+	if !out.Converging && !out.Retry {
+		deadline = next.Add(max(r.cfg.LeaseTTL, r.cfg.Heartbeat))
+	}
 	current := true
 	var events []outbox.Event
-	switch {
-	case out.Changed:
-		events, current, err = l.finish(ctx, next.Add(r.cfg.LeaseTTL), failures, run.Save)
-	case failures != l.State.Failures || interval <= r.cfg.LeaseTTL:
-		// Nothing to save but the chain's own bookkeeping, or a next run
-		// so soon that the deadline the lease set is too far.
-		events, current, err = l.finish(ctx, next.Add(r.cfg.LeaseTTL), failures, nil)
-	default:
-		if derr := l.drop(ctx); derr != nil {
-			// Harmless: the lease expires on its own.
-			log.Warn("Could not drop the lease; it expires on its own", "error", derr)
-		}
+	var save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)
+	if out.Changed {
+		save = run.Save
 	}
-	if err != nil {
-		return fmt.Errorf("record run: %w", err)
+	// A run writes when it has something to save, a failure count to
+	// change, a lease to give up, or a watchdog deadline that its next run
+	// would miss; a steady run that found nothing to do writes nothing.
+	if out.Changed || l != nil || failures != state.Failures || state.NextAt.Before(next.Add(r.cfg.LeaseTTL)) {
+		events, current, err = r.writer(ctx, ref, k, sub, l, p.version)(deadline, failures, save)
+		if err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
 	}
 	if len(events) > 0 {
 		if _, err := r.events.Deliver(ctx, events); err != nil {
@@ -207,6 +272,20 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 		return nil
 	}
 	return r.schedule(ctx, k, next, task)
+}
+
+// writer returns how the run writes its outcome: under its lease when it
+// holds one, else in a transaction that checks that nothing the run read
+// changed (errChanged) and that no run holds the lease (ErrBusy).
+func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick, sub Subject, l *Lease, version string) func(time.Time, int, func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+	if l != nil {
+		return func(nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+			return l.finish(ctx, nextAt, failures, save)
+		}
+	}
+	return func(nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+		return commit(ctx, r.fs, ref, k.Token, version, r.cfg.Now, sub.Load, nextAt, failures, save)
+	}
 }
 
 func (r *Runner) schedule(ctx context.Context, k Kick, at time.Time, task string) error {

@@ -16,8 +16,8 @@ import (
 // resolveIntents finds the operation of a call recorded as intended but
 // whose operation was never recorded (the run died in between): if the
 // provider has such an operation, it is adopted; if not, the call never
-// happened and the intent is dropped.
-func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) error {
+// happened and the intent is dropped. It reports whether there was any.
+func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) (bool, error) {
 	type pending struct {
 		provider *lifecycle.Intent
 		target   string
@@ -46,11 +46,11 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) err
 		}
 	}
 	if len(todo) == 0 {
-		return nil
+		return false, nil
 	}
 	resp, err := r.gke.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
 	if err != nil {
-		return fmt.Errorf("list operations: %w", err)
+		return true, fmt.Errorf("list operations: %w", err)
 	}
 	for _, t := range todo {
 		found := ""
@@ -63,5 +63,5 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) err
 		logging.FromContext(ctx).Info("Resolved a call recorded before a run died", "target", t.target, "call", t.provider.Kind, "operation", found)
 		t.set(found)
 	}
-	return nil
+	return true, nil
 }

@@ -103,6 +103,8 @@ type Decision struct {
 	Converging bool
 	// Deleted is true when the cluster is now deleted: no further run.
 	Deleted bool
+	// acted is true once the call was made (or refused).
+	acted bool
 }
 
 // Plan decides the next step for a cluster. It never mutates in.

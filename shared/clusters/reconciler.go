@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -65,32 +66,98 @@ func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
 	return r.store.ClusterRef(k.TenantID, k.ID)
 }
 
-// Load reads the cluster's pools in the lease's transaction.
-func (r *Reconciler) Load(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	in, err := r.store.LoadClusterRun(tx, snap)
+// Load reads the cluster's pools. A steady cluster read outside the
+// lease's transaction (a refresh that will most likely find nothing to do)
+// is observed at the provider meanwhile, so that the refresh costs about
+// the time of its reads.
+func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	u := &run{r: r}
+	if err := snap.DataTo(&u.read.Cluster); err != nil {
+		return nil, fmt.Errorf("decode cluster: %w", err)
+	}
+	if c := &u.read.Cluster; !rd.InTransaction() && steady(c) {
+		u.prefetch = make(chan fetched, 1)
+		name := namesOf(c).cluster
+		go func() {
+			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: name})
+			u.prefetch <- fetched{pc, err}
+		}()
+	}
+	pools, err := r.store.LoadNodePools(rd, snap.Ref)
 	if err != nil {
+		if u.prefetch != nil {
+			<-u.prefetch
+		}
 		return nil, err
 	}
-	return &run{r: r, read: in}, nil
+	u.read.Pools = pools
+	return u, nil
+}
+
+// steady reports whether a cluster is ready with nothing in flight at the
+// cluster level: its next run will most likely only read GetCluster.
+func steady(c *lifecycle.Cluster) bool {
+	st, _ := lifecycle.ClusterState(c)
+	pr := &c.Status.Provider
+	return st == resource.StateReady && pr.Operation == "" && pr.Intent == nil
+}
+
+// fetched is a GetCluster's answer.
+type fetched struct {
+	cluster *containerpb.Cluster
+	err     error
 }
 
 // run is one run of a cluster.
 type run struct {
-	r    *Reconciler
-	read store.ClusterRun // as the lease read it; never changed
-	d    Decision
+	r       *Reconciler
+	read    store.ClusterRun // as read; never changed
+	d       Decision
+	planned bool // d is the plan
+	retry   bool // the call failed and is retried after a backoff
+	// prefetch, when not nil, answers the GetCluster started by Load.
+	prefetch chan fetched
 }
 
-// Step observes, plans and makes the planned call.
+// Step observes and plans once, then makes the planned call if it holds
+// the lease.
 func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	if !u.planned {
+		if err := u.plan(ctx); err != nil {
+			return chain.Outcome{}, err
+		}
+		u.planned = true
+	}
+	if u.d.Action != nil && !u.d.acted {
+		if l == nil {
+			return chain.Outcome{NeedsLease: true}, nil
+		}
+		var err error
+		if u.retry, err = u.r.act(ctx, l, namesOf(&u.read.Cluster), &u.d); err != nil {
+			return chain.Outcome{}, err
+		}
+		u.d.acted = true
+	}
+	return chain.Outcome{
+		// A recorded intent is cleared or completed by the save.
+		Changed:    u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
+		Converging: u.d.Converging,
+		Retry:      u.retry,
+		Done:       u.d.Deleted,
+	}, nil
+}
+
+// plan observes the cluster at the provider and plans.
+func (u *run) plan(ctx context.Context) error {
 	log := logging.FromContext(ctx)
 	n := namesOf(&u.read.Cluster)
 	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]lifecycle.NodePool, len(u.read.Pools))}
 	for i, p := range u.read.Pools {
 		in.Pools[i] = p.Clone()
 	}
-	if err := u.r.resolveIntents(ctx, n, &in); err != nil {
-		return chain.Outcome{}, err
+	resolved, err := u.r.resolveIntents(ctx, n, &in)
+	if err != nil {
+		return err
 	}
 	// At most one operation is in flight; the cluster's comes first, as
 	// in Plan.
@@ -107,33 +174,32 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 			log.Warn("The provider lost an operation; planning from what it shows", "operation", opName)
 			in.Op = &OpOutcome{Lost: true}
 		case err != nil:
-			return chain.Outcome{}, fmt.Errorf("get operation %s: %w", opName, err)
+			return fmt.Errorf("get operation %s: %w", opName, err)
 		default:
 			in.Op = outcome(op)
 		}
 	}
-	pc, err := u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+	var pc *containerpb.Cluster
+	if u.prefetch != nil {
+		f := <-u.prefetch
+		u.prefetch = nil
+		pc, err = f.cluster, f.err
+		if opName != "" || resolved {
+			// The cluster was read before its operation: read it again.
+			pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+		}
+	} else {
+		pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+	}
 	switch {
 	case status.Code(err) == codes.NotFound:
 	case err != nil:
-		return chain.Outcome{}, fmt.Errorf("get cluster: %w", err)
+		return fmt.Errorf("get cluster: %w", err)
 	default:
 		in.Observed = observe(pc)
 	}
 	u.d = Plan(in, u.r.now())
-	retry := false
-	if u.d.Action != nil {
-		if retry, err = u.r.act(ctx, l, n, &u.d); err != nil {
-			return chain.Outcome{}, err
-		}
-	}
-	return chain.Outcome{
-		// A recorded intent is cleared or completed by the save.
-		Changed:    u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		Converging: u.d.Converging,
-		Retry:      retry,
-		Done:       u.d.Deleted,
-	}, nil
+	return nil
 }
 
 // Save writes the statuses the run leaves.

@@ -5,6 +5,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -18,24 +19,32 @@ type ClusterRun struct {
 	Pools   []lifecycle.NodePool
 }
 
-// LoadClusterRun reads, in the lease's transaction, the cluster of snap and
-// its pools that are not deleted.
-func (s *Store) LoadClusterRun(tx *firestore.Transaction, snap *firestore.DocumentSnapshot) (ClusterRun, error) {
+// LoadClusterRun reads through r the cluster of snap and its pools that
+// are not deleted.
+func (s *Store) LoadClusterRun(r *chain.Reader, snap *firestore.DocumentSnapshot) (ClusterRun, error) {
 	var run ClusterRun
 	if err := snap.DataTo(&run.Cluster); err != nil {
 		return run, fmt.Errorf("decode cluster: %w", err)
 	}
-	snaps, err := tx.Documents(s.activePools(snap.Ref)).GetAll()
+	pools, err := s.LoadNodePools(r, snap.Ref)
+	run.Pools = pools
+	return run, err
+}
+
+// LoadNodePools reads through r the pools of the cluster at ref that are
+// not deleted, by creation.
+func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
+	snaps, err := r.Query(s.activePools(ref))
 	if err != nil {
-		return run, fmt.Errorf("read node pools: %w", err)
+		return nil, fmt.Errorf("read node pools: %w", err)
 	}
-	run.Pools = make([]lifecycle.NodePool, len(snaps))
+	pools := make([]lifecycle.NodePool, len(snaps))
 	for i, ps := range snaps {
-		if err := ps.DataTo(&run.Pools[i]); err != nil {
-			return run, fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
+		if err := ps.DataTo(&pools[i]); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
 		}
 	}
-	return run, nil
+	return pools, nil
 }
 
 // RecordIntent writes, in tx, the provider call a run is about to make: on

@@ -95,7 +95,7 @@ func (e *runEnv) run(t *testing.T) store.ClusterRun {
 		if err != nil {
 			return err
 		}
-		run, err = e.st.LoadClusterRun(tx, snap)
+		run, err = e.st.LoadClusterRun(chain.NewReader(ctx, tx), snap)
 		return err
 	})
 	if err != nil {

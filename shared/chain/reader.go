@@ -1,0 +1,56 @@
+package chain
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"cloud.google.com/go/firestore"
+)
+
+// Reader reads a subject's documents for Subject.Load: in the transaction
+// that takes the lease, or directly for a run that only reads and confirms.
+// It notes the version of every document it returns, so that the runner
+// can tell whether a plan made on a read without the lease still holds.
+type Reader struct {
+	ctx      context.Context
+	tx       *firestore.Transaction
+	versions []string
+}
+
+// NewReader returns a reader through tx, or directly when tx is nil.
+func NewReader(ctx context.Context, tx *firestore.Transaction) *Reader {
+	return &Reader{ctx: ctx, tx: tx}
+}
+
+// InTransaction reports whether the reader reads in the lease's (or a
+// save's) transaction; a reader that does not is a run's first read.
+func (r *Reader) InTransaction() bool { return r.tx != nil }
+
+// Context is the run's context.
+func (r *Reader) Context() context.Context { return r.ctx }
+
+// Query returns the documents of q.
+func (r *Reader) Query(q firestore.Query) ([]*firestore.DocumentSnapshot, error) {
+	var snaps []*firestore.DocumentSnapshot
+	var err error
+	if r.tx != nil {
+		snaps, err = r.tx.Documents(q).GetAll()
+	} else {
+		snaps, err = q.Documents(r.ctx).GetAll()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		r.note(s)
+	}
+	return snaps, nil
+}
+
+func (r *Reader) note(s *firestore.DocumentSnapshot) {
+	r.versions = append(r.versions, s.Ref.Path+"@"+strconv.FormatInt(s.UpdateTime.UnixNano(), 10))
+}
+
+// version identifies everything read: the same documents, unchanged.
+func (r *Reader) version() string { return strings.Join(r.versions, ",") }
