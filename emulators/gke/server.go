@@ -18,6 +18,12 @@ import (
 )
 
 // DefaultOperationTime is how long an operation stays RUNNING unless
+// WithRequestQuota sets every project's request quota: how many calls a
+// project may make per minute before the others of that minute are refused
+// with RESOURCE_EXHAUSTED, as GKE's "Requests per minute" quota does. Zero
+// (the default) means no quota. SetRequestQuota sets one project's.
+func WithRequestQuota(perMinute int) Option { return func(c *config) { c.requestQuota = perMinute } }
+
 // WithOperationTime says otherwise.
 const DefaultOperationTime = 3 * time.Second
 
@@ -30,6 +36,8 @@ type config struct {
 	opTime   time.Duration
 	log      *slog.Logger
 	versions map[containerpb.ReleaseChannel_Channel]string
+	// requestQuota is every project's calls per minute (0: none).
+	requestQuota int
 }
 
 // WithAddr makes the server listen on addr (host:port) instead of
@@ -88,6 +96,7 @@ type GServer struct {
 	opFaults  map[string][]*spb.Status
 	loseNext  map[string]int
 	stockouts map[string]int // zone → operations still to stock out
+	quota     quota
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)
@@ -127,6 +136,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		opFaults:  map[string][]*spb.Status{},
 		loseNext:  map[string]int{},
 		stockouts: map[string]int{},
+		quota:     quota{perMinute: cfg.requestQuota, projects: map[string]int{}, usage: map[string]map[time.Time]*MinuteUsage{}},
 	}
 	lis, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -158,6 +168,10 @@ func (s *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServer
 	rpc := path.Base(info.FullMethod)
 	s.mu.Lock()
 	s.calls[rpc]++
+	if qerr := s.quota.admit(projectOf(req), s.now()); qerr != nil {
+		s.mu.Unlock()
+		return nil, qerr
+	}
 	var latency time.Duration
 	var err error
 	if f := s.faults[rpc]; f != nil {

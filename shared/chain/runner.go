@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -55,6 +56,9 @@ type Outcome struct {
 	// NeedsLease: the plan calls the provider; only a run holding the
 	// lease may.
 	NeedsLease bool
+	// After, when positive, puts the run off: it did nothing (the
+	// provider's budget is spent) and runs again after this long.
+	After time.Duration
 }
 
 // Scheduler schedules a run of a chain at a time (Cloud Tasks). after
@@ -85,6 +89,10 @@ type Config struct {
 	// nothing to do writes nothing for that long; the watchdog restarts a
 	// dead steady chain within it. Zero means 12 steady intervals.
 	Heartbeat time.Duration
+	// Jitter spreads steady runs: each steady interval is lengthened by a
+	// random part of up to this fraction of it, so that chains started
+	// together do not stay together. Zero means none.
+	Jitter float64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -231,16 +239,21 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) 
 
 	failures := 0
 	interval := r.cfg.SteadyInterval
-	if out.Converging {
-		interval = r.cfg.ConvergingInterval
+	if r.cfg.Jitter > 0 {
+		interval += time.Duration(rand.Float64() * r.cfg.Jitter * float64(interval))
 	}
-	if out.Retry {
+	switch {
+	case out.After > 0:
+		interval, failures = out.After, state.Failures
+	case out.Retry:
 		failures = state.Failures + 1
 		interval = r.backoff(failures)
+	case out.Converging:
+		interval = r.cfg.ConvergingInterval
 	}
 	next := now.Add(interval)
 	deadline := next.Add(r.cfg.LeaseTTL)
-	if !out.Converging && !out.Retry {
+	if !out.Converging && !out.Retry && out.After == 0 {
 		deadline = next.Add(max(r.cfg.LeaseTTL, r.cfg.Heartbeat))
 	}
 	current := true

@@ -57,15 +57,29 @@ func observe(c *containerpb.Cluster) *ObservedCluster {
 // the others are the tenant's to see.
 func fault(err error) *Fault {
 	st, _ := status.FromError(err)
-	return &Fault{Transient: transient(st.Code()), Message: st.Message()}
+	return &Fault{Transient: transient(st.Code(), st.Message()), Message: st.Message()}
 }
 
-func transient(c codes.Code) bool {
+func transient(c codes.Code, msg string) bool {
 	switch c {
 	case codes.InvalidArgument, codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
 		return false
+	case codes.ResourceExhausted:
+		return !resourceQuota(msg)
 	}
 	return true
+}
+
+// resourceQuota reports whether a RESOURCE_EXHAUSTED is a quota of the
+// tenant's project's resources ("Insufficient regional quota to satisfy
+// request: resource "CPUS" ...", "Quota 'GPUS_ALL_REGIONS' exceeded"):
+// the tenant's to fix, shown as the pool's error. The provider's rate
+// limits ("... limit 'Requests per minute' ...") and its limit of
+// concurrent operations ("Too many operations") pass by themselves and are
+// retried unseen, as is a zone out of stock.
+func resourceQuota(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "quota") && !strings.Contains(m, "per minute") && !strings.Contains(m, "too many operations")
 }
 
 // outcome reads a provider operation.
@@ -79,7 +93,7 @@ func outcome(op *containerpb.Operation) *OpOutcome {
 		if msg == "" {
 			msg = op.GetStatusMessage()
 		}
-		o.Err = &Fault{Transient: transient(codes.Code(e.GetCode())), Message: msg}
+		o.Err = &Fault{Transient: transient(codes.Code(e.GetCode()), msg), Message: msg}
 	}
 	return o
 }

@@ -48,6 +48,7 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) (bo
 	if len(todo) == 0 {
 		return false, nil
 	}
+	r.budget.charge(in.Cluster.Spec.Project)
 	resp, err := r.gke.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
 	if err != nil {
 		return true, fmt.Errorf("list operations: %w", err)

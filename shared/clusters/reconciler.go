@@ -40,22 +40,34 @@ type GKE interface {
 // it at the provider, plans, makes at most one provider call and saves the
 // statuses.
 type Reconciler struct {
-	store *store.Store
-	gke   GKE
-	now   func() time.Time
+	store  *store.Store
+	gke    GKE
+	now    func() time.Time
+	budget *Budget
 }
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithBudget makes the runs spend each provider project's request quota
+// within b.
+func WithBudget(b *Budget) Option { return func(r *Reconciler) { r.budget = b } }
 
 var _ chain.Subject = (*Reconciler)(nil)
 
 // New returns the clusters' reconciler. now is the clock (nil: time.Now).
-func New(s *store.Store, gke GKE, now func() time.Time) (*Reconciler, error) {
+func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Reconciler{store: s, gke: gke, now: now}, nil
+	r := &Reconciler{store: s, gke: gke, now: now}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // Kind is the chain kind of clusters.
@@ -75,9 +87,17 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 	if err := snap.DataTo(&u.read.Cluster); err != nil {
 		return nil, fmt.Errorf("decode cluster: %w", err)
 	}
-	if c := &u.read.Cluster; !rd.InTransaction() && steady(c) {
+	c := &u.read.Cluster
+	u.steady = steady(c)
+	if !rd.InTransaction() && u.steady {
+		if ok, wait := r.budget.allow(c.Spec.Project, true); !ok {
+			u.putOff = wait
+			return u, nil
+		}
+		u.allowed = true
 		u.prefetch = make(chan fetched, 1)
 		name := namesOf(c).cluster
+		r.budget.charge(c.Spec.Project)
 		go func() {
 			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: name})
 			u.prefetch <- fetched{pc, err}
@@ -117,11 +137,27 @@ type run struct {
 	retry   bool // the call failed and is retried after a backoff
 	// prefetch, when not nil, answers the GetCluster started by Load.
 	prefetch chan fetched
+	// steady: the cluster was ready with nothing in flight; allowed: the
+	// budget let the run call the provider; putOff: it did not, and the
+	// run is put off this long.
+	steady  bool
+	allowed bool
+	putOff  time.Duration
 }
 
 // Step observes and plans once, then makes the planned call if it holds
 // the lease.
 func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	if u.putOff > 0 {
+		return chain.Outcome{After: u.putOff}, nil
+	}
+	if !u.allowed {
+		if ok, wait := u.r.budget.allow(u.read.Cluster.Spec.Project, u.steady); !ok {
+			logging.FromContext(ctx).Info("The provider project's request budget is spent; putting the run off", "project", u.read.Cluster.Spec.Project, "after", wait.String())
+			return chain.Outcome{After: wait}, nil
+		}
+		u.allowed = true
+	}
 	if !u.planned {
 		if err := u.plan(ctx); err != nil {
 			return chain.Outcome{}, err
@@ -168,6 +204,7 @@ func (u *run) plan(ctx context.Context) error {
 		}
 	}
 	if opName != "" {
+		u.r.budget.charge(u.read.Cluster.Spec.Project)
 		op, err := u.r.gke.GetOperation(ctx, &containerpb.GetOperationRequest{Name: n.operation(opName)})
 		switch {
 		case status.Code(err) == codes.NotFound:
@@ -186,9 +223,11 @@ func (u *run) plan(ctx context.Context) error {
 		pc, err = f.cluster, f.err
 		if opName != "" || resolved {
 			// The cluster was read before its operation: read it again.
+			u.r.budget.charge(u.read.Cluster.Spec.Project)
 			pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 		}
 	} else {
+		u.r.budget.charge(u.read.Cluster.Spec.Project)
 		pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 	}
 	switch {
@@ -229,6 +268,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, n names, d *Decisi
 		return false, fmt.Errorf("record intent: %w", err)
 	}
 	log.Info("Calling the provider", "call", a.Kind)
+	r.budget.charge(d.Cluster.Spec.Project)
 	op, err := r.call(ctx, n, d)
 	if err != nil {
 		// The call did not happen: the intent is dropped when the run's
