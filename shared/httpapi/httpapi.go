@@ -3,9 +3,11 @@
 // status codes of API.md §2, request IDs, one structured log line per call,
 // and panics recovered with a generic answer.
 //
-// The order of checks is API.md §3's: the token (401) before the input's
-// shape (400); membership, lookups, permission and business rules are the
-// method's own, in that order.
+// The order of checks is API.md §3's: the token (401, with a
+// WWW-Authenticate: Bearer challenge) before a byte of the body is read,
+// then the input's shape (a JSON Content-Type and decoding: 400, a body
+// over 1 MiB: 413); membership, lookups, permission and business rules are
+// the method's own, in that order.
 package httpapi
 
 import (
@@ -16,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -75,6 +79,22 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		writeEnvelope(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed: use POST", r.Method))
 		return
 	}
+	// The token first, before a byte of the body is read (API.md §3): an
+	// unauthenticated caller gets 401 whatever it sends.
+	authorization := r.Header.Get("Authorization")
+	principal, err := auth.Verify(ctx, authorization)
+	if err != nil {
+		if errs.Is(err, errs.Unauthenticated) && authorization != "" {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		}
+		WriteError(ctx, w, err)
+		return
+	}
+	ctx = logging.With(ctx, "principal", principal)
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		WriteError(ctx, w, err)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -85,12 +105,6 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		WriteError(ctx, w, errs.Wrap(errs.Invalid, err, "cannot read the request body"))
 		return
 	}
-	principal, err := auth.Verify(ctx, r.Header.Get("Authorization"))
-	if err != nil {
-		WriteError(ctx, w, err)
-		return
-	}
-	ctx = logging.With(ctx, "principal", principal)
 	in, err := m.Decode(body)
 	if err != nil {
 		WriteError(ctx, w, err)
@@ -102,6 +116,29 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	WriteJSON(w, http.StatusOK, out)
+}
+
+// checkContentType accepts a body declared as JSON (API.md §1):
+// application/json, with no parameter but charset=utf-8 (RFC 8259 §8.1).
+// A body sent as anything else (a form, text) is refused rather than
+// guessed at.
+func checkContentType(v string) error {
+	refuse := func() error {
+		return errs.E(errs.Invalid, "the request body must be sent with Content-Type: application/json")
+	}
+	if v == "" {
+		return refuse()
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil || mt != "application/json" {
+		return refuse()
+	}
+	for k, p := range params {
+		if k != "charset" || !strings.EqualFold(p, "utf-8") {
+			return refuse()
+		}
+	}
+	return nil
 }
 
 // Status returns the HTTP status of an error kind (API.md §2).
@@ -140,6 +177,12 @@ func WriteError(ctx context.Context, w http.ResponseWriter, err error) {
 	case errs.Internal:
 		log.Error("Internal error", "error", err)
 		de = &errs.Error{Kind: errs.Internal, Message: "internal error"}
+	case errs.Unauthenticated:
+		// RFC 6750 §3: a 401 names the scheme; serve adds the error code
+		// when a token was presented and refused.
+		if w.Header().Get("WWW-Authenticate") == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+		}
 	case errs.Unavailable:
 		log.Warn("Backing service unavailable; the caller may retry", "error", err)
 		w.Header().Set("Retry-After", "1")
