@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -41,6 +42,12 @@ var (
 // maxTokenBytes bounds the work an unauthenticated caller can cause; real
 // ID tokens are a few hundred bytes to a couple of kilobytes.
 const maxTokenBytes = 16 << 10
+
+// minKeyRefetch is the least time between two fetches of the issuer's key
+// set caused by tokens whose key is not in the cache: a forged kid costs at
+// most one fetch per interval, and a rotated-in key is accepted at most
+// this long after its first token.
+const minKeyRefetch = 5 * time.Second
 
 // Discovery backoff: the first retry after a failure waits minBackoff, each
 // further failure doubles it up to maxBackoff.
@@ -76,11 +83,11 @@ type Config struct {
 // be built before the issuer is reachable (the devstack's issuer runs in
 // the same process; on Cloud Run an issuer may answer slowly at start).
 //
-// Keys are cached and refreshed by go-oidc's remote key set: every token
-// naming an unknown kid causes a fetch (deduplicated while one is in
-// flight, not rate limited), and a token that arrives just as a fetch
-// completes may be checked against that fetch's keys, so the first token of
-// a freshly published key can be refused once.
+// Keys are cached. A token whose key is not in the cache (an unknown kid,
+// or a signature no cached key verifies) makes the Verifier fetch the key
+// set again, but at most once per minKeyRefetch (5 s) and one fetch at a
+// time: forged kids cannot make it fetch on every request, and a key the
+// issuer rotated in is accepted at most that long after its first token.
 type Verifier struct {
 	issuer   string
 	audience string
@@ -221,9 +228,16 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 			"attempt", v.attempts, "retryIn", v.backoff, "error", err)
 		return nil, errs.Wrap(errs.Unavailable, v.lastErr, "identity provider unavailable")
 	}
-	// The provider's own key set uses a background context with our client,
-	// so key refreshes outlive the request that triggered discovery.
-	v.idv = p.Verifier(v.oidcConfig())
+	var meta struct {
+		JWKSURL string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		v.lastErr = fmt.Errorf("discover issuer %q: no jwks_uri in its configuration", v.issuer)
+		v.retryAt = v.now().Add(maxBackoff)
+		log.WarnContext(ctx, "Token issuer publishes no key set", "error", v.lastErr)
+		return nil, errs.Wrap(errs.Unavailable, v.lastErr, "identity provider unavailable")
+	}
+	v.idv = oidc.NewVerifier(v.issuer, newKeySet(meta.JWKSURL, v.client, v.now), v.oidcConfig())
 	v.lastErr = nil
 	return v.idv, nil
 }
@@ -366,4 +380,133 @@ func (v *Verifier) checkClaims(c *claims) error {
 		return errs.E(errs.Unauthenticated, "token has no subject")
 	}
 	return nil
+}
+
+// maxJWKSBytes bounds the issuer's key set document.
+const maxJWKSBytes = 1 << 20
+
+// keySet is the issuer's key set (JWKS), cached, and fetched again when a
+// token's key is not in the cache, but at most once per minKeyRefetch: a
+// stream of tokens naming keys the issuer never published (forged kids)
+// costs the issuer one fetch per interval, not one per request. go-oidc's
+// remote key set fetches on every such token.
+type keySet struct {
+	url    string
+	client *http.Client
+	now    func() time.Time
+
+	// sem admits one fetch at a time; waiters give up with their request.
+	sem chan struct{}
+
+	mu        sync.Mutex // guards the fields below
+	keys      []jose.JSONWebKey
+	gen       int       // bumped by every successful fetch
+	tried     bool      // a fetch was attempted
+	fetchedAt time.Time // of the last attempt, successful or not
+}
+
+func newKeySet(url string, client *http.Client, now func() time.Time) *keySet {
+	return &keySet{url: url, client: client, now: now, sem: make(chan struct{}, 1)}
+}
+
+// VerifySignature implements oidc.KeySet: it returns the payload of the
+// compact JWS raw if a key of the issuer (the one its kid names, or any when
+// it names none) verifies it.
+func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
+	jws, err := jose.ParseSigned(raw, algs)
+	if err != nil {
+		return nil, fmt.Errorf("parse token: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("token has more than one signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	keys, gen := k.cached()
+	if payload, ok := verifyWith(jws, keys, kid); ok {
+		return payload, nil
+	}
+	keys, err = k.refresh(ctx, gen)
+	if err != nil {
+		return nil, err
+	}
+	if payload, ok := verifyWith(jws, keys, kid); ok {
+		return payload, nil
+	}
+	return nil, fmt.Errorf("no key of the issuer with kid %q verifies the token", kid)
+}
+
+func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, kid string) ([]byte, bool) {
+	for i := range keys {
+		if kid != "" && keys[i].KeyID != kid {
+			continue
+		}
+		if payload, err := jws.Verify(&keys[i]); err == nil {
+			return payload, true
+		}
+	}
+	return nil, false
+}
+
+func (k *keySet) cached() ([]jose.JSONWebKey, int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys, k.gen
+}
+
+// refresh fetches the key set unless a fetch succeeded since the caller
+// read generation seen, or one was attempted less than minKeyRefetch ago;
+// it returns the keys then known.
+func (k *keySet) refresh(ctx context.Context, seen int) ([]jose.JSONWebKey, error) {
+	select {
+	case k.sem <- struct{}{}:
+		defer func() { <-k.sem }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the issuer's keys: %w", ctx.Err())
+	}
+	k.mu.Lock()
+	if k.gen != seen || (k.tried && k.now().Sub(k.fetchedAt) < minKeyRefetch) {
+		keys := k.keys
+		k.mu.Unlock()
+		return keys, nil
+	}
+	k.tried = true
+	k.fetchedAt = k.now()
+	k.mu.Unlock()
+
+	// The fetch outlives a caller that gives up: its result serves the
+	// next requests, and a cancelled fetch would still use up the interval.
+	keys, err := k.fetch(context.WithoutCancel(ctx))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		return k.keys, err
+	}
+	k.keys = keys
+	k.gen++
+	return keys, nil
+}
+
+func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the issuer's keys: %w", err)
+	}
+	req.Header.Set("Cache-Control", "no-cache")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the issuer's keys: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read the issuer's keys: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetch the issuer's keys: %s", resp.Status)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fmt.Errorf("decode the issuer's keys: %w", err)
+	}
+	return set.Keys, nil
 }

@@ -199,6 +199,16 @@ func TestPlan(t *testing.T) {
 			want: want{cluster: provisioning, pools: []resource.State{pending}, converging: true},
 		},
 		{
+			name: "cluster in error created again without a refused pool stays in error while provisioning",
+			in: Input{
+				Cluster:  clusterDoc(failed, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Status.Provider.EverReady = false }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", failed, 1)},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 1}}},
+				Op:       &OpOutcome{},
+			},
+			want: want{cluster: failed, message: "", pools: []resource.State{pending, failed}, converging: true},
+		},
+		{
 			name: "cluster and pools become ready, announced once",
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),

@@ -4,9 +4,10 @@
 // passes through once: request IDs, one structured log line per call, and
 // panics recovered with a generic answer.
 //
-// The order of checks is API.md §3's: the token (401) before the input's
-// shape (400); membership, lookups, permission and business rules are the
-// method's own, in that order.
+// The order of checks is API.md §3's: the token (401, with a
+// WWW-Authenticate: Bearer challenge) before a byte of the body is read,
+// then the input's shape (decoding: 400, a body over 1 MiB: 413); membership, lookups, permission and business rules are
+// the method's own, in that order.
 package httpapi
 
 import (
@@ -109,6 +110,22 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		writeEnvelope(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed: use POST", r.Method))
 		return
 	}
+	// The token first, before a byte of the body is read (API.md §3): an
+	// unauthenticated caller gets 401 whatever it sends.
+	authorization := r.Header.Get("Authorization")
+	principal, err := auth.Verify(ctx, authorization)
+	if err != nil {
+		if errs.Is(err, errs.Unauthenticated) && authorization != "" {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		}
+		WriteError(ctx, w, err)
+		return
+	}
+	ctx = logging.With(ctx, "principal", principal)
+	// The body is read as JSON whatever its Content-Type says: API.md §1
+	// names application/json, but refusing the form type that curl -d
+	// sends by default would only break callers, and the strict decoding
+	// refuses a body that is not a JSON object anyway.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -119,12 +136,6 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		WriteError(ctx, w, errs.Wrap(errs.Invalid, err, "cannot read the request body"))
 		return
 	}
-	principal, err := auth.Verify(ctx, r.Header.Get("Authorization"))
-	if err != nil {
-		WriteError(ctx, w, err)
-		return
-	}
-	ctx = logging.With(ctx, "principal", principal)
 	in, err := m.Decode(body)
 	if err != nil {
 		WriteError(ctx, w, err)
@@ -174,6 +185,12 @@ func WriteError(ctx context.Context, w http.ResponseWriter, err error) {
 	case errs.Internal:
 		log.Error("Internal error", "error", err)
 		de = &errs.Error{Kind: errs.Internal, Message: "internal error"}
+	case errs.Unauthenticated:
+		// RFC 6750 §3: a 401 names the scheme; serve adds the error code
+		// when a token was presented and refused.
+		if w.Header().Get("WWW-Authenticate") == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+		}
 	case errs.Unavailable:
 		log.Warn("Backing service unavailable; the caller may retry", "error", err)
 		w.Header().Set("Retry-After", "1")

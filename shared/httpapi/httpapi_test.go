@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,6 +86,7 @@ func TestHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(tt.method, "/api/compute/x/y", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)
 			}
@@ -192,5 +194,114 @@ func TestHandlerGivesNoRequestID(t *testing.T) {
 	handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
 	if got := rec.Header().Get("X-Request-Id"); got != "" {
 		t.Errorf("X-Request-Id = %q from the method's handler, want none (given by Edge)", got)
+	}
+}
+
+// Every 401 names the scheme to use (RFC 6750 §3): a request without
+// credentials gets the bare challenge, one with a refused token is told so.
+func TestUnauthenticatedChallenge(t *testing.T) {
+	tests := []struct {
+		name, auth, want string
+	}{
+		{"no token", "", "Bearer"},
+		{"bad token", "Bearer bad", `Bearer error="invalid_token"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", "/", strings.NewReader(`{"Name":"x"}`))
+			req.Header.Set("Content-Type", "application/json")
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			rec := httptest.NewRecorder()
+			handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Fatalf("status = %d, want 401", rec.Code)
+			}
+			if got := rec.Header().Get("WWW-Authenticate"); got != tt.want {
+				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// Only 401 carries the challenge.
+	rec := httptest.NewRecorder()
+	WriteError(context.Background(), rec, errs.E(errs.PermissionDenied, "no"))
+	if got := rec.Header().Get("WWW-Authenticate"); got != "" {
+		t.Errorf("403: WWW-Authenticate = %q, want none", got)
+	}
+}
+
+// countingReader counts the bytes read from a request body.
+type countingReader struct {
+	r    *strings.Reader
+	read int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += n
+	return n, err
+}
+
+// The token is checked before the body is read (API.md §3): an
+// unauthenticated request gets 401 whatever its size, and its body is
+// never read.
+func TestTokenBeforeBody(t *testing.T) {
+	for _, size := range []int{10, MaxBody + 1, 4 * MaxBody} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			body := &countingReader{r: strings.NewReader(`{"Name":"` + strings.Repeat("a", size) + `"}`)}
+			req := httptest.NewRequest("POST", "/", body)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer bad")
+			rec := httptest.NewRecorder()
+			handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
+			var env envelopeJSON
+			_ = json.Unmarshal(rec.Body.Bytes(), &env)
+			if rec.Code != http.StatusUnauthorized || env.Error.Code != "UNAUTHENTICATED" {
+				t.Errorf("status = %d %q, want 401 UNAUTHENTICATED", rec.Code, env.Error.Code)
+			}
+			if body.read != 0 {
+				t.Errorf("read %d bytes of an unauthenticated body, want none", body.read)
+			}
+		})
+	}
+}
+
+// A body is read as JSON whatever its Content-Type says (curl -d sends a
+// form type): the strict decoding is what refuses what is not JSON.
+func TestContentType(t *testing.T) {
+	tests := []struct {
+		contentType string
+		auth        string
+		wantStatus  int
+		wantCode    string
+	}{
+		{"application/json", "Bearer good", 200, ""},
+		{"application/json; charset=utf-8", "Bearer good", 200, ""},
+		{"Application/JSON", "Bearer good", 200, ""},
+		{"", "Bearer good", 200, ""},
+		{"text/plain", "Bearer good", 200, ""},
+		{"application/x-www-form-urlencoded", "Bearer good", 200, ""},
+		{"text/plain", "Bearer bad", 401, "UNAUTHENTICATED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.contentType+"/"+tt.auth, func(t *testing.T) {
+			body := &countingReader{r: strings.NewReader(`{"Name":"x"}`)}
+			req := httptest.NewRequest("POST", "/", body)
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
+			req.Header.Set("Authorization", tt.auth)
+			rec := httptest.NewRecorder()
+			handler(t, func(context.Context, string, in) (any, error) { return struct{}{}, nil }).ServeHTTP(rec, req)
+			var env envelopeJSON
+			_ = json.Unmarshal(rec.Body.Bytes(), &env)
+			if rec.Code != tt.wantStatus || env.Error.Code != tt.wantCode {
+				t.Errorf("Content-Type %q = %d %q, want %d %q", tt.contentType, rec.Code, env.Error.Code, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantStatus != 200 && body.read != 0 {
+				t.Errorf("read %d bytes of a refused body, want none", body.read)
+			}
+		})
 	}
 }

@@ -103,9 +103,12 @@ func ClusterCreating(c *Cluster, now time.Time) {
 	}
 }
 
-// ClusterProvisioning is a cluster the provider is still provisioning.
+// ClusterProvisioning is a cluster the provider is still provisioning:
+// provisioning, except that one in error stays in error until it settles
+// (a cluster created again without the pools the provider refused), so
+// that its error is announced once.
 func ClusterProvisioning(c *Cluster, now time.Time) {
-	setClusterState(c, resource.StateProvisioning, "", now)
+	ClusterCreating(c, now)
 }
 
 // ObserveCluster records the version and endpoint the provider shows. A

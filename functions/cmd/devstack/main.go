@@ -79,6 +79,7 @@ A token for alice (kubernetes.admin of tenant acme), valid one hour:
 
 Try:
   curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \
+    -H 'Content-Type: application/json' \
     -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
          "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
 
