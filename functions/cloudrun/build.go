@@ -203,7 +203,12 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cr, err := clusters.New(k.store, g, nil)
+	budget := &clusters.Budget{
+		PerMinute: float64(c.cfg.ProviderQuota) * c.cfg.ProviderQuotaShare / float64(c.cfg.ReconcileInstances),
+		Reserve:   0.3,
+		Stretch:   c.cfg.SteadyInterval / 2,
+	}
+	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget))
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +216,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		ConvergingInterval: c.cfg.ConvergingInterval,
 		SteadyInterval:     c.cfg.SteadyInterval,
 		LeaseTTL:           c.cfg.LeaseTTL,
+		Jitter:             0.1,
 	}, cr)
 }
 

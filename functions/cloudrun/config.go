@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,6 +55,16 @@ type Config struct {
 	// publishes it (WATCHDOG_GRACE, 1m).
 	WatchdogGrace time.Duration
 
+	// ProviderQuota is each provider project's request quota, calls per
+	// minute (PROVIDER_QUOTA_PER_MINUTE, 600; 0: no budget); the runs of
+	// the reconcile function spend at most ProviderQuotaShare of it
+	// (PROVIDER_QUOTA_SHARE, 0.8), split evenly between its at most
+	// ReconcileInstances instances (RECONCILE_MAX_INSTANCES, 10, as
+	// Terraform caps the service).
+	ProviderQuota      int
+	ProviderQuotaShare float64
+	ReconcileInstances int
+
 	LogLevel slog.Level // LOG_LEVEL: DEBUG, INFO, WARN or ERROR; INFO
 
 	// Emulator addresses (host:port), for running the server against the
@@ -75,6 +86,9 @@ const (
 	DefaultSteadyInterval     = 5 * time.Minute
 	DefaultLeaseTTL           = 30 * time.Second
 	DefaultWatchdogGrace      = time.Minute
+	DefaultProviderQuota      = 600
+	DefaultProviderQuotaShare = 0.8
+	DefaultReconcileInstances = 10
 )
 
 var (
@@ -191,6 +205,29 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	c.SteadyInterval = duration("STEADY_INTERVAL", DefaultSteadyInterval)
 	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL)
 	c.WatchdogGrace = duration("WATCHDOG_GRACE", DefaultWatchdogGrace)
+
+	c.ProviderQuota, c.ProviderQuotaShare, c.ReconcileInstances = DefaultProviderQuota, DefaultProviderQuotaShare, DefaultReconcileInstances
+	if v := get("PROVIDER_QUOTA_PER_MINUTE"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			bad("PROVIDER_QUOTA_PER_MINUTE", "%q is not a count of calls per minute (0: no budget)", v)
+		} else {
+			c.ProviderQuota = n
+		}
+	}
+	if v := get("PROVIDER_QUOTA_SHARE"); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || f > 1 {
+			bad("PROVIDER_QUOTA_SHARE", "%q is not a fraction above 0 and at most 1", v)
+		} else {
+			c.ProviderQuotaShare = f
+		}
+	}
+	if v := get("RECONCILE_MAX_INSTANCES"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			bad("RECONCILE_MAX_INSTANCES", "%q is not a positive count", v)
+		} else {
+			c.ReconcileInstances = n
+		}
+	}
 
 	if v := get("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -66,6 +66,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		SteadyInterval:      5 * time.Minute,
 		LeaseTTL:            30 * time.Second,
 		WatchdogGrace:       time.Minute,
+		ProviderQuota:       600,
+		ProviderQuotaShare:  0.8,
+		ReconcileInstances:  10,
 		LogLevel:            slog.LevelInfo,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -177,6 +180,7 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"service account not an email", with(map[string]string{"TASKS_SERVICE_ACCOUNT": "tasks"}), []string{"TASKS_SERVICE_ACCOUNT"}},
 		{"durations", with(map[string]string{"CONVERGING_INTERVAL": "30", "STEADY_INTERVAL": "-5m", "LEASE_TTL": "0s", "WATCHDOG_GRACE": "soon"}), []string{"CONVERGING_INTERVAL", "STEADY_INTERVAL", "LEASE_TTL", "WATCHDOG_GRACE"}},
 		{"log level", with(map[string]string{"LOG_LEVEL": "verbose"}), []string{"LOG_LEVEL"}},
+		{"provider budget", with(map[string]string{"PROVIDER_QUOTA_PER_MINUTE": "-1", "PROVIDER_QUOTA_SHARE": "1.5", "RECONCILE_MAX_INSTANCES": "0"}), []string{"PROVIDER_QUOTA_PER_MINUTE", "PROVIDER_QUOTA_SHARE", "RECONCILE_MAX_INSTANCES"}},
 		{"emulator without port", with(map[string]string{"CLOUD_TASKS_EMULATOR_HOST": "localhost"}), []string{"CLOUD_TASKS_EMULATOR_HOST"}},
 	}
 	for _, tt := range tests {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,10 @@ type Config struct {
 	ConvergingInterval time.Duration
 	SteadyInterval     time.Duration
 	GKEOperationTime   time.Duration
-	LeaseTTL           time.Duration
+	// GKERequestQuota is each simulated project's request quota, calls per
+	// minute, which the reconciler's budget then spends within (0: none).
+	GKERequestQuota int
+	LeaseTTL        time.Duration
 	// WatchdogInterval is how often the watchdog runs: Cloud Scheduler's
 	// schedule in production, DefaultWatchdogInterval when zero.
 	WatchdogInterval time.Duration
@@ -241,6 +245,10 @@ func (s *Stack) environment() map[string]string {
 		"CLOUD_TASKS_EMULATOR_HOST": s.Tasks.Addr(),
 		"GKE_EMULATOR_HOST":         s.GKE.Addr(),
 	}
+	// One instance serves every run: it may spend the reconciler's whole
+	// share of the simulator's quota.
+	env["PROVIDER_QUOTA_PER_MINUTE"] = strconv.Itoa(s.cfg.GKERequestQuota)
+	env["RECONCILE_MAX_INSTANCES"] = "1"
 	for name, d := range map[string]time.Duration{
 		"CONVERGING_INTERVAL": s.cfg.ConvergingInterval,
 		"STEADY_INTERVAL":     s.cfg.SteadyInterval,
@@ -325,6 +333,9 @@ func (s *Stack) startEmulators() error {
 	gkeOpts := []gkeemu.Option{gkeemu.WithLogger(s.log)}
 	if s.cfg.GKEOperationTime > 0 {
 		gkeOpts = append(gkeOpts, gkeemu.WithOperationTime(s.cfg.GKEOperationTime))
+	}
+	if s.cfg.GKERequestQuota > 0 {
+		gkeOpts = append(gkeOpts, gkeemu.WithRequestQuota(s.cfg.GKERequestQuota))
 	}
 	gke, err := gkeemu.NewServer(gkeOpts...)
 	if err != nil {

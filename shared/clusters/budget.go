@@ -1,6 +1,8 @@
 package clusters
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -8,7 +10,8 @@ import (
 
 // Budget is the share of each provider project's request quota that the
 // runs of this process may spend: a token bucket per project, refilled at
-// PerMinute per minute, holding at most a tenth of a minute's worth.
+// nine tenths of PerMinute per minute and holding at most a tenth, so that
+// no clock minute (the provider's quota window) sees more than PerMinute.
 //
 // Runs that converge something (a tenant's change, a cluster being made)
 // have priority: they may spend the whole bucket, and when it is empty they
@@ -19,9 +22,8 @@ import (
 // nothing is written, and the provider never sees the calls that were put
 // off.
 //
-// Calls are charged as they are made; a run's calls may take the bucket
-// below zero, which later refills pay back, so that the rate over a minute
-// stays within PerMinute.
+// Every call takes a token, waiting for one if it must: a run's later
+// calls never overdraw the bucket, whatever runs go on at the same time.
 type Budget struct {
 	// PerMinute is the calls per minute per project this process may
 	// make: the project's quota times the share given to the reconciler,
@@ -60,22 +62,41 @@ func (b *Budget) allow(project string, steady bool) (bool, time.Duration) {
 	if k.tokens >= need {
 		return true, 0
 	}
-	wait := time.Duration((need - k.tokens) / b.PerMinute * float64(time.Minute))
+	wait := time.Duration((need - k.tokens) / b.rate() * float64(time.Minute))
 	if steady && b.Stretch > 0 {
 		wait += rand.N(b.Stretch)
 	}
 	return false, max(wait, time.Second)
 }
 
-// charge spends one call of project.
-func (b *Budget) charge(project string) {
+// take spends one call of project, waiting until the bucket has one or
+// ctx ends.
+func (b *Budget) take(ctx context.Context, project string) error {
 	if b == nil || b.PerMinute <= 0 {
-		return
+		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(project).tokens--
+	for {
+		b.mu.Lock()
+		k := b.refill(project)
+		if k.tokens >= 1 {
+			k.tokens--
+			b.mu.Unlock()
+			return nil
+		}
+		wait := time.Duration((1 - k.tokens) / b.rate() * float64(time.Minute))
+		b.mu.Unlock()
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the provider's request budget of %s: %w", project, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
+
+// rate is the refill per minute.
+func (b *Budget) rate() float64 { return 0.9 * b.PerMinute }
 
 func (b *Budget) capacity() float64 { return max(1, b.PerMinute/10) }
 
@@ -96,7 +117,7 @@ func (b *Budget) refill(project string) *bucket {
 		b.buckets[project] = k
 	}
 	if d := t.Sub(k.at); d > 0 {
-		k.tokens = min(b.capacity(), k.tokens+d.Minutes()*b.PerMinute)
+		k.tokens = min(b.capacity(), k.tokens+d.Minutes()*b.rate())
 		k.at = t
 	}
 	return k

@@ -48,7 +48,9 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) (bo
 	if len(todo) == 0 {
 		return false, nil
 	}
-	r.budget.charge(in.Cluster.Spec.Project)
+	if err := r.budget.take(ctx, in.Cluster.Spec.Project); err != nil {
+		return true, err
+	}
 	resp, err := r.gke.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
 	if err != nil {
 		return true, fmt.Errorf("list operations: %w", err)

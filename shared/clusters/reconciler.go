@@ -97,8 +97,11 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 		u.allowed = true
 		u.prefetch = make(chan fetched, 1)
 		name := namesOf(c).cluster
-		r.budget.charge(c.Spec.Project)
 		go func() {
+			if err := r.budget.take(rd.Context(), c.Spec.Project); err != nil {
+				u.prefetch <- fetched{nil, err}
+				return
+			}
 			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: name})
 			u.prefetch <- fetched{pc, err}
 		}()
@@ -204,7 +207,9 @@ func (u *run) plan(ctx context.Context) error {
 		}
 	}
 	if opName != "" {
-		u.r.budget.charge(u.read.Cluster.Spec.Project)
+		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
+			return err
+		}
 		op, err := u.r.gke.GetOperation(ctx, &containerpb.GetOperationRequest{Name: n.operation(opName)})
 		switch {
 		case status.Code(err) == codes.NotFound:
@@ -223,11 +228,15 @@ func (u *run) plan(ctx context.Context) error {
 		pc, err = f.cluster, f.err
 		if opName != "" || resolved {
 			// The cluster was read before its operation: read it again.
-			u.r.budget.charge(u.read.Cluster.Spec.Project)
+			if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
+				return err
+			}
 			pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 		}
 	} else {
-		u.r.budget.charge(u.read.Cluster.Spec.Project)
+		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
+			return err
+		}
 		pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 	}
 	switch {
@@ -268,7 +277,10 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, n names, d *Decisi
 		return false, fmt.Errorf("record intent: %w", err)
 	}
 	log.Info("Calling the provider", "call", a.Kind)
-	r.budget.charge(d.Cluster.Spec.Project)
+	if err := r.budget.take(ctx, d.Cluster.Spec.Project); err != nil {
+		// Nothing was called: the intent is dropped by the next run.
+		return false, err
+	}
 	op, err := r.call(ctx, n, d)
 	if err != nil {
 		// The call did not happen: the intent is dropped when the run's

@@ -29,6 +29,7 @@ func main() {
 	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
 	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
 	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
+	flag.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
 	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstack.DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	flag.Parse()
 
