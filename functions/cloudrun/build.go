@@ -208,7 +208,9 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		Reserve:   0.3,
 		Stretch:   c.cfg.SteadyInterval / 2,
 	}
-	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget))
+	// Steady refreshes share one ListClusters per project and location
+	// for a tenth of their interval.
+	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval/10))
 	if err != nil {
 		return nil, err
 	}

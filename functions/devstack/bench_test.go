@@ -46,6 +46,13 @@ func (c *rpcCounter) unary(ctx context.Context, method string, req, reply any, c
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
+// reads counts the read RPCs.
+func (c *rpcCounter) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls["GetDocument"] + c.calls["BatchGetDocuments"] + c.calls["RunQuery"] + c.calls["RunAggregationQuery"]
+}
+
 func (c *rpcCounter) writeCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

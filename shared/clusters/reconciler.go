@@ -34,6 +34,7 @@ type GKE interface {
 	SetNodePoolAutoscaling(ctx context.Context, req *containerpb.SetNodePoolAutoscalingRequest, opts ...gax.CallOption) (*containerpb.Operation, error)
 	GetOperation(ctx context.Context, req *containerpb.GetOperationRequest, opts ...gax.CallOption) (*containerpb.Operation, error)
 	ListOperations(ctx context.Context, req *containerpb.ListOperationsRequest, opts ...gax.CallOption) (*containerpb.ListOperationsResponse, error)
+	ListClusters(ctx context.Context, req *containerpb.ListClustersRequest, opts ...gax.CallOption) (*containerpb.ListClustersResponse, error)
 }
 
 // Reconciler is the clusters' chain.Subject: a run of one cluster observes
@@ -44,6 +45,7 @@ type Reconciler struct {
 	gke    GKE
 	now    func() time.Time
 	budget *Budget
+	lists  *listings // nil: every refresh observes with GetCluster
 }
 
 // Option configures a Reconciler.
@@ -52,6 +54,12 @@ type Option func(*Reconciler)
 // WithBudget makes the runs spend each provider project's request quota
 // within b.
 func WithBudget(b *Budget) Option { return func(r *Reconciler) { r.budget = b } }
+
+// WithListing makes steady refreshes observe their clusters through one
+// ListClusters per project and location, shared for ttl (listings).
+func WithListing(ttl time.Duration) Option {
+	return func(r *Reconciler) { r.lists = &listings{ttl: ttl} }
+}
 
 var _ chain.Subject = (*Reconciler)(nil)
 
@@ -66,6 +74,9 @@ func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconc
 	r := &Reconciler{store: s, gke: gke, now: now}
 	for _, o := range opts {
 		o(r)
+	}
+	if r.lists != nil {
+		r.lists.gke, r.lists.budget, r.lists.now = gke, r.budget, now
 	}
 	return r, nil
 }
@@ -96,13 +107,22 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 		}
 		u.allowed = true
 		u.prefetch = make(chan fetched, 1)
-		name := namesOf(c).cluster
+		n := namesOf(c)
+		u.listed = r.lists != nil
 		go func() {
+			if r.lists != nil {
+				pc, err := r.lists.get(rd.Context(), c.Spec.Project, n.parent, c.Spec.ProviderName)
+				if err == nil && pc == nil {
+					err = errNotListed
+				}
+				u.prefetch <- fetched{pc, err}
+				return
+			}
 			if err := r.budget.take(rd.Context(), c.Spec.Project); err != nil {
 				u.prefetch <- fetched{nil, err}
 				return
 			}
-			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: name})
+			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: n.cluster})
 			u.prefetch <- fetched{pc, err}
 		}()
 	}
@@ -146,7 +166,13 @@ type run struct {
 	steady  bool
 	allowed bool
 	putOff  time.Duration
+	// listed: the prefetch is from a listing, which can only confirm.
+	listed bool
 }
+
+// errNotListed: a listing lacks the cluster; it is looked at with
+// GetCluster.
+var errNotListed = errors.New("not in the listing")
 
 // Step observes and plans once, then makes the planned call if it holds
 // the lease.
@@ -226,8 +252,14 @@ func (u *run) plan(ctx context.Context) error {
 		f := <-u.prefetch
 		u.prefetch = nil
 		pc, err = f.cluster, f.err
-		if opName != "" || resolved {
-			// The cluster was read before its operation: read it again.
+		// The cluster was read before its operation: read it again. A
+		// listing that failed or lacks the cluster says nothing: look at
+		// the cluster itself.
+		reread := opName != "" || resolved
+		if u.listed && err != nil {
+			u.listed, reread = false, true
+		}
+		if reread {
 			if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
 				return err
 			}
@@ -247,6 +279,12 @@ func (u *run) plan(ctx context.Context) error {
 		in.Observed = observe(pc)
 	}
 	u.d = Plan(in, u.r.now())
+	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})) {
+		// A listing only confirms: look at the cluster itself before
+		// deciding anything.
+		u.listed = false
+		return u.plan(ctx)
+	}
 	return nil
 }
 

@@ -68,7 +68,7 @@ type env struct {
 const opTime = 10 * time.Second
 
 // newEnv starts the emulators and a ready cluster with one pool.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
@@ -109,7 +109,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := clusters.New(e.st, gke, e.clk.now)
+	rec, err := clusters.New(e.st, gke, e.clk.now, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,4 +249,54 @@ func containerClient(t *testing.T, e *env) *container.ClusterManagerClient {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Steady refreshes of clusters of one project share a listing, which can
+// only confirm: a refresh whose listing shows something to do looks at its
+// cluster again before acting.
+func TestListingConfirmsOnly(t *testing.T) {
+	e := newEnv(t, clusters.WithListing(time.Minute))
+	ctx := context.Background()
+	first := e.kick
+	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
+		PoolID:         "pool",
+		Spec:           resource.Cluster{Name: "d", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash:    "h2",
+		CheckPlacement: func(map[string][]string) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := *res.Kick
+	e.id, e.kick = res.Cluster.ID, second
+	e.converge(t)
+	e.clk.add(2 * time.Minute) // past any listing made while converging
+	gets, lists := e.gke.Calls("GetCluster"), e.gke.Calls("ListClusters")
+	for _, k := range []chain.Kick{first, second, first} {
+		if err := e.runner.Run(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, l := e.gke.Calls("GetCluster")-gets, e.gke.Calls("ListClusters")-lists; g != 0 || l != 1 {
+		t.Errorf("three steady refreshes of two clusters made %d GetCluster and %d ListClusters, want 0 and 1", g, l)
+	}
+	// A pool breaks at the provider; the next listing shows it, and the
+	// refresh looks at the cluster itself before deciding.
+	pool := "projects/p/locations/us-central1/clusters/" + resource.ProviderClusterName(e.id) + "/nodePools/a"
+	if err := e.gke.BreakNodePool(pool, "repair failed"); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Minute)
+	gets = e.gke.Calls("GetCluster")
+	if err := e.runner.Run(ctx, second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.gke.Calls("GetCluster") - gets; g != 1 {
+		t.Errorf("GetCluster calls of a refresh whose listing shows a change = %d, want 1", g)
+	}
+	c, err := e.st.GetCluster(ctx, e.caller, e.id)
+	if err != nil || c.State != resource.StateError {
+		t.Errorf("cluster after its pool broke = %v, %v; want error", c.State, err)
+	}
 }
