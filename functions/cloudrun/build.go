@@ -203,7 +203,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cr, err := clusters.New(k.store, g, nil)
+	cr, err := clusters.New(k.store, g, nil, clusters.WithNodeServiceAccount(c.cfg.NodeServiceAccount))
 	if err != nil {
 		return nil, err
 	}

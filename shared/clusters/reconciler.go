@@ -39,22 +39,39 @@ type GKE interface {
 // it at the provider, plans, makes at most one provider call and saves the
 // statuses.
 type Reconciler struct {
-	store *store.Store
-	gke   GKE
-	now   func() time.Time
+	store  *store.Store
+	gke    GKE
+	now    func() time.Time
+	nodeSA string // the nodes' service account; empty: GKE's default
 }
 
 var _ chain.Subject = (*Reconciler)(nil)
 
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithNodeServiceAccount makes every cluster and node pool the reconciler
+// creates run its nodes as the service account email, instead of the
+// project's Compute Engine default account (which GKE uses when none is
+// given). The reconciler's own identity needs iam.serviceAccounts.actAs
+// on it.
+func WithNodeServiceAccount(email string) Option {
+	return func(r *Reconciler) { r.nodeSA = email }
+}
+
 // New returns the clusters' reconciler. now is the clock (nil: time.Now).
-func New(s *store.Store, gke GKE, now func() time.Time) (*Reconciler, error) {
+func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Reconciler{store: s, gke: gke, now: now}, nil
+	r := &Reconciler{store: s, gke: gke, now: now}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // Kind is the chain kind of clusters.
@@ -199,14 +216,18 @@ func (r *Reconciler) call(ctx context.Context, n names, d *Decision) (*container
 	a := d.Action
 	switch a.Kind {
 	case CreateCluster:
-		return r.gke.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: cluster(&d.Cluster, d.Pools)})
+		pc := cluster(&d.Cluster, d.Pools)
+		setNodeServiceAccount(r.nodeSA, pc, pc.GetNodePools()...)
+		return r.gke.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: pc})
 	case DeleteCluster:
 		return r.gke.DeleteCluster(ctx, &containerpb.DeleteClusterRequest{Name: n.cluster})
 	}
 	p := &d.Pools[a.Pool]
 	switch a.Kind {
 	case CreateNodePool:
-		return r.gke.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: nodePool(p)})
+		np := nodePool(p)
+		setNodeServiceAccount(r.nodeSA, nil, np)
+		return r.gke.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: np})
 	case DeleteNodePool:
 		return r.gke.DeleteNodePool(ctx, &containerpb.DeleteNodePoolRequest{Name: n.pool(p.Spec.Name)})
 	case SetSize:
