@@ -98,8 +98,9 @@ resource "google_cloud_run_v2_service" "reconcile" {
 
       dynamic "env" {
         for_each = merge(local.common_env, {
-          FUNCTION_TARGET    = "reconcile"
-          RECONCILE_AUDIENCE = local.reconcile_url
+          FUNCTION_TARGET      = "reconcile"
+          RECONCILE_AUDIENCE   = local.reconcile_url
+          NODE_SERVICE_ACCOUNT = google_service_account.nodes.email
         })
         content {
           name  = env.key

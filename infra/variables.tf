@@ -106,3 +106,21 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "alert_notification_channels" {
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) the alerts notify."
+  type        = list(string)
+  default     = []
+}
+
+variable "watchdog_restarts_threshold" {
+  description = "Reconcile chains the watchdog may restart in 15 minutes before it alerts: a few are a lost task now and then, more mean tasks are failing or lost."
+  type        = number
+  default     = 5
+}
+
+variable "provider_errors_threshold" {
+  description = "Transient GKE errors in 10 minutes before it alerts."
+  type        = number
+  default     = 10
+}
