@@ -121,9 +121,9 @@ func Variables(function string) (read, required []string) {
 // loaded records the variables a load read and those it required.
 type loaded struct{ read, required []string }
 
-func load(lookup func(string) (string, bool), v *loaded) (Config, error) {
+func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	get := func(name string) string {
-		v.read = append(v.read, name)
+		rec.read = append(rec.read, name)
 		val, _ := lookup(name)
 		return strings.TrimSpace(val)
 	}
@@ -163,7 +163,7 @@ func load(lookup func(string) (string, bool), v *loaded) (Config, error) {
 		needs = c.Function
 	}
 	required := func(name, val string) bool {
-		v.required = append(v.required, name)
+		rec.required = append(rec.required, name)
 		if val == "" {
 			bad(name, "required by %s", needs)
 			return false
