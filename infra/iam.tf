@@ -29,6 +29,14 @@ resource "google_service_account" "scheduler" {
   display_name = "Cloud Scheduler caller of the watchdog function"
 }
 
+# The identity of the nodes of every cluster and node pool the reconciler
+# creates (NODE_SERVICE_ACCOUNT), instead of each platform project's
+# Compute Engine default account and its Editor role.
+resource "google_service_account" "nodes" {
+  account_id   = "${var.prefix}-nodes"
+  display_name = "Nodes of the managed GKE clusters"
+}
+
 locals {
   # Every runtime identity reads and writes Firestore, publishes events
   # (relay and drains) and enqueues reconcile runs.
@@ -72,12 +80,78 @@ resource "google_service_account_iam_member" "acts_as_tasks" {
 }
 
 # The reconciler creates, resizes and deletes clusters and node pools in
-# the accounts' projects.
+# the accounts' projects: exactly the permissions of the GKE calls it makes
+# (shared/clusters.GKE), not roles/container.clusterAdmin, which also
+# reads every cluster's credentials and changes any cluster setting.
+resource "google_project_iam_custom_role" "reconciler_gke" {
+  for_each    = toset(var.platform_projects)
+  project     = each.value
+  role_id     = "${replace(var.prefix, "-", "_")}_reconciler"
+  title       = "Node pool reconciler"
+  description = "The GKE calls of the reconcile function: get, create and delete clusters, add, resize and delete node pools, read operations."
+  permissions = [
+    "container.clusters.create",
+    "container.clusters.delete",
+    "container.clusters.get",
+    "container.clusters.list",
+    "container.clusters.update",
+    "container.operations.get",
+    "container.operations.list",
+  ]
+}
+
 resource "google_project_iam_member" "reconciler_gke" {
   for_each = toset(var.platform_projects)
   project  = each.value
-  role     = "roles/container.clusterAdmin"
+  role     = google_project_iam_custom_role.reconciler_gke[each.value].name
   member   = "serviceAccount:${google_service_account.reconciler.email}"
+}
+
+# Creating a cluster or node pool whose nodes run as the nodes' account
+# needs actAs on it, and on no other account.
+resource "google_service_account_iam_member" "reconciler_acts_as_nodes" {
+  service_account_id = google_service_account.nodes.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = "serviceAccount:${google_service_account.reconciler.email}"
+}
+
+# What nodes need: write their logs and metrics in their own project, and
+# pull the images this project publishes (the node agents').
+resource "google_project_iam_member" "nodes" {
+  for_each = { for pair in setproduct(var.platform_projects, ["roles/logging.logWriter", "roles/monitoring.metricWriter"]) : "${pair[0]}/${pair[1]}" => pair }
+  project  = each.value[0]
+  role     = each.value[1]
+  member   = "serviceAccount:${google_service_account.nodes.email}"
+}
+
+resource "google_artifact_registry_repository_iam_member" "nodes_pull" {
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.reader"
+  member     = "serviceAccount:${google_service_account.nodes.email}"
+}
+
+# The nodes' account lives in this project, the clusters in the platform
+# projects: there, GKE's service agent mints the nodes' tokens and Compute
+# Engine's attaches the account to the instances. (This project must not
+# enforce the organization policy iam.disableCrossProjectServiceAccountUsage.)
+data "google_project" "platform" {
+  for_each   = toset([for p in var.platform_projects : p if p != var.project])
+  project_id = each.value
+}
+
+resource "google_service_account_iam_member" "gke_agent_mints_nodes" {
+  for_each           = data.google_project.platform
+  service_account_id = google_service_account.nodes.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:service-${each.value.number}@container-engine-robot.iam.gserviceaccount.com"
+}
+
+resource "google_service_account_iam_member" "compute_agent_uses_nodes" {
+  for_each           = data.google_project.platform
+  service_account_id = google_service_account.nodes.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = "serviceAccount:service-${each.value.number}@compute-system.iam.gserviceaccount.com"
 }
 
 resource "google_cloud_run_v2_service_iam_member" "tasks_invokes_reconcile" {

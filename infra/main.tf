@@ -72,6 +72,9 @@ locals {
     "iam.googleapis.com",
     "artifactregistry.googleapis.com",
     "container.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
   ]
 }
 

@@ -31,10 +31,16 @@ output "service_accounts" {
     watchdog   = google_service_account.watchdog.email
     tasks      = google_service_account.tasks.email
     scheduler  = google_service_account.scheduler.email
+    nodes      = google_service_account.nodes.email
   }
 }
 
 output "topics" {
   description = "Event topics, one per event type."
   value       = [for t in google_pubsub_topic.events : t.id]
+}
+
+output "dashboard" {
+  description = "The operations dashboard."
+  value       = google_monitoring_dashboard.operations.id
 }

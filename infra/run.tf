@@ -98,8 +98,14 @@ resource "google_cloud_run_v2_service" "reconcile" {
 
       dynamic "env" {
         for_each = merge(local.common_env, {
-          FUNCTION_TARGET    = "reconcile"
-          RECONCILE_AUDIENCE = local.reconcile_url
+          FUNCTION_TARGET      = "reconcile"
+          RECONCILE_AUDIENCE   = local.reconcile_url
+          NODE_SERVICE_ACCOUNT = google_service_account.nodes.email
+          # Each instance spends its share of every provider project's
+          # request quota: the quota times the share, over the instances.
+          PROVIDER_QUOTA_PER_MINUTE = "${var.provider_quota_per_minute}"
+          PROVIDER_QUOTA_SHARE      = "${var.provider_quota_share}"
+          RECONCILE_MAX_INSTANCES   = "${var.reconcile_max_instances}"
         })
         content {
           name  = env.key

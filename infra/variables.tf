@@ -106,3 +106,33 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "alert_notification_channels" {
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) the alerts notify."
+  type        = list(string)
+  default     = []
+}
+
+variable "watchdog_restarts_threshold" {
+  description = "Reconcile chains the watchdog may restart in 15 minutes before it alerts: a few are a lost task now and then, more mean tasks are failing or lost."
+  type        = number
+  default     = 5
+}
+
+variable "provider_errors_threshold" {
+  description = "Transient GKE errors in 10 minutes before it alerts."
+  type        = number
+  default     = 10
+}
+
+variable "provider_quota_per_minute" {
+  description = "Each provider project's GKE request quota (requests per minute), as its quota page shows it."
+  type        = number
+  default     = 600
+}
+
+variable "provider_quota_share" {
+  description = "The share of each provider project's GKE request quota the reconciler may spend; the rest is the project's other users'."
+  type        = number
+  default     = 0.8
+}

@@ -210,7 +210,8 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	}
 	// Steady refreshes share one ListClusters per project and location
 	// for a tenth of their interval.
-	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval/10))
+	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval/10),
+		clusters.WithNodeServiceAccount(c.cfg.NodeServiceAccount))
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,13 @@ type Config struct {
 	ReconcileIssuerURL string
 	ReconcileAudience  string
 
+	// NodeServiceAccount is the service account the nodes of every
+	// cluster and node pool the reconciler creates run as
+	// (NODE_SERVICE_ACCOUNT): required by the reconcile function, unless
+	// GKE_EMULATOR_HOST points it at an emulator, where nodes have no
+	// identity.
+	NodeServiceAccount string
+
 	ConvergingInterval time.Duration // CONVERGING_INTERVAL, 30s
 	SteadyInterval     time.Duration // STEADY_INTERVAL, 5m
 	LeaseTTL           time.Duration // LEASE_TTL, 30s
@@ -96,17 +103,43 @@ var (
 	projectRE  = regexp.MustCompile(`^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 	databaseRE = regexp.MustCompile(`^[a-z][a-z0-9-]{2,62}$`)
 	queueRE    = regexp.MustCompile(`^projects/[^/]+/locations/[a-z0-9-]+/queues/[A-Za-z0-9-]{1,100}$`)
+	// A service account email: name@project.iam.gserviceaccount.com, or
+	// a Google-managed account's domain.
+	serviceAccountRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}@[a-z0-9.:-]+\.gserviceaccount\.com$`)
 )
 
 // LoadConfig reads the configuration through lookup (os.LookupEnv in the
 // server), applies the defaults and validates it. What is required depends
 // on FUNCTION_TARGET: the API functions need the tenant token settings, the
-// reconcile and watchdog functions the internal ones, and a process serving
-// every function needs both. The error names every broken variable.
+// reconcile and watchdog functions the internal ones, the reconcile
+// function the nodes' service account, and a process serving every
+// function needs them all. The error names every broken variable.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	return load(lookup, &loaded{})
+}
+
+// Variables returns the environment variables LoadConfig reads for the
+// named function (its FUNCTION_TARGET; "" for a process serving every
+// function), and those of them it requires there: what a deployment of
+// the function must set, and may set.
+func Variables(function string) (read, required []string) {
+	env := map[string]string{"FUNCTION_TARGET": function}
+	var v loaded
+	_, _ = load(func(name string) (string, bool) {
+		val, ok := env[name]
+		return val, ok
+	}, &v)
+	return v.read, v.required
+}
+
+// loaded records the variables a load read and those it required.
+type loaded struct{ read, required []string }
+
+func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	get := func(name string) string {
-		v, _ := lookup(name)
-		return strings.TrimSpace(v)
+		rec.read = append(rec.read, name)
+		val, _ := lookup(name)
+		return strings.TrimSpace(val)
 	}
 	var problems []error
 	bad := func(name, format string, args ...any) {
@@ -128,22 +161,24 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		PubSubEmulatorHost:    get("PUBSUB_EMULATOR_HOST"),
 		TasksEmulatorHost:     get("CLOUD_TASKS_EMULATOR_HOST"),
 		GKEEmulatorHost:       get("GKE_EMULATOR_HOST"),
+		NodeServiceAccount:    get("NODE_SERVICE_ACCOUNT"),
 	}
 
-	api, internal := true, true
+	api, internal, reconciles := true, true, true
 	if c.Function != "" {
 		f, ok := functionByName[c.Function]
 		if !ok {
 			bad("FUNCTION_TARGET", "unknown function %q", c.Function)
 		}
-		api, internal = ok && f.kind == kindAPI, ok && f.kind != kindAPI
+		api, internal, reconciles = ok && f.kind == kindAPI, ok && f.kind != kindAPI, ok && f.kind == kindReconcile
 	}
 	needs := "every function"
 	if c.Function != "" {
 		needs = c.Function
 	}
-	required := func(name, v string) bool {
-		if v == "" {
+	required := func(name, val string) bool {
+		rec.required = append(rec.required, name)
+		if val == "" {
 			bad(name, "required by %s", needs)
 			return false
 		}
@@ -187,6 +222,15 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if internal {
 		required("RECONCILE_AUDIENCE", c.ReconcileAudience)
+	}
+	// Against the real GKE, nodes without this account would run as the
+	// project's Compute Engine default account; an emulator has no
+	// identities.
+	if reconciles && c.GKEEmulatorHost == "" {
+		required("NODE_SERVICE_ACCOUNT", c.NodeServiceAccount)
+	}
+	if c.NodeServiceAccount != "" && !serviceAccountRE.MatchString(c.NodeServiceAccount) {
+		bad("NODE_SERVICE_ACCOUNT", "%q is not a service account email", c.NodeServiceAccount)
 	}
 
 	duration := func(name string, def time.Duration) time.Duration {

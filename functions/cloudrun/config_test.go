@@ -29,6 +29,7 @@ func complete() map[string]string {
 		"RECONCILE_URL":         "https://reconcile-123.europe-west1.run.app",
 		"TASKS_SERVICE_ACCOUNT": "tasks@bc-prod.iam.gserviceaccount.com",
 		"RECONCILE_AUDIENCE":    "https://reconcile-123.europe-west1.run.app",
+		"NODE_SERVICE_ACCOUNT":  "compute-nodes@bc-prod.iam.gserviceaccount.com",
 	}
 }
 
@@ -62,6 +63,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		TasksAudience:       "https://reconcile-123.europe-west1.run.app",
 		ReconcileIssuerURL:  "https://accounts.google.com",
 		ReconcileAudience:   "https://reconcile-123.europe-west1.run.app",
+		NodeServiceAccount:  "compute-nodes@bc-prod.iam.gserviceaccount.com",
 		ConvergingInterval:  30 * time.Second,
 		SteadyInterval:      5 * time.Minute,
 		LeaseTTL:            30 * time.Second,
@@ -99,6 +101,24 @@ func TestLoadConfigValid(t *testing.T) {
 		{
 			name: "the watchdog needs no tenant issuer",
 			env:  with(map[string]string{"FUNCTION_TARGET": "watchdog", "AUTH_ISSUER_URL": "", "AUTH_AUDIENCE": ""}),
+		},
+		{
+			name: "only the reconcile function needs the nodes' service account",
+			env:  with(map[string]string{"FUNCTION_TARGET": "watchdog", "NODE_SERVICE_ACCOUNT": ""}),
+		},
+		{
+			name: "an API function needs no nodes' service account",
+			env:  with(map[string]string{"FUNCTION_TARGET": "kubernetesNodePools-create", "NODE_SERVICE_ACCOUNT": ""}),
+		},
+		{
+			name: "against the GKE emulator nodes need no service account",
+			env:  with(map[string]string{"FUNCTION_TARGET": "reconcile", "NODE_SERVICE_ACCOUNT": "", "GKE_EMULATOR_HOST": "127.0.0.1:8124"}),
+			check: func(c Config) string {
+				if c.NodeServiceAccount != "" {
+					return "NodeServiceAccount = " + c.NodeServiceAccount
+				}
+				return ""
+			},
 		},
 		{
 			name: "durations, level, database and audience",
@@ -166,11 +186,14 @@ func TestLoadConfigInvalid(t *testing.T) {
 		env  map[string]string
 		want []string // variables the error must name
 	}{
-		{"empty environment", map[string]string{}, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT", "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE"}},
+		{"empty environment", map[string]string{}, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT", "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT"}},
 		{"unknown target", with(map[string]string{"FUNCTION_TARGET": "kubernetesClusters-update"}), []string{"FUNCTION_TARGET"}},
 		{"API function without issuer", with(map[string]string{"FUNCTION_TARGET": "kubernetesNodePools-create", "AUTH_ISSUER_URL": ""}), []string{"AUTH_ISSUER_URL"}},
 		{"reconcile without audience", with(map[string]string{"FUNCTION_TARGET": "reconcile", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
 		{"watchdog without audience", with(map[string]string{"FUNCTION_TARGET": "watchdog", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
+		{"reconcile without nodes' service account", with(map[string]string{"FUNCTION_TARGET": "reconcile", "NODE_SERVICE_ACCOUNT": ""}), []string{"NODE_SERVICE_ACCOUNT"}},
+		{"nodes' service account not an email", with(map[string]string{"NODE_SERVICE_ACCOUNT": "compute-nodes"}), []string{"NODE_SERVICE_ACCOUNT"}},
+		{"nodes' service account not a service account", with(map[string]string{"NODE_SERVICE_ACCOUNT": "alice@example.com"}), []string{"NODE_SERVICE_ACCOUNT"}},
 		{"bad project", with(map[string]string{"GOOGLE_CLOUD_PROJECT": "Bad_Project"}), []string{"GOOGLE_CLOUD_PROJECT"}},
 		{"bad database", with(map[string]string{"FIRESTORE_DATABASE": "No Spaces"}), []string{"FIRESTORE_DATABASE"}},
 		{"bad queue", with(map[string]string{"TASKS_QUEUE": "reconcile"}), []string{"TASKS_QUEUE"}},
@@ -198,6 +221,41 @@ func TestLoadConfigInvalid(t *testing.T) {
 			for name := range maps.Keys(complete()) {
 				if strings.Contains(err.Error(), name+":") && !slices.Contains(tt.want, name) && len(tt.env) > 0 {
 					t.Errorf("LoadConfig(%v) = %v, names %s which is fine", tt.env, err, name)
+				}
+			}
+		})
+	}
+}
+
+func TestVariables(t *testing.T) {
+	common := []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT"}
+	tests := []struct {
+		function string
+		want     []string
+	}{
+		{"kubernetesClusters-get", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE")},
+		{"reconcile", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT")},
+		{"watchdog", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE")},
+		{"", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.function, func(t *testing.T) {
+			read, required := Variables(tt.function)
+			if diff := cmp.Diff(tt.want, required); diff != "" {
+				t.Errorf("Variables(%q) required (-want +got):\n%s", tt.function, diff)
+			}
+			for _, name := range append(required, "FUNCTION_TARGET", "LOG_LEVEL", "FIRESTORE_DATABASE", "GKE_EMULATOR_HOST") {
+				if !slices.Contains(read, name) {
+					t.Errorf("Variables(%q) read = %v, want it to hold %s", tt.function, read, name)
+				}
+			}
+			// What it reports required is what LoadConfig refuses to
+			// go without.
+			env := map[string]string{"FUNCTION_TARGET": tt.function}
+			_, err := LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			for _, name := range required {
+				if err == nil || !strings.Contains(err.Error(), name+":") {
+					t.Errorf("LoadConfig(FUNCTION_TARGET=%q) = %v, want it to name %s", tt.function, err, name)
 				}
 			}
 		})

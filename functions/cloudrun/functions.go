@@ -12,7 +12,11 @@ type Function struct {
 	// for the reconcile and watchdog functions (on Cloud Run those are
 	// called on their own service's URL).
 	Path string
-	kind kind
+	// Topics are the Pub/Sub topics whose messages a CloudEvent function
+	// receives, pushed by a subscription; nil for an HTTP function (every
+	// function so far). Deployments create a subscription of each.
+	Topics []string
+	kind   kind
 }
 
 type kind int

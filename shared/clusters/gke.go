@@ -133,6 +133,24 @@ func nodePool(np *lifecycle.NodePool) *containerpb.NodePool {
 	}
 }
 
+// setNodeServiceAccount makes the nodes of a cluster to create (pc, nil
+// for a pool added later) and of its pools run as the service account
+// email; for an autopilot cluster, the nodes GKE provisions. Empty leaves
+// GKE's default.
+func setNodeServiceAccount(email string, pc *containerpb.Cluster, pools ...*containerpb.NodePool) {
+	if email == "" {
+		return
+	}
+	for _, np := range pools {
+		np.Config.ServiceAccount = email
+	}
+	if pc.GetAutopilot().GetEnabled() {
+		pc.Autoscaling = &containerpb.ClusterAutoscaling{
+			AutoprovisioningNodePoolDefaults: &containerpb.AutoprovisioningNodePoolDefaults{ServiceAccount: email},
+		}
+	}
+}
+
 func autoscaling(a *resource.Autoscaling) *containerpb.NodePoolAutoscaling {
 	if a == nil {
 		return &containerpb.NodePoolAutoscaling{Enabled: false}

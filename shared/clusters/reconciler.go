@@ -46,7 +46,10 @@ type Reconciler struct {
 	now    func() time.Time
 	budget *Budget
 	lists  *listings // nil: every refresh observes with GetCluster
+	nodeSA string    // the nodes' service account; empty: GKE's default
 }
+
+var _ chain.Subject = (*Reconciler)(nil)
 
 // Option configures a Reconciler.
 type Option func(*Reconciler)
@@ -61,7 +64,14 @@ func WithListing(ttl time.Duration) Option {
 	return func(r *Reconciler) { r.lists = &listings{ttl: ttl} }
 }
 
-var _ chain.Subject = (*Reconciler)(nil)
+// WithNodeServiceAccount makes every cluster and node pool the reconciler
+// creates run its nodes as the service account email, instead of the
+// project's Compute Engine default account (which GKE uses when none is
+// given). The reconciler's own identity needs iam.serviceAccounts.actAs
+// on it.
+func WithNodeServiceAccount(email string) Option {
+	return func(r *Reconciler) { r.nodeSA = email }
+}
 
 // New returns the clusters' reconciler. now is the clock (nil: time.Now).
 func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconciler, error) {
@@ -355,14 +365,18 @@ func (r *Reconciler) call(ctx context.Context, n names, d *Decision) (*container
 	a := d.Action
 	switch a.Kind {
 	case CreateCluster:
-		return r.gke.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: cluster(&d.Cluster, d.Pools)})
+		pc := cluster(&d.Cluster, d.Pools)
+		setNodeServiceAccount(r.nodeSA, pc, pc.GetNodePools()...)
+		return r.gke.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: pc})
 	case DeleteCluster:
 		return r.gke.DeleteCluster(ctx, &containerpb.DeleteClusterRequest{Name: n.cluster})
 	}
 	p := &d.Pools[a.Pool]
 	switch a.Kind {
 	case CreateNodePool:
-		return r.gke.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: nodePool(p)})
+		np := nodePool(p)
+		setNodeServiceAccount(r.nodeSA, nil, np)
+		return r.gke.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: np})
 	case DeleteNodePool:
 		return r.gke.DeleteNodePool(ctx, &containerpb.DeleteNodePoolRequest{Name: n.pool(p.Spec.Name)})
 	case SetSize:
