@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,6 +145,51 @@ func TestProviderErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProviderQuotas tells the provider's quotas apart: a resource quota
+// of the tenant's project (out of CPUs in the region) fails the pool's
+// operation and is the pool's error, with the provider's message, announced
+// once; the provider's rate limit refuses calls and is retried unseen.
+func TestProviderQuotas(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	c := e.api
+	cl := c.createCluster(t, "quotas", poolSpec("a", 1))
+	c.waitCluster(t, cl.ID, resource.StateReady, nil)
+
+	t.Run("rate limit", func(t *testing.T) {
+		const msg = "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service 'container.googleapis.com' for consumer 'project:bc-dev'."
+		e.GKE.FailNext("GetCluster", 3, codes.ResourceExhausted, msg)
+		e.GKE.FailNext("CreateNodePool", 2, codes.ResourceExhausted, msg)
+		p := c.createPool(t, cl.ID, poolSpec("limited", 1))
+		c.waitNeverError(t, cl.ID)
+		if n := e.ops(cl, containerpb.Operation_CREATE_NODE_POOL, "limited"); n != 1 {
+			t.Errorf("CREATE_NODE_POOL operations = %d, want 1", n)
+		}
+		if n := e.events.count(cl.ID, outbox.NodePoolError, p.ID) + e.events.count(cl.ID, outbox.ClusterError, ""); n != 0 {
+			t.Errorf("error events = %d, want none", n)
+		}
+	})
+
+	t.Run("resource quota", func(t *testing.T) {
+		const msg = `Insufficient regional quota to satisfy request: resource "CPUS": request requires '8.0' and is short '4.0'. project has a quota of '24.0' with '4.0' available.`
+		e.GKE.FailNextOperation("CreateNodePool", codes.ResourceExhausted, msg)
+		p := c.createPool(t, cl.ID, poolSpec("big", 1))
+		got := c.waitCluster(t, cl.ID, resource.StateError, map[string]resource.State{"big": resource.StateError})
+		if !strings.Contains(got.Message, "Insufficient regional quota") || !strings.Contains(got.Message, `"big"`) {
+			t.Errorf("cluster message = %q, want the pool named with the provider's message", got.Message)
+		}
+		if pool := poolByName(t, c, cl.ID, "big"); pool.Message != msg {
+			t.Errorf("pool message = %q, want the provider's %q", pool.Message, msg)
+		}
+		e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolError + "/" + p.ID: 1})
+		c.deletePool(t, cl.ID, p.ID)
+		c.waitCluster(t, cl.ID, resource.StateReady, nil)
+		if n := e.events.count(cl.ID, outbox.NodePoolError, p.ID); n != 1 {
+			t.Errorf("nodepool.error events of big = %d, want 1", n)
+		}
+	})
 }
 
 // TestDuplicateDeliveries delivers the reconcile task of a cluster many
