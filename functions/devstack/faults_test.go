@@ -486,3 +486,59 @@ func TestEnqueueFailing(t *testing.T) {
 	}
 	e.checkEvents(t, cl, map[string]int{outbox.ClusterReady: 1, outbox.ClusterUpdated: 1, outbox.NodePoolReady + "/" + a.ID: 2})
 }
+
+// TestClusterLostAtProvider deletes a cluster at the provider behind the
+// reconciler's back. The cluster stays in error until the tenant deletes it
+// (it is not made again: it may have been deleted on purpose), with a
+// message that says what to do, announced once whatever the tenant changes
+// meanwhile; a pool being deleted is deleted, its name free; and deleting
+// the cluster works and frees its name.
+func TestClusterLostAtProvider(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	c := e.api
+	name := fmt.Sprintf("lost-%d", clusterSeq.Add(1))
+	cl := c.createClusterNamed(t, name, poolSpec("a", 1), poolSpec("b", 1))
+	c.waitCluster(t, cl.ID, resource.StateReady, nil)
+	b := poolByName(t, c, cl.ID, "b")
+	a := poolByName(t, c, cl.ID, "a")
+
+	// Out of band: the GKE cluster is deleted; meanwhile the tenant
+	// deletes a pool.
+	e.GKE.SetLatency("DeleteNodePool", 0)
+	op, err := e.GKEClient.DeleteCluster(context.Background(), &containerpb.DeleteClusterRequest{Name: providerName(cl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the provider's delete done", func() (bool, string) {
+		_, err := e.GKE.Cluster(providerName(cl))
+		return err != nil, "still there: " + op.GetName()
+	})
+	c.deletePool(t, cl.ID, b.ID)
+	lost := map[string]resource.State{"a": resource.StateError}
+	got := c.waitCluster(t, cl.ID, resource.StateError, lost)
+	if !strings.Contains(got.Message, "no longer has cluster") || !strings.Contains(got.Message, "delete this cluster") {
+		t.Errorf("cluster message = %q, want it to say the provider lost it and what to do", got.Message)
+	}
+	eventually(t, "the deleting pool deleted", func() (bool, string) {
+		pools, err := c.listPools(cl.ID)
+		return err == nil && len(pools) == 1 && pools[0].ID == a.ID, fmt.Sprintf("%+v %v", pools, err)
+	})
+	// Tenant changes while in error do not announce the error again.
+	for i := 2; i <= 4; i++ {
+		c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": i})
+		c.waitCluster(t, cl.ID, resource.StateError, lost)
+	}
+	if n := e.events.count(cl.ID, outbox.ClusterError, ""); n != 1 {
+		t.Errorf("kubernetes.cluster.error events = %d, want 1", n)
+	}
+	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolDeleted + "/" + b.ID: 1})
+
+	c.deleteCluster(t, cl.ID)
+	eventually(t, "the cluster deleted", func() (bool, string) {
+		_, err := c.getCluster(cl.ID)
+		return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
+	})
+	again := c.createClusterNamed(t, name, poolSpec("a", 1))
+	c.waitCluster(t, again.ID, resource.StateReady, nil)
+}

@@ -26,7 +26,19 @@ func (p *planner) planCluster() {
 		p.d.Converging = true
 		return
 	case obs == nil:
-		p.emit(lifecycle.ClusterError(c, fmt.Sprintf("the provider no longer has cluster %s", c.Spec.ProviderName), p.now))
+		// Deleted behind Better Compute's back. It is not made again (it
+		// may have been deleted on purpose, to stop what it cost): it
+		// stays in error until the tenant deletes it. Its pools being
+		// deleted are, with nothing left to delete; the others are in
+		// error with it, whatever the tenant changes meanwhile.
+		for i := range p.d.Pools {
+			if np := &p.d.Pools[i]; np.Spec.Deleting {
+				p.emit(lifecycle.NodePoolDeleted(c, np, p.now))
+			} else {
+				p.emit(lifecycle.NodePoolError(np, "the provider no longer has the pool's cluster", p.now))
+			}
+		}
+		p.emit(lifecycle.ClusterError(c, fmt.Sprintf("the provider no longer has cluster %s: it was deleted outside Better Compute; delete this cluster to free its name, and create it again if it is still wanted", c.Spec.ProviderName), p.now))
 		return
 	case s.Provider.ID != "" && obs.ID != s.Provider.ID:
 		p.emit(lifecycle.ClusterError(c, fmt.Sprintf("provider cluster %s was replaced by another cluster of the same name; it is left alone", c.Spec.ProviderName), p.now))

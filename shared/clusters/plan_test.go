@@ -637,12 +637,32 @@ func TestPlan(t *testing.T) {
 			want: want{cluster: failed, message: "replaced by another cluster", pools: []resource.State{pending}, events: []string{"cluster.error"}},
 		},
 		{
+			name: "cluster gone behind our back: its pools being deleted are deleted",
+			in: Input{
+				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.PoolsCreated = 2 }),
+				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+			},
+			want: want{cluster: failed, message: "delete this cluster", pools: []resource.State{failed, deleted}, events: []string{"nodepool.error a", "nodepool.deleted b", "cluster.error"}},
+		},
+		{
+			name: "cluster gone, its error announced: a tenant's change does not announce it again",
+			in: Input{
+				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) {
+					c.Status.Message = "the provider no longer has cluster kcl-1: it was deleted outside Better Compute; delete this cluster to free its name, and create it again if it is still wanted"
+					c.Status.Announced = c.Status.Message
+					c.Spec.Generation++ // the tenant resized a pool since
+				}),
+				Pools: []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ })},
+			},
+			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{failed}, events: []string{"nodepool.error a"}},
+		},
+		{
 			name: "cluster gone behind our back: error, no call",
 			in: Input{
 				Cluster: clusterDoc(ready),
 				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
 			},
-			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{ready}, events: []string{"cluster.error"}},
+			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
 		},
 		{
 			name: "cluster in error at the provider",

@@ -131,13 +131,16 @@ func ObserveCluster(c *Cluster, providerID, version, endpoint string) {
 }
 
 // ClusterError puts the cluster in error with msg. kubernetes.cluster.error
-// follows when it enters the error, not when an error's message changes.
+// follows when it enters the error, not when an error's message changes,
+// and not when it enters again the error it last announced without having
+// been ready since (a tenant's change, shown updating, came in between).
 func ClusterError(c *Cluster, msg string, now time.Time) []outbox.Event {
 	entering := c.Status.State != resource.StateError
 	setClusterState(c, resource.StateError, msg, now)
-	if !entering {
+	if !entering || c.Status.Announced == msg {
 		return nil
 	}
+	c.Status.Announced = msg
 	return []outbox.Event{outbox.ClusterEvent(outbox.ClusterError, c.View(), now)}
 }
 
@@ -184,6 +187,7 @@ func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time)
 	}
 	wasReady := s.State == resource.StateReady
 	setClusterState(c, resource.StateReady, "", now)
+	s.Announced = ""
 	switch {
 	case !s.Provider.EverReady:
 		s.Provider.EverReady = true

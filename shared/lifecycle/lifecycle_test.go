@@ -263,3 +263,28 @@ func TestPoolMessage(t *testing.T) {
 		}
 	}
 }
+
+// A cluster's error is announced when it enters it, not again when it
+// re-enters the same error after a tenant's change showed it updating; once
+// it was ready, the same error is announced anew.
+func TestClusterErrorAnnouncedOnce(t *testing.T) {
+	c := BeginRun(everReady(cluster(ready, 1, 1)))
+	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{outbox.ClusterError}) {
+		t.Fatalf("entering error = %v, want cluster.error", types(ev))
+	}
+	c.Spec.Generation++ // a tenant's change: shown updating
+	c = BeginRun(c)
+	if st, _ := ClusterState(&c); st != updating {
+		t.Fatalf("after a change = %s, want updating", st)
+	}
+	if ev := ClusterError(&c, "lost", t0); len(ev) != 0 {
+		t.Errorf("the same error again = %v, want no event", types(ev))
+	}
+	if ev := ClusterError(&c, "another", t0); len(ev) != 0 {
+		t.Errorf("another message while in error = %v, want no event", types(ev))
+	}
+	SettleCluster(&c, nil, false, t0)
+	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{outbox.ClusterError}) {
+		t.Errorf("the error after being ready = %v, want cluster.error", types(ev))
+	}
+}

@@ -93,9 +93,13 @@ type ClusterStatus struct {
 	// kubernetes.cluster.updated announces it.
 	Upgraded bool `firestore:"upgraded"`
 	// PoolsDeleted counts the cluster's pools that reached deleted.
-	PoolsDeleted int             `firestore:"poolsDeleted"`
-	Provider     ProviderCluster `firestore:"provider"`
-	UpdatedAt    time.Time       `firestore:"updatedAt"`
+	PoolsDeleted int `firestore:"poolsDeleted"`
+	// Announced is the error kubernetes.cluster.error last announced,
+	// until the cluster is ready again: the same error is not announced
+	// twice because a tenant's change came in between.
+	Announced string          `firestore:"announced"`
+	Provider  ProviderCluster `firestore:"provider"`
+	UpdatedAt time.Time       `firestore:"updatedAt"`
 }
 
 // Cluster is a stored cluster. Active and ExpireAt are derived from the
