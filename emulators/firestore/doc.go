@@ -36,13 +36,15 @@
 // document versions are kept for an hour so reads at a read time and
 // read-only transactions see the state as of that time.
 //
-// Transactions are serializable. A read-write transaction locks the
-// documents it reads (found or missing); an older transaction takes a lock
-// from a younger one, which is then aborted, and a younger one waits, up to
-// 30s. At commit the transaction is checked: if a document it read or the
-// result of a query it ran changed since (for instance through a
-// non-transactional write), the commit fails with ABORTED, which makes the
-// client retry. A retry (retry_transaction) keeps the age of the first
+// Transactions are serializable. A read-write transaction takes a shared
+// lock on the documents it reads (found or missing), as Firestore does:
+// readers never wait for one another. Its commit needs the documents it
+// writes to itself: a younger transaction holding a lock on one of them is
+// aborted (it read what is about to change), an older one is waited for, up
+// to 30s (wound-wait). At commit the transaction is also checked: if a
+// document it read or the result of a query it ran changed since (through
+// a non-transactional write), the commit fails with ABORTED, which makes
+// the client retry. A retry (retry_transaction) keeps the age of the first
 // attempt.
 //
 // Differences from the real service:

@@ -41,7 +41,7 @@ type GServer struct {
 	now        func() time.Time
 	dbs        map[string]*database
 	txns       map[string]*txn
-	locks      map[string]*txn // document name → transaction holding its lock
+	locks      map[string]map[*txn]struct{} // document name → transactions holding a read lock on it
 	released   chan struct{}   // closed and replaced whenever locks are released
 	commits    chan struct{}   // closed and replaced whenever documents change
 	lastCommit time.Time
@@ -57,7 +57,7 @@ func newGServer(now func() time.Time) *GServer {
 		now:      now,
 		dbs:      map[string]*database{},
 		txns:     map[string]*txn{},
-		locks:    map[string]*txn{},
+		locks:    map[string]map[*txn]struct{}{},
 		released: make(chan struct{}),
 		commits:  make(chan struct{}),
 		reactors: map[string][]Reactor{},
@@ -73,10 +73,14 @@ const (
 	txnAborted
 )
 
-// txn is a transaction. Read-write transactions lock the documents they read
-// (wound-wait on seq, so the older transaction wins and a retried one keeps
-// its age) and are validated at commit: every document read and every query
-// result must be unchanged, else the commit is ABORTED.
+// txn is a transaction. Read-write transactions take a shared lock on the
+// documents they read: readers never wait for each other. A transaction that
+// commits writes to documents others hold locks on waits for the older ones
+// to end and aborts the younger ones (wound-wait on seq, so the older
+// transaction wins and a retried one keeps its age). At commit, every
+// document read and every query result must also be unchanged (a
+// non-transactional write may have changed them), else the commit is
+// ABORTED.
 type txn struct {
 	id       string
 	db       string
@@ -306,7 +310,8 @@ func (s *GServer) endTxn(tx *txn, st txnState, reason string) {
 	tx.queries = nil
 	if len(tx.locked) > 0 {
 		for _, n := range tx.locked {
-			if s.locks[n] == tx {
+			delete(s.locks[n], tx)
+			if len(s.locks[n]) == 0 {
 				delete(s.locks, n)
 			}
 		}
@@ -316,11 +321,33 @@ func (s *GServer) endTxn(tx *txn, st txnState, reason string) {
 	}
 }
 
-// lockDocs takes the locks of the named documents for a read-write
-// transaction. An older transaction wounds (aborts) a younger holder; a
-// younger one waits. Must be called with the lock held; it is released while
-// waiting.
-func (s *GServer) lockDocs(ctx context.Context, tx *txn, names []string) error {
+// lockDocs takes shared locks on the named documents for a read-write
+// transaction: readers never wait for one another. Must be called with the
+// lock held.
+func (s *GServer) lockDocs(_ context.Context, tx *txn, names []string) error {
+	if tx.state != txnActive {
+		return status.Errorf(codes.Aborted, "transaction %s was aborted: %s", encodeTxnID([]byte(tx.id)), tx.reason)
+	}
+	for _, n := range names {
+		holders := s.locks[n]
+		if holders == nil {
+			holders = map[*txn]struct{}{}
+			s.locks[n] = holders
+		}
+		if _, ok := holders[tx]; !ok {
+			holders[tx] = struct{}{}
+			tx.locked = append(tx.locked, n)
+		}
+	}
+	return nil
+}
+
+// lockForWrite readies the commit of tx's writes to the named documents:
+// a younger transaction holding a lock on one of them is aborted (it read
+// what is about to change), an older one is waited for, as Firestore's
+// lock manager does. Must be called with the lock held; it is released
+// while waiting.
+func (s *GServer) lockForWrite(ctx context.Context, tx *txn, names []string) error {
 	deadline := time.NewTimer(lockWait)
 	defer deadline.Stop()
 	for {
@@ -329,24 +356,17 @@ func (s *GServer) lockDocs(ctx context.Context, tx *txn, names []string) error {
 		}
 		var blocker *txn
 		for _, n := range names {
-			h := s.locks[n]
-			if h == nil || h == tx {
-				continue
-			}
-			if tx.seq < h.seq {
-				s.endTxn(h, txnAborted, "an older transaction needed a document it had read")
-				continue
-			}
-			blocker = h
-			break
-		}
-		if blocker == nil {
-			for _, n := range names {
-				if s.locks[n] != tx {
-					s.locks[n] = tx
-					tx.locked = append(tx.locked, n)
+			for h := range s.locks[n] {
+				switch {
+				case h == tx:
+				case tx.seq < h.seq:
+					s.endTxn(h, txnAborted, "an older transaction wrote a document it had read")
+				default:
+					blocker = h
 				}
 			}
+		}
+		if blocker == nil {
 			return nil
 		}
 		ch := s.released
@@ -357,7 +377,7 @@ func (s *GServer) lockDocs(ctx context.Context, tx *txn, names []string) error {
 		case <-ctx.Done():
 			err = status.FromContextError(ctx.Err()).Err()
 		case <-deadline.C:
-			err = status.Errorf(codes.Aborted, "too much contention on documents read by transaction %s", encodeTxnID([]byte(tx.id)))
+			err = status.Errorf(codes.Aborted, "too much contention on documents written by transaction %s", encodeTxnID([]byte(tx.id)))
 		case <-time.After(time.Second):
 			// Wake up to expire an abandoned holder.
 		}

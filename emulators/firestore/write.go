@@ -317,7 +317,7 @@ func toFloat(v *pb.Value) float64 {
 
 // Commit implements the Firestore Commit RPC: all writes apply atomically at
 // one commit time, or none do.
-func (s *GServer) Commit(_ context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
+func (s *GServer) Commit(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
 	db, err := parseDatabase(req.GetDatabase())
 	if err != nil {
 		return nil, err
@@ -340,6 +340,13 @@ func (s *GServer) Commit(_ context.Context, req *pb.CommitRequest) (*pb.CommitRe
 		}
 		if tx.readOnly && len(pws) > 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "cannot write in read-only transaction %s", encodeTxnID(id))
+		}
+		written := make([]string, len(pws))
+		for i, pw := range pws {
+			written[i] = pw.name.String()
+		}
+		if err := s.lockForWrite(ctx, tx, written); err != nil {
+			return nil, err
 		}
 		if err := s.validateTxn(tx); err != nil {
 			s.endTxn(tx, txnAborted, "its reads changed")
