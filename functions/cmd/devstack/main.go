@@ -30,9 +30,14 @@ func main() {
 	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
 	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
 	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstack.DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
+	logFormat := flag.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	flag.Parse()
 
-	log := logging.New(os.Stdout, slog.LevelInfo)
+	log, err := newLogger(*logFormat, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	slog.SetDefault(log)
 	cfg.Log = log
 	if err := run(cfg, *seed); err != nil {
@@ -86,4 +91,26 @@ Try:
 	<-ctx.Done()
 	cfg.Log.Info("Shutting down")
 	return s.Close()
+}
+
+// newLogger returns the devstack's logger on out in the format asked.
+func newLogger(format string, out *os.File) (*slog.Logger, error) {
+	switch format {
+	case "auto":
+		if isTerminal(out) {
+			return logging.NewConsole(out, slog.LevelInfo, true), nil
+		}
+		return logging.New(out, slog.LevelInfo), nil
+	case "text":
+		return logging.NewConsole(out, slog.LevelInfo, isTerminal(out)), nil
+	case "json":
+		return logging.New(out, slog.LevelInfo), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
