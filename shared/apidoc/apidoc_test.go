@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -175,5 +176,42 @@ func TestHandler(t *testing.T) {
 		if tt.status == 200 && rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%s %s: Content-Type %q", tt.method, tt.path, rec.Header().Get("Content-Type"))
 		}
+	}
+}
+
+// TestREADMEConsumer holds the README's example consumer to
+// Example_consumer, which go test compiles: every line of the README's
+// block is a line of the example.
+func TestREADMEConsumer(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("consumer_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(example), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	_, block, ok := strings.Cut(string(readme), "```go\nps, err := pubsub.NewClient")
+	if !ok {
+		t.Fatal("the README has no example consumer")
+	}
+	block, _, _ = strings.Cut("ps, err := pubsub.NewClient"+block, "```")
+	n := 0
+	for _, l := range strings.Split(block, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		n++
+		if !lines[l] {
+			t.Errorf("README line %q is not in Example_consumer", l)
+		}
+	}
+	if n < 20 {
+		t.Errorf("the README's consumer has %d lines", n)
 	}
 }

@@ -86,6 +86,11 @@ Try:
   curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \
     -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
          "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
+or with bc (go install ./cmd/bc):
+  bc login --dev --url %[1]s --tenant acme --pubsub-emulator %[3]s
+  bc clusters create --name prod --pool pool-dev --region us-central1 \
+    --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait
+The API's documents: %[1]s/openapi.json and %[1]s/asyncapi.json
 
 `, s.URL, s.Firestore.Addr, s.PubSub.Addr, cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok)
 	<-ctx.Done()
