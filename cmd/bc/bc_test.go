@@ -478,4 +478,14 @@ func TestConfig(t *testing.T) {
 	if res := u.run("config", "set", "nope", "x"); res.code != exitUsage {
 		t.Errorf("bc config set nope = %d, want %d", res.code, exitUsage)
 	}
+	// A token of another issuer: login keeps it, the API refuses it.
+	if res := u.run("login", "--token", "not.a.jwt"); res.code != 0 {
+		t.Fatalf("bc login --token = %d: %s", res.code, res.stderr)
+	}
+	if res := u.run("clusters", "list", "--tenant", "acme"); res.code != exitAuth || !strings.Contains(res.stderr, "UNAUTHENTICATED") {
+		t.Errorf("list with a bad token = %d %q, want %d UNAUTHENTICATED", res.code, res.stderr, exitAuth)
+	}
+	if res := u.run("login"); res.code != exitUsage {
+		t.Errorf("bc login without --dev or --token = %d, want %d", res.code, exitUsage)
+	}
 }

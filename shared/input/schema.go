@@ -201,8 +201,41 @@ func (g schemaGen) fields(t reflect.Type, p map[string]any) {
 			g.fields(f.Type, p)
 			continue
 		}
-		p[name] = g.field(f.Type, f.Tag.Get("validate"))
+		fs := g.field(f.Type, f.Tag.Get("validate"))
+		if doc, ok := fieldDocs[name]; ok {
+			if d, ok := fs["description"].(string); ok {
+				doc += " " + d
+			}
+			fs["description"] = doc
+		}
+		p[name] = fs
 	}
+}
+
+// fieldDocs say what each member is, before its constraints.
+var fieldDocs = map[string]string{
+	"tenantId":       "The tenant.",
+	"clusterId":      "The cluster.",
+	"nodePoolId":     "The node pool.",
+	"poolId":         "The provider pool: its account hosts the cluster.",
+	"name":           "Unique among the cluster's (or, for a cluster, the tenant's) that are not deleted; a node pool's name is also its provider-side name.",
+	"machineType":    "The provider's machine type.",
+	"nodeCount":      "Nodes per zone; with autoscaling, the initial count.",
+	"minNodes":       "Fewest nodes per zone.",
+	"maxNodes":       "Most nodes per zone.",
+	"diskGiB":        "Boot disk size of each node, in GiB.",
+	"diskType":       "Boot disk type.",
+	"spot":           "Spot VMs.",
+	"type":           "Accelerator type.",
+	"count":          "Accelerators per node.",
+	"zones":          "Zones of the cluster's region enabled on the account (checked against stored data: INVALID_INPUT); none: the provider's default.",
+	"taints":         "Kubernetes taints put on every node.",
+	"effect":         "The taint's effect.",
+	"idempotencyKey": "Makes a retry return the same resource; scoped to the tenant, the caller (and for a node pool, the cluster), kept at least 24 hours; the same key with another request is CONFLICT.",
+	"mode":           "standard (node pools of the tenant's) or autopilot (the provider runs the nodes).",
+	"region":         "A region of the pool's account (checked against stored data: INVALID_INPUT).",
+	"releaseChannel": "The provider's release channel.",
+	"pageSize":       "Clusters per page.",
 }
 
 // field is the schema of a member of Go type t under the validate tag.
