@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -303,18 +305,89 @@ func (a *app) needTenant() (string, error) {
 }
 
 // waitOptions are the Wait helpers' options, printing each change of the
-// resource's state to stderr with the time since start.
-func (a *app) waitOptions(what string, start time.Time) *client.WaitOptions {
-	return &client.WaitOptions{
-		Interval: a.pollInterval,
-		OnChange: func(o client.Observation) {
-			line := fmt.Sprintf("[%6.1fs] %s: %s", time.Since(start).Seconds(), what, o.State)
-			if o.Message != "" {
-				line += " (" + o.Message + ")"
-			}
-			fmt.Fprintln(a.stderr, line)
-		},
+// resource's state to stderr with the time since start. On a terminal, a
+// last line shows the time going by, rewritten until stop is called.
+func (a *app) waitOptions(what string, start time.Time) (*client.WaitOptions, func()) {
+	p := &progress{w: a.stderr, what: what, start: start, live: isTerminal(a.stderr), done: make(chan struct{})}
+	if p.live {
+		go p.tick()
 	}
+	return &client.WaitOptions{Interval: a.pollInterval, OnChange: p.change}, p.stop
+}
+
+// progress prints the state changes of a wait.
+type progress struct {
+	w     io.Writer
+	what  string
+	start time.Time
+	live  bool
+
+	mu       sync.Mutex
+	state    client.State
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+const clearLine = "\r\x1b[K"
+
+func (p *progress) change(o client.Observation) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf("[%6.1fs] %s: %s", time.Since(p.start).Seconds(), p.what, o.State)
+	if o.Message != "" {
+		line += " (" + o.Message + ")"
+	}
+	if p.live {
+		fmt.Fprint(p.w, clearLine)
+	}
+	fmt.Fprintln(p.w, line)
+	p.state = o.State
+	if p.live {
+		p.status()
+	}
+}
+
+// status writes the live line; the lock must be held.
+func (p *progress) status() {
+	fmt.Fprintf(p.w, "%s[%6.1fs] %s: %s ...", clearLine, time.Since(p.start).Seconds(), p.what, p.state)
+}
+
+func (p *progress) tick() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			if p.state != "" {
+				p.status()
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *progress) stop() {
+	p.stopOnce.Do(func() {
+		close(p.done)
+		if p.live {
+			p.mu.Lock()
+			fmt.Fprint(p.w, clearLine)
+			p.mu.Unlock()
+		}
+	})
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // waitContext bounds a wait by --timeout.

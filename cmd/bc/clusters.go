@@ -180,7 +180,9 @@ func (a *app) clustersCreate() *cobra.Command {
 func (a *app) waitCluster(c *client.Client, cl *client.Cluster, target client.State, timeout time.Duration, start time.Time) error {
 	ctx, cancel := a.waitContext(timeout)
 	defer cancel()
-	got, err := c.WaitCluster(ctx, cl.TenantID, cl.ID, target, a.waitOptions("cluster "+cl.Name, start))
+	opts, stop := a.waitOptions("cluster "+cl.Name, start)
+	got, err := c.WaitCluster(ctx, cl.TenantID, cl.ID, target, opts)
+	stop()
 	if got != nil {
 		if perr := a.printCluster(got); perr != nil && err == nil {
 			err = perr

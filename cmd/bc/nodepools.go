@@ -168,7 +168,9 @@ func (a *app) nodePoolsCreate() *cobra.Command {
 func (a *app) waitPool(c *client.Client, tenant string, p *client.NodePool, target client.State, timeout time.Duration, start time.Time) error {
 	ctx, cancel := a.waitContext(timeout)
 	defer cancel()
-	got, err := c.WaitNodePool(ctx, tenant, p.ClusterID, p.ID, target, a.waitOptions("node pool "+p.Name, start))
+	opts, stop := a.waitOptions("node pool "+p.Name, start)
+	got, err := c.WaitNodePool(ctx, tenant, p.ClusterID, p.ID, target, opts)
+	stop()
 	if got != nil {
 		if perr := a.printPool(got); perr != nil && err == nil {
 			err = perr
