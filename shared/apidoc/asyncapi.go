@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -176,7 +177,9 @@ func attributesSchema(nodePool bool) map[string]any {
 	return map[string]any{"type": "object", "description": desc, "properties": props, "required": required, "additionalProperties": false}
 }
 
-func inputSchemas() map[string]map[string]any { return inputSchemasFunc(schemaRef) }
+// inputSchemas are shared/input's schemas, referring to each other where
+// both documents keep their schemas.
+func inputSchemas() map[string]map[string]any { return input.Schemas(schemaRef) }
 
 func anySlice(ss []string) []any {
 	out := make([]any, len(ss))

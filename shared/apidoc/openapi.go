@@ -308,6 +308,3 @@ func mustJSON(v any) []byte {
 	}
 	return append(b, '\n')
 }
-
-// inputSchemasFunc is input.Schemas.
-var inputSchemasFunc = input.Schemas
