@@ -42,8 +42,8 @@ type GServer struct {
 	dbs        map[string]*database
 	txns       map[string]*txn
 	locks      map[string]map[*txn]struct{} // document name → transactions holding a read lock on it
-	released   chan struct{}   // closed and replaced whenever locks are released
-	commits    chan struct{}   // closed and replaced whenever documents change
+	released   chan struct{}                // closed and replaced whenever locks are released
+	commits    chan struct{}                // closed and replaced whenever documents change
 	lastCommit time.Time
 	nextSeq    int64
 	lastExpiry time.Time

@@ -19,7 +19,10 @@
 // traceparent) header, then httpapi.Edge: its X-Request-Id, a panic
 // recovered with a generic 500 and the stack in the logs, and one log line.
 // A request for a path that is not the function's own is answered 404, so
-// that a load balancer's default route cannot reach a method by accident.
+// that a load balancer's default route cannot reach a method by accident;
+// only the API's documents (GET /openapi.json and /asyncapi.json, package
+// apidoc) are served by every API function, so that the HTTPS entry's
+// default route serves them.
 //
 // The server command imports this package, calls Check at start (so that
 // a revision with a broken configuration fails to start instead of
@@ -40,6 +43,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"google.golang.org/api/option"
 
+	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -169,7 +173,8 @@ func (a *App) Handler(name string) http.Handler {
 
 func (a *App) handler(f Function) http.Handler { return a.Edge(a.function(f)) }
 
-// Mux returns a new mux serving every function on its Path, without the
+// Mux returns a new mux serving every function on its Path, and the API's
+// documents (apidoc.OpenAPIPath, apidoc.AsyncAPIPath), without the
 // edge: a process serving them all on one port (the devstack) adds its own
 // routes and serves the mux through Edge, so that each request passes
 // through the edge once, as each function registered with the Functions
@@ -179,6 +184,8 @@ func (a *App) Mux() *http.ServeMux {
 	for _, f := range registered {
 		mux.Handle(f.Path, a.function(f))
 	}
+	mux.Handle(apidoc.OpenAPIPath, apidoc.Handler())
+	mux.Handle(apidoc.AsyncAPIPath, apidoc.Handler())
 	return mux
 }
 
@@ -209,6 +216,10 @@ func (a *App) function(f Function) http.Handler {
 		}
 		defer a.leave()
 
+		if f.kind == kindAPI && apidoc.Serves(r.URL.Path) {
+			apidoc.Handler().ServeHTTP(w, r)
+			return
+		}
 		if p := r.URL.Path; p != "/" && p != "/"+f.Name && p != f.Path {
 			httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "no method at this path"))
 			return

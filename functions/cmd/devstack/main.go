@@ -31,9 +31,14 @@ func main() {
 	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
 	flag.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
 	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstack.DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
+	logFormat := flag.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	flag.Parse()
 
-	log := logging.New(os.Stdout, slog.LevelInfo)
+	log, err := newLogger(*logFormat, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	slog.SetDefault(log)
 	cfg.Log = log
 	if err := run(cfg, *seed); err != nil {
@@ -83,9 +88,36 @@ Try:
     -H 'Content-Type: application/json' \
     -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
          "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
+or with bc (go install ./cmd/bc):
+  bc login --dev --url %[1]s --tenant acme --pubsub-emulator %[3]s
+  bc clusters create --name prod --pool pool-dev --region us-central1 \
+    --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait
+The API's documents: %[1]s/openapi.json and %[1]s/asyncapi.json
 
 `, s.URL, s.Firestore.Addr, s.PubSub.Addr, cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok)
 	<-ctx.Done()
 	cfg.Log.Info("Shutting down")
 	return s.Close()
+}
+
+// newLogger returns the devstack's logger on out in the format asked.
+func newLogger(format string, out *os.File) (*slog.Logger, error) {
+	switch format {
+	case "auto":
+		if isTerminal(out) {
+			return logging.NewConsole(out, slog.LevelInfo, true), nil
+		}
+		return logging.New(out, slog.LevelInfo), nil
+	case "text":
+		return logging.NewConsole(out, slog.LevelInfo, isTerminal(out)), nil
+	case "json":
+		return logging.New(out, slog.LevelInfo), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -1,0 +1,310 @@
+package apidoc
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/input"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// Version is the version of the API the documents describe.
+const Version = "1.0.0"
+
+// schemaRef is where both documents keep their schemas.
+func schemaRef(name string) string { return "#/components/schemas/" + name }
+
+// commonErrors are the codes every method may answer.
+var commonErrors = []errs.Kind{errs.Invalid, errs.Unauthenticated, errs.PermissionDenied, errs.NotFound, errs.Internal, errs.Unavailable}
+
+// allKinds is every error kind, in the order of API.md §2.
+var allKinds = []errs.Kind{errs.Invalid, errs.Unauthenticated, errs.PermissionDenied, errs.NotFound, errs.Conflict,
+	errs.InvalidState, errs.Quota, errs.Unsupported, errs.Unavailable, errs.Internal}
+
+var (
+	openAPIOnce sync.Once
+	openAPIJSON []byte
+)
+
+// OpenAPI returns the OpenAPI 3.1 document of every public method, as
+// JSON. The caller must not change the slice.
+func OpenAPI() []byte {
+	openAPIOnce.Do(func() { openAPIJSON = mustJSON(openAPI()) })
+	return openAPIJSON
+}
+
+func openAPI() map[string]any {
+	schemas := map[string]any{}
+	for name, s := range input.Schemas(schemaRef) {
+		schemas[name] = s
+	}
+	for name, s := range resourceSchemas() {
+		schemas[name] = s
+	}
+	schemas["Error"] = errorSchema()
+
+	paths := map[string]any{}
+	for _, op := range operations {
+		paths[op.Path()] = map[string]any{"post": operation(op)}
+	}
+	return map[string]any{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"info": map[string]any{
+			"title":   "Better Compute Kubernetes API",
+			"version": Version,
+			"summary": "Managed Kubernetes clusters and their node pools.",
+			"description": "Every method is `POST /api/compute/{resource}/{method}` with a JSON object body of at most 1 MiB (413 above). " +
+				"Decoding is strict: an unknown member, a member given twice, an integer written with a fraction or an exponent (`2.0`, `2e0`) " +
+				"or `null` where a value is required is INVALID_INPUT, and a refusal lists every broken field by its JSON path " +
+				"(`autoscaling.minNodes`, `taints[3].effect`, `labels[\"team\"]`). Rules across fields that JSON Schema cannot state are listed " +
+				"under `x-rules` of the schema they concern. Every answer carries `X-Request-Id` (the request's own when given). " +
+				"Calls record what the tenant wants and answer at once; a reconciler converges the provider and moves `state`. " +
+				"Events: see /asyncapi.json.",
+		},
+		"servers":  []any{map[string]any{"url": "/", "description": "the API's own host (the devstack: http://127.0.0.1:8080)"}},
+		"security": []any{map[string]any{"bearer": []any{}}},
+		"tags": []any{
+			map[string]any{"name": "kubernetesNodePools", "description": "Node pools: the groups of worker nodes of a standard cluster."},
+			map[string]any{"name": "kubernetesClusters", "description": "Managed Kubernetes clusters (GKE Standard and Autopilot) on a provider account."},
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": schemas,
+			"securitySchemes": map[string]any{
+				"bearer": map[string]any{
+					"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+					"description": "A JWT (RS256 or ES256) of the configured issuer, checked against its JWKS (iss, aud, exp, nbf); the caller is its `sub`. " +
+						"The devstack mints one at POST /dev/token {\"sub\": \"alice\"}.",
+				},
+			},
+			"headers": map[string]any{
+				"X-Request-Id": map[string]any{"description": "The request's ID, echoed from the request when given.", "schema": map[string]any{"type": "string"}},
+				"Retry-After":  map[string]any{"description": "Seconds to wait before retrying.", "schema": map[string]any{"type": "integer", "minimum": 0}},
+			},
+		},
+	}
+}
+
+func operation(op Operation) map[string]any {
+	on := "the cluster"
+	if op.OnTenant {
+		on = "the tenant"
+	}
+	responses := map[string]any{
+		"200": map[string]any{
+			"description": "Success.",
+			"headers":     map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}},
+			"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": schemaRef(op.Response)}}},
+		},
+	}
+	byStatus := map[int][]errs.Kind{}
+	for _, k := range append(slices.Clone(commonErrors), op.Errors...) {
+		byStatus[httpapi.Status(k)] = append(byStatus[httpapi.Status(k)], k)
+	}
+	byStatus[http.StatusRequestEntityTooLarge] = []errs.Kind{errs.Invalid}
+	for status, kinds := range byStatus {
+		codes := make([]string, len(kinds))
+		for i, k := range kinds {
+			codes[i] = k.Code()
+		}
+		desc := strings.Join(codes, " or ")
+		if status == http.StatusRequestEntityTooLarge {
+			desc = "INVALID_INPUT: the body is over 1 MiB."
+		}
+		headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
+		if status == http.StatusServiceUnavailable {
+			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/Retry-After"}
+			desc += ": a backing service is down; safe to retry after Retry-After."
+		}
+		responses[strconv.Itoa(status)] = map[string]any{
+			"description": desc,
+			"headers":     headers,
+			"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": schemaRef("Error")}}},
+		}
+	}
+	examples := map[string]any{}
+	for name, body := range op.Examples {
+		var v any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			panic(fmt.Sprintf("apidoc: example %s of %s: %v", name, op.ID(), err))
+		}
+		examples[name] = map[string]any{"value": v}
+	}
+	return map[string]any{
+		"operationId": op.ID(),
+		"tags":        []any{op.Resource},
+		"summary":     op.Summary,
+		"description": op.Description + "\n\nPermission: `" + op.Permission + "` on " + on + ".",
+		"x-permission": map[string]any{
+			"permission": op.Permission, "on": strings.TrimPrefix(on, "the "),
+		},
+		"requestBody": map[string]any{
+			"required": true,
+			"content": map[string]any{"application/json": map[string]any{
+				"schema":   map[string]any{"$ref": schemaRef(op.Request)},
+				"examples": examples,
+			}},
+		},
+		"responses": responses,
+	}
+}
+
+// errorSchema is the error envelope of API.md §2.
+func errorSchema() map[string]any {
+	codes := make([]any, len(allKinds))
+	for i, k := range allKinds {
+		codes[i] = k.Code()
+	}
+	return map[string]any{
+		"type":     "object",
+		"required": []any{"error"},
+		"properties": map[string]any{
+			"error": map[string]any{
+				"type":     "object",
+				"required": []any{"code", "message"},
+				"properties": map[string]any{
+					"code":    map[string]any{"type": "string", "enum": codes},
+					"message": map[string]any{"type": "string", "description": "Safe to show; never leaks internals."},
+					"details": map[string]any{
+						"type":        "array",
+						"description": "Every broken input field (INVALID_INPUT), by its JSON path.",
+						"items": map[string]any{
+							"type":     "object",
+							"required": []any{"field", "reason"},
+							"properties": map[string]any{
+								"field":  map[string]any{"type": "string", "examples": []any{"autoscaling.minNodes", "taints[3].effect", `labels["team"]`}},
+								"reason": map[string]any{"type": "string"},
+							},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+// Resource states (API.md §4). A node pool is never provisioning.
+var (
+	clusterStates  = []resource.State{resource.StatePending, resource.StateProvisioning, resource.StateReady, resource.StateUpdating, resource.StateDeleting, resource.StateDeleted, resource.StateError}
+	nodePoolStates = slices.DeleteFunc(slices.Clone(clusterStates), func(s resource.State) bool { return s == resource.StateProvisioning })
+)
+
+// resourceSchemas are the schemas of the answers, made from the json tags
+// of shared/resource: the node pool, the cluster and the lists.
+func resourceSchemas() map[string]map[string]any {
+	np := objectSchema(reflect.TypeFor[resource.NodePool]())
+	p := np["properties"].(map[string]any)
+	p["id"].(map[string]any)["pattern"] = idPattern(resource.NodePoolPrefix)
+	p["state"] = stateSchema(nodePoolStates)
+	p["message"].(map[string]any)["description"] = "Why the node pool is in state error (the provider's message)."
+	np["description"] = "A node pool. Optional fields that were not given are omitted (autoscaling, accelerators, diskGiB, diskType) or empty (zones, labels, taints)."
+
+	cl := objectSchema(reflect.TypeFor[resource.Cluster]())
+	p = cl["properties"].(map[string]any)
+	p["id"].(map[string]any)["pattern"] = idPattern(resource.ClusterPrefix)
+	p["state"] = stateSchema(clusterStates)
+	p["mode"] = map[string]any{"type": "string", "enum": []any{resource.ModeStandard, resource.ModeAutopilot}}
+	p["message"].(map[string]any)["description"] = "Why the cluster is in state error; names the failed node pool."
+	cl["description"] = "A managed Kubernetes cluster. providerName, derived from the ID, is its provider-side name."
+
+	return map[string]map[string]any{
+		"NodePool": np,
+		"Cluster":  cl,
+		"NodePoolList": {
+			"type": "object", "required": []any{"nodePools"}, "additionalProperties": false,
+			"properties": map[string]any{"nodePools": map[string]any{"type": "array", "items": map[string]any{"$ref": schemaRef("NodePool")}}},
+		},
+		"ClusterList": {
+			"type": "object", "required": []any{"clusters", "nextPageToken"}, "additionalProperties": false,
+			"properties": map[string]any{
+				"clusters":      map[string]any{"type": "array", "items": map[string]any{"$ref": schemaRef("Cluster")}},
+				"nextPageToken": map[string]any{"type": "string", "description": "Empty on the last page."},
+			},
+		},
+	}
+}
+
+// idPattern matches the IDs the API makes: a TypeID of 26 characters.
+func idPattern(prefix string) string { return "^" + prefix + "_[0-9a-hjkmnp-tv-z]{26}$" }
+
+func stateSchema(states []resource.State) map[string]any {
+	enum := make([]any, len(states))
+	for i, s := range states {
+		enum[i] = string(s)
+	}
+	return map[string]any{"type": "string", "enum": enum}
+}
+
+// objectSchema is the schema of a resource struct's JSON: every member
+// without omitempty is always there.
+func objectSchema(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []any
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || name == "" {
+			continue
+		}
+		props[name] = typeSchema(f.Type, name)
+		if !strings.Contains(opts, "omitempty") {
+			required = append(required, name)
+		}
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+func typeSchema(t reflect.Type, name string) map[string]any {
+	if t == timeType {
+		return map[string]any{"type": "string", "format": "date-time"}
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		s := map[string]any{"type": "string"}
+		switch name {
+		case "id":
+			// The resource's own prefix is set by the caller's schema.
+		case "clusterId":
+			s["pattern"] = idPattern(resource.ClusterPrefix)
+		}
+		return s
+	case reflect.Int, reflect.Int64:
+		s := map[string]any{"type": "integer"}
+		if name == "version" {
+			s["minimum"] = 1
+		}
+		return s
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": typeSchema(t.Elem(), "")}
+	case reflect.Map:
+		return map[string]any{"$ref": schemaRef("Labels")}
+	case reflect.Struct:
+		return map[string]any{"$ref": schemaRef(t.Name())}
+	}
+	panic(fmt.Sprintf("apidoc: no schema for %v", t))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(fmt.Sprintf("apidoc: marshal: %v", err))
+	}
+	return append(b, '\n')
+}

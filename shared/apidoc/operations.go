@@ -1,0 +1,166 @@
+// Package apidoc describes the public API for its users: an OpenAPI 3.1
+// document of every method (OpenAPI), an AsyncAPI 3.0 document of every
+// event (AsyncAPI), and Handler, which serves both (GET /openapi.json and
+// GET /asyncapi.json) in the devstack and behind the production entry.
+//
+// Nothing here is written twice. Request bodies are the schemas of
+// shared/input, made from the validator tags and patterns its decoders
+// check; responses and event data are made from the json tags of
+// shared/resource; the error codes from shared/errs; the event types and
+// their attributes from shared/outbox. What remains (summaries, which
+// errors a method may answer, examples) is the table below, one entry per
+// method, whose list the tests hold equal to functions/api's.
+//
+// A method of another resource (kubernetesSubstrates, API.md §9) is added
+// as one more entry in operations, with its body's schema in shared/input
+// and its resource's in resourceSchemas.
+package apidoc
+
+import "github.com/better-compute/kubernetes/shared/errs"
+
+// Operation is one documented method, POST /api/compute/{Resource}/{Verb}.
+type Operation struct {
+	Resource    string // kubernetesNodePools, kubernetesClusters
+	Verb        string // create, get, list, update, delete
+	Summary     string
+	Description string
+	// Permission is the permission the method needs, on the cluster
+	// (API.md §3) unless OnTenant.
+	Permission string
+	OnTenant   bool
+	// Request and Response name the schemas of the body and of the 200
+	// answer (components/schemas).
+	Request  string
+	Response string
+	// Errors are the error codes the method may answer beside those of
+	// every method (INVALID_INPUT, UNAUTHENTICATED, PERMISSION_DENIED,
+	// NOT_FOUND, INTERNAL, UNAVAILABLE).
+	Errors []errs.Kind
+	// Examples are valid bodies, by name; the agreement test derives its
+	// corpus from them.
+	Examples map[string]string
+}
+
+// ID is the operation's id: kubernetesNodePools.create.
+func (o Operation) ID() string { return o.Resource + "." + o.Verb }
+
+// Path is where the method is served.
+func (o Operation) Path() string { return "/api/compute/" + o.Resource + "/" + o.Verb }
+
+const (
+	clusterID  = "kcl_01jd8x4k2m9q7v3w5y6z0a1b2c"
+	nodePoolID = "knp_01jd8x4k2m9q7v3w5y6z0a1b2d"
+)
+
+// operations is every public method, in the order of API.md.
+var operations = []Operation{
+	{
+		Resource: "kubernetesNodePools", Verb: "create",
+		Summary: "Add a node pool to a standard cluster",
+		Description: "Records the node pool and returns it `pending`; the reconciler creates it at the provider. " +
+			"The cluster goes `updating` (unless still `pending`/`provisioning`). " +
+			"An autopilot cluster, or one being deleted, is INVALID_STATE; a name held by a pool that is not deleted is CONFLICT; " +
+			"an eleventh pool is QUOTA_EXCEEDED. Zones must be of the cluster's region and enabled on its account (INVALID_INPUT). " +
+			"With an idempotencyKey (scoped to the tenant, the caller and the cluster, kept at least 24 hours) a retry returns the same pool; " +
+			"the same key with another request is CONFLICT. Publishes kubernetes.nodepool.created.",
+		Permission: "compute:kubernetes:update",
+		Request:    "CreateNodePool", Response: "NodePool",
+		Errors: []errs.Kind{errs.Conflict, errs.InvalidState, errs.Quota},
+		Examples: map[string]string{
+			"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `","name":"gpu","machineType":"g2-standard-8","nodeCount":2}`,
+			"full": `{"tenantId":"acme","clusterId":"` + clusterID + `","name":"gpu-l4","machineType":"g2-standard-8","nodeCount":2,` +
+				`"autoscaling":{"minNodes":1,"maxNodes":4},"diskGiB":200,"diskType":"pd-balanced","spot":true,` +
+				`"accelerators":{"type":"nvidia-l4","count":1},"zones":["us-central1-a","us-central1-b"],` +
+				`"labels":{"team":"ml","example.com/tier":"gpu"},"taints":[{"key":"gpu","value":"true","effect":"NoSchedule"}],` +
+				`"idempotencyKey":"create-gpu-l4-1"}`,
+		},
+	},
+	{
+		Resource: "kubernetesNodePools", Verb: "list",
+		Summary:     "List a cluster's node pools",
+		Description: "Every node pool of the cluster that is not deleted (deleting ones included), oldest first.",
+		Permission:  "compute:kubernetes:read",
+		Request:     "ClusterRef", Response: "NodePoolList",
+		Examples: map[string]string{"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `"}`},
+	},
+	{
+		Resource: "kubernetesNodePools", Verb: "update",
+		Summary: "Resize a node pool",
+		Description: "Changes nodeCount and/or autoscaling (null turns it off); the resulting nodeCount must lie within the resulting bounds (INVALID_INPUT). " +
+			"Every other field never changes (INVALID_INPUT): delete the pool and create another. " +
+			"The pool goes `updating` (a `pending` one stays `pending`) and its version goes up by one; the cluster goes `updating`. " +
+			"A pool or cluster being deleted is INVALID_STATE.",
+		Permission: "compute:kubernetes:update",
+		Request:    "UpdateNodePool", Response: "NodePool",
+		Errors: []errs.Kind{errs.InvalidState},
+		Examples: map[string]string{
+			"resize":       `{"tenantId":"acme","clusterId":"` + clusterID + `","nodePoolId":"` + nodePoolID + `","nodeCount":3}`,
+			"autoscaling":  `{"tenantId":"acme","clusterId":"` + clusterID + `","nodePoolId":"` + nodePoolID + `","nodeCount":2,"autoscaling":{"minNodes":1,"maxNodes":5}}`,
+			"autoscaleOff": `{"tenantId":"acme","clusterId":"` + clusterID + `","nodePoolId":"` + nodePoolID + `","autoscaling":null}`,
+		},
+	},
+	{
+		Resource: "kubernetesNodePools", Verb: "delete",
+		Summary: "Delete a node pool",
+		Description: "Marks the pool for deletion and returns it `deleting`; the reconciler deletes it at the provider, then it is `deleted`, " +
+			"gone from list, and its name is free. Deleting a `deleting` pool returns it unchanged; a `deleted` one is NOT_FOUND.",
+		Permission: "compute:kubernetes:update",
+		Request:    "NodePoolRef", Response: "NodePool",
+		Errors:   []errs.Kind{errs.InvalidState},
+		Examples: map[string]string{"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `","nodePoolId":"` + nodePoolID + `"}`},
+	},
+	{
+		Resource: "kubernetesClusters", Verb: "create",
+		Summary: "Create a managed Kubernetes cluster",
+		Description: "Records the cluster (and a standard cluster's node pools) and returns it `pending`; the reconciler creates it at the provider. " +
+			"The name is unique among the tenant's clusters that are not deleted (CONFLICT). The region must be one of the pool's account (INVALID_INPUT); " +
+			"a pool whose account provider has no managed Kubernetes is UNSUPPORTED. Publishes kubernetes.cluster.created.",
+		Permission: "compute:kubernetes:create", OnTenant: true,
+		Request: "CreateCluster", Response: "Cluster",
+		Errors: []errs.Kind{errs.Conflict, errs.Unsupported},
+		Examples: map[string]string{
+			"standard": `{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",` +
+				`"releaseChannel":"stable","labels":{"env":"prod"},"idempotencyKey":"prod-1",` +
+				`"nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1},` +
+				`{"name":"gpu","machineType":"g2-standard-8","nodeCount":1,"autoscaling":{"minNodes":0,"maxNodes":3},` +
+				`"accelerators":{"type":"nvidia-l4","count":1},"zones":["us-central1-a"],"taints":[{"key":"gpu","effect":"NoSchedule"}]}]}`,
+			"autopilot": `{"tenantId":"acme","poolId":"pool-dev","name":"auto","mode":"autopilot","region":"us-central1"}`,
+		},
+	},
+	{
+		Resource: "kubernetesClusters", Verb: "get",
+		Summary:     "Get a cluster",
+		Description: "The cluster, in any state but `deleted` (NOT_FOUND).",
+		Permission:  "compute:kubernetes:read",
+		Request:     "ClusterRef", Response: "Cluster",
+		Examples: map[string]string{"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `"}`},
+	},
+	{
+		Resource: "kubernetesClusters", Verb: "list",
+		Summary:     "List clusters",
+		Description: "The tenant's clusters that are not deleted and that the caller may read, newest first, a page at a time.",
+		Permission:  "compute:kubernetes:read",
+		Request:     "ListClusters", Response: "ClusterList",
+		Examples: map[string]string{
+			"minimal": `{"tenantId":"acme"}`,
+			"page":    `{"tenantId":"acme","poolId":"pool-dev","pageSize":20,"pageToken":"opaque"}`,
+		},
+	},
+	{
+		Resource: "kubernetesClusters", Verb: "delete",
+		Summary: "Delete a cluster",
+		Description: "Marks the cluster and its node pools for deletion and returns it `deleting`; the reconciler deletes them at the provider. " +
+			"Deleting a `deleting` cluster returns it unchanged.",
+		Permission: "compute:kubernetes:delete",
+		Request:    "ClusterRef", Response: "Cluster",
+		Errors:   []errs.Kind{errs.InvalidState},
+		Examples: map[string]string{"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `"}`},
+	},
+}
+
+// Operations returns every documented method, in the order of API.md.
+func Operations() []Operation {
+	out := make([]Operation, len(operations))
+	copy(out, operations)
+	return out
+}
