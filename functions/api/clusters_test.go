@@ -319,6 +319,10 @@ func TestListClusters(t *testing.T) {
 		l := listClusters(t, viewer, obj{"tenantId": tn.ID, "pageSize": 1})
 		wantError(t, call(t, viewer, "kubernetesClusters/list", obj{"tenantId": tn.ID, "poolId": tn.Pool, "pageToken": l.NextPageToken}), 400, "INVALID_INPUT", "pageToken")
 		wantError(t, call(t, viewer, "kubernetesClusters/list", obj{"tenantId": tn.ID, "pageToken": "bm90IGEgdG9rZW4"}), 400, "INVALID_INPUT", "pageToken")
+		// A token is bound to its tenant: a caller of two tenants cannot
+		// page one tenant's list with the other's token.
+		bind(t, auth.Binding{TenantID: tn.Other, Principal: viewer, Role: auth.RoleViewer})
+		wantError(t, call(t, viewer, "kubernetesClusters/list", obj{"tenantId": tn.Other, "pageToken": l.NextPageToken}), 400, "INVALID_INPUT", "pageToken")
 	})
 	t.Run("input", func(t *testing.T) {
 		for _, tc := range []struct {

@@ -191,9 +191,13 @@ type ListClustersRequest struct {
 	PageToken string
 }
 
+// pageToken is where a list's next page starts, bound to the tenant and
+// the filter of the list that issued it: a token of another list is
+// INVALID_INPUT, never a page of something else.
 type pageToken struct {
 	CreatedAt time.Time `json:"c"`
 	ID        string    `json:"i"`
+	TenantID  string    `json:"t"`
 	PoolID    string    `json:"p,omitempty"`
 }
 
@@ -216,7 +220,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 	q = q.OrderBy("createdAt", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
 	if req.PageToken != "" {
 		tok, err := decodePageToken(req.PageToken)
-		if err != nil || tok.PoolID != req.PoolID {
+		if err != nil || tok.TenantID != c.TenantID || tok.PoolID != req.PoolID {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
 		q = q.StartAfter(tok.CreatedAt, tok.ID)
@@ -242,7 +246,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 			}
 			if len(out) == req.PageSize {
 				last := out[len(out)-1]
-				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, PoolID: req.PoolID}), nil
+				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, TenantID: c.TenantID, PoolID: req.PoolID}), nil
 			}
 			out = append(out, cl.View())
 		}
