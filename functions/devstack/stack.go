@@ -46,6 +46,10 @@ import (
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
+// DefaultReadTimeout is how long the devstack waits for a request,
+// headers and body, before it closes the connection.
+const DefaultReadTimeout = 5 * time.Second
+
 // Config configures a stack. Empty addresses mean a free port on
 // 127.0.0.1; zero durations mean the defaults of the functions'
 // configuration (cloudrun.LoadConfig) and of the emulators.
@@ -73,6 +77,10 @@ type Config struct {
 	// restarted, and how old an outbox event must be before the watchdog
 	// drains it.
 	WatchdogGrace time.Duration
+	// ReadTimeout bounds the reading of a request, body included, so that
+	// a client that stops sending never holds a connection long
+	// (DefaultReadTimeout when zero).
+	ReadTimeout time.Duration
 
 	Log *slog.Logger
 
@@ -189,7 +197,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
 	})
 	s.fresh.conns = map[net.Conn]struct{}{}
-	s.http = &http.Server{Handler: s.app.Edge(mux), ReadHeaderTimeout: 10 * time.Second, ConnState: s.fresh.track}
+	readTimeout := s.cfg.ReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = DefaultReadTimeout
+	}
+	s.http = &http.Server{Handler: s.app.Edge(mux), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
 	s.http.RegisterOnShutdown(s.fresh.close)
 	go func() { _ = s.http.Serve(s.lis) }()
 
