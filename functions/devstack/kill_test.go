@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -55,8 +56,9 @@ func devstackChild() int {
 const killWait = 40 * time.Second
 
 // lossWindow bounds how long before a kill a change may be lost with it:
-// the save interval, and the time a save takes on a loaded machine.
-const lossWindow = 2500 * time.Millisecond
+// the save interval (a second) and the time a save takes, with room for
+// a machine loaded by other tests.
+const lossWindow = 3 * time.Second
 
 // TestKillAndRestart runs the devstack command as a process with a data
 // file, drives a sequence of cluster and node pool creates, resizes and
@@ -168,6 +170,14 @@ func TestKillAndRestart(t *testing.T) {
 	k.checkConverged()
 	k.checkProvider()
 	k.checkEvents()
+	// A SIGKILL 50 ms after SIGTERM, while the last save may be under
+	// way, leaves a data file the next process starts from.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	k.killAndRestart("50ms after SIGTERM")
+	k.checkConverged()
 	if err := p.stop(); err != nil {
 		t.Errorf("devstack after SIGTERM: %v", err)
 	}
@@ -257,9 +267,8 @@ func (p *process) tail() string {
 }
 
 func (p *process) kill() {
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		p.t.Fatalf("kill devstack %d: %v", p.n, err)
-	}
+	// It may have exited already, after a SIGTERM.
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 	p.cmd = nil
 }
@@ -527,7 +536,7 @@ func (k *killTest) repair() {
 			t.Errorf("the kill lost %s, asked %v before it; want at most %v", what, age.Round(time.Millisecond), lossWindow)
 		}
 	}
-	for _, name := range slices.Sorted(mapsKeys(k.clusters)) {
+	for _, name := range slices.Sorted(maps.Keys(k.clusters)) {
 		c := k.clusters[name]
 		cl, err := k.api.getCluster(c.id)
 		var ae *apiError
@@ -570,7 +579,7 @@ func (k *killTest) repair() {
 		for _, np := range ps {
 			byID[np.ID] = np
 		}
-		for _, pname := range slices.Sorted(mapsKeys(c.pools)) {
+		for _, pname := range slices.Sorted(maps.Keys(c.pools)) {
 			p := c.pools[pname]
 			np, ok := byID[p.id]
 			switch {
@@ -593,21 +602,11 @@ func (k *killTest) repair() {
 	}
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // checkConverged waits until every cluster and pool is as asked: ready
 // with its node count, or deleted and gone from the API.
 func (k *killTest) checkConverged() {
 	k.t.Helper()
-	for _, name := range slices.Sorted(mapsKeys(k.clusters)) {
+	for _, name := range slices.Sorted(maps.Keys(k.clusters)) {
 		c := k.clusters[name]
 		k.eventually("cluster "+name+" converged", func() (bool, string) {
 			cl, err := k.api.getCluster(c.id)
