@@ -260,9 +260,11 @@ func (s *Stack) pubsubState(ctx context.Context) (*savedPubSub, error) {
 
 // restorePubSub recreates the saved topics and subscriptions, then
 // publishes again, oldest first, the messages that were not acknowledged.
+// A subscription or message whose topic was deleted is left out.
 func (s *Stack) restorePubSub(ctx context.Context, ps *savedPubSub) error {
 	g := &s.PubSub.GServer
 	exists := func(err error) bool { return status.Code(err) == codes.AlreadyExists }
+	noTopic := func(err error) bool { return status.Code(err) == codes.NotFound }
 	for _, raw := range ps.Topics {
 		var t pubsubpb.Topic
 		if err := protojson.Unmarshal(raw, &t); err != nil {
@@ -277,7 +279,11 @@ func (s *Stack) restorePubSub(ctx context.Context, ps *savedPubSub) error {
 		if err := protojson.Unmarshal(raw, &sub); err != nil {
 			return fmt.Errorf("restore subscription: %w", err)
 		}
-		if _, err := g.CreateSubscription(ctx, &sub); err != nil && !exists(err) {
+		_, err := g.CreateSubscription(ctx, &sub)
+		switch {
+		case noTopic(err):
+			s.log.Warn("Subscription of a deleted topic left out", "subscription", sub.Name, "topic", sub.Topic)
+		case err != nil && !exists(err):
 			return fmt.Errorf("restore subscription %s: %w", sub.Name, err)
 		}
 	}
@@ -288,7 +294,7 @@ func (s *Stack) restorePubSub(ctx context.Context, ps *savedPubSub) error {
 			continue
 		}
 		_, err := g.Publish(ctx, &pubsubpb.PublishRequest{Topic: m.Topic, Messages: []*pubsubpb.PubsubMessage{{Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey}}})
-		if err != nil {
+		if err != nil && !noTopic(err) {
 			return fmt.Errorf("publish again a message of %s: %w", m.Topic, err)
 		}
 	}

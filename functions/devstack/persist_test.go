@@ -132,3 +132,40 @@ func TestDataFileRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestDataFileDeletedTopic restarts a stack whose data file has a
+// subscription, and an unacknowledged message, of a topic deleted since:
+// they are left out.
+func TestDataFileDeletedTopic(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.DataFile = filepath.Join(t.TempDir(), "data.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := devstack.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	g := &s.PubSub.GServer
+	topic, sub := "projects/bc-dev/topics/gone", "projects/bc-dev/subscriptions/orphan"
+	if _, err := g.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Publish(ctx, &pubsubpb.PublishRequest{Topic: topic, Messages: []*pubsubpb.PubsubMessage{{Data: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: topic}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s2, err := devstack.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start from a data file with a subscription of a deleted topic: %v", err)
+	}
+	s2.Close()
+}

@@ -58,10 +58,11 @@ type Config struct {
 	// DataFile, if set, keeps the stack's state across restarts, even a
 	// kill -9: the Firestore documents, the GKE simulator's clusters, node
 	// pools and operations, the Pub/Sub emulator's topics, subscriptions
-	// and unacknowledged messages, and the development issuer's signing
-	// key. It is loaded at start and written at one instant every
-	// SaveInterval when anything changed, and at Close; each write
-	// replaces the file whole (a temporary file, then a rename).
+	// and unacknowledged messages of the stack's project, and the
+	// development issuer's signing key. It is loaded at start and written
+	// at one instant every SaveInterval when anything changed, and at
+	// Close; each write replaces the file whole (a temporary file, then a
+	// rename). A start from it restarts every reconcile chain at once.
 	DataFile string
 	// SaveInterval is DefaultSaveInterval when zero.
 	SaveInterval time.Duration
