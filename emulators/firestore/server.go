@@ -1,6 +1,7 @@
 package firestore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -219,33 +220,63 @@ func (g *GServer) seed(n docName, doc *pb.Document) {
 	g.notifyCommit()
 }
 
-// exportFile is the format of Export and Import.
+// exportFile is the format of Import; Export writes it with a Snapshot.
 type exportFile struct {
 	Documents []json.RawMessage `json:"documents"`
+}
+
+// Snapshot is the latest version of every document of every database at
+// one instant, taken by Server.Snapshot.
+type Snapshot struct {
+	docs    []*pb.Document // stored versions, which never change
+	changed chan struct{}
+}
+
+// Snapshot takes the latest version of every document of every database.
+// It is the quick half of Export, holding the emulator's lock only to
+// collect the stored versions, which never change, so a caller can take
+// other state at the same instant; encoding them (MarshalJSON), the slow
+// half, happens later without the lock.
+func (s *Server) Snapshot() *Snapshot {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sn := &Snapshot{changed: g.commits}
+	for _, d := range g.dbs {
+		sn.docs = append(sn.docs, d.snapshot(time.Time{})...)
+	}
+	return sn
+}
+
+// Changed is closed once any document changes after the snapshot.
+func (sn *Snapshot) Changed() <-chan struct{} { return sn.changed }
+
+// MarshalJSON encodes the documents as a JSON array of protojson
+// Documents: what Export writes under "documents", and Import reads.
+func (sn *Snapshot) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, doc := range sn.docs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		j, err := protojson.Marshal(doc)
+		if err != nil {
+			return nil, fmt.Errorf("export %q: %w", doc.Name, err)
+		}
+		b.Write(j)
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
 }
 
 // Export writes the latest version of every document of every database as
 // JSON: {"documents": [protojson Document, ...]}.
 func (s *Server) Export(w io.Writer) error {
-	g := s.GServer
-	g.mu.Lock()
-	var docs []*pb.Document
-	for _, d := range g.dbs {
-		for _, doc := range d.snapshot(time.Time{}) {
-			docs = append(docs, cloneDoc(doc))
-		}
-	}
-	g.mu.Unlock()
-	out := exportFile{Documents: make([]json.RawMessage, 0, len(docs))}
-	for _, doc := range docs {
-		b, err := protojson.Marshal(doc)
-		if err != nil {
-			return fmt.Errorf("export %q: %w", doc.Name, err)
-		}
-		out.Documents = append(out.Documents, b)
-	}
-	enc := json.NewEncoder(w)
-	if err := enc.Encode(out); err != nil {
+	out := struct {
+		Documents *Snapshot `json:"documents"`
+	}{s.Snapshot()}
+	if err := json.NewEncoder(w).Encode(out); err != nil {
 		return fmt.Errorf("export documents: %w", err)
 	}
 	return nil

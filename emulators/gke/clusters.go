@@ -97,37 +97,18 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	}
 	s.clusters[k] = c
 	op := s.startOp("CreateCluster", c, containerpb.Operation_CREATE_CLUSTER, "")
-	var fates []fate
 	var first *fate
 	for _, name := range c.order {
 		np := c.pools[name]
 		f := s.planNodes(c, np, perZone(np.pb.Locations, np.pb.InitialNodeCount), true)
-		fates = append(fates, f)
+		op.eff.fates = append(op.eff.fates, f)
 		if f.fail != nil && first == nil {
-			first = &fates[len(fates)-1]
+			first = &f
 		}
 	}
-	injected := op.fail != nil
-	if !injected && first != nil {
-		op.fail = rpcStatus(codes.Code(first.fail.Code), "Node pool %q: %s", first.np.pb.Name, first.fail.Message)
-	}
-	op.onDone = func() {
-		for _, f := range fates {
-			f.apply()
-		}
-	}
-	op.onFail = func() {
-		if c.gone {
-			return
-		}
-		c.errMsg = op.fail.Message
-		if !injected {
-			op.onDone()
-			return
-		}
-		for _, np := range c.pools {
-			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
-		}
+	if op.fail == nil && first != nil {
+		op.fail = rpcStatus(codes.Code(first.fail.Code), "Node pool %q: %s", first.pool, first.fail.Message)
+		op.eff.own = true
 	}
 	s.refresh(c)
 	s.log.Info("Creating cluster", "cluster", k.String(), "id", in.Id, "pools", len(c.order))
@@ -195,16 +176,10 @@ func (s *GServer) DeleteCluster(_ context.Context, req *containerpb.DeleteCluste
 		return nil, err
 	}
 	op := s.startOp("DeleteCluster", c, containerpb.Operation_DELETE_CLUSTER, "")
-	before := map[*nodePool][2]any{}
-	for _, np := range c.pools {
-		before[np] = [2]any{np.pb.Status, np.pb.StatusMessage}
+	for _, name := range c.order {
+		np := c.pools[name]
+		op.eff.before = append(op.eff.before, statusOf(np))
 		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_STOPPING, ""
-	}
-	op.onDone = func() { s.removeCluster(c) }
-	op.onFail = func() {
-		for np, b := range before {
-			np.pb.Status, np.pb.StatusMessage = b[0].(containerpb.NodePool_Status), b[1].(string)
-		}
 	}
 	s.refresh(c)
 	s.log.Info("Deleting cluster", "cluster", k.String())
@@ -247,11 +222,7 @@ func (s *GServer) upgradeMaster(rpc string, k clusterKey, version string) (*oper
 		return nil, err
 	}
 	op := s.startOp(rpc, c, containerpb.Operation_UPGRADE_MASTER, "")
-	op.onDone = func() {
-		if !c.gone {
-			c.pb.CurrentMasterVersion = v
-		}
-	}
+	op.eff.version = v
 	s.refresh(c)
 	s.log.Info("Upgrading master", "cluster", k.String(), "version", v)
 	return op, nil

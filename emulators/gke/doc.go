@@ -53,6 +53,21 @@
 // upgrade). Calls counts the calls of each RPC; Cluster, NodePool,
 // NodeCounts and Operations inspect the state.
 //
+// Persistence. Server.Snapshot writes the clusters, node pools and
+// operations as JSON (protojson for the API's messages): running
+// operations with their end time and what they will do when they end,
+// which is decided when they start (the stockouts and injected failures
+// they took). Server.Restore puts them into another server: running
+// operations go on until their end time on its clock, and those whose end
+// passed while nothing served them complete at the first call, in the
+// order they end, so a restart is invisible to a client but for the time
+// it took. Snapshot can call a function while it holds the simulator
+// still, so that a caller reads another emulator's state as of the same
+// instant: the devstack writes the Firestore documents and this state
+// together, every second, into its -data file. Faults still to inject
+// (FailNext, SetLatency, FailNextOperation, LoseNextOperations, Stockout)
+// and call counts are not saved.
+//
 // Differences from GKE:
 //   - The catalog is small and fixed: six regions (us-central1, us-east1,
 //     us-west1, europe-west1, europe-west4, asia-southeast1), the e2, n1,
@@ -81,5 +96,6 @@
 //   - Operation IDs, cluster IDs and etags are random; selfLinks use the
 //     project ID, not the project number. Nothing is authenticated or
 //     authorized, and no ErrorInfo details are attached to errors.
-//   - Operations are kept for the life of the server.
+//   - Operations are kept for the life of the server, and in its
+//     snapshots.
 package gke

@@ -3,7 +3,6 @@ package gke
 import (
 	"context"
 	"maps"
-	"slices"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
@@ -47,17 +46,9 @@ func (s *GServer) CreateNodePool(_ context.Context, req *containerpb.CreateNodeP
 	c.order = append(c.order, np.pb.Name)
 	op := s.startOp("CreateNodePool", c, containerpb.Operation_CREATE_NODE_POOL, np.pb.Name)
 	f := s.planNodes(c, np, perZone(np.pb.Locations, np.pb.InitialNodeCount), true)
-	injected := op.fail != nil
-	if !injected {
-		op.fail = f.fail
-	}
-	op.onDone = f.apply
-	op.onFail = func() {
-		if !injected {
-			f.apply()
-		} else if !np.gone {
-			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
-		}
+	op.eff.fates = []fate{f}
+	if op.fail == nil && f.fail != nil {
+		op.fail, op.eff.own = f.fail, true
 	}
 	s.refresh(c)
 	s.log.Info("Creating node pool", "nodePool", k.String()+"/nodePools/"+np.pb.Name, "machineType", np.pb.Config.MachineType)
@@ -100,14 +91,7 @@ func (s *GServer) ListNodePools(_ context.Context, req *containerpb.ListNodePool
 // operation ends, then gone.
 func (s *GServer) DeleteNodePool(_ context.Context, req *containerpb.DeleteNodePoolRequest) (*containerpb.Operation, error) {
 	return s.poolOp("DeleteNodePool", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_DELETE_NODE_POOL,
-		containerpb.NodePool_STOPPING, nil,
-		func(c *cluster, np *nodePool) func() {
-			return func() {
-				if !np.gone {
-					s.removePool(c, np)
-				}
-			}
-		})
+		containerpb.NodePool_STOPPING, nil)
 }
 
 // SetNodePoolSize sets the node count per zone: RECONCILING until the
@@ -117,17 +101,15 @@ func (s *GServer) SetNodePoolSize(_ context.Context, req *containerpb.SetNodePoo
 	if req.NodeCount < 0 || req.NodeCount > maxNodesPerZone {
 		return nil, status.Errorf(codes.InvalidArgument, "node_count %d is out of range [0, %d].", req.NodeCount, maxNodesPerZone)
 	}
-	var f fate
 	return s.poolOp("SetNodePoolSize", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_SET_NODE_POOL_SIZE,
 		containerpb.NodePool_RECONCILING,
 		func(c *cluster, np *nodePool, op *operation) {
-			f = s.planNodes(c, np, perZone(np.pb.Locations, req.NodeCount), false)
+			f := s.planNodes(c, np, perZone(np.pb.Locations, req.NodeCount), false)
+			op.eff.fates = []fate{f}
 			if op.fail == nil && f.fail != nil {
-				op.fail = f.fail
-				op.onFail = f.apply
+				op.fail, op.eff.own = f.fail, true
 			}
-		},
-		func(c *cluster, np *nodePool) func() { return f.apply })
+		})
 }
 
 // SetNodePoolAutoscaling changes the autoscaling settings: RECONCILING
@@ -143,21 +125,8 @@ func (s *GServer) SetNodePoolAutoscaling(_ context.Context, req *containerpb.Set
 		a = proto.Clone(req.Autoscaling).(*containerpb.NodePoolAutoscaling)
 	}
 	return s.poolOp("SetNodePoolAutoscaling", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_UPDATE_CLUSTER,
-		containerpb.NodePool_RECONCILING, nil,
-		func(c *cluster, np *nodePool) func() {
-			return func() {
-				if np.gone {
-					return
-				}
-				np.pb.Autoscaling = a
-				if a.Enabled {
-					for z, n := range np.nodes {
-						np.nodes[z] = min(max(n, a.MinNodeCount), a.MaxNodeCount)
-					}
-				}
-				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
-			}
-		},
+		containerpb.NodePool_RECONCILING,
+		func(_ *cluster, _ *nodePool, op *operation) { op.eff.autoscaling = a },
 		func(_ *cluster, np *nodePool) error { return checkAutoscaling(np.pb.Name, a) })
 }
 
@@ -191,11 +160,10 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 		typ = containerpb.Operation_UPGRADE_NODES
 	}
 	var version string
-	var f fate
 	return s.poolOp("UpdateNodePool", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, typ,
 		containerpb.NodePool_RECONCILING,
 		func(c *cluster, np *nodePool, op *operation) {
-			f = fate{np: np, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(np.nodes)}
+			f := fate{pool: np.pb.Name, uid: np.uid, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(np.nodes)}
 			if len(req.Locations) > 0 {
 				// A new zone gets as many nodes as the pool's zones have now.
 				var n int32
@@ -210,30 +178,9 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 					}
 				}
 			}
-		},
-		func(c *cluster, np *nodePool) func() {
-			return func() {
-				if np.gone {
-					return
-				}
-				if version != "" {
-					np.pb.Version = version
-				}
-				if len(req.Locations) > 0 {
-					np.pb.Locations = slices.Clone(req.Locations)
-				}
-				if req.Labels != nil {
-					np.pb.Config.Labels = maps.Clone(req.Labels.Labels)
-				}
-				if req.Taints != nil {
-					np.pb.Config.Taints = nil
-					for _, t := range req.Taints.Taints {
-						np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
-					}
-				}
-				f.apply()
-				np.pb.Etag = randomHex(8)
-			}
+			op.eff.fates = []fate{f}
+			op.eff.version = version
+			op.eff.update = proto.Clone(&containerpb.UpdateNodePoolRequest{Locations: req.Locations, Labels: req.Labels, Taints: req.Taints}).(*containerpb.UpdateNodePoolRequest)
 		},
 		func(c *cluster, np *nodePool) error {
 			if req.NodeVersion != "" {
@@ -263,10 +210,10 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 
 // poolOp runs the common shape of a node pool operation: resolve the pool,
 // run the optional checks, refuse if busy, start the operation with the
-// pool in status during, let setup see the operation, and wire done (and,
-// unless setup chose one, a failure that restores the pool's status).
+// pool in status during (a failure restores the status it had), and let
+// setup complete the operation's effect.
 func (s *GServer) poolOp(rpc, name, project, zone, clusterID, poolID string, typ containerpb.Operation_Type, during containerpb.NodePool_Status,
-	setup func(*cluster, *nodePool, *operation), done func(*cluster, *nodePool) func(), checks ...func(*cluster, *nodePool) error) (*containerpb.Operation, error) {
+	setup func(*cluster, *nodePool, *operation), checks ...func(*cluster, *nodePool) error) (*containerpb.Operation, error) {
 	k, err := parsePool(name, project, zone, clusterID, poolID)
 	if err != nil {
 		return nil, err
@@ -287,16 +234,10 @@ func (s *GServer) poolOp(rpc, name, project, zone, clusterID, poolID string, typ
 		return nil, err
 	}
 	op := s.startOp(rpc, c, typ, k.pool)
-	prevStatus, prevMsg := np.pb.Status, np.pb.StatusMessage
-	op.onFail = func() {
-		if !np.gone {
-			np.pb.Status, np.pb.StatusMessage = prevStatus, prevMsg
-		}
-	}
+	op.eff.before = []poolStatus{statusOf(np)}
 	if setup != nil {
 		setup(c, np, op)
 	}
-	op.onDone = done(c, np)
 	np.pb.Status, np.pb.StatusMessage = during, ""
 	s.refresh(c)
 	s.log.Info("Starting node pool operation", "rpc", rpc, "nodePool", k.String(), "operation", op.pb.Name)

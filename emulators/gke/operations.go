@@ -75,35 +75,11 @@ func (s *GServer) CancelOperation(_ context.Context, req *containerpb.CancelOper
 	if op.pb.Status == containerpb.Operation_DONE {
 		return nil, status.Errorf(codes.FailedPrecondition, "Operation %s is already done and cannot be cancelled.", id)
 	}
-	// A cancelled operation fails like an injected failure would: with
-	// the restore-or-ERROR behaviour of its onFail. The create handlers
-	// only apply their planned fate when the failure is theirs, so give
-	// them a failure they did not plan.
+	// A cancelled operation fails like an injected failure: a create
+	// leaves ERROR, anything else the status from before.
 	op.fail = rpcStatus(codes.Canceled, "Operation %s was cancelled.", id)
-	if op.pb.OperationType == containerpb.Operation_CREATE_NODE_POOL || op.pb.OperationType == containerpb.Operation_CREATE_CLUSTER {
-		op.onFail = s.cancelledCreate(op)
-	}
+	op.eff.own = false
 	op.end = s.now()
 	s.finish(op)
 	return &emptypb.Empty{}, nil
-}
-
-// cancelledCreate leaves what a cancelled create made in ERROR. Must be
-// called with the lock held.
-func (s *GServer) cancelledCreate(op *operation) func() {
-	return func() {
-		c, msg := op.c, op.fail.Message
-		if op.pool == "" {
-			if !c.gone {
-				c.errMsg = msg
-			}
-			for _, np := range c.pools {
-				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, msg
-			}
-			return
-		}
-		if np := c.pools[op.pool]; np != nil {
-			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, msg
-		}
-	}
 }

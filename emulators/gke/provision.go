@@ -82,11 +82,11 @@ func checkAutoscaling(pool string, a *containerpb.NodePoolAutoscaling) error {
 // pool when it ends. It is decided when the operation starts, which is
 // when the injected faults are consumed.
 type fate struct {
-	np     *nodePool
-	fail   *spb.Status // nil when every node came up
-	status containerpb.NodePool_Status
-	msg    string
-	nodes  map[string]int32
+	pool, uid string      // the node pool
+	fail      *spb.Status // nil when every node came up
+	status    containerpb.NodePool_Status
+	msg       string
+	nodes     map[string]int32
 }
 
 // planNodes decides the fate of np when an operation asks for target nodes
@@ -94,7 +94,7 @@ type fate struct {
 // with a stockout pending keeps its current count. Must be called with the
 // lock held.
 func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, create bool) fate {
-	f := fate{np: np, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(target)}
+	f := fate{pool: np.pb.Name, uid: np.uid, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(target)}
 	if create {
 		if z := missingZone(np.pb.Config.MachineType, np.pb.Locations); z != "" {
 			msg := fmt.Sprintf("Machine type %q is not available in zone %q.", np.pb.Config.MachineType, z)
@@ -119,12 +119,13 @@ func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, c
 }
 
 // apply makes the fate real unless the pool has gone meanwhile.
-func (f fate) apply() {
-	if f.np.gone {
+func (f fate) apply(c *cluster) {
+	np := c.livePool(f.pool, f.uid)
+	if np == nil {
 		return
 	}
-	f.np.pb.Status, f.np.pb.StatusMessage = f.status, f.msg
-	f.np.nodes = maps.Clone(f.nodes)
+	np.pb.Status, np.pb.StatusMessage = f.status, f.msg
+	np.nodes = maps.Clone(f.nodes)
 }
 
 // perZone returns n nodes in each of zones.

@@ -50,15 +50,15 @@ type operation struct {
 	parent       parentKey
 	c            *cluster
 	pool         string // "" for cluster-level operations
+	uid          string // the node pool's uid
 	clusterLevel bool
 	seq          int
 	end          time.Time
 	lost         bool
 	// fail, decided when the operation starts, makes it end with an
-	// error: onFail runs instead of onDone.
-	fail   *spb.Status
-	onDone func()
-	onFail func()
+	// error.
+	fail *spb.Status
+	eff  effect
 }
 
 func randomHex(n int) string {
@@ -101,12 +101,8 @@ func (s *GServer) finish(op *operation) {
 	if op.fail != nil {
 		op.pb.Error = op.fail
 		op.pb.StatusMessage = op.fail.Message
-		if op.onFail != nil {
-			op.onFail()
-		}
-	} else if op.onDone != nil {
-		op.onDone()
 	}
+	s.complete(op)
 	s.refresh(op.c)
 	s.log.Info("Operation done", "operation", op.pb.Name, "type", op.pb.OperationType.String(), "target", op.pb.TargetLink, "failed", op.fail != nil)
 }
@@ -128,7 +124,8 @@ func (s *GServer) busy(c *cluster, pool string) error {
 }
 
 // startOp records a RUNNING operation of rpc on c (and pool, if any), taking
-// any failure or loss injected for rpc. Must be called with the lock held.
+// any failure or loss injected for rpc; its effect is rpc's, which the
+// caller completes. Must be called with the lock held.
 func (s *GServer) startOp(rpc string, c *cluster, typ containerpb.Operation_Type, pool string) *operation {
 	now := s.now()
 	s.seq++
@@ -155,6 +152,10 @@ func (s *GServer) startOp(rpc string, c *cluster, typ containerpb.Operation_Type
 		clusterLevel: pool == "",
 		seq:          s.seq,
 		end:          now.Add(s.opTime),
+		eff:          effect{rpc: rpc},
+	}
+	if np := c.pools[pool]; pool != "" && np != nil {
+		op.uid = np.uid
 	}
 	if q := s.opFaults[rpc]; len(q) > 0 {
 		op.fail, s.opFaults[rpc] = q[0], q[1:]

@@ -110,6 +110,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		// A devstack process of TestKillAndRestart.
+		os.Exit(devstackChild())
+	}
 	// Parts of the stack log through the default logger.
 	slog.SetDefault(testLogger())
 	code := m.Run()
@@ -155,9 +159,11 @@ func sharedStack(t *testing.T) *env {
 	return sharedEnv
 }
 
-// client calls the API over HTTP as one principal.
+// client calls the API over HTTP as one principal, with hc or else
+// http.DefaultClient.
 type client struct {
 	url, token string
+	hc         *http.Client
 }
 
 type apiError struct {
@@ -181,7 +187,11 @@ func (c *client) call(method string, body, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}

@@ -8,6 +8,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +60,17 @@ type Config struct {
 	FirestoreAddr string
 	Project       string // bc-dev when empty
 	Seed          *store.Seed
-	// DataFile, if set, keeps the Firestore data across restarts: loaded
-	// at start, written at Close.
+	// DataFile, if set, keeps the stack's state across restarts, even a
+	// kill -9: the Firestore documents, the GKE simulator's clusters, node
+	// pools and operations, the Pub/Sub emulator's topics, subscriptions
+	// and unacknowledged messages of the stack's project, and the
+	// development issuer's signing key. It is loaded at start and written
+	// at one instant every SaveInterval when anything changed, and at
+	// Close; each write replaces the file whole (a temporary file, then a
+	// rename). A start from it restarts every reconcile chain at once.
 	DataFile string
+	// SaveInterval is DefaultSaveInterval when zero.
+	SaveInterval time.Duration
 
 	ConvergingInterval time.Duration
 	SteadyInterval     time.Duration
@@ -138,9 +147,13 @@ type Stack struct {
 	fresh freshConns
 	ready atomic.Bool
 
-	stopWatchdog context.CancelFunc
-	wg           sync.WaitGroup
-	emulators    []func() error // closed last, in reverse
+	saver      *saver
+	issuerData *savedIssuer
+	loaded     bool // the state came from the data file
+
+	stopBackground context.CancelFunc // the watchdog's and the saver's loops
+	wg             sync.WaitGroup
+	emulators      []func() error // closed last, in reverse
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,6 +170,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.WatchdogInterval <= 0 {
 		cfg.WatchdogInterval = DefaultWatchdogInterval
 	}
+	if cfg.SaveInterval <= 0 {
+		cfg.SaveInterval = DefaultSaveInterval
+	}
 	s := &Stack{cfg: cfg, log: cfg.Log}
 	defer func() {
 		if err != nil {
@@ -167,14 +183,41 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	s.URL = "http://" + s.lis.Addr().String()
-	if s.Issuer, err = devissuer.New(s.URL, devissuer.WithAudience(s.URL)); err != nil {
+	var raw []byte
+	var data *savedData
+	if cfg.DataFile != "" {
+		if raw, data, err = readData(cfg.DataFile); err != nil {
+			return nil, err
+		}
+		s.loaded = data != nil
+		s.saver = &saver{path: cfg.DataFile}
+	}
+	issuerOpts := []devissuer.Option{devissuer.WithAudience(s.URL)}
+	if data != nil && data.Issuer != nil {
+		key, err := devissuer.ParseKey([]byte(data.Issuer.Key))
+		if err != nil {
+			return nil, fmt.Errorf("data file %s: %w", cfg.DataFile, err)
+		}
+		issuerOpts = append(issuerOpts, devissuer.WithKey(key))
+	}
+	if s.Issuer, err = devissuer.New(s.URL, issuerOpts...); err != nil {
 		return nil, fmt.Errorf("development issuer: %w", err)
 	}
-	if err := s.startEmulators(); err != nil {
+	key, err := devissuer.MarshalKey(s.Issuer.Key())
+	if err != nil {
+		return nil, err
+	}
+	s.issuerData = &savedIssuer{Key: string(key)}
+	if err := s.startEmulators(raw, data); err != nil {
 		return nil, err
 	}
 	if err := s.provision(ctx); err != nil {
 		return nil, err
+	}
+	if data != nil && data.PubSub != nil {
+		if err := s.restorePubSub(ctx, data.PubSub); err != nil {
+			return nil, fmt.Errorf("data file %s: %w", cfg.DataFile, err)
+		}
 	}
 
 	s.env = s.environment()
@@ -219,12 +262,44 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	wctx, stop := context.WithCancel(context.Background())
-	s.stopWatchdog = stop
+	if s.loaded {
+		if err := s.restartChains(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bctx, stop := context.WithCancel(context.Background())
+	s.stopBackground = stop
+	if s.saver != nil {
+		// At once: a kill from now on finds the issuer's key kept.
+		if err := s.save(ctx); err != nil {
+			return nil, err
+		}
+		s.wg.Add(1)
+		go s.saveLoop(bctx, cfg.SaveInterval)
+	}
 	s.wg.Add(1)
-	go s.watchdogLoop(wctx)
+	go s.watchdogLoop(bctx)
 	s.ready.Store(true)
 	return s, nil
+}
+
+// restartChains starts every reconcile chain again, and publishes what the
+// outbox holds: the tasks that ran the chains lived in the Cloud Tasks
+// emulator, which loses them when the process ends. The watchdog would
+// restart each chain once it is overdue by its grace; this pass does not
+// wait. A run that the process's end cut still holds its subject until
+// its lease expires: the new chain's first task is retried until then.
+func (s *Stack) restartChains(ctx context.Context) error {
+	w := *s.Watchdog
+	// Every active chain is overdue, and every event old enough to drain.
+	w.Grace = -100 * 365 * 24 * time.Hour
+	w.DrainAge = 0
+	res, err := w.Tick(ctx)
+	if err != nil {
+		return fmt.Errorf("restart the reconcile chains: %w", err)
+	}
+	s.log.Info("Restarted the reconcile chains of the data file", "restarted", res.Restarted, "drained", res.Drained)
+	return nil
 }
 
 // Env returns the configuration the stack's functions are built from, as
@@ -310,24 +385,20 @@ func emulatorOptions(addr string) []option.ClientOption {
 	}
 }
 
-// startEmulators starts the Firestore emulator (with the data file's
-// documents), Pub/Sub, the GKE simulator and the Cloud Tasks emulator,
-// whose tasks carry tokens of the development issuer.
-func (s *Stack) startEmulators() error {
+// startEmulators starts the Firestore emulator, Pub/Sub, the GKE
+// simulator and the Cloud Tasks emulator, whose tasks carry tokens of the
+// development issuer; raw and data are the data file, if any, whose
+// documents and GKE state they start with.
+func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 	fs, err := fsemu.NewServer(fsemu.WithAddr(orFree(s.cfg.FirestoreAddr)))
 	if err != nil {
 		return fmt.Errorf("firestore emulator: %w", err)
 	}
 	s.Firestore = fs
 	s.emulators = append(s.emulators, fs.Close)
-	if s.cfg.DataFile != "" {
-		if f, err := os.Open(s.cfg.DataFile); err == nil {
-			err = fs.Import(f)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("import %s: %w", s.cfg.DataFile, err)
-			}
-			s.log.Info("Loaded Firestore data", "file", s.cfg.DataFile)
+	if data != nil {
+		if err := fs.Import(bytes.NewReader(raw)); err != nil {
+			return fmt.Errorf("data file %s: %w", s.cfg.DataFile, err)
 		}
 	}
 
@@ -355,6 +426,17 @@ func (s *Stack) startEmulators() error {
 	}
 	s.GKE = gke
 	s.emulators = append(s.emulators, gke.Close)
+	if data != nil && len(data.GKE) > 0 {
+		if err := gke.Restore(data.GKE); err != nil {
+			return fmt.Errorf("data file %s: %w", s.cfg.DataFile, err)
+		}
+	}
+	switch {
+	case data != nil && data.Version == 0:
+		s.log.Warn("The data file has only Firestore documents, from an older devstack: the clusters they name are unknown to the GKE simulator", "file", s.cfg.DataFile)
+	case data != nil:
+		s.log.Info("Loaded the data file", "file", s.cfg.DataFile)
+	}
 
 	tokens := func(ctx context.Context, audience, serviceAccount string) (string, error) {
 		return s.Issuer.Token(serviceAccount, audience, 10*time.Minute)
@@ -459,8 +541,8 @@ func (s *Stack) close() error {
 			errList = append(errList, err)
 		}
 	}
-	if s.stopWatchdog != nil {
-		s.stopWatchdog()
+	if s.stopBackground != nil {
+		s.stopBackground()
 		s.wg.Wait()
 	}
 	// The emulator's Close stops dispatching, waits for the attempts in
@@ -488,8 +570,15 @@ func (s *Stack) close() error {
 		keep(s.app.Shutdown(ctx))
 		cancel()
 	}
-	if s.cfg.DataFile != "" && s.Firestore != nil {
-		keep(s.save())
+	if s.saver != nil && s.ready.Load() {
+		// The last save, once nothing runs any more.
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		if err := s.save(ctx); err != nil {
+			keep(err)
+		} else {
+			s.log.Info("Saved the data file", "file", s.cfg.DataFile)
+		}
+		cancel()
 	}
 	for i := len(s.emulators) - 1; i >= 0; i-- {
 		keep(s.emulators[i]())
@@ -548,16 +637,4 @@ func (f *freshConns) close() {
 		c.Close()
 	}
 	clear(f.conns)
-}
-
-func (s *Stack) save() error {
-	f, err := os.Create(s.cfg.DataFile)
-	if err != nil {
-		return fmt.Errorf("save data: %w", err)
-	}
-	if err := s.Firestore.Export(f); err != nil {
-		f.Close()
-		return fmt.Errorf("save data: %w", err)
-	}
-	return f.Close()
 }

@@ -1,123 +1,26 @@
 // Command devstack runs the whole system on this machine with no cloud
-// account (API.md §8): go run ./functions/cmd/devstack
+// account (API.md §8): go run ./functions/cmd/devstack. Its flags are
+// devstack.Command's.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
-	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/store"
 )
 
 func main() {
-	var cfg devstack.Config
-	flag.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address of the API, the reconcile function, /healthz and /dev/token")
-	flag.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
-	flag.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
-	flag.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
-	seed := flag.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
-	flag.StringVar(&cfg.DataFile, "data", "", "file keeping the Firestore data across restarts (none: start empty)")
-	flag.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
-	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
-	flag.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
-	flag.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
-	flag.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", devstack.DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
-	logFormat := flag.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
-	flag.Parse()
-
-	log, err := newLogger(*logFormat, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	slog.SetDefault(log)
-	cfg.Log = log
-	if err := run(cfg, *seed); err != nil {
-		log.Error("Devstack failed", "error", err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := devstack.Command(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
 		os.Exit(1)
 	}
-}
-
-func run(cfg devstack.Config, seedFile string) error {
-	if seedFile != "" {
-		b, err := os.ReadFile(seedFile)
-		if err != nil {
-			return fmt.Errorf("read seed: %w", err)
-		}
-		if cfg.Seed, err = store.ParseSeed(b); err != nil {
-			return err
-		}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	s, err := devstack.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	tok, err := s.Token("alice")
-	if err != nil {
-		s.Close()
-		return err
-	}
-	cfg.Log.Info("Devstack ready",
-		"api", s.URL, "firestore", s.Firestore.Addr, "pubsub", s.PubSub.Addr,
-		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "project", cfg.Project)
-	fmt.Fprintf(os.Stderr, `
-Better Compute devstack is up.
-  API            %[1]s   (GET %[1]s/healthz)
-  Firestore      FIRESTORE_EMULATOR_HOST=%[2]s
-  Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)
-  Cloud Tasks    %[5]s
-  GKE simulator  %[6]s
-
-A token for alice (kubernetes.admin of tenant acme), valid one hour:
-  TOKEN=%[7]s
-  # or: curl -s -X POST %[1]s/dev/token -d '{"sub":"alice"}'
-
-Try:
-  curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \
-    -H 'Content-Type: application/json' \
-    -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
-         "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
-or with bc (go install ./cmd/bc):
-  bc login --dev --url %[1]s --tenant acme --pubsub-emulator %[3]s
-  bc clusters create --name prod --pool pool-dev --region us-central1 \
-    --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait
-The API's documents: %[1]s/openapi.json and %[1]s/asyncapi.json
-
-`, s.URL, s.Firestore.Addr, s.PubSub.Addr, cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok)
-	<-ctx.Done()
-	cfg.Log.Info("Shutting down")
-	return s.Close()
-}
-
-// newLogger returns the devstack's logger on out in the format asked.
-func newLogger(format string, out *os.File) (*slog.Logger, error) {
-	switch format {
-	case "auto":
-		if isTerminal(out) {
-			return logging.NewConsole(out, slog.LevelInfo, true), nil
-		}
-		return logging.New(out, slog.LevelInfo), nil
-	case "text":
-		return logging.NewConsole(out, slog.LevelInfo, isTerminal(out)), nil
-	case "json":
-		return logging.New(out, slog.LevelInfo), nil
-	}
-	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

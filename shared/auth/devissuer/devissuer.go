@@ -6,8 +6,11 @@
 // It is for the devstack (POST /dev/token) and for emulators that mint
 // tokens (the Cloud Tasks emulator's OIDC tokens); a deployed function never
 // serves it. Differences from a real issuer: anyone who can reach
-// TokenHandler gets a token for any subject; keys live only in memory; there
-// is no authorization endpoint, no refresh and no revocation.
+// TokenHandler gets a token for any subject; keys live in memory, unless the
+// caller keeps the signing key (Key, MarshalKey) and gives it back to the
+// next issuer (WithKey, ParseKey), as the devstack does in its -data file
+// so that tokens stay valid across its restarts; there is no authorization
+// endpoint, no refresh and no revocation.
 package devissuer
 
 import (
@@ -16,9 +19,11 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -50,6 +55,7 @@ type options struct {
 	audience string
 	ttl      time.Duration
 	now      func() time.Time
+	key      crypto.Signer
 }
 
 // Option configures New.
@@ -72,6 +78,12 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl }
 // WithNow sets the clock used for iat, nbf and exp (default time.Now).
 func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// WithKey makes the issuer sign with key rather than a fresh one: an
+// *ecdsa.PrivateKey on P-256 for ES256, an *rsa.PrivateKey for RS256. Given
+// the Key of an earlier issuer with the same URL, it publishes the same
+// key under the same kid, so the tokens that issuer signed keep verifying.
+func WithKey(key crypto.Signer) Option { return func(o *options) { o.key = key } }
+
 // Issuer signs tokens and serves its public keys. It is safe for concurrent
 // use.
 type Issuer struct {
@@ -90,7 +102,7 @@ type Issuer struct {
 }
 
 // New returns an issuer whose tokens carry iss = issuerURL, with a fresh
-// key. issuerURL is the URL at which Handler will be reachable (for a
+// key unless WithKey gives one. issuerURL is the URL at which Handler will be reachable (for a
 // listener on 127.0.0.1:0, bind it first and pass "http://" + its address);
 // a path in it prefixes DiscoveryPath and JWKSPath.
 func New(issuerURL string, opts ...Option) (*Issuer, error) {
@@ -131,7 +143,13 @@ func New(issuerURL string, opts ...Option) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devissuer: discovery document: %w", err)
 	}
-	if err := i.Rotate(); err != nil {
+	key := o.key
+	if key == nil {
+		if key, err = i.generate(); err != nil {
+			return nil, err
+		}
+	}
+	if err := i.use(key); err != nil {
 		return nil, err
 	}
 	return i, nil
@@ -147,6 +165,15 @@ func (i *Issuer) Audience() string { return i.audience }
 // ones: tokens signed before keep verifying, later ones carry the new kid
 // (a verifier must refetch the key set to accept them).
 func (i *Issuer) Rotate() error {
+	key, err := i.generate()
+	if err != nil {
+		return err
+	}
+	return i.use(key)
+}
+
+// generate returns a fresh key for the issuer's algorithm.
+func (i *Issuer) generate() (crypto.Signer, error) {
 	var (
 		key crypto.Signer
 		err error
@@ -158,7 +185,24 @@ func (i *Issuer) Rotate() error {
 		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	}
 	if err != nil {
-		return fmt.Errorf("devissuer: generate %s key: %w", i.alg, err)
+		return nil, fmt.Errorf("devissuer: generate %s key: %w", i.alg, err)
+	}
+	return key, nil
+}
+
+// use makes key the signing key and publishes it next to the earlier ones.
+func (i *Issuer) use(key crypto.Signer) error {
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		if i.alg != jose.ES256 || k.Curve != elliptic.P256() {
+			return fmt.Errorf("devissuer: an ECDSA key on %s cannot sign %s", k.Curve.Params().Name, i.alg)
+		}
+	case *rsa.PrivateKey:
+		if i.alg != jose.RS256 || k.N.BitLen() < 2048 {
+			return fmt.Errorf("devissuer: a %d-bit RSA key cannot sign %s", k.N.BitLen(), i.alg)
+		}
+	default:
+		return fmt.Errorf("devissuer: a %T cannot sign %s", key, i.alg)
 	}
 	pub := jose.JSONWebKey{Key: key.Public(), Algorithm: string(i.alg), Use: "sig"}
 	thumb, err := pub.Thumbprint(crypto.SHA256)
@@ -177,6 +221,39 @@ func (i *Issuer) Rotate() error {
 	i.signer, i.key = signer, key
 	i.keys = append(i.keys, pub)
 	return nil
+}
+
+// Key returns the current signing key, for WithKey.
+func (i *Issuer) Key() crypto.Signer {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.key
+}
+
+// MarshalKey encodes a signing key as PEM (PKCS #8), for ParseKey.
+func MarshalKey(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("devissuer: marshal key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseKey decodes a key written by MarshalKey.
+func ParseKey(b []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, errors.New("devissuer: parse key: not a PEM PRIVATE KEY")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("devissuer: parse key: %w", err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("devissuer: parse key: a %T cannot sign", k)
+	}
+	return signer, nil
 }
 
 // PublicKey returns the current signing key's public half (for

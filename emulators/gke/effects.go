@@ -1,0 +1,160 @@
+package gke
+
+import (
+	"maps"
+	"slices"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// effect is what an operation does to its cluster or node pool when it
+// ends, decided when it starts. It is data rather than code so that a
+// running operation can be saved and restored (Snapshot): complete reads
+// it.
+type effect struct {
+	// rpc is the method that started the operation; it selects the rule
+	// complete applies.
+	rpc string
+	// own marks a failure that is the operation's planned outcome (a zone
+	// without the machine type, a stockout), as opposed to an injected or
+	// cancelled one: it still applies the fates.
+	own bool
+	// fates are what the operation does to the nodes of its pools.
+	fates []fate
+	// before is the status of the pools when the operation started, which
+	// a failure restores.
+	before []poolStatus
+	// version is the master version of UpdateMaster (and UpgradeMaster),
+	// the node version of UpdateNodePool.
+	version string
+	// autoscaling is SetNodePoolAutoscaling's setting.
+	autoscaling *containerpb.NodePoolAutoscaling
+	// update is UpdateNodePool's request (locations, labels, taints).
+	update *containerpb.UpdateNodePoolRequest
+}
+
+// poolStatus is a node pool's status at some point.
+type poolStatus struct {
+	pool, uid string
+	status    containerpb.NodePool_Status
+	msg       string
+}
+
+// statusOf records np's status.
+func statusOf(np *nodePool) poolStatus {
+	return poolStatus{pool: np.pb.Name, uid: np.uid, status: np.pb.Status, msg: np.pb.StatusMessage}
+}
+
+// restore puts the pool's status back unless the pool has gone.
+func (p poolStatus) restore(c *cluster) {
+	if np := c.livePool(p.pool, p.uid); np != nil {
+		np.pb.Status, np.pb.StatusMessage = p.status, p.msg
+	}
+}
+
+// livePool returns the node pool named pool of c if it is still the one
+// with uid and neither it nor c has gone; nil otherwise.
+func (c *cluster) livePool(pool, uid string) *nodePool {
+	if c.gone {
+		return nil
+	}
+	if np := c.pools[pool]; np != nil && np.uid == uid {
+		return np
+	}
+	return nil
+}
+
+// complete applies op's effect, as a success or, with op.fail set, a
+// failure. Must be called with the lock held.
+func (s *GServer) complete(op *operation) {
+	c, e := op.c, op.eff
+	failed := op.fail != nil
+	switch e.rpc {
+	case "CreateCluster":
+		switch {
+		case !failed:
+			e.applyFates(c)
+		case c.gone:
+		case e.own:
+			c.errMsg = op.fail.Message
+			e.applyFates(c)
+		default:
+			c.errMsg = op.fail.Message
+			for _, np := range c.pools {
+				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
+			}
+		}
+		return
+	case "DeleteCluster":
+		if !failed {
+			s.removeCluster(c)
+			return
+		}
+		for _, b := range e.before {
+			b.restore(c)
+		}
+		return
+	case "UpdateMaster", "UpgradeMaster":
+		if !failed && !c.gone {
+			c.pb.CurrentMasterVersion = e.version
+		}
+		return
+	}
+
+	// A node pool operation: nothing happens to a pool that has gone.
+	np := c.livePool(op.pool, op.uid)
+	if np == nil {
+		return
+	}
+	if failed && !e.own {
+		if e.rpc == "CreateNodePool" {
+			np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
+		} else {
+			for _, b := range e.before {
+				b.restore(c)
+			}
+		}
+		return
+	}
+	switch e.rpc {
+	case "DeleteNodePool":
+		s.removePool(c, np)
+	case "SetNodePoolAutoscaling":
+		a := e.autoscaling
+		np.pb.Autoscaling = proto.Clone(a).(*containerpb.NodePoolAutoscaling)
+		if a.Enabled {
+			for z, n := range np.nodes {
+				np.nodes[z] = min(max(n, a.MinNodeCount), a.MaxNodeCount)
+			}
+		}
+		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+	case "UpdateNodePool":
+		req := e.update
+		if e.version != "" {
+			np.pb.Version = e.version
+		}
+		if len(req.Locations) > 0 {
+			np.pb.Locations = slices.Clone(req.Locations)
+		}
+		if req.Labels != nil {
+			np.pb.Config.Labels = maps.Clone(req.Labels.Labels)
+		}
+		if req.Taints != nil {
+			np.pb.Config.Taints = nil
+			for _, t := range req.Taints.Taints {
+				np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
+			}
+		}
+		e.applyFates(c)
+		np.pb.Etag = randomHex(8)
+	default: // CreateNodePool, SetNodePoolSize
+		e.applyFates(c)
+	}
+}
+
+func (e effect) applyFates(c *cluster) {
+	for _, f := range e.fates {
+		f.apply(c)
+	}
+}

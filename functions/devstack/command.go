@@ -1,0 +1,138 @@
+package devstack
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// Command is the devstack command (functions/cmd/devstack): it reads its
+// flags from args, starts a stack, prints where everything listens and a
+// token for alice to stderr, and serves until ctx ends (SIGINT or SIGTERM
+// in the command), then closes the stack, which saves its data file. It
+// logs to stdout (-log-format), and makes that logger slog's default, since
+// parts of the stack log through it.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	fl := flag.NewFlagSet("devstack", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address of the API, the reconcile function, /healthz and /dev/token")
+	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
+	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
+	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
+	seedFile := fl.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
+	fl.StringVar(&cfg.DataFile, "data", "", "file keeping the state across restarts, even a kill -9: saved every second (none: start empty)")
+	fl.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
+	fl.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
+	fl.DurationVar(&cfg.LeaseTTL, "lease-ttl", cloudrun.DefaultLeaseTTL, "how long a reconcile run may hold its cluster; a killed run's hold ends after it")
+	fl.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
+	fl.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
+	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
+	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "devstack: unexpected arguments %q\n", fl.Args())
+		fl.Usage()
+		return fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+
+	log, err := newLogger(*logFormat, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return err
+	}
+	slog.SetDefault(log)
+	cfg.Log = log
+	if err := serve(ctx, cfg, *seedFile, stderr); err != nil {
+		log.Error("Devstack failed", "error", err)
+		return err
+	}
+	return nil
+}
+
+func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) error {
+	if seedFile != "" {
+		b, err := os.ReadFile(seedFile)
+		if err != nil {
+			return fmt.Errorf("read seed: %w", err)
+		}
+		if cfg.Seed, err = store.ParseSeed(b); err != nil {
+			return err
+		}
+	}
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	tok, err := s.Token("alice")
+	if err != nil {
+		s.Close()
+		return err
+	}
+	cfg.Log.Info("Devstack ready",
+		"api", s.URL, "firestore", s.Firestore.Addr, "pubsub", s.PubSub.Addr,
+		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
+	fmt.Fprintf(stderr, `
+Better Compute devstack is up.
+  API            %[1]s   (GET %[1]s/healthz)
+  Firestore      FIRESTORE_EMULATOR_HOST=%[2]s
+  Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)
+  Cloud Tasks    %[5]s
+  GKE simulator  %[6]s
+
+A token for alice (kubernetes.admin of tenant acme), valid one hour:
+  TOKEN=%[7]s
+  # or: curl -s -X POST %[1]s/dev/token -d '{"sub":"alice"}'
+
+Try:
+  curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \
+    -H 'Content-Type: application/json' \
+    -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
+         "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
+or with bc (go install ./cmd/bc):
+  bc login --dev --url %[1]s --tenant acme --pubsub-emulator %[3]s
+  bc clusters create --name prod --pool pool-dev --region us-central1 \
+    --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait
+The API's documents: %[1]s/openapi.json and %[1]s/asyncapi.json
+
+`, s.URL, s.Firestore.Addr, s.PubSub.Addr, s.cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok)
+	<-ctx.Done()
+	cfg.Log.Info("Shutting down")
+	return s.Close()
+}
+
+// newLogger returns the devstack's logger on out in the format asked.
+func newLogger(format string, out io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "auto":
+		if isTerminal(out) {
+			return logging.NewConsole(out, slog.LevelInfo, true), nil
+		}
+		return logging.New(out, slog.LevelInfo), nil
+	case "text":
+		return logging.NewConsole(out, slog.LevelInfo, isTerminal(out)), nil
+	case "json":
+		return logging.New(out, slog.LevelInfo), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
