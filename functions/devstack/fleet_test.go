@@ -169,6 +169,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	deadline := time.Now().Add(2*time.Minute + time.Duration(f.clusters)*50*time.Millisecond)
 	for n := 0; n < f.clusters; {
 		if time.Now().After(deadline) {
+			describeNotReady(t, s.FirestoreClient)
 			t.Fatalf("%d of %d clusters ready by the deadline", n, f.clusters)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -318,6 +319,20 @@ func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (time.Time,
 		defer mu.Unlock()
 		v, ok := at[id]
 		return v, ok
+	}
+}
+
+// describeNotReady logs a few clusters that are not ready: their state,
+// message and chain.
+func describeNotReady(t testing.TB, fs *firestore.Client) {
+	t.Helper()
+	docs, err := fs.CollectionGroup("clusters").Where("status.state", "!=", string(resource.StateReady)).Limit(5).Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Logf("read the clusters not ready: %v", err)
+		return
+	}
+	for _, d := range docs {
+		t.Logf("not ready: %s: status %v, spec generation %v, chain %v", d.Ref.Path, d.Data()["status"], d.Data()["spec"].(map[string]any)["generation"], d.Data()["reconcile"])
 	}
 }
 
