@@ -286,15 +286,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 // restartChains starts every reconcile chain again, and publishes what the
 // outbox holds: the tasks that ran the chains lived in the Cloud Tasks
 // emulator, which loses them when the process ends. The watchdog would
-// restart each chain once it is overdue by its grace; this pass does not
-// wait. A run that the process's end cut still holds its subject until
-// its lease expires: the new chain's first task is retried until then.
+// restart each chain once it is overdue by its grace (a steady one only
+// after its heartbeat); this does not wait. A run that the process's end
+// cut still holds its subject until its lease expires: the new chain's
+// first task is retried until then.
 func (s *Stack) restartChains(ctx context.Context) error {
-	w := *s.Watchdog
-	// Every active chain is overdue, and every event old enough to drain.
-	w.Grace = -100 * 365 * 24 * time.Hour
-	w.DrainAge = 0
-	res, err := w.Tick(ctx)
+	res, err := s.Watchdog.RestartAll(ctx)
 	if err != nil {
 		return fmt.Errorf("restart the reconcile chains: %w", err)
 	}

@@ -479,3 +479,30 @@ func TestWatchdog(t *testing.T) {
 		t.Errorf("Tick after the queue recovered = %+v, %v, kicked %v; want dead2 restarted, never gone", res, err, kicked)
 	}
 }
+
+// RestartAll restarts every active chain, however many, and none of a
+// subject that is gone.
+func TestWatchdogRestartAll(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for i := range 150 {
+		ref := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc(fmt.Sprintf("t%d", i))
+		if _, err := ref.Set(ctx, thing{Active: i%50 != 0, Reconcile: chain.State{Token: "old", NextAt: e.clk.now().Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := &fakeKicker{}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Now: e.clk.now}
+	res, err := w.RestartAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Restarted != 147 || len(k.kicks) != 147 {
+		t.Errorf("restarted %d, kicked %d, want the 147 active chains", res.Restarted, len(k.kicks))
+	}
+	for _, kk := range k.kicks {
+		if kk.Token == "old" {
+			t.Errorf("kick of %s carries the old token", kk.ID)
+		}
+	}
+}
