@@ -63,11 +63,7 @@ func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 	var res Pass
 	var errList []error
 	for _, kind := range w.Kinds {
-		docs, err := w.FS.CollectionGroup(kind).
-			Where("active", "==", true).
-			Where(Field+".nextAt", "<", before).
-			OrderBy(Field+".nextAt", firestore.Asc).
-			Limit(overdueLimit).Documents(ctx).GetAll()
+		docs, err := w.overdue(kind, before).Limit(overdueLimit).Documents(ctx).GetAll()
 		if err != nil {
 			errList = append(errList, fmt.Errorf("query overdue %s: %w", kind, err))
 			continue
@@ -95,6 +91,15 @@ func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 		errList = append(errList, err)
 	}
 	return res, errors.Join(errList...)
+}
+
+// overdue is the query of the active subjects of kind whose next run is
+// before before, the earliest first.
+func (w *Watchdog) overdue(kind string, before time.Time) firestore.Query {
+	return w.FS.CollectionGroup(kind).
+		Where("active", "==", true).
+		Where(Field+".nextAt", "<", before).
+		OrderBy(Field+".nextAt", firestore.Asc)
 }
 
 // restart starts a new chain for a subject whose chain died, unless its
@@ -135,9 +140,19 @@ func (w *Watchdog) RestartAll(ctx context.Context) (Pass, error) {
 	end := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	var res Pass
 	for _, kind := range w.Kinds {
-		docs, err := w.FS.CollectionGroup(kind).Where("active", "==", true).Documents(ctx).GetAll()
-		if err != nil {
-			return res, fmt.Errorf("read %s: %w", kind, err)
+		// Every subject is read before any is restarted: a restart moves
+		// its chain's next run, and so its place in the query.
+		var docs []*firestore.DocumentSnapshot
+		for q := w.overdue(kind, end); ; {
+			page, err := q.Limit(500).Documents(ctx).GetAll()
+			if err != nil {
+				return res, fmt.Errorf("read %s: %w", kind, err)
+			}
+			docs = append(docs, page...)
+			if len(page) < 500 {
+				break
+			}
+			q = w.overdue(kind, end).StartAfter(page[len(page)-1])
 		}
 		for _, d := range docs {
 			k, err := w.restart(ctx, kind, d.Ref, end, now)
