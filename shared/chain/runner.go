@@ -251,7 +251,10 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) 
 	case out.Converging:
 		interval = r.cfg.ConvergingInterval
 	}
-	next := now.Add(interval)
+	// An interval after this run ends, not after it began: a provider
+	// operation it started is then given the whole interval before the
+	// next run looks at it.
+	next := r.cfg.Now().Add(interval)
 	deadline := next.Add(r.cfg.LeaseTTL)
 	if !out.Converging && !out.Retry && out.After == 0 {
 		deadline = next.Add(max(r.cfg.LeaseTTL, r.cfg.Heartbeat))
