@@ -304,6 +304,24 @@ func (a *app) needTenant() (string, error) {
 	return a.tenant, nil
 }
 
+// waitAndPrint waits for a resource (what, as its progress lines name it)
+// with the client's wait, showing each change of its state, then prints
+// where it ended, even when the wait failed (error) or gave up.
+func waitAndPrint[T any](a *app, what string, timeout time.Duration, start time.Time,
+	wait func(context.Context, *client.WaitOptions) (*T, error), print func(*T) error) error {
+	ctx, cancel := a.waitContext(timeout)
+	defer cancel()
+	opts, stop := a.waitOptions(what, start)
+	got, err := wait(ctx, opts)
+	stop()
+	if got != nil {
+		if perr := print(got); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
 // waitOptions are the Wait helpers' options, printing each change of the
 // resource's state to stderr with the time since start. On a terminal, a
 // last line shows the time going by, rewritten until stop is called.

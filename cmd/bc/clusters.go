@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -178,17 +179,9 @@ func (a *app) clustersCreate() *cobra.Command {
 
 // waitCluster waits for the cluster to reach target, then prints it.
 func (a *app) waitCluster(c *client.Client, cl *client.Cluster, target client.State, timeout time.Duration, start time.Time) error {
-	ctx, cancel := a.waitContext(timeout)
-	defer cancel()
-	opts, stop := a.waitOptions("cluster "+cl.Name, start)
-	got, err := c.WaitCluster(ctx, cl.TenantID, cl.ID, target, opts)
-	stop()
-	if got != nil {
-		if perr := a.printCluster(got); perr != nil && err == nil {
-			err = perr
-		}
-	}
-	return err
+	return waitAndPrint(a, "cluster "+cl.Name, timeout, start, func(ctx context.Context, opts *client.WaitOptions) (*client.Cluster, error) {
+		return c.WaitCluster(ctx, cl.TenantID, cl.ID, target, opts)
+	}, a.printCluster)
 }
 
 func (a *app) printCluster(cl *client.Cluster) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -166,17 +167,9 @@ func (a *app) nodePoolsCreate() *cobra.Command {
 
 // waitPool waits for the pool to reach target, then prints it.
 func (a *app) waitPool(c *client.Client, tenant string, p *client.NodePool, target client.State, timeout time.Duration, start time.Time) error {
-	ctx, cancel := a.waitContext(timeout)
-	defer cancel()
-	opts, stop := a.waitOptions("node pool "+p.Name, start)
-	got, err := c.WaitNodePool(ctx, tenant, p.ClusterID, p.ID, target, opts)
-	stop()
-	if got != nil {
-		if perr := a.printPool(got); perr != nil && err == nil {
-			err = perr
-		}
-	}
-	return err
+	return waitAndPrint(a, "node pool "+p.Name, timeout, start, func(ctx context.Context, opts *client.WaitOptions) (*client.NodePool, error) {
+		return c.WaitNodePool(ctx, tenant, p.ClusterID, p.ID, target, opts)
+	}, a.printPool)
 }
 
 func (a *app) printPool(p *client.NodePool) error {

@@ -73,8 +73,13 @@
 //     us-west1, europe-west1, europe-west4, asia-southeast1), the e2, n1,
 //     n2, n2d, c3, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
 //     nvidia-tesla-a100 and nvidia-a100-80gb (built into a2), and
-//     nvidia-tesla-t4, -p4, -v100 (attachable to n1). Quotas other than
-//     the concurrent-operations one are not modelled.
+//     nvidia-tesla-t4, -p4, -v100 (attachable to n1). Quotas: the
+//     concurrent-operations one, and with WithRequestQuota or
+//     SetRequestQuota a per-project "Requests per minute" quota, counted
+//     per clock minute of the server's clock (GKE's refill is its own)
+//     and refused with RESOURCE_EXHAUSTED; Usage reports it. Resource
+//     quotas (CPUs, addresses, GPUs of a region) are not modelled: a test
+//     fails an operation with one through FailNextOperation.
 //   - Versions are full GKE versions (1.33.4-gke.1000) or "latest"/"-";
 //     aliases such as "1.33" are refused. Release channels only choose
 //     the initial version; upgrades happen when a test calls
