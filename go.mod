@@ -90,4 +90,6 @@ require (
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
+	k8s.io/api v0.37.2 // indirect
+	k8s.io/client-go v0.37.2 // indirect
 )
