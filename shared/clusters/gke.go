@@ -40,6 +40,7 @@ func observe(c *containerpb.Cluster) *ObservedCluster {
 		Message:  c.GetStatusMessage(),
 		Version:  c.GetCurrentMasterVersion(),
 		Endpoint: c.GetEndpoint(),
+		CA:       c.GetMasterAuth().GetClusterCaCertificate(),
 		Pools:    map[string]ObservedPool{},
 	}
 	for _, np := range c.GetNodePools() {

@@ -49,7 +49,10 @@ type ObservedCluster struct {
 	Message  string
 	Version  string
 	Endpoint string
-	Pools    map[string]ObservedPool // by name
+	// CA is the PEM of the cluster's certificate authority, as GKE's
+	// masterAuth.clusterCaCertificate gives it (base64).
+	CA    string
+	Pools map[string]ObservedPool // by name
 }
 
 // OpOutcome is what became of the recorded operation.

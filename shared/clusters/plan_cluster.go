@@ -44,7 +44,7 @@ func (p *planner) planCluster() {
 		p.emit(lifecycle.ClusterError(c, fmt.Sprintf("provider cluster %s was replaced by another cluster of the same name; it is left alone", c.Spec.ProviderName), p.now))
 		return
 	}
-	lifecycle.ObserveCluster(c, obs.ID, obs.Version, obs.Endpoint)
+	lifecycle.ObserveCluster(c, obs.ID, obs.Version, obs.Endpoint, obs.CA)
 	switch obs.Status {
 	case StatusProvisioning:
 		lifecycle.ClusterProvisioning(c, p.now)

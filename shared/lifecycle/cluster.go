@@ -114,7 +114,7 @@ func ClusterProvisioning(c *Cluster, now time.Time) {
 // ObserveCluster records the version and endpoint the provider shows. A
 // version that moved (a release-channel upgrade) is announced as an update
 // once the cluster is ready, even if it is busy or failed right now.
-func ObserveCluster(c *Cluster, providerID, version, endpoint string) {
+func ObserveCluster(c *Cluster, providerID, version, endpoint, ca string) {
 	s := &c.Status
 	if s.Provider.ID == "" {
 		s.Provider.ID = providerID
@@ -127,6 +127,9 @@ func ObserveCluster(c *Cluster, providerID, version, endpoint string) {
 	}
 	if endpoint != "" {
 		s.Endpoint = endpoint
+	}
+	if ca != "" {
+		s.CACertificate = ca
 	}
 }
 

@@ -56,6 +56,10 @@ type ClusterSpec struct {
 	Zones []string `firestore:"zones"`
 	// Deleting is set when the tenant deletes the cluster.
 	Deleting bool `firestore:"deleting"`
+	// ManagedBy is the substrate that made the cluster and alone may
+	// change it; ManagedPool is that substrate's pool.
+	ManagedBy   string `firestore:"managedBy,omitempty"`
+	ManagedPool string `firestore:"managedPool,omitempty"`
 	// PoolsCreated counts the node pools ever created in the cluster; with
 	// the status's PoolsDeleted it gives the pools that count against the
 	// quota, without a count query.
@@ -89,6 +93,9 @@ type ClusterStatus struct {
 	ObservedGeneration int64  `firestore:"observedGeneration"`
 	KubernetesVersion  string `firestore:"kubernetesVersion"`
 	Endpoint           string `firestore:"endpoint"`
+	// CACertificate is the cluster's certificate authority as the provider
+	// reports it (base64 of the PEM), to reach its Kubernetes API.
+	CACertificate string `firestore:"caCertificate"`
 	// Upgraded is set when the provider moved the cluster's version, until
 	// kubernetes.cluster.updated announces it.
 	Upgraded bool `firestore:"upgraded"`
@@ -130,6 +137,10 @@ type NodePoolSpec struct {
 	Taints       []resource.Taint       `firestore:"taints"`
 	// Deleting is set when the tenant deletes the pool or its cluster.
 	Deleting bool `firestore:"deleting"`
+	// ManagedBy is the substrate that made the pool and alone may change
+	// it; ManagedPool is that substrate's pool.
+	ManagedBy   string `firestore:"managedBy,omitempty"`
+	ManagedPool string `firestore:"managedPool,omitempty"`
 	// Version is the public version: 1 at creation, +1 on every resize.
 	Version    int64     `firestore:"version"`
 	Generation int64     `firestore:"generation"`
@@ -185,6 +196,7 @@ func (c *Cluster) View() resource.Cluster {
 		Endpoint:          c.Status.Endpoint,
 		ProviderName:      c.Spec.ProviderName,
 		Labels:            maps.Clone(c.Spec.Labels),
+		ManagedBy:         c.Spec.ManagedBy,
 		State:             st,
 		Message:           msg,
 		Version:           c.Spec.Version,
@@ -214,6 +226,7 @@ func (p *NodePool) View() resource.NodePool {
 		Zones:        s.Zones,
 		Labels:       s.Labels,
 		Taints:       s.Taints,
+		ManagedBy:    s.ManagedBy,
 		State:        st,
 		Message:      msg,
 		Version:      s.Version,

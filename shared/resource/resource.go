@@ -80,11 +80,13 @@ type NodePool struct {
 	Zones        []string          `json:"zones" firestore:"zones"`
 	Labels       map[string]string `json:"labels" firestore:"labels"`
 	Taints       []Taint           `json:"taints" firestore:"taints"`
-	State        State             `json:"state" firestore:"state"`
-	Message      string            `json:"message" firestore:"message"`
-	Version      int64             `json:"version" firestore:"version"`
-	CreatedAt    time.Time         `json:"createdAt" firestore:"createdAt"`
-	UpdatedAt    time.Time         `json:"updatedAt" firestore:"updatedAt"`
+	// ManagedBy is the substrate (ksb_...) that manages the pool, if any.
+	ManagedBy string    `json:"managedBy,omitempty" firestore:"managedBy,omitempty"`
+	State     State     `json:"state" firestore:"state"`
+	Message   string    `json:"message" firestore:"message"`
+	Version   int64     `json:"version" firestore:"version"`
+	CreatedAt time.Time `json:"createdAt" firestore:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt" firestore:"updatedAt"`
 }
 
 // Normalize replaces nil collections by empty ones, so the JSON shows [] and
@@ -118,11 +120,13 @@ type Cluster struct {
 	Endpoint          string            `json:"endpoint" firestore:"endpoint"`
 	ProviderName      string            `json:"providerName" firestore:"providerName"`
 	Labels            map[string]string `json:"labels" firestore:"labels"`
-	State             State             `json:"state" firestore:"state"`
-	Message           string            `json:"message" firestore:"message"`
-	Version           int64             `json:"version" firestore:"version"`
-	CreatedAt         time.Time         `json:"createdAt" firestore:"createdAt"`
-	UpdatedAt         time.Time         `json:"updatedAt" firestore:"updatedAt"`
+	// ManagedBy is the substrate (ksb_...) that manages the cluster, if any.
+	ManagedBy string    `json:"managedBy,omitempty" firestore:"managedBy,omitempty"`
+	State     State     `json:"state" firestore:"state"`
+	Message   string    `json:"message" firestore:"message"`
+	Version   int64     `json:"version" firestore:"version"`
+	CreatedAt time.Time `json:"createdAt" firestore:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt" firestore:"updatedAt"`
 }
 
 // Normalize replaces nil collections by empty ones and times by UTC.

@@ -59,7 +59,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := decodeMember(snaps[0])
+		member, err := c.member(snaps[0])
 		if err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if pool.TenantID != c.TenantID {
 			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
 		}
-		if err := member.Require(auth.PermCreate, ""); err != nil {
+		if err := c.require(member, auth.PermCreate, ""); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -130,11 +130,12 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		}
 		id := resource.NewClusterID()
 		spec.ProviderName = resource.ProviderClusterName(id)
+		spec.ManagedBy, spec.ManagedPool = c.Substrate, c.Pool
 		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID, spec, len(req.NodePools), now)}
 		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID, id, now)
 		res.Kick = &kick
 		for _, spec := range req.NodePools {
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.NodePoolSpecOf(spec), now)
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, c.managed(lifecycle.NodePoolSpecOf(spec)), now)
 			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
 				return err
 			}
@@ -288,7 +289,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := decodeMember(snaps[0])
+		member, err := c.member(snaps[0])
 		if err != nil {
 			return err
 		}
@@ -296,7 +297,13 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err != nil {
 			return err
 		}
-		if err := member.Require(auth.PermDelete, clusterID); err != nil {
+		if err := c.require(member, auth.PermDelete, clusterID); err != nil {
+			return err
+		}
+		if err := c.mayChange(cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
+			return err
+		}
+		if err := cl.usedBy(); err != nil {
 			return err
 		}
 		now := s.timestamp()

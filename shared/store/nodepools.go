@@ -26,6 +26,12 @@ const ClustersKind = "clusters"
 type Caller struct {
 	TenantID  string
 	Principal string
+	// Substrate, when set, is the substrate (ksb_...) acting for the
+	// tenant on the clusters and pools it manages (Pool is its pool):
+	// it needs no role binding, what it creates is marked managed by it,
+	// and only it may change what it manages.
+	Substrate string
+	Pool      string
 }
 
 // NodePoolResult is the outcome of a node pool mutation: the pool as the API
@@ -72,7 +78,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := decodeMember(snaps[0])
+		member, err := c.member(snaps[0])
 		if err != nil {
 			return err
 		}
@@ -80,7 +86,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err != nil {
 			return err
 		}
-		if err := member.Require(auth.PermUpdate, req.ClusterID); err != nil {
+		if err := c.require(member, auth.PermUpdate, req.ClusterID); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -98,13 +104,17 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 				return nil
 			}
 		}
+		if m := cluster.Spec.ManagedBy; m != "" && m != c.Substrate {
+			// A substrate's cluster holds its node pools and no other.
+			return c.mayChange(m, cluster.Spec.ManagedPool, "cluster", cluster.Spec.Name)
+		}
 		if err := lifecycle.AddNodePool(&cluster.Cluster, req.Spec.Name, snaps[2].Exists(), now); err != nil {
 			return err
 		}
 		if err := req.CheckZones(cluster.Spec.Region, cluster.Spec.Zones); err != nil {
 			return err
 		}
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.NodePoolSpecOf(req.Spec), now)
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, c.managed(lifecycle.NodePoolSpecOf(req.Spec)), now)
 		if err := tx.Create(s.NodePoolRef(c.TenantID, cluster.ID, p.ID), p); err != nil {
 			return err
 		}
@@ -242,7 +252,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := decodeMember(snaps[0])
+		member, err := c.member(snaps[0])
 		if err != nil {
 			return err
 		}
@@ -254,7 +264,10 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 		if err != nil {
 			return err
 		}
-		if err := member.Require(auth.PermUpdate, clusterID); err != nil {
+		if err := c.require(member, auth.PermUpdate, clusterID); err != nil {
+			return err
+		}
+		if err := c.mayChange(p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
 			return err
 		}
 		now := s.timestamp()
