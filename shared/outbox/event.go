@@ -30,12 +30,20 @@ const (
 	ClusterUpdated  = "kubernetes.cluster.updated"
 	ClusterError    = "kubernetes.cluster.error"
 	ClusterDeleted  = "kubernetes.cluster.deleted"
+
+	SubstrateReady      = "kubernetes.substrate.ready"
+	SubstrateUpdated    = "kubernetes.substrate.updated"
+	SubstrateError      = "kubernetes.substrate.error"
+	SubstrateDeleted    = "kubernetes.substrate.deleted"
+	SubstrateNodeJoined = "kubernetes.substrate.node.joined"
+	SubstrateNodeLeft   = "kubernetes.substrate.node.left"
 )
 
 // Types lists every event type, for creating the topics.
 var Types = []string{
 	NodePoolCreated, NodePoolReady, NodePoolError, NodePoolDeleted,
 	ClusterCreated, ClusterReady, ClusterUpdated, ClusterError, ClusterDeleted,
+	SubstrateReady, SubstrateUpdated, SubstrateError, SubstrateDeleted, SubstrateNodeJoined, SubstrateNodeLeft,
 }
 
 // Collection is the name of the outbox collection under each tenant.
@@ -44,13 +52,16 @@ const Collection = "outbox"
 // Event is a CloudEvent waiting in a tenant's outbox. ID is its ce-id, fixed
 // when the event is written so that every publish of it carries the same one.
 type Event struct {
-	ID         string    `firestore:"id"`
-	Type       string    `firestore:"type"`
-	TenantID   string    `firestore:"tenantId"`
-	ClusterID  string    `firestore:"clusterId"`
-	NodePoolID string    `firestore:"nodePoolId,omitempty"`
-	Time       time.Time `firestore:"time"`
-	Data       []byte    `firestore:"data"` // the resource as the API returns it
+	ID         string `firestore:"id"`
+	Type       string `firestore:"type"`
+	TenantID   string `firestore:"tenantId"`
+	ClusterID  string `firestore:"clusterId"`
+	NodePoolID string `firestore:"nodePoolId,omitempty"`
+	// SubstrateID and PoolID are set on substrate events.
+	SubstrateID string    `firestore:"substrateId,omitempty"`
+	PoolID      string    `firestore:"poolId,omitempty"`
+	Time        time.Time `firestore:"time"`
+	Data        []byte    `firestore:"data"` // the resource as the API returns it
 }
 
 // NodePoolEvent returns an event of type typ about the pool p at time t.
@@ -81,6 +92,37 @@ func ClusterEvent(typ string, c resource.Cluster, t time.Time) Event {
 	}
 }
 
+// SubstrateEvent returns an event of type typ about the substrate s at time
+// t. Its subject is the substrate's cluster, or the substrate itself while
+// it has none.
+func SubstrateEvent(typ string, s resource.Substrate, t time.Time) Event {
+	return substrateEvent(typ, s, t, s)
+}
+
+// SubstrateNodeEvent returns an event of type typ about a node of the
+// substrate s at time t.
+func SubstrateNodeEvent(typ string, s resource.Substrate, n resource.SubstrateNode, t time.Time) Event {
+	n.JoinedAt = n.JoinedAt.UTC()
+	return substrateEvent(typ, s, t, n)
+}
+
+func substrateEvent(typ string, s resource.Substrate, t time.Time, data any) Event {
+	subject := s.ClusterID
+	if subject == "" {
+		subject = s.ID
+	}
+	return Event{
+		ID:          newEventID(),
+		Type:        typ,
+		TenantID:    s.TenantID,
+		ClusterID:   subject,
+		SubstrateID: s.ID,
+		PoolID:      s.PoolID,
+		Time:        t.UTC(),
+		Data:        mustJSON(data),
+	}
+}
+
 // Ref returns the outbox document of e.
 func Ref(fs *firestore.Client, e Event) *firestore.DocumentRef {
 	return fs.Collection("tenants").Doc(e.TenantID).Collection(Collection).Doc(e.ID)
@@ -107,6 +149,10 @@ func (e Event) Message() *pubsub.Message {
 	}
 	if e.NodePoolID != "" {
 		attrs["nodePoolId"] = e.NodePoolID
+	}
+	if e.SubstrateID != "" {
+		attrs["substrateId"] = e.SubstrateID
+		attrs["poolId"] = e.PoolID
 	}
 	return &pubsub.Message{Data: e.Data, Attributes: attrs, OrderingKey: e.ClusterID}
 }

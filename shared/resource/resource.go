@@ -166,3 +166,50 @@ func ProviderClusterName(clusterID string) string {
 	}
 	return string(b)
 }
+
+// SubstratePrefix is the TypeID prefix of substrates.
+const SubstratePrefix = "ksb"
+
+// NewSubstrateID returns a fresh substrate TypeID (ksb_...).
+func NewSubstrateID() string { return NewID(SubstratePrefix) }
+
+// Substrate modes: the substrate creates its cluster or adopts one.
+const (
+	SubstrateCreate = "create"
+	SubstrateAdopt  = "adopt"
+)
+
+// Substrate is the managed Kubernetes cluster behind a pool whose policy
+// asks for one (API.md §9).
+type Substrate struct {
+	ID          string              `json:"id"`
+	TenantID    string              `json:"tenantId"`
+	PoolID      string              `json:"poolId"`
+	PoolVersion int64               `json:"poolVersion"`
+	AccountID   string              `json:"accountId"`
+	Mode        string              `json:"mode"`
+	ClusterID   string              `json:"clusterId"`
+	NodePools   []SubstrateNodePool `json:"nodePools"`
+	JoinedNodes int64               `json:"joinedNodes"`
+	State       State               `json:"state"`
+	Message     string              `json:"message"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	UpdatedAt   time.Time           `json:"updatedAt"`
+}
+
+// SubstrateNodePool is the node pool of one of a substrate's flavors.
+type SubstrateNodePool struct {
+	Flavor     string `json:"flavor" firestore:"flavor"`
+	Name       string `json:"name" firestore:"name"`
+	NodePoolID string `json:"nodePoolId" firestore:"nodePoolId"`
+	State      State  `json:"state" firestore:"state"`
+}
+
+// SubstrateNode is a node that joined a substrate.
+type SubstrateNode struct {
+	Name       string    `json:"name" firestore:"name"`
+	Flavor     string    `json:"flavor" firestore:"flavor"`
+	Zone       string    `json:"zone" firestore:"zone"`
+	ProviderID string    `json:"providerId" firestore:"providerId"`
+	JoinedAt   time.Time `json:"joinedAt" firestore:"joinedAt"`
+}

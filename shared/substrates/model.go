@@ -1,0 +1,139 @@
+// Package substrates is the kubernetes.substrates reconciler (API.md §9):
+// pool substrates recorded from the pools module's events, converged by a
+// chain of runs per substrate that makes (or adopts) a cluster through the
+// clusters machinery, gives it one node pool per flavor, server-side
+// applies bcd into its Kubernetes API with a join token, and follows the
+// nodes that join.
+//
+// A substrate is stored as the clusters are: a spec that only the pool
+// events write (Consume), and a status that only its runs write, whole.
+package substrates
+
+import (
+	"slices"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// Kind is the chain kind of substrates: the collection of their documents
+// under each tenant, and the Kind of their kicks.
+const Kind = "substrates"
+
+// Flavor is one of a pool's flavors: a node pool spec whose Name is the
+// flavor's name.
+type Flavor struct {
+	Name     string                 `firestore:"name"`
+	NodePool lifecycle.NodePoolSpec `firestore:"nodePool"`
+}
+
+// Spec is what the pool's last applied event asks of the substrate.
+type Spec struct {
+	PoolVersion int64  `firestore:"poolVersion"`
+	AccountID   string `firestore:"accountId"`
+	Mode        string `firestore:"mode"`
+	// Region, Zones and ReleaseChannel are the cluster to create.
+	Region         string   `firestore:"region"`
+	Zones          []string `firestore:"zones"`
+	ReleaseChannel string   `firestore:"releaseChannel"`
+	// AdoptClusterID is the cluster to adopt.
+	AdoptClusterID string   `firestore:"adoptClusterId"`
+	Flavors        []Flavor `firestore:"flavors"`
+	// Problem, when set, is why the substrate cannot be served (an
+	// account without managed Kubernetes, a malformed event for its pool):
+	// it stays in error with it until an event fixes it.
+	Problem string `firestore:"problem"`
+	// Deleting: the pool no longer asks for this substrate.
+	Deleting bool `firestore:"deleting"`
+	// After is the pool's previous substrate, which must be deleted before
+	// this one makes anything (its cluster's name is the same).
+	After      string    `firestore:"after"`
+	Generation int64     `firestore:"generation"`
+	UpdatedAt  time.Time `firestore:"updatedAt"`
+}
+
+// Token is the join token the substrate's Secret holds, by its hash.
+type Token struct {
+	Hash     string    `firestore:"hash"`
+	MintedAt time.Time `firestore:"mintedAt"`
+}
+
+// Status is what the substrate's runs last saw and did.
+type Status struct {
+	State              resource.State `firestore:"state"`
+	Message            string         `firestore:"message"`
+	ObservedGeneration int64          `firestore:"observedGeneration"`
+	// ClusterID is the cluster made (create) or adopted (adopt), once a
+	// run recorded it.
+	ClusterID string                       `firestore:"clusterId"`
+	NodePools []resource.SubstrateNodePool `firestore:"nodePools"`
+	Token     Token                        `firestore:"token"`
+	// Applied is the spec generation whose objects are applied in the
+	// cluster's Kubernetes API.
+	Applied   int64 `firestore:"applied"`
+	EverReady bool  `firestore:"everReady"`
+	// Announced is the error kubernetes.substrate.error last announced.
+	Announced string    `firestore:"announced"`
+	UpdatedAt time.Time `firestore:"updatedAt"`
+}
+
+// Substrate is a stored substrate, at tenants/{tenantId}/substrates/{id}.
+type Substrate struct {
+	ID        string     `firestore:"id"`
+	TenantID  string     `firestore:"tenantId"`
+	PoolID    string     `firestore:"poolId"`
+	CreatedAt time.Time  `firestore:"createdAt"`
+	Active    bool       `firestore:"active"`
+	ExpireAt  *time.Time `firestore:"expireAt"`
+	// Joined counts the joined nodes. Joins and runs change it with
+	// increments, outside spec and status, so neither overwrites the
+	// other's.
+	Joined int64  `firestore:"joined"`
+	Spec   Spec   `firestore:"spec"`
+	Status Status `firestore:"status"`
+}
+
+// View is the substrate as the API returns it.
+func (s *Substrate) View() resource.Substrate {
+	v := resource.Substrate{
+		ID:          s.ID,
+		TenantID:    s.TenantID,
+		PoolID:      s.PoolID,
+		PoolVersion: s.Spec.PoolVersion,
+		AccountID:   s.Spec.AccountID,
+		Mode:        s.Spec.Mode,
+		ClusterID:   s.Status.ClusterID,
+		NodePools:   slices.Clone(s.Status.NodePools),
+		JoinedNodes: s.Joined,
+		State:       s.Status.State,
+		Message:     s.Status.Message,
+		CreatedAt:   s.CreatedAt.UTC(),
+		UpdatedAt:   later(s.Spec.UpdatedAt, s.Status.UpdatedAt).UTC(),
+	}
+	if v.ClusterID == "" && s.Spec.Mode == resource.SubstrateAdopt {
+		v.ClusterID = s.Spec.AdoptClusterID
+	}
+	if v.NodePools == nil {
+		v.NodePools = []resource.SubstrateNodePool{}
+	}
+	if v.State == "" {
+		v.State = resource.StatePending
+	}
+	return v
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// SameChoice reports whether two specs put the substrate on the same
+// account and cluster: a change of either builds a new substrate.
+func SameChoice(a, b Spec) bool {
+	return a.AccountID == b.AccountID && a.Mode == b.Mode && a.Region == b.Region &&
+		slices.Equal(a.Zones, b.Zones) && a.ReleaseChannel == b.ReleaseChannel &&
+		a.AdoptClusterID == b.AdoptClusterID
+}
