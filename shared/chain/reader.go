@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Reader reads a subject's documents for Subject.Load: in the transaction
@@ -49,8 +51,28 @@ func (r *Reader) Query(q firestore.Query) ([]*firestore.DocumentSnapshot, error)
 }
 
 func (r *Reader) note(s *firestore.DocumentSnapshot) {
+	if !s.Exists() {
+		r.versions = append(r.versions, s.Ref.Path+"@none")
+		return
+	}
 	r.versions = append(r.versions, s.Ref.Path+"@"+strconv.FormatInt(s.UpdateTime.UnixNano(), 10))
 }
 
 // version identifies everything read: the same documents, unchanged.
 func (r *Reader) version() string { return strings.Join(r.versions, ",") }
+
+// Get returns the document at ref, which may not exist.
+func (r *Reader) Get(ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
+	var snap *firestore.DocumentSnapshot
+	var err error
+	if r.tx != nil {
+		snap, err = r.tx.Get(ref)
+	} else {
+		snap, err = ref.Get(r.ctx)
+	}
+	if err != nil && status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	r.note(snap)
+	return snap, nil
+}

@@ -35,6 +35,9 @@ type CreateClusterRequest struct {
 	NodePools      []resource.NodePool
 	IdempotencyKey string
 	RequestHash    string
+	// Zones, when set, are the cluster's zones: some of its region's
+	// zones enabled on the account (a substrate's policy may name them).
+	Zones []string
 	// CheckPlacement says whether the region and the pools' zones are the
 	// account's (region → zones enabled on it), as an INVALID_INPUT error.
 	CheckPlacement func(regions map[string][]string) error
@@ -113,6 +116,9 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			return err
 		}
 		zones := acc.Regions[req.Spec.Region]
+		if len(req.Zones) > 0 {
+			zones = req.Zones
+		}
 		if snaps[2].Exists() {
 			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
 		}

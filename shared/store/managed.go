@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // member returns the caller's member document; a substrate has none and
@@ -60,4 +62,52 @@ func (c *clusterDoc) usedBy() error {
 		uses = append(uses, fmt.Sprintf("substrate %s of pool %s", id, c.Substrates[id]))
 	}
 	return errs.E(errs.InvalidState, "cluster %s is used by %s: change the pool's policy before deleting it", c.Spec.Name, strings.Join(uses, ", "))
+}
+
+// AdoptCluster records that the caller's substrate uses the tenant's
+// cluster, which must be a standard cluster on the account, not being
+// deleted and not made by another substrate. The cluster's spec is not
+// written: adopting changes nothing the tenant asked for.
+func (s *Store) AdoptCluster(ctx context.Context, c Caller, clusterID, accountID string) (resource.Cluster, error) {
+	var view resource.Cluster
+	ref := s.ClusterRef(c.TenantID, clusterID)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("read cluster: %w", err)
+		}
+		cl, err := decodeCluster(snap, clusterID)
+		if err != nil {
+			return err
+		}
+		view = cl.View()
+		switch {
+		case cl.Spec.Mode != resource.ModeStandard:
+			return errs.E(errs.InvalidState, "cluster %s is an %s cluster: a substrate adopts only a standard cluster", clusterID, cl.Spec.Mode)
+		case cl.Spec.AccountID != accountID:
+			return errs.E(errs.InvalidState, "cluster %s is on account %s, not on the substrate's account %s", clusterID, cl.Spec.AccountID, accountID)
+		case cl.Spec.Deleting:
+			return errs.E(errs.InvalidState, "cluster %s is being deleted", clusterID)
+		case cl.Spec.ManagedBy != "":
+			return errs.E(errs.InvalidState, "cluster %s is managed by substrate %s of pool %s", clusterID, cl.Spec.ManagedBy, cl.Spec.ManagedPool)
+		}
+		if cl.Substrates[c.Substrate] == c.Pool {
+			return nil
+		}
+		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.Substrate}, Value: c.Pool}})
+	})
+	if err != nil {
+		return resource.Cluster{}, storageErr("adopt cluster", err)
+	}
+	return view, nil
+}
+
+// ReleaseCluster records that the substrate no longer uses the cluster.
+func (s *Store) ReleaseCluster(ctx context.Context, tenantID, clusterID, substrateID string) error {
+	ref := s.ClusterRef(tenantID, clusterID)
+	_, err := ref.Update(ctx, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", substrateID}, Value: firestore.Delete}})
+	if err != nil && !isNotFound(err) {
+		return storageErr("release cluster", err)
+	}
+	return nil
 }

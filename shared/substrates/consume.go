@@ -2,6 +2,7 @@ package substrates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -342,4 +343,12 @@ func (c *Consumer) kickAll(ctx context.Context, kicks ...*chain.Kick) {
 // (the client returns NotFound with a snapshot that does not exist).
 func isNotFound(err error) bool {
 	return status.Code(errors.Unwrap(err)) == codes.NotFound || status.Code(err) == codes.NotFound
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	return b
 }
