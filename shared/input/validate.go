@@ -96,6 +96,11 @@ var patterns = map[string]pattern{
 		"must be 1 to 128 letters, digits, '.', '_', ':' or '-'"},
 	"clusterid": {regexp.MustCompile(`^kcl_[0-9a-hjkmnp-tv-z]{26,52}$`),
 		"must be a cluster ID: kcl_ followed by 26 to 52 " + crockford},
+	"substrateid": {regexp.MustCompile(`^ksb_[0-9a-hjkmnp-tv-z]{26,52}$`),
+		"must be a substrate ID: ksb_ followed by 26 to 52 " + crockford},
+	// A Node's name is a DNS subdomain (RFC 1123), as Kubernetes requires.
+	"nodename": {regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`),
+		"must be a Kubernetes Node name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"},
 	"nodepoolid": {regexp.MustCompile(`^knp_[0-9a-hjkmnp-tv-z]{26,52}$`),
 		"must be a node pool ID: knp_ followed by 26 to 52 " + crockford},
 	"name": {regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`),

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -37,4 +38,14 @@ func isNotFound(err error) bool {
 		}
 	}
 	return false
+}
+
+// Member returns the caller's member document, or PERMISSION_DENIED
+// revealing nothing when the caller has no binding in the tenant.
+func (s *Store) Member(ctx context.Context, c Caller) (*auth.Member, error) {
+	snap, err := s.memberRef(c.TenantID, c.Principal).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, storageErr("read member", err)
+	}
+	return decodeMember(snap)
 }
