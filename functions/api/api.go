@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // EventSender takes committed events for publishing (outbox.Relay).
@@ -41,6 +42,10 @@ type Deps struct {
 	Store  *store.Store
 	Events EventSender
 	Kicker Kicker
+	// Substrates answers the substrates' queries; Joiner checks join
+	// tokens and records joins.
+	Substrates *substrates.Queries
+	Joiner     *substrates.Joiner
 	// Timeout bounds one call's storage work and kick, so that a call
 	// during a Firestore outage answers UNAVAILABLE instead of waiting
 	// out the client's retries; zero means DefaultTimeout.
@@ -49,7 +54,7 @@ type Deps struct {
 
 // Method names one API method, POST /api/compute/{Resource}/{Verb}.
 type Method struct {
-	Resource string // kubernetesNodePools, kubernetesClusters
+	Resource string // kubernetesNodePools, kubernetesClusters, kubernetesSubstrates
 	Verb     string // create, get, list, update, delete
 }
 
@@ -74,6 +79,10 @@ var methods = []struct {
 	{Method{"kubernetesClusters", "get"}, handler((*api).getCluster)},
 	{Method{"kubernetesClusters", "list"}, handler((*api).listClusters)},
 	{Method{"kubernetesClusters", "delete"}, handler((*api).deleteCluster)},
+	{Method{"kubernetesSubstrates", "get"}, handler((*api).getSubstrate)},
+	{Method{"kubernetesSubstrates", "list"}, handler((*api).listSubstrates)},
+	{Method{"kubernetesSubstrates", "listNodes"}, handler((*api).listSubstrateNodes)},
+	{Method{"kubernetesSubstrates", "join"}, func(a *api) (http.Handler, error) { return a.join() }},
 }
 
 // handler makes the constructor of a method's handler: the method bounded
@@ -107,8 +116,8 @@ type api struct{ Deps }
 // Methods. The handlers give no request ID and recover no panic: serve
 // them through httpapi.Edge.
 func Routes(d Deps) ([]Route, error) {
-	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil {
-		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender and a kicker")
+	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil || d.Substrates == nil || d.Joiner == nil {
+		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender, a kicker, the substrates' queries and joiner")
 	}
 	if d.Timeout <= 0 {
 		d.Timeout = DefaultTimeout
