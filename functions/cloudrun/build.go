@@ -23,6 +23,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
@@ -56,6 +57,8 @@ type cloud struct {
 	internal   *lazy[*auth.Verifier] // Cloud Tasks and Cloud Scheduler tokens
 	apiRoutes  *lazy[map[string]http.Handler]
 	reconciler *lazy[*chain.Runner]
+	kube       *lazy[*kubeConnector]
+	poolEvents *lazy[*poolEvents]
 	watchdog   *lazy[*chain.Watchdog]
 
 	mu      sync.Mutex // guards closers
@@ -102,6 +105,18 @@ func newCloud(cfg Config, log *slog.Logger, fsOpts []option.ClientOption) *cloud
 	})
 	c.apiRoutes = newLazy(c.buildAPI)
 	c.reconciler = newLazy(c.newReconciler)
+	c.kube = newLazy(func(ctx context.Context) (*kubeConnector, error) { return newKubeConnector(ctx, cfg.KubernetesToken) })
+	c.poolEvents = newLazy(func(ctx context.Context) (*poolEvents, error) {
+		k, err := c.core.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cons, err := substrates.NewConsumer(k.fs, k.queue, nil)
+		if err != nil {
+			return nil, err
+		}
+		return newPoolEvents(context.Background(), cons)
+	})
 	c.watchdog = newLazy(c.newWatchdog)
 	return c
 }
@@ -181,7 +196,16 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenant token verifier: %w", err)
 	}
-	routes, err := api.Routes(api.Deps{Auth: v, Store: k.store, Events: k.relay, Kicker: k.queue})
+	kube, err := c.kube.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := api.Routes(api.Deps{Auth: v, Store: k.store, Events: k.relay, Kicker: k.queue,
+		Substrates: substrates.NewQueries(k.store), Joiner: joiner})
 	if err != nil {
 		return nil, err
 	}
@@ -215,12 +239,20 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	kube, err := c.kube.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sr, err := substrates.New(k.store, kube, k.relay, k.queue, substrates.Config{Image: c.cfg.BcdImage, JoinURL: c.cfg.JoinURL}, nil)
+	if err != nil {
+		return nil, err
+	}
 	return chain.NewRunner(k.fs, k.queue, k.relay, chain.Config{
 		ConvergingInterval: c.cfg.ConvergingInterval,
 		SteadyInterval:     c.cfg.SteadyInterval,
 		LeaseTTL:           c.cfg.LeaseTTL,
 		Jitter:             0.1,
-	}, cr)
+	}, cr, sr)
 }
 
 // newWatchdog builds the watchdog over the core clients.
@@ -229,7 +261,7 @@ func (c *cloud) newWatchdog(ctx context.Context) (*chain.Watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind}, Kicker: k.queue, Events: k.relay,
+	return &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind, substrates.Kind}, Kicker: k.queue, Events: k.relay,
 		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}, nil
 }
 
@@ -270,6 +302,8 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
 		return reconcile.WatchdogHandler(v, w)
+	case kindConsumer:
+		return c.poolEvents.get(ctx)
 	}
 	return nil, fmt.Errorf("function %q has no builder", name)
 }

@@ -41,6 +41,7 @@ import (
 	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/cloudevents/sdk-go/v2/event"
 	"google.golang.org/api/option"
 
 	"github.com/better-compute/kubernetes/shared/apidoc"
@@ -54,6 +55,10 @@ var process = NewApp(os.LookupEnv, Options{})
 
 func init() {
 	for _, f := range registered {
+		if f.kind == kindConsumer {
+			functions.CloudEvent(f.Name, process.cloudEvent(f))
+			continue
+		}
 		functions.HTTP(f.Name, process.Handler(f.Name).ServeHTTP)
 	}
 }
@@ -237,6 +242,36 @@ func (a *App) function(f Function) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// cloudEvent returns the CloudEvent function f as the Functions Framework
+// calls it, built on its first event. An event that comes while the
+// function cannot be built fails, and Pub/Sub delivers it again.
+func (a *App) cloudEvent(f Function) func(context.Context, event.Event) error {
+	return func(ctx context.Context, e event.Event) error {
+		_, cfgErr := a.config()
+		ctx = logging.With(logging.NewContext(ctx, a.log), "function", f.Name)
+		if cfgErr != nil {
+			logging.FromContext(ctx).Error("Function cannot start: fix the service's environment", "error", cfgErr)
+			return cfgErr
+		}
+		if !a.enter() {
+			return errs.E(errs.Unavailable, "the instance is shutting down")
+		}
+		defer a.leave()
+		h, err := a.handlers[f.Name].get(ctx)
+		if err != nil {
+			logging.FromContext(ctx).Warn("Building the function failed; the next event retries", "error", err)
+			return err
+		}
+		r, ok := h.(interface {
+			Receive(context.Context, event.Event) error
+		})
+		if !ok {
+			return fmt.Errorf("function %s is not a CloudEvent function", f.Name)
+		}
+		return r.Receive(ctx, e)
+	}
 }
 
 // Build builds every function now instead of on its first request, and

@@ -54,6 +54,19 @@ type Config struct {
 	// identity.
 	NodeServiceAccount string
 
+	// BcdImage is the container image of bcd, which the substrates apply
+	// in their clusters (BCD_IMAGE), and JoinURL the URL of
+	// kubernetesSubstrates.join that bcd calls (SUBSTRATE_JOIN_URL): both
+	// required by the reconcile function.
+	BcdImage string
+	JoinURL  string
+	// KubernetesToken, when set, is the bearer token presented to the
+	// clusters' Kubernetes APIs (KUBERNETES_TOKEN): the devstack's, for
+	// its simulated clusters. Unset in production, where the reconcile
+	// and join functions present their Google OAuth token, as GKE
+	// accepts.
+	KubernetesToken string
+
 	ConvergingInterval time.Duration // CONVERGING_INTERVAL, 30s
 	SteadyInterval     time.Duration // STEADY_INTERVAL, 5m
 	LeaseTTL           time.Duration // LEASE_TTL, 30s
@@ -162,6 +175,9 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		TasksEmulatorHost:     get("CLOUD_TASKS_EMULATOR_HOST"),
 		GKEEmulatorHost:       get("GKE_EMULATOR_HOST"),
 		NodeServiceAccount:    get("NODE_SERVICE_ACCOUNT"),
+		BcdImage:              get("BCD_IMAGE"),
+		JoinURL:               get("SUBSTRATE_JOIN_URL"),
+		KubernetesToken:       get("KUBERNETES_TOKEN"),
 	}
 
 	api, internal, reconciles := true, true, true
@@ -170,7 +186,8 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		if !ok {
 			bad("FUNCTION_TARGET", "unknown function %q", c.Function)
 		}
-		api, internal, reconciles = ok && f.kind == kindAPI, ok && f.kind != kindAPI, ok && f.kind == kindReconcile
+		api, reconciles = ok && f.kind == kindAPI, ok && f.kind == kindReconcile
+		internal = reconciles || ok && f.kind == kindWatchdog
 	}
 	needs := "every function"
 	if c.Function != "" {
@@ -228,6 +245,14 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	// identities.
 	if reconciles && c.GKEEmulatorHost == "" {
 		required("NODE_SERVICE_ACCOUNT", c.NodeServiceAccount)
+	}
+	if reconciles {
+		required("BCD_IMAGE", c.BcdImage)
+		if required("SUBSTRATE_JOIN_URL", c.JoinURL) {
+			if err := checkURL(c.JoinURL); err != nil {
+				bad("SUBSTRATE_JOIN_URL", "%v", err)
+			}
+		}
 	}
 	if c.NodeServiceAccount != "" && !serviceAccountRE.MatchString(c.NodeServiceAccount) {
 		bad("NODE_SERVICE_ACCOUNT", "%q is not a service account email", c.NodeServiceAccount)

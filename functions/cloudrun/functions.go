@@ -1,6 +1,9 @@
 package cloudrun
 
-import "github.com/better-compute/kubernetes/functions/api"
+import (
+	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/shared/substrates"
+)
 
 // Function is one function of the project.
 type Function struct {
@@ -13,8 +16,8 @@ type Function struct {
 	// called on their own service's URL).
 	Path string
 	// Topics are the Pub/Sub topics whose messages a CloudEvent function
-	// receives, pushed by a subscription; nil for an HTTP function (every
-	// function so far). Deployments create a subscription of each.
+	// receives, pushed by a subscription; nil for an HTTP function.
+	// Deployments create a subscription of each.
 	Topics []string
 	kind   kind
 }
@@ -25,12 +28,15 @@ const (
 	kindAPI kind = iota
 	kindReconcile
 	kindWatchdog
+	kindConsumer // a CloudEvent function pushed by Pub/Sub subscriptions
 )
 
 // Function names of the reconciler's functions (FUNCTION_TARGET values).
 const (
 	ReconcileFunction = "reconcile"
 	WatchdogFunction  = "watchdog"
+	// PoolEventsFunction consumes the pools module's events (API.md §9).
+	PoolEventsFunction = "kubernetesSubstrates-poolEvents"
 )
 
 // registered is every function, in the order of API.md: the API's methods
@@ -44,6 +50,8 @@ var registered = func() []Function {
 	return append(fs,
 		Function{Name: ReconcileFunction, Path: "/internal/reconcile", kind: kindReconcile},
 		Function{Name: WatchdogFunction, Path: "/internal/watchdog", kind: kindWatchdog},
+		Function{Name: PoolEventsFunction, Path: "/internal/poolEvents", kind: kindConsumer,
+			Topics: []string{substrates.PoolUpdated, substrates.PoolArchived}},
 	)
 }()
 

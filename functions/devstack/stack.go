@@ -44,6 +44,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
@@ -234,6 +235,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.Handle("/.well-known/", s.Issuer.Handler())
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
+	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	// Any other path answers in the API's error envelope, not net/http's
 	// plain text.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -279,6 +282,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.wg.Add(1)
 	go s.watchdogLoop(bctx)
+	s.wg.Add(1)
+	go s.deliverPools(bctx)
 	s.ready.Store(true)
 	return s, nil
 }
@@ -328,6 +333,10 @@ func (s *Stack) environment() map[string]string {
 		"PUBSUB_EMULATOR_HOST":      s.PubSub.Addr,
 		"CLOUD_TASKS_EMULATOR_HOST": s.Tasks.Addr(),
 		"GKE_EMULATOR_HOST":         s.GKE.Addr(),
+		// bcd runs nowhere here: the GKE simulator plays it from the
+		// DaemonSet's environment.
+		"BCD_IMAGE":          "bcd.invalid/bcd:dev",
+		"SUBSTRATE_JOIN_URL": s.URL + "/api/compute/kubernetesSubstrates/join",
 	}
 	// One instance serves every run: it may spend the reconciler's whole
 	// share of the simulator's quota.
@@ -458,6 +467,9 @@ func (s *Stack) provision(ctx context.Context) error {
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
 			return fmt.Errorf("create topic %s: %w", name, err)
 		}
+	}
+	if err := s.provisionPools(ctx, ps); err != nil {
+		return err
 	}
 	tc, err := cloudtasks.NewClient(ctx, s.Tasks.ClientOptions()...)
 	if err != nil {

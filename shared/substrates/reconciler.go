@@ -725,7 +725,12 @@ func (u *run) objects() Objects {
 	seen := map[resource.Taint]bool{}
 	for _, f := range u.s.Spec.Flavors {
 		o.NodePools = append(o.NodePools, f.NodePool.Name)
-		for _, t := range f.NodePool.Taints {
+		taints := f.NodePool.Taints
+		if f.NodePool.Accelerators != nil {
+			// GKE taints the nodes of GPU pools itself.
+			taints = append(slices.Clone(taints), gpuTaint)
+		}
+		for _, t := range taints {
 			if !seen[t] {
 				seen[t] = true
 				o.Taints = append(o.Taints, t)
@@ -734,6 +739,9 @@ func (u *run) objects() Objects {
 	}
 	return o
 }
+
+// gpuTaint is the taint GKE puts on every node with GPUs.
+var gpuTaint = resource.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}
 
 // sameShape reports whether a pool's spec has the flavor's fields that a
 // pool cannot change in place (all but its size).
