@@ -35,8 +35,8 @@ type Applied struct {
 // it was read at, so that an object changed since the check (relabelled,
 // say) is refused with a conflict rather than overwritten; the next run
 // checks again. Applying the same d again changes nothing on the server.
-// An error after the first write leaves the objects applied so far, which a
-// later Apply completes.
+// An error after the first write leaves the objects applied so far (listed
+// in the Applied returned with it), which a later Apply completes.
 func (c *Cluster) Apply(ctx context.Context, d Desired) (Applied, error) {
 	objs, err := build(d)
 	if err != nil {

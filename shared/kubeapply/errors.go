@@ -13,7 +13,7 @@ type ForeignError struct {
 	Kind      string // Namespace, ServiceAccount, Secret or DaemonSet
 	Namespace string // empty for the Namespace itself
 	Name      string
-	Pool      string // the pool the object is for
+	Pool      string // the pool Apply or Remove was called for
 	Found     string // the label's value on the object; empty when it has none
 }
 

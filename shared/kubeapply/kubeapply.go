@@ -58,8 +58,8 @@ const (
 // (controller-runtime's defaults are the same).
 const (
 	requestTimeout = 30 * time.Second
-	qps            = 20
-	burst          = 30
+	defaultQPS     = 20
+	defaultBurst   = 30
 	userAgent      = "better-compute-substrates"
 )
 
@@ -72,22 +72,29 @@ type Target struct {
 	// (GKE reports it base64-encoded: decode it first). Required: the
 	// connection is never made without verifying the server.
 	CAPEM []byte
-	// Token gives the bearer token sent with each request. In production
-	// it is the reconciler's Google OAuth token, which GKE accepts; in
-	// tests a static one. It is cached until it expires and asked again
-	// after the server answers 401.
+	// Token gives the bearer token sent with each request, asked once per
+	// request: caching is the source's business (Google's token sources
+	// cache until expiry). In production it is the reconciler's Google
+	// OAuth token, which GKE accepts; in tests a static one.
 	Token oauth2.TokenSource
 }
 
 // Cluster is a connection to one cluster's Kubernetes API. It is safe for
 // concurrent use.
 type Cluster struct {
-	client kubernetes.Interface
+	client   kubernetes.Interface
+	pageSize int64 // Nodes per page when listing; tests make it small
 }
 
 // Connect builds a client for the target. It makes no request: a cluster
 // that cannot be reached shows up as an error of the first call.
 func Connect(t Target) (*Cluster, error) {
+	return connect(t, defaultQPS, defaultBurst)
+}
+
+// connect is Connect with the client's rate limits: tests, alone with their
+// API server, lift them.
+func connect(t Target, qps float32, burst int) (*Cluster, error) {
 	if t.Endpoint == "" {
 		return nil, errors.New("connect: empty endpoint")
 	}
@@ -105,7 +112,7 @@ func Connect(t Target) (*Cluster, error) {
 	cfg := &rest.Config{
 		Host:            "https://" + t.Endpoint,
 		TLSClientConfig: rest.TLSClientConfig{CAData: t.CAPEM},
-		WrapTransport:   transport.ResettableTokenSourceWrapTransport(transport.NewCachedTokenSource(t.Token)),
+		WrapTransport:   transport.TokenSourceWrapTransport(t.Token),
 		Timeout:         requestTimeout,
 		QPS:             qps,
 		Burst:           burst,
@@ -115,5 +122,5 @@ func Connect(t Target) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", t.Endpoint, err)
 	}
-	return &Cluster{client: cs}, nil
+	return &Cluster{client: cs, pageSize: nodesPageSize}, nil
 }

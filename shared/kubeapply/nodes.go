@@ -53,7 +53,7 @@ func (c *Cluster) Nodes(ctx context.Context, nodePools []string) ([]Node, error)
 	}
 	opts := metav1.ListOptions{
 		LabelSelector: labels.NewSelector().Add(*req).String(),
-		Limit:         nodesPageSize,
+		Limit:         c.pageSize,
 	}
 	var nodes []Node
 	for {

@@ -14,7 +14,8 @@ import (
 // the pool's objects is left undeleted, counting an absent object, one
 // whose deletion has begun (deletionTimestamp set, such as a Namespace
 // still Terminating) and one it has just deleted. Objects that are not the
-// pool's are left alone and do not count.
+// pool's are left alone and do not count. The pool's Namespace goes with
+// whatever else it holds: its label makes its content the pool's.
 //
 // The one exception: when a foreign object of a substrate name lives in the
 // pool's Namespace, deleting the Namespace would delete it too, so the
