@@ -46,6 +46,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // project is the Google Cloud project of every emulator in these tests.
@@ -183,7 +184,14 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	if err != nil {
 		return nil, err
 	}
-	routes, err := api.Routes(api.Deps{Auth: verifier, Store: hs.store, Events: hs.relay, Kicker: hs.kicker, Timeout: callTimeout})
+	// The join method's path to a Kubernetes API is tested in the
+	// devstack, against real API servers; these tests reach none.
+	joiner, err := substrates.NewJoiner(hs.store, noKubernetes{}, hs.relay, nil)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := api.Routes(api.Deps{Auth: verifier, Store: hs.store, Events: hs.relay, Kicker: hs.kicker, Timeout: callTimeout,
+		Substrates: substrates.NewQueries(hs.store), Joiner: joiner})
 	if err != nil {
 		return nil, err
 	}
@@ -742,3 +750,10 @@ func unknownNodePool() string { return resource.NewNodePoolID() }
 
 // repeat returns s n times.
 func repeat(s string, n int) string { return strings.Repeat(s, n) }
+
+// noKubernetes is a connector that reaches no cluster.
+type noKubernetes struct{}
+
+func (noKubernetes) Connect(endpoint string, _ []byte) (substrates.KubeAPI, error) {
+	return nil, fmt.Errorf("no Kubernetes API at %s in these tests", endpoint)
+}

@@ -76,6 +76,9 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 		"PUBSUB_EMULATOR_HOST":      ps.Addr,
 		"CLOUD_TASKS_EMULATOR_HOST": ct.Addr(),
 		"GKE_EMULATOR_HOST":         gke.Addr(),
+		"BCD_IMAGE":                 "bcd.invalid/bcd:test",
+		"SUBSTRATE_JOIN_URL":        "http://127.0.0.1:1/api/compute/kubernetesSubstrates/join",
+		"KUBERNETES_TOKEN":          "no-cluster-here",
 	}), io.Discard, nil, newCloudBuilder(nil))
 	if _, err := a.config(); err != nil {
 		t.Fatalf("config = %v", err)

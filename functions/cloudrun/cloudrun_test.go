@@ -29,6 +29,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // fakeBuilder fails its first failures builds, then builds handlers that
@@ -326,7 +327,16 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := api.Routes(api.Deps{Auth: nopAuth{}, Store: st, Events: nopEvents{}, Kicker: nopKicker{}})
+	kube, err := newKubeConnector(context.Background(), "no-cluster-here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joiner, err := substrates.NewJoiner(st, kube, nopEvents{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := api.Routes(api.Deps{Auth: nopAuth{}, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
+		Substrates: substrates.NewQueries(st), Joiner: joiner})
 	if err != nil {
 		t.Fatalf("api.Routes = %v", err)
 	}
@@ -343,8 +353,8 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("registered API functions = %v, want the API's routes %v", got, want)
 	}
-	if n := len(Functions()); n != len(routes)+2 {
-		t.Errorf("len(Functions()) = %d, want %d (the API's and reconcile, watchdog)", n, len(routes)+2)
+	if n := len(Functions()); n != len(routes)+3 {
+		t.Errorf("len(Functions()) = %d, want %d (the API's and reconcile, watchdog, poolEvents)", n, len(routes)+3)
 	}
 }
 
@@ -382,6 +392,22 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 	}
 	for _, f := range Functions() {
 		name := f.Name
+		if f.Topics != nil {
+			// A CloudEvent function gets what a push subscription sends,
+			// converted by the framework; unconfigured, it fails the
+			// event, so that Pub/Sub delivers it again.
+			push := `{"message": {"data": "e30=", "attributes": {"ce-type": "compute.pool.updated"}, "messageId": "1"},
+				"subscription": "projects/bc-prod/subscriptions/s"}`
+			resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader(push))
+			if err != nil {
+				t.Fatalf("POST /%s: %v", name, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode/100 != 5 {
+				t.Errorf("POST /%s (a push) = %d, want a 5xx asking for the event again", name, resp.StatusCode)
+			}
+			continue
+		}
 		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatalf("POST /%s: %v", name, err)

@@ -30,6 +30,8 @@ func complete() map[string]string {
 		"TASKS_SERVICE_ACCOUNT": "tasks@bc-prod.iam.gserviceaccount.com",
 		"RECONCILE_AUDIENCE":    "https://reconcile-123.europe-west1.run.app",
 		"NODE_SERVICE_ACCOUNT":  "compute-nodes@bc-prod.iam.gserviceaccount.com",
+		"BCD_IMAGE":             "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
+		"SUBSTRATE_JOIN_URL":    "https://api.example.com/api/compute/kubernetesSubstrates/join",
 	}
 }
 
@@ -64,6 +66,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ReconcileIssuerURL:  "https://accounts.google.com",
 		ReconcileAudience:   "https://reconcile-123.europe-west1.run.app",
 		NodeServiceAccount:  "compute-nodes@bc-prod.iam.gserviceaccount.com",
+		BcdImage:            "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
+		JoinURL:             "https://api.example.com/api/compute/kubernetesSubstrates/join",
 		ConvergingInterval:  30 * time.Second,
 		SteadyInterval:      5 * time.Minute,
 		LeaseTTL:            30 * time.Second,
@@ -234,9 +238,10 @@ func TestVariables(t *testing.T) {
 		want     []string
 	}{
 		{"kubernetesClusters-get", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE")},
-		{"reconcile", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT")},
+		{"reconcile", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT", "BCD_IMAGE", "SUBSTRATE_JOIN_URL")},
+		{PoolEventsFunction, common},
 		{"watchdog", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE")},
-		{"", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT")},
+		{"", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT", "BCD_IMAGE", "SUBSTRATE_JOIN_URL")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.function, func(t *testing.T) {
