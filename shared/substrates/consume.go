@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -159,15 +160,23 @@ func (c *Consumer) apply(ctx context.Context, tenantID, poolID string, v int64, 
 			outcome = "ignored: not newer than the version applied"
 			return nil
 		}
-		var want *Spec
-		if p != nil && p.Substrate != nil {
-			if want, err = c.desired(tx, tenantID, p); err != nil {
-				return err
-			}
-		}
 		var cur *doc
 		if idx.SubstrateID != "" {
 			if cur, err = readSubstrate(tx, substrateRef(c.fs, tenantID, idx.SubstrateID)); err != nil {
+				return err
+			}
+		}
+		var want *Spec
+		var record *store.Pool
+		if p != nil && p.Substrate != nil {
+			if want, record, err = c.desired(tx, tenantID, p); err != nil {
+				return err
+			}
+		}
+		if record != nil {
+			// The clusters a substrate makes belong to its pool, on its
+			// account, as the API's do.
+			if err := tx.Set(c.fs.Collection("pools").Doc(record.ID), *record); err != nil {
 				return err
 			}
 		}
@@ -219,15 +228,16 @@ func (c *Consumer) apply(ctx context.Context, tenantID, poolID string, v int64, 
 	if err != nil {
 		return fmt.Errorf("record pool %s version %d: %w", poolID, v, err)
 	}
-	log.Info("Pool event applied", "outcome", outcome)
+	log.Info("Pool event applied", "outcome", strings.TrimPrefix(outcome, "; "))
 	c.kickAll(ctx, kicks...)
 	return nil
 }
 
 // desired is the substrate a well-formed policy asks for, with the reason
 // it cannot be served, if any, as its Problem. It records the pool's
-// account (pools/{id}) for the clusters the substrate makes.
-func (c *Consumer) desired(tx *firestore.Transaction, tenantID string, p *input.PoolUpdated) (*Spec, error) {
+// account, to be recorded (pools/{id}) for the clusters the substrate
+// makes, when the account provides them.
+func (c *Consumer) desired(tx *firestore.Transaction, tenantID string, p *input.PoolUpdated) (*Spec, *store.Pool, error) {
 	pol := p.Substrate
 	s := &Spec{PoolVersion: p.Version, AccountID: pol.Account}
 	for _, f := range p.Flavors {
@@ -244,28 +254,24 @@ func (c *Consumer) desired(tx *firestore.Transaction, tenantID string, p *input.
 	}
 	snap, err := tx.Get(c.fs.Collection("accounts").Doc(pol.Account))
 	if err != nil && !isNotFound(err) {
-		return nil, fmt.Errorf("read account %s: %w", pol.Account, err)
+		return nil, nil, fmt.Errorf("read account %s: %w", pol.Account, err)
 	}
 	var acc store.Account
 	if snap == nil || !snap.Exists() {
 		s.Problem = fmt.Sprintf("account %s does not exist", pol.Account)
-		return s, nil
+		return s, nil, nil
 	}
 	if err := snap.DataTo(&acc); err != nil {
-		return nil, fmt.Errorf("decode account %s: %w", pol.Account, err)
+		return nil, nil, fmt.Errorf("decode account %s: %w", pol.Account, err)
 	}
 	if !acc.ManagedKubernetes() {
 		s.Problem = fmt.Sprintf("the provider %q of account %s has no managed Kubernetes", acc.Provider, acc.ID)
-		return s, nil
+		return s, nil, nil
 	}
 	if s.Mode == resource.SubstrateCreate {
 		s.Problem = placement(s, acc.Regions)
 	}
-	pool := store.Pool{ID: p.ID, TenantID: tenantID, AccountID: acc.ID}
-	if err := tx.Set(c.fs.Collection("pools").Doc(p.ID), pool); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s, &store.Pool{ID: p.ID, TenantID: tenantID, AccountID: acc.ID}, nil
 }
 
 // placement is why the region and zones of a cluster to create, and its

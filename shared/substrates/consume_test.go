@@ -1,0 +1,154 @@
+package substrates
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+type kicks struct {
+	mu   sync.Mutex
+	list []chain.Kick
+}
+
+func (k *kicks) Kick(_ context.Context, kick chain.Kick) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.list = append(k.list, kick)
+	return nil
+}
+
+func newConsumer(t *testing.T) (*Consumer, *firestore.Client, *kicks) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := fsemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := firestore.NewClient(ctx, "consume", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{
+		{ID: "acc-gcp", Provider: "gcp", Project: "p", Regions: map[string][]string{"us-central1": {"us-central1-a", "us-central1-b"}}},
+		{ID: "acc-metal", Provider: "baremetal", Project: "r", Regions: map[string][]string{"fra": {"fra-1"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kicks{}
+	c, err := NewConsumer(fs, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fs, k
+}
+
+func pool(version int, account, region string, nodeCount int) []byte {
+	b, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": version,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": account,
+			"cluster": map[string]any{"create": map[string]any{"region": region}}}},
+		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": nodeCount}}})
+	return b
+}
+
+// substratesOf returns the pool's substrates by creation.
+func substratesOf(t *testing.T, fs *firestore.Client) []Substrate {
+	t.Helper()
+	snaps, err := fs.Collection("tenants").Doc("acme").Collection(Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Substrate, len(snaps))
+	for i, s := range snaps {
+		if err := s.DataTo(&out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestConsume(t *testing.T) {
+	ctx := context.Background()
+	c, fs, k := newConsumer(t)
+	handle := func(typ string, data []byte) {
+		t.Helper()
+		if err := c.Handle(ctx, typ, data); err != nil {
+			t.Fatalf("Handle(%s) = %v", data, err)
+		}
+	}
+
+	handle(PoolUpdated, pool(2, "acc-gcp", "us-central1", 1))
+	subs := substratesOf(t, fs)
+	if len(subs) != 1 || subs[0].Spec.PoolVersion != 2 || subs[0].Spec.Mode != resource.SubstrateCreate ||
+		subs[0].Spec.Flavors[0].NodePool.Name != "bc-pool-gpu-cpu" || subs[0].Spec.Problem != "" || len(k.list) != 1 {
+		t.Fatalf("after the first event: %+v, kicks %v", subs, k.list)
+	}
+	first := subs[0]
+
+	// Stale and duplicate events are ignored: no write, no kick.
+	handle(PoolUpdated, pool(1, "acc-gcp", "us-central1", 5))
+	handle(PoolUpdated, pool(2, "acc-gcp", "us-central1", 5))
+	if subs = substratesOf(t, fs); len(subs) != 1 || subs[0].Spec.Generation != 1 || len(k.list) != 1 {
+		t.Fatalf("stale events changed %+v (kicks %d)", subs, len(k.list))
+	}
+
+	// A flavor change updates the substrate in place.
+	handle(PoolUpdated, pool(3, "acc-gcp", "us-central1", 2))
+	if subs = substratesOf(t, fs); len(subs) != 1 || subs[0].Spec.Generation != 2 || subs[0].Spec.Flavors[0].NodePool.NodeCount != 2 {
+		t.Fatalf("flavor change: %+v", subs)
+	}
+
+	// A malformed event of the known pool puts its substrate in error.
+	bad, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 4,
+		"policy":  map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp", "cluster": map[string]any{}}},
+		"flavors": []any{}})
+	handle(PoolUpdated, bad)
+	if subs = substratesOf(t, fs); subs[0].Spec.Problem == "" {
+		t.Fatalf("malformed event left no problem: %+v", subs[0].Spec)
+	}
+	// Garbage is acknowledged (nil) and changes nothing.
+	handle(PoolUpdated, []byte("not json"))
+
+	// Another account: the substrate is torn down, a new one (with a
+	// problem: no managed Kubernetes there) waits for it.
+	handle(PoolUpdated, pool(5, "acc-metal", "fra", 1))
+	subs = substratesOf(t, fs)
+	if len(subs) != 2 || !subs[0].Spec.Deleting || subs[1].ID == first.ID || subs[1].Spec.After != first.ID ||
+		subs[1].Spec.Problem == "" {
+		t.Fatalf("changed account: %+v", subs)
+	}
+
+	// Archive tears the current one down.
+	arch, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 6})
+	handle(PoolArchived, arch)
+	if subs = substratesOf(t, fs); !subs[1].Spec.Deleting {
+		t.Fatalf("archive left %+v", subs[1].Spec)
+	}
+	// An update older than the archive is ignored.
+	handle(PoolUpdated, pool(5, "acc-gcp", "us-central1", 1))
+	if subs = substratesOf(t, fs); len(subs) != 2 {
+		t.Fatalf("an update older than the archive made a substrate: %+v", subs)
+	}
+}
