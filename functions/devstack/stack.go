@@ -154,8 +154,9 @@ type Stack struct {
 
 	saver      *saver
 	issuerData *savedIssuer
-	kube       *kubeSide // nil without Config.Kubernetes
 	loaded     bool // the state came from the data file
+
+	kube *kubeSide // nil without Config.Kubernetes
 
 	stopBackground context.CancelFunc // the watchdog's and the saver's loops
 	wg             sync.WaitGroup
