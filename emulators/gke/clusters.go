@@ -60,6 +60,18 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 		return nil, err
 	}
 
+	// The Kubernetes endpoint's listener and CA are made before the lock
+	// is taken, and dropped if the cluster is not created.
+	kc, err := s.newClusterKube()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if kc != nil && kc.c == nil {
+			kc.close(false)
+		}
+	}()
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settle()
@@ -94,6 +106,11 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 		}
 		c.pools[np.pb.Name] = np
 		c.order = append(c.order, np.pb.Name)
+	}
+	if kc != nil {
+		// GKE reports the endpoint once the control plane is up (kubeUp).
+		in.Endpoint = ""
+		kc.attach(c)
 	}
 	s.clusters[k] = c
 	op := s.startOp("CreateCluster", c, containerpb.Operation_CREATE_CLUSTER, "")

@@ -68,6 +68,77 @@
 // (FailNext, SetLatency, FailNextOperation, LoseNextOperations, Stockout)
 // and call counts are not saved.
 //
+// Kubernetes. With WithKubernetes, every cluster created from then on
+// gets a real Kubernetes API server (package kubesim: kube-apiserver built
+// from source, with its etcd, one process per cluster), so that a client
+// can server-side apply objects into it and see its Nodes:
+//
+//   - Once the create operation ends, GetCluster reports endpoint
+//     127.0.0.1:<port>, a listener the simulator opened for the cluster
+//     (real GKE reports an IP address and serves on port 443), and
+//     masterAuth.clusterCaCertificate, the base64 of the PEM CA that
+//     signed the server's certificate (for 127.0.0.1 and localhost), as
+//     GKE does. Before that the endpoint is empty and refuses connections.
+//   - The API server starts on demand: at the first connection to the
+//     endpoint, which the simulator proxies (TCP, so TLS is end to end) to
+//     the server. A connection waits for the start, including the build of
+//     the binary when Kubernetes.Binary waits for one. Once started, it
+//     runs until the cluster is deleted or the simulator closes; a server
+//     that exits on its own is started again by the next connection.
+//   - Clients authenticate with bearer tokens only: the cluster's admin
+//     token (Server.KubernetesAccess, which also gives a kubeconfig) and
+//     Kubernetes.Tokens (real GKE takes Google OAuth tokens). RBAC
+//     authorizes; group system:masters may do anything.
+//   - While its server runs, a loop (every Kubernetes.SyncInterval)
+//     registers a Node for each node of each node pool (nodeCount per
+//     zone of the pool's locations), named gke-<cluster>-<pool>-<8 hex
+//     naming the zone's instance group>-<4 characters>, deterministic for
+//     a pool, with GKE's labels (cloud.google.com/gke-nodepool,
+//     topology.kubernetes.io/zone and region,
+//     node.kubernetes.io/instance-type, kubernetes.io/hostname,
+//     cloud.google.com/gke-spot, cloud.google.com/gke-accelerator, the
+//     pool's own labels), the pool's taints, spec.providerID
+//     gce://<project>/<zone>/<name>, a Ready condition and a capacity
+//     derived from the machine type. Nodes go when their pool shrinks or
+//     goes; a shrink removes the last-named ones.
+//   - It plays bcd: for every Node that the DaemonSet bcd in namespace
+//     better-compute-system selects (its nodeSelector, its required node
+//     affinity, its tolerations of the Node's NoSchedule and NoExecute
+//     taints, plus those the DaemonSet controller adds), it reads the
+//     environment of the DaemonSet's first container (BCD_JOIN_URL,
+//     BCD_POOL_ID, and BCD_TOKEN, from a value or a Secret's key) and
+//     calls POST <BCD_JOIN_URL> with Authorization: Bearer <token> and
+//     body {"nodeName", "providerId"}, as bcd does when it starts on a
+//     node. A node joins once per token: a new token in the Secret makes
+//     every node join again. Failed calls are retried with backoff (1 s
+//     doubling to 30 s). A node that the DaemonSet stops selecting, or a
+//     deleted DaemonSet, is forgotten, so it joins again when selected
+//     again. The joins are remembered in memory only: after Restore, the
+//     nodes join again.
+//   - A bare API server runs no controllers. The simulator does only
+//     this of their work: the namespace controller's finalization (a
+//     deleted Namespace's objects are deleted, at once, then its
+//     "kubernetes" finalizer is removed, so the Namespace disappears),
+//     the node lifecycle controller's removal of the not-ready taint
+//     admission puts on a new Node, and the kubelet's Node registration
+//     and status. Nothing else: a DaemonSet (or any workload) gets no
+//     Pods, nothing is garbage-collected (ownerReferences are ignored),
+//     there is no scheduler, no kubelet, no Service networking, and Node
+//     heartbeats are never renewed. GPU nodes lack GKE's
+//     nvidia.com/gpu=present:NoSchedule taint and GPU capacity.
+//   - Deleting the cluster (when its DELETE_CLUSTER operation ends) stops
+//     its server and removes its state. Snapshot saves each cluster's
+//     endpoint port, CA (with its key) and admin token; Restore into a
+//     simulator with the same Kubernetes.Dir, where the servers' etcd data
+//     live, reopens the endpoints on the same ports (another one, with a
+//     warning, if the port is taken) so that clients and kubeconfigs keep
+//     working. Without WithKubernetes, Restore leaves such clusters'
+//     endpoints answering nothing, and clusters created without it never
+//     get an API.
+//
+// Without WithKubernetes nothing of this runs: no listener or process per
+// cluster, and the endpoint is a documentation address (203.0.113.x).
+//
 // Differences from GKE:
 //   - The catalog is small and fixed: six regions (us-central1, us-east1,
 //     us-west1, europe-west1, europe-west4, asia-southeast1), the e2, n1,

@@ -75,10 +75,13 @@ func (s *GServer) complete(op *operation) {
 		switch {
 		case !failed:
 			e.applyFates(c)
+			s.kubeUp(c)
 		case c.gone:
 		case e.own:
+			// A node pool failed; the control plane is there.
 			c.errMsg = op.fail.Message
 			e.applyFates(c)
+			s.kubeUp(c)
 		default:
 			c.errMsg = op.fail.Message
 			for _, np := range c.pools {

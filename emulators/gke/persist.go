@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +34,18 @@ type savedCluster struct {
 	Region  string          `json:"region"`
 	ErrMsg  string          `json:"errorMessage,omitempty"`
 	Pools   []savedPool     `json:"nodePools"` // in creation order
+	// Kubernetes is the cluster's Kubernetes API (WithKubernetes): what
+	// keeps its endpoint, CA and admin token across a restart. Its objects
+	// are in Kubernetes.Dir.
+	Kubernetes *savedKube `json:"kubernetes,omitempty"`
+}
+
+type savedKube struct {
+	Port       int    `json:"port"`
+	CACert     string `json:"caCertificate"`
+	CAKey      string `json:"caKey"`
+	AdminToken string `json:"adminToken"`
+	Up         bool   `json:"up,omitempty"`
 }
 
 type savedPool struct {
@@ -129,9 +142,22 @@ func (s *Server) Restore(data []byte) error {
 		return fmt.Errorf("gke: restore: %w", err)
 	}
 	g := s.GServer
+	kubes, err := g.restoreKubernetes(r)
+	if err != nil {
+		return fmt.Errorf("gke: restore: %w", err)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	old := g.clusters
 	g.clusters, g.ops, g.opList, g.running = r.clusters, r.ops, r.opList, r.running
+	for key, kc := range kubes {
+		kc.attach(g.clusters[key])
+	}
+	for _, c := range old {
+		if c.kube != nil {
+			c.kube.closeAsync(false)
+		}
+	}
 	g.seq, g.endpoints = st.Seq, st.Endpoints
 	for _, c := range g.clusters {
 		g.refresh(c)
@@ -159,6 +185,9 @@ func (s *GServer) save() (savedState, error) {
 				return st, fmt.Errorf("node pool %s/nodePools/%s: %w", c.key, name, err)
 			}
 			sc.Pools = append(sc.Pools, savedPool{Pool: b, UID: np.uid, Nodes: maps.Clone(np.nodes)})
+		}
+		if k := c.kube; k != nil {
+			sc.Kubernetes = &savedKube{Port: k.lis.Addr().(*net.TCPAddr).Port, CACert: string(k.ca.CertPEM), CAKey: string(k.ca.KeyPEM), AdminToken: k.adminToken, Up: k.up}
 		}
 		st.Clusters = append(st.Clusters, sc)
 	}
@@ -236,13 +265,14 @@ func unmarshalOpt[T any, M interface {
 // restored is a state read from a Snapshot, not yet the server's.
 type restored struct {
 	clusters map[clusterKey]*cluster
+	kube     map[clusterKey]*savedKube
 	ops      map[string]*operation
 	opList   []*operation
 	running  []*operation
 }
 
 func load(st savedState) (*restored, error) {
-	r := &restored{clusters: map[clusterKey]*cluster{}, ops: map[string]*operation{}}
+	r := &restored{clusters: map[clusterKey]*cluster{}, kube: map[clusterKey]*savedKube{}, ops: map[string]*operation{}}
 	for _, sc := range st.Clusters {
 		k, pool, err := parseNameArg(sc.Key)
 		if err != nil || pool != "" {
@@ -270,6 +300,9 @@ func load(st savedState) (*restored, error) {
 			c.order = append(c.order, np.pb.Name)
 		}
 		r.clusters[k] = c
+		if sc.Kubernetes != nil {
+			r.kube[k] = sc.Kubernetes
+		}
 	}
 	for _, so := range st.Operations {
 		op, err := loadOp(r, so)

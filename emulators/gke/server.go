@@ -38,6 +38,7 @@ type config struct {
 	versions map[containerpb.ReleaseChannel_Channel]string
 	// requestQuota is every project's calls per minute (0: none).
 	requestQuota int
+	kube         *Kubernetes
 }
 
 // WithAddr makes the server listen on addr (host:port) instead of
@@ -97,6 +98,7 @@ type GServer struct {
 	loseNext  map[string]int
 	stockouts map[string]int // zone → operations still to stock out
 	quota     quota
+	kube      *kubeEnv // nil without WithKubernetes
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)
@@ -138,6 +140,12 @@ func NewServer(opts ...Option) (*Server, error) {
 		stockouts: map[string]int{},
 		quota:     quota{perMinute: cfg.requestQuota, projects: map[string]int{}, usage: map[string]map[time.Time]*MinuteUsage{}},
 	}
+	if cfg.kube != nil {
+		var err error
+		if gs.kube, err = newKubeEnv(*cfg.kube, cfg.log); err != nil {
+			return nil, err
+		}
+	}
 	lis, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return nil, fmt.Errorf("gke: listen on %s: %w", cfg.addr, err)
@@ -156,9 +164,11 @@ func NewServer(opts ...Option) (*Server, error) {
 // Addr is the host:port the server listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-// Close stops the server at once, failing calls in flight.
+// Close stops the server at once, failing calls in flight, and stops the
+// clusters' Kubernetes API servers.
 func (s *Server) Close() error {
 	s.srv.Stop()
+	s.GServer.closeKubernetes()
 	return nil
 }
 

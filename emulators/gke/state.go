@@ -33,6 +33,8 @@ type cluster struct {
 	// errMsg, when set, makes the cluster ERROR (a failed create).
 	errMsg string
 	gone   bool
+	// kube is the cluster's Kubernetes API (WithKubernetes only).
+	kube *kubeCluster
 }
 
 // nodePool is the stored state of one node pool.
@@ -241,6 +243,7 @@ func (s *GServer) removePool(c *cluster, np *nodePool) {
 // removeCluster drops a cluster. Must be called with the lock held.
 func (s *GServer) removeCluster(c *cluster) {
 	c.gone = true
+	s.kubeGone(c)
 	for _, np := range c.pools {
 		np.gone = true
 	}

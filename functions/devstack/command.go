@@ -36,6 +36,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
 	fl.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
+	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -89,6 +90,7 @@ Better Compute devstack is up.
   Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)
   Cloud Tasks    %[5]s
   GKE simulator  %[6]s
+  Kubernetes     GET %[1]s/healthz/kubernetes, then GET %[1]s/dev/clusters/<clusterId>/kubeconfig
 
 A token for alice (kubernetes.admin of tenant acme), valid one hour:
   TOKEN=%[7]s

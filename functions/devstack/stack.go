@@ -91,6 +91,11 @@ type Config struct {
 	// a client that stops sending never holds a connection long
 	// (DefaultReadTimeout when zero).
 	ReadTimeout time.Duration
+	// Kubernetes gives the GKE simulator's clusters a real Kubernetes API
+	// (API.md §8; kubernetes.go): the API server is built in the
+	// background from start-up (several minutes, once per machine), and
+	// the functions get KUBERNETES_TOKEN, accepted by every cluster.
+	Kubernetes bool
 
 	Log *slog.Logger
 
@@ -152,6 +157,8 @@ type Stack struct {
 	issuerData *savedIssuer
 	loaded     bool // the state came from the data file
 
+	kube *kubeSide // nil without Config.Kubernetes
+
 	stopBackground context.CancelFunc // the watchdog's and the saver's loops
 	wg             sync.WaitGroup
 	emulators      []func() error // closed last, in reverse
@@ -209,6 +216,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.issuerData = &savedIssuer{Key: string(key)}
+	s.startKubernetes()
 	if err := s.startEmulators(raw, data); err != nil {
 		return nil, err
 	}
@@ -237,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
+	s.kubernetesRoutes(mux)
 	// Any other path answers in the API's error envelope, not net/http's
 	// plain text.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -342,6 +351,7 @@ func (s *Stack) environment() map[string]string {
 	// share of the simulator's quota.
 	env["PROVIDER_QUOTA_PER_MINUTE"] = strconv.Itoa(s.cfg.GKERequestQuota)
 	env["RECONCILE_MAX_INSTANCES"] = "1"
+	s.kubernetesEnvironment(env)
 	for name, d := range map[string]time.Duration{
 		"CONVERGING_INTERVAL": s.cfg.ConvergingInterval,
 		"STEADY_INTERVAL":     s.cfg.SteadyInterval,
@@ -426,6 +436,7 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 	if s.cfg.GKERequestQuota > 0 {
 		gkeOpts = append(gkeOpts, gkeemu.WithRequestQuota(s.cfg.GKERequestQuota))
 	}
+	gkeOpts = append(gkeOpts, s.kubernetesOptions()...)
 	gke, err := gkeemu.NewServer(gkeOpts...)
 	if err != nil {
 		return fmt.Errorf("gke simulator: %w", err)

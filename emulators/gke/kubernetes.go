@@ -1,0 +1,526 @@
+package gke
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/client-go/rest"
+
+	"github.com/better-compute/kubernetes/emulators/kubesim"
+)
+
+// DefaultKubernetesSyncInterval is how often a cluster's Kubernetes API is
+// brought in line with the simulator (its Nodes, bcd's joins, deleted
+// Namespaces) unless Kubernetes.SyncInterval says otherwise.
+const DefaultKubernetesSyncInterval = 500 * time.Millisecond
+
+// Kubernetes gives the simulator's clusters a real Kubernetes API
+// (WithKubernetes). See the package comment for what it does and does
+// not do.
+type Kubernetes struct {
+	// Binary returns the kube-apiserver binary (kubesim.Binary, or a
+	// kubesim.Builder's Wait when it is being built in the background). It
+	// is called when a cluster's API server is first needed. Required.
+	Binary func(ctx context.Context) (string, error)
+	// Dir keeps a directory per cluster (named by the cluster's ID): its
+	// etcd data, certificates and log. Restore into a simulator with the
+	// same Dir to keep the clusters' objects. Empty: a temporary directory
+	// that Close removes.
+	Dir string
+	// Tokens are static bearer tokens that every cluster's API server
+	// accepts, besides its admin token (Server.KubernetesAccess).
+	Tokens []kubesim.Token
+	// HTTPClient makes bcd's join calls (http.DefaultClient when nil).
+	HTTPClient *http.Client
+	// SyncInterval is DefaultKubernetesSyncInterval when zero.
+	SyncInterval time.Duration
+}
+
+// WithKubernetes gives every cluster created from now on a Kubernetes API
+// server of its own, started on demand. Without it a cluster's endpoint is
+// an address nothing listens on, and nothing runs per cluster.
+func WithKubernetes(k Kubernetes) Option {
+	return func(c *config) { c.kube = &k }
+}
+
+// ErrNoKubernetes is wrapped by Server.KubernetesAccess's errors: the
+// cluster does not exist, has no control plane yet, or the simulator runs
+// without WithKubernetes.
+var ErrNoKubernetes = errors.New("gke: no Kubernetes API")
+
+// KubernetesAccess is how to reach a cluster's Kubernetes API as its
+// administrator.
+type KubernetesAccess struct {
+	// Endpoint is host:port, on 127.0.0.1: the cluster's endpoint.
+	Endpoint string
+	// CAPEM is the cluster's CA (its clusterCaCertificate, decoded).
+	CAPEM []byte
+	// AdminToken is a bearer token of group system:masters.
+	AdminToken string
+}
+
+// RESTConfig returns a client-go configuration with the admin's token.
+func (a KubernetesAccess) RESTConfig() *rest.Config {
+	return kubesim.RESTConfig(a.Endpoint, a.CAPEM, a.AdminToken)
+}
+
+// Kubeconfig returns a kubeconfig (YAML) whose context is named name.
+func (a KubernetesAccess) Kubeconfig(name string) ([]byte, error) {
+	return kubesim.Kubeconfig(name, a.Endpoint, a.CAPEM, a.AdminToken)
+}
+
+// KubernetesAccess returns how to reach the Kubernetes API of the cluster
+// named projects/P/locations/L/clusters/C once its create has ended. It
+// does not start the API server: the first connection to the endpoint
+// does.
+func (s *Server) KubernetesAccess(clusterName string) (KubernetesAccess, error) {
+	g := s.GServer
+	k, pool, err := parseNameArg(clusterName)
+	if err != nil || pool != "" {
+		return KubernetesAccess{}, fmt.Errorf("gke: KubernetesAccess(%q): not a cluster name", clusterName)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.settle()
+	c := g.clusters[k]
+	switch {
+	case g.kube == nil:
+		return KubernetesAccess{}, fmt.Errorf("%w: the simulator runs without WithKubernetes", ErrNoKubernetes)
+	case c == nil:
+		return KubernetesAccess{}, fmt.Errorf("%w: cluster %s not found", ErrNoKubernetes, k)
+	case c.kube == nil:
+		return KubernetesAccess{}, fmt.Errorf("%w: cluster %s was created without one", ErrNoKubernetes, k)
+	case !c.kube.up:
+		return KubernetesAccess{}, fmt.Errorf("%w: cluster %s is %v", ErrNoKubernetes, k, c.pb.Status)
+	}
+	return KubernetesAccess{Endpoint: c.kube.endpoint(), CAPEM: c.kube.ca.CertPEM, AdminToken: c.kube.adminToken}, nil
+}
+
+// kubeEnv is what the clusters' Kubernetes APIs share.
+type kubeEnv struct {
+	cfg     Kubernetes
+	dir     string
+	tempDir bool
+	log     *slog.Logger
+	http    *http.Client
+	// wg counts the goroutines of every cluster: accept loops, proxied
+	// connections, starts, sync loops and teardowns.
+	wg sync.WaitGroup
+}
+
+func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
+	if cfg.Binary == nil {
+		return nil, errors.New("gke: WithKubernetes needs Binary")
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultKubernetesSyncInterval
+	}
+	e := &kubeEnv{cfg: cfg, dir: cfg.Dir, log: log, http: cfg.HTTPClient}
+	if e.http == nil {
+		e.http = http.DefaultClient
+	}
+	if e.dir == "" {
+		d, err := os.MkdirTemp("", "gke-kubernetes-")
+		if err != nil {
+			return nil, fmt.Errorf("gke: %w", err)
+		}
+		e.dir, e.tempDir = d, true
+	}
+	if err := os.MkdirAll(e.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("gke: %w", err)
+	}
+	return e, nil
+}
+
+// kubeCluster is one cluster's Kubernetes API: a listener that is the
+// cluster's endpoint, and behind it, once a connection asks for it, an API
+// server with a loop that keeps it in line with the simulator.
+type kubeCluster struct {
+	env *kubeEnv
+	g   *GServer
+	// c, id and name are set when attached, with g.mu held.
+	c          *cluster
+	id         string // the cluster's ID: its directory
+	name       string // for logs
+	lis        net.Listener
+	ca         kubesim.CA
+	adminToken string
+	log        *slog.Logger
+	ctx        context.Context
+	cancel     context.CancelFunc
+
+	// up says the control plane exists: the create operation has ended
+	// (not with an injected failure). Guarded by g.mu.
+	up bool
+
+	mu       sync.Mutex
+	api      *kubesim.APIServer
+	starting chan struct{} // closed when the start under way ends
+	lastErr  error
+	failedAt time.Time
+	conns    map[net.Conn]struct{}
+	loopDone chan struct{}
+	closed   bool
+
+	// passes counts the sync loop's passes, for tests to wait on.
+	passes atomic.Int64
+}
+
+// startRetry is how long a failed start keeps failing connections before
+// the next one tries again.
+const startRetry = 2 * time.Second
+
+// newClusterKube returns the Kubernetes API of a new cluster, not yet
+// attached to it, or nil without WithKubernetes.
+func (s *GServer) newClusterKube() (*kubeCluster, error) {
+	if s.kube == nil {
+		return nil, nil
+	}
+	k, err := s.kube.newKubeCluster(s, 0, kubesim.CA{}, "")
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "Cannot give the cluster a Kubernetes API: %v", err)
+	}
+	return k, nil
+}
+
+// newKubeCluster opens a cluster's endpoint (on port, or a free one when
+// 0) with ca and adminToken (new ones when empty).
+func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken string) (*kubeCluster, error) {
+	var err error
+	if ca.CertPEM == nil {
+		if ca, err = kubesim.NewCA("gke-simulator"); err != nil {
+			return nil, err
+		}
+	}
+	if adminToken == "" {
+		adminToken = kubesim.RandomToken()
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil && port != 0 {
+		e.log.Warn("The cluster's endpoint port is taken; the cluster gets another endpoint", "port", port, "error", err)
+		lis, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gke: listen for a cluster's endpoint: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &kubeCluster{env: e, g: g, lis: lis, ca: ca, adminToken: adminToken, log: e.log,
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	e.wg.Add(1)
+	go k.accept()
+	return k, nil
+}
+
+// attach makes k the Kubernetes API of c. Must be called with the lock
+// held.
+func (k *kubeCluster) attach(c *cluster) {
+	k.c = c
+	k.id = c.pb.Id
+	k.name = c.key.String()
+	k.log = k.env.log.With("cluster", k.name)
+	c.kube = k
+}
+
+func (k *kubeCluster) endpoint() string { return k.lis.Addr().String() }
+
+// dir is where the cluster's API server keeps its state.
+func (k *kubeCluster) dir() string { return filepath.Join(k.env.dir, k.id) }
+
+// kubeUp gives c's control plane its endpoint and CA, as GKE reports them
+// once the cluster is created. Must be called with the lock held.
+func (s *GServer) kubeUp(c *cluster) {
+	if c.kube == nil || c.gone {
+		return
+	}
+	c.kube.up = true
+	c.pb.Endpoint = c.kube.endpoint()
+	c.pb.MasterAuth = &containerpb.MasterAuth{ClusterCaCertificate: base64.StdEncoding.EncodeToString(c.kube.ca.CertPEM)}
+}
+
+// kubeGone tears down the Kubernetes API of a cluster that has gone,
+// state included, in the background. Must be called with the lock held.
+func (s *GServer) kubeGone(c *cluster) {
+	if c.kube == nil {
+		return
+	}
+	c.kube.closeAsync(true)
+}
+
+// closeAsync is close, in the background; Server.Close waits for it.
+func (k *kubeCluster) closeAsync(removeState bool) {
+	k.env.wg.Add(1)
+	go func() {
+		defer k.env.wg.Done()
+		k.close(removeState)
+	}()
+}
+
+// close stops k's API server, its loop and its endpoint, and with
+// removeState deletes its directory.
+func (k *kubeCluster) close(removeState bool) {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return
+	}
+	k.closed = true
+	api, loopDone := k.api, k.loopDone
+	k.api = nil
+	conns := k.conns
+	k.conns = map[net.Conn]struct{}{}
+	k.mu.Unlock()
+
+	k.cancel()
+	k.lis.Close()
+	for c := range conns {
+		c.Close()
+	}
+	if loopDone != nil {
+		<-loopDone
+	}
+	// A start under way sees closed and stops what it started.
+	if api != nil {
+		if err := api.Stop(); err != nil {
+			k.log.Warn("Kubernetes API server had failed", "error", err)
+		}
+	}
+	if removeState {
+		if err := os.RemoveAll(k.dir()); err != nil {
+			k.log.Warn("Could not remove the cluster's Kubernetes state", "dir", k.dir(), "error", err)
+		}
+		k.log.Info("Removed the cluster's Kubernetes API", "dir", k.dir())
+	}
+}
+
+// closeKubernetes stops every cluster's Kubernetes API, keeping their
+// state unless it lives in a temporary directory, which goes.
+func (s *GServer) closeKubernetes() {
+	e := s.kube
+	if e == nil {
+		return
+	}
+	s.mu.Lock()
+	var ks []*kubeCluster
+	for _, c := range s.clusters {
+		if c.kube != nil {
+			ks = append(ks, c.kube)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range ks {
+		k.close(false)
+	}
+	e.wg.Wait()
+	if e.tempDir {
+		_ = os.RemoveAll(e.dir)
+	}
+}
+
+// accept serves the endpoint: each connection is proxied to the API
+// server, which the first one starts.
+func (k *kubeCluster) accept() {
+	defer k.env.wg.Done()
+	for {
+		conn, err := k.lis.Accept()
+		if err != nil {
+			return // closed
+		}
+		k.env.wg.Add(1)
+		go func() {
+			defer k.env.wg.Done()
+			k.proxy(conn)
+		}()
+	}
+}
+
+// proxy connects conn to the API server, starting it if need be. A
+// connection before the control plane exists is closed, as GKE's endpoint
+// would refuse it.
+func (k *kubeCluster) proxy(conn net.Conn) {
+	if !k.track(conn) {
+		conn.Close()
+		return
+	}
+	defer k.untrack(conn)
+	defer conn.Close()
+	g := k.g
+	g.mu.Lock()
+	g.settle()
+	up := k.c != nil && k.up && !k.c.gone
+	g.mu.Unlock()
+	if !up {
+		return
+	}
+	api, err := k.ensure()
+	if err != nil {
+		if k.ctx.Err() == nil {
+			k.log.Warn("Kubernetes API server did not start; the connection is closed, the next one retries", "error", err)
+		}
+		return
+	}
+	backend, err := net.Dial("tcp", api.Endpoint)
+	if err != nil {
+		k.log.Warn("Could not reach the Kubernetes API server; the connection is closed", "endpoint", api.Endpoint, "error", err)
+		return
+	}
+	if !k.track(backend) {
+		backend.Close()
+		return
+	}
+	defer k.untrack(backend)
+	defer backend.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(backend, conn); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(conn, backend); done <- struct{}{} }()
+	<-done
+	// Either side ending ends both: close them so the other copy returns.
+	conn.Close()
+	backend.Close()
+	<-done
+}
+
+func (k *kubeCluster) track(c net.Conn) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false
+	}
+	k.conns[c] = struct{}{}
+	return true
+}
+
+func (k *kubeCluster) untrack(c net.Conn) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.conns, c)
+}
+
+var errKubeClosed = errors.New("the cluster's Kubernetes API is closed")
+
+// ensure returns the running API server, starting it (once, whoever asks
+// at the same time) if it is not.
+func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
+	for {
+		k.mu.Lock()
+		switch {
+		case k.closed:
+			k.mu.Unlock()
+			return nil, errKubeClosed
+		case k.api != nil:
+			api := k.api
+			k.mu.Unlock()
+			return api, nil
+		case k.starting != nil:
+			ch := k.starting
+			k.mu.Unlock()
+			select {
+			case <-ch:
+			case <-k.ctx.Done():
+				return nil, errKubeClosed
+			}
+			continue
+		case !k.failedAt.IsZero() && time.Since(k.failedAt) < startRetry:
+			err := k.lastErr
+			k.mu.Unlock()
+			return nil, err
+		}
+		ch := make(chan struct{})
+		k.starting = ch
+		k.mu.Unlock()
+
+		api, err := k.start()
+
+		k.mu.Lock()
+		k.starting = nil
+		close(ch)
+		if err != nil {
+			k.lastErr, k.failedAt = err, time.Now()
+			k.mu.Unlock()
+			return nil, err
+		}
+		if k.closed {
+			k.mu.Unlock()
+			_ = api.Stop()
+			return nil, errKubeClosed
+		}
+		k.api, k.failedAt = api, time.Time{}
+		k.loopDone = make(chan struct{})
+		k.env.wg.Add(1)
+		go k.syncLoop(api, k.loopDone)
+		k.mu.Unlock()
+		return api, nil
+	}
+}
+
+// start gets the binary and starts the API server in the cluster's
+// directory.
+func (k *kubeCluster) start() (*kubesim.APIServer, error) {
+	k.log.Info("Starting the cluster's Kubernetes API server", "dir", k.dir())
+	bin, err := k.env.cfg.Binary(k.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the API server binary: %w", err)
+	}
+	return kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
+		Dir:        k.dir(),
+		Tokens:     k.env.cfg.Tokens,
+		CA:         &k.ca,
+		AdminToken: k.adminToken,
+		Log:        k.log,
+	})
+}
+
+// crashed forgets an API server that exited on its own, so that the next
+// connection starts another.
+func (k *kubeCluster) crashed(api *kubesim.APIServer) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.api == api {
+		k.api = nil
+	}
+	err := api.Stop()
+	k.log.Warn("Kubernetes API server exited; the next connection starts it again", "error", err)
+}
+
+// restoreKubernetes opens the endpoints of the restored clusters that had
+// a Kubernetes API, on their old ports when free, keyed by cluster. Their
+// API servers start on demand, on the state kept in Kubernetes.Dir.
+func (s *GServer) restoreKubernetes(r *restored) (map[clusterKey]*kubeCluster, error) {
+	out := map[clusterKey]*kubeCluster{}
+	if len(r.kube) == 0 {
+		return out, nil
+	}
+	if s.kube == nil {
+		s.log.Warn("The snapshot's clusters had a Kubernetes API, but this simulator runs without WithKubernetes: their endpoints answer nothing", "clusters", len(r.kube))
+		return out, nil
+	}
+	for key, sk := range r.kube {
+		kc, err := s.kube.newKubeCluster(s, sk.Port, kubesim.CA{CertPEM: []byte(sk.CACert), KeyPEM: []byte(sk.CAKey)}, sk.AdminToken)
+		if err != nil {
+			for _, k := range out {
+				k.close(false)
+			}
+			return nil, fmt.Errorf("cluster %s: %w", key, err)
+		}
+		kc.up = sk.Up
+		if c := r.clusters[key]; kc.up && c.pb.Endpoint != kc.endpoint() {
+			c.pb.Endpoint = kc.endpoint()
+		}
+		out[key] = kc
+	}
+	return out, nil
+}

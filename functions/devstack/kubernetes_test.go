@@ -1,0 +1,163 @@
+package devstack_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/better-compute/kubernetes/functions/devstack"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// TestKubernetes creates a cluster through the API on a stack with
+// Kubernetes, fetches its kubeconfig and lists its Nodes with client-go,
+// with the administrator's credentials and with the reconciler's token.
+func TestKubernetes(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.Kubernetes = true
+	e := startEnv(t, cfg)
+
+	// The binary is built once per machine: on a fresh one this waits
+	// minutes, as the devstack's first start does.
+	deadline := time.Now().Add(15 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	for {
+		status, health := healthzKubernetes(t, e.URL)
+		if status == http.StatusOK && health.Ready {
+			break
+		}
+		if status != http.StatusServiceUnavailable || health.Ready || health.Progress == "" {
+			t.Fatalf("GET /healthz/kubernetes = %d %+v, want 503 with the progress until ready", status, health)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz/kubernetes not ready: %s", health.Progress)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if status, body := getKubeconfig(t, e.URL, "kcl_nonexistent"); status != http.StatusNotFound || !json.Valid(body) {
+		t.Errorf("kubeconfig of an unknown cluster = %d %s, want 404 in the error envelope", status, body)
+	}
+
+	cl := e.api.createCluster(t, "kube", poolSpec("a", 2))
+	cl = e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	counts, err := e.GKE.NodeCounts(providerName(cl) + "/nodePools/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := 0
+	for _, n := range counts {
+		nodes += int(n)
+	}
+
+	status, kc := getKubeconfig(t, e.URL, cl.ID)
+	if status != http.StatusOK {
+		t.Fatalf("GET kubeconfig of a ready cluster = %d %s, want 200", status, kc)
+	}
+	admin, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatalf("parse kubeconfig: %v\n%s", err, kc)
+	}
+	reconciler := rest.CopyConfig(admin)
+	reconciler.BearerToken = e.Env()["KUBERNETES_TOKEN"]
+	if reconciler.BearerToken == "" || reconciler.BearerToken == admin.BearerToken {
+		t.Fatalf("KUBERNETES_TOKEN = %q, want a token of its own", reconciler.BearerToken)
+	}
+	for name, rc := range map[string]*rest.Config{"admin": admin, "reconciler": reconciler} {
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatalf("NewForConfig: %v", err)
+		}
+		eventually(t, name+" lists the cluster's nodes", func() (bool, string) {
+			list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			pooled := 0
+			for _, n := range list.Items {
+				if n.Labels["cloud.google.com/gke-nodepool"] == "a" {
+					pooled++
+				}
+			}
+			return pooled == nodes && len(list.Items) == nodes, "nodes: " + jsonOf(list.Items)
+		})
+	}
+	cs, err := kubernetes.NewForConfig(reconciler)
+	if err != nil {
+		t.Fatalf("NewForConfig: %v", err)
+	}
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview: %v", err)
+	}
+	if u := review.Status.UserInfo; u.Username != devstack.SubstratesUser || !slices.Contains(u.Groups, "system:masters") {
+		t.Errorf("the reconciler's token authenticates as %s %v, want %s in system:masters", u.Username, u.Groups, devstack.SubstratesUser)
+	}
+}
+
+// TestKubernetesOff checks that a stack without Kubernetes says so.
+func TestKubernetesOff(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	status, health := healthzKubernetes(t, e.URL)
+	if status != http.StatusServiceUnavailable || health.Ready || health.Progress == "" {
+		t.Errorf("GET /healthz/kubernetes without Kubernetes = %d %+v, want 503 saying why", status, health)
+	}
+	if _, ok := e.Env()["KUBERNETES_TOKEN"]; ok {
+		t.Errorf("KUBERNETES_TOKEN is set without Kubernetes")
+	}
+	if status, body := getKubeconfig(t, e.URL, "kcl_x"); status != http.StatusNotFound {
+		t.Errorf("kubeconfig without Kubernetes = %d %s, want 404", status, body)
+	}
+}
+
+type kubeHealth struct {
+	Ready    bool   `json:"ready"`
+	Progress string `json:"progress"`
+}
+
+func healthzKubernetes(t *testing.T, url string) (int, kubeHealth) {
+	t.Helper()
+	resp, err := http.Get(url + "/healthz/kubernetes")
+	if err != nil {
+		t.Fatalf("GET /healthz/kubernetes: %v", err)
+	}
+	defer resp.Body.Close()
+	var h kubeHealth
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("GET /healthz/kubernetes: decode: %v", err)
+	}
+	return resp.StatusCode, h
+}
+
+func getKubeconfig(t *testing.T, url, clusterID string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url + "/dev/clusters/" + clusterID + "/kubeconfig")
+	if err != nil {
+		t.Fatalf("GET kubeconfig: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET kubeconfig: %v", err)
+	}
+	return resp.StatusCode, b
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
