@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"golang.org/x/oauth2"
@@ -76,7 +77,8 @@ func (k kubeAPI) Apply(ctx context.Context, o substrates.Objects) error {
 	var foreign *kubeapply.ForeignError
 	switch {
 	case errors.As(err, &foreign):
-		return fmt.Errorf("%w: %s", substrates.ErrForeign, foreign.Error())
+		// Every foreign object is named, on one line.
+		return fmt.Errorf("%w: %s", substrates.ErrForeign, strings.ReplaceAll(err.Error(), "\n", "; "))
 	case errors.Is(err, kubeapply.ErrJoinSecretMissing):
 		return fmt.Errorf("%w: %v", substrates.ErrSecretMissing, err)
 	}

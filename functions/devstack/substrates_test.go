@@ -332,7 +332,8 @@ func TestSubstrateAdoptMode(t *testing.T) {
 
 	putPool(t, e, adoptPolicy(pool, 1, cl.ID, flavor("cpu", 1)))
 	s := e.api.waitSubstrate(t, pool, "in error naming the foreign DaemonSet", func(s resource.Substrate) bool {
-		return s.State == resource.StateError && strings.Contains(s.Message, "DaemonSet") && strings.Contains(s.Message, "bcd")
+		return s.State == resource.StateError && strings.Contains(s.Message, "DaemonSet better-compute-system/bcd") &&
+			strings.Contains(s.Message, "Namespace better-compute-system")
 	})
 	again, err := cs.AppsV1().DaemonSets(ns).Get(ctx, "bcd", metav1.GetOptions{})
 	if err != nil || again.ResourceVersion != foreign.ResourceVersion {
@@ -344,8 +345,12 @@ func TestSubstrateAdoptMode(t *testing.T) {
 		t.Errorf("delete of an adopted cluster = %v, want INVALID_STATE naming %s", err, pool)
 	}
 
-	// Without it, the next run makes the substrate ready.
+	// Without them (the DaemonSet's Namespace was the tenant's too), the
+	// next run makes the substrate ready.
 	if err := cs.AppsV1().DaemonSets(ns).Delete(ctx, "bcd", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s = e.api.waitSubstrate(t, pool, "ready with 3 nodes joined", readyWith(3)) // 1 per zone of us-central1
@@ -406,7 +411,9 @@ func TestSubstrateAdoptMode(t *testing.T) {
 	}
 	for _, get := range []func() (metav1.Object, error){
 		func() (metav1.Object, error) { return cs.AppsV1().DaemonSets(ns).Get(ctx, "bcd", metav1.GetOptions{}) },
-		func() (metav1.Object, error) { return cs.CoreV1().Secrets(ns).Get(ctx, "bcd-join", metav1.GetOptions{}) },
+		func() (metav1.Object, error) {
+			return cs.CoreV1().Secrets(ns).Get(ctx, "bcd-join", metav1.GetOptions{})
+		},
 	} {
 		o, err := get()
 		if err == nil && o.GetDeletionTimestamp() == nil {

@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
@@ -196,6 +197,9 @@ func cluster(c *lifecycle.Cluster, pools []lifecycle.NodePool) *containerpb.Clus
 		pc.Autopilot = &containerpb.Autopilot{Enabled: true}
 		return pc
 	}
+	// The nodes go in the zones the cluster may use (the account's, or a
+	// substrate policy's), not GKE's default ones of the region.
+	pc.Locations = slices.Clone(c.Spec.Zones)
 	// Pools the provider refused before are left out, so that they do
 	// not hold back the others; they are created on their own once the
 	// cluster exists. When all of them were refused they are all asked
