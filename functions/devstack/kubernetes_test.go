@@ -129,7 +129,7 @@ type kubeHealth struct {
 	Progress string `json:"progress"`
 }
 
-func healthzKubernetes(t *testing.T, url string) (int, kubeHealth) {
+func healthzKubernetes(t testing.TB, url string) (int, kubeHealth) {
 	t.Helper()
 	resp, err := http.Get(url + "/healthz/kubernetes")
 	if err != nil {

@@ -349,6 +349,12 @@ func (u *run) applyObjects(ctx context.Context, lease *chain.Lease) (chain.Outco
 	if err != nil {
 		return chain.Outcome{}, err
 	}
+	// Reading the Nodes first makes sure the API answers before a token
+	// is minted that an unreachable API would leave unused.
+	nodes, err := u.nodes(ctx, api)
+	if err != nil {
+		return chain.Outcome{}, err
+	}
 	objs := u.objects()
 	if s.Status.Token.Hash == "" {
 		if objs.Token, err = u.mint(ctx, lease); err != nil {
@@ -370,24 +376,29 @@ func (u *run) applyObjects(ctx context.Context, lease *chain.Lease) (chain.Outco
 		return chain.Outcome{}, fmt.Errorf("apply bcd's objects: %w", err)
 	}
 	s.Status.Applied = s.Spec.Generation
-	if err := u.followNodes(ctx, api); err != nil {
+	if err := u.followNodes(ctx, nodes); err != nil {
 		return chain.Outcome{}, err
 	}
 	u.ready()
 	return chain.Outcome{}, nil
 }
 
-// followNodes notes the joined nodes that are no longer Nodes of the
-// substrate's pools: they leave.
-func (u *run) followNodes(ctx context.Context, api KubeAPI) error {
+// nodes lists the Nodes of the substrate's pools.
+func (u *run) nodes(ctx context.Context, api KubeAPI) ([]Node, error) {
 	names := make([]string, len(u.s.Spec.Flavors))
 	for i, f := range u.s.Spec.Flavors {
 		names[i] = f.NodePool.Name
 	}
 	nodes, err := api.Nodes(ctx, names)
 	if err != nil {
-		return fmt.Errorf("list the cluster's nodes: %w", err)
+		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
 	}
+	return nodes, nil
+}
+
+// followNodes notes the joined nodes that are no longer among the Nodes
+// of the substrate's pools: they leave.
+func (u *run) followNodes(ctx context.Context, nodes []Node) error {
 	present := map[string]bool{}
 	for _, n := range nodes {
 		present[n.Name] = true
