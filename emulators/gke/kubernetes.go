@@ -279,7 +279,7 @@ func (k *kubeCluster) close(removeState bool) {
 		return
 	}
 	k.closed = true
-	api, loopDone := k.api, k.loopDone
+	api, loopDone, starting := k.api, k.loopDone, k.starting
 	k.api = nil
 	conns := k.conns
 	k.conns = map[net.Conn]struct{}{}
@@ -293,7 +293,11 @@ func (k *kubeCluster) close(removeState bool) {
 	if loopDone != nil {
 		<-loopDone
 	}
-	// A start under way sees closed and stops what it started.
+	// A start under way ends (its context is canceled) and stops what it
+	// started before it lets this go on.
+	if starting != nil {
+		<-starting
+	}
 	if api != nil {
 		if err := api.Stop(); err != nil {
 			k.log.Warn("Kubernetes API server had failed", "error", err)
@@ -446,17 +450,20 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 		api, err := k.start()
 
 		k.mu.Lock()
+		if err == nil && k.closed {
+			// close waits for ch: stop the server before it removes the
+			// directory.
+			k.mu.Unlock()
+			_ = api.Stop()
+			k.mu.Lock()
+			api, err = nil, errKubeClosed
+		}
 		k.starting = nil
 		close(ch)
 		if err != nil {
 			k.lastErr, k.failedAt = err, time.Now()
 			k.mu.Unlock()
 			return nil, err
-		}
-		if k.closed {
-			k.mu.Unlock()
-			_ = api.Stop()
-			return nil, errKubeClosed
 		}
 		k.api, k.failedAt = api, time.Time{}
 		k.loopDone = make(chan struct{})
