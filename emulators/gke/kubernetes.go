@@ -447,7 +447,7 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 		k.starting = ch
 		k.mu.Unlock()
 
-		api, err := k.start()
+		api, sy, err := k.start()
 
 		k.mu.Lock()
 		if err == nil && k.closed {
@@ -468,27 +468,37 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 		k.api, k.failedAt = api, time.Time{}
 		k.loopDone = make(chan struct{})
 		k.env.wg.Add(1)
-		go k.syncLoop(api, k.loopDone)
+		go k.syncLoop(sy, k.loopDone)
 		k.mu.Unlock()
 		return api, nil
 	}
 }
 
-// start gets the binary and starts the API server in the cluster's
-// directory.
-func (k *kubeCluster) start() (*kubesim.APIServer, error) {
+// start gets the binary, starts the API server in the cluster's
+// directory and registers its Nodes.
+func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 	k.log.Info("Starting the cluster's Kubernetes API server", "dir", k.dir())
 	bin, err := k.env.cfg.Binary(k.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("the API server binary: %w", err)
+		return nil, nil, fmt.Errorf("the API server binary: %w", err)
 	}
-	return kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
+	api, err := kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
 		Dir:        k.dir(),
 		Tokens:     k.env.cfg.Tokens,
 		CA:         &k.ca,
 		AdminToken: k.adminToken,
 		Log:        k.log,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sy, err := newSyncer(api)
+	if err != nil {
+		_ = api.Stop()
+		return nil, nil, err
+	}
+	k.syncFirst(sy)
+	return api, sy, nil
 }
 
 // crashed forgets an API server that exited on its own, so that the next
