@@ -82,7 +82,9 @@
 //   - The API server starts on demand: at the first connection to the
 //     endpoint, which the simulator proxies (TCP, so TLS is end to end) to
 //     the server. A connection waits for the start, including the build of
-//     the binary when Kubernetes.Binary waits for one. Once started, it
+//     the binary when Kubernetes.Binary waits for one, and for the
+//     registration of the cluster's Nodes, so that the first client finds
+//     them, as in GKE. Once started, it
 //     runs until the cluster is deleted or the simulator closes; a server
 //     that exits on its own is started again by the next connection.
 //   - Clients authenticate with bearer tokens only: the cluster's admin

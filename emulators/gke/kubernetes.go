@@ -279,7 +279,7 @@ func (k *kubeCluster) close(removeState bool) {
 		return
 	}
 	k.closed = true
-	api, loopDone := k.api, k.loopDone
+	api, loopDone, starting := k.api, k.loopDone, k.starting
 	k.api = nil
 	conns := k.conns
 	k.conns = map[net.Conn]struct{}{}
@@ -293,7 +293,11 @@ func (k *kubeCluster) close(removeState bool) {
 	if loopDone != nil {
 		<-loopDone
 	}
-	// A start under way sees closed and stops what it started.
+	// A start under way ends (its context is canceled) and stops what it
+	// started before it lets this go on.
+	if starting != nil {
+		<-starting
+	}
 	if api != nil {
 		if err := api.Stop(); err != nil {
 			k.log.Warn("Kubernetes API server had failed", "error", err)
@@ -443,9 +447,17 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 		k.starting = ch
 		k.mu.Unlock()
 
-		api, err := k.start()
+		api, sy, err := k.start()
 
 		k.mu.Lock()
+		if err == nil && k.closed {
+			// close waits for ch: stop the server before it removes the
+			// directory.
+			k.mu.Unlock()
+			_ = api.Stop()
+			k.mu.Lock()
+			api, err = nil, errKubeClosed
+		}
 		k.starting = nil
 		close(ch)
 		if err != nil {
@@ -453,35 +465,40 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			k.mu.Unlock()
 			return nil, err
 		}
-		if k.closed {
-			k.mu.Unlock()
-			_ = api.Stop()
-			return nil, errKubeClosed
-		}
 		k.api, k.failedAt = api, time.Time{}
 		k.loopDone = make(chan struct{})
 		k.env.wg.Add(1)
-		go k.syncLoop(api, k.loopDone)
+		go k.syncLoop(sy, k.loopDone)
 		k.mu.Unlock()
 		return api, nil
 	}
 }
 
-// start gets the binary and starts the API server in the cluster's
-// directory.
-func (k *kubeCluster) start() (*kubesim.APIServer, error) {
+// start gets the binary, starts the API server in the cluster's
+// directory and registers its Nodes.
+func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 	k.log.Info("Starting the cluster's Kubernetes API server", "dir", k.dir())
 	bin, err := k.env.cfg.Binary(k.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("the API server binary: %w", err)
+		return nil, nil, fmt.Errorf("the API server binary: %w", err)
 	}
-	return kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
+	api, err := kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
 		Dir:        k.dir(),
 		Tokens:     k.env.cfg.Tokens,
 		CA:         &k.ca,
 		AdminToken: k.adminToken,
 		Log:        k.log,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sy, err := newSyncer(api)
+	if err != nil {
+		_ = api.Stop()
+		return nil, nil, err
+	}
+	k.syncFirst(sy)
+	return api, sy, nil
 }
 
 // crashed forgets an API server that exited on its own, so that the next

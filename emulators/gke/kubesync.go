@@ -36,30 +36,51 @@ func newSyncState() *syncState {
 	return &syncState{applied: map[string]string{}, joins: map[string]*joinState{}, warned: map[string]warning{}}
 }
 
-// syncLoop keeps the API server in line with the simulator until the
-// cluster's Kubernetes API closes or the server exits: every
-// SyncInterval, it registers and removes Nodes, plays bcd, and finalizes
-// deleted Namespaces. Each step that fails is retried at the next pass.
-func (k *kubeCluster) syncLoop(api *kubesim.APIServer, done chan struct{}) {
-	defer k.env.wg.Done()
-	defer close(done)
+// syncer brings one API server in line with the simulator.
+type syncer struct {
+	api *kubesim.APIServer
+	cs  kubernetes.Interface
+	dyn dynamic.Interface
+	st  *syncState
+}
+
+func newSyncer(api *kubesim.APIServer) (*syncer, error) {
 	cfg := api.RESTConfig("")
 	// Deprecation warnings (v1 Endpoints, which finalizing a namespace
 	// deletes) would go to stderr through klog.
 	cfg.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(cfg)
-	if err == nil {
-		var dyn *dynamic.DynamicClient
-		if dyn, err = dynamic.NewForConfig(cfg); err == nil {
-			k.runSync(api, cs, dyn)
-			return
-		}
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	k.log.Error("Cannot sync the cluster's Kubernetes API", "error", err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &syncer{api: api, cs: cs, dyn: dyn, st: newSyncState()}, nil
 }
 
-func (k *kubeCluster) runSync(api *kubesim.APIServer, cs *kubernetes.Clientset, dyn dynamic.Interface) {
-	st := newSyncState()
+// syncFirst registers the Nodes of a server that has just started, before
+// any client reaches it: in GKE a running cluster's Nodes are there when
+// a client first looks. A failure is left to the loop.
+func (k *kubeCluster) syncFirst(sy *syncer) {
+	want, live := k.g.kubeNodes(k)
+	if !live {
+		return
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, time.Minute)
+	defer cancel()
+	k.step(sy.st, "nodes", k.syncNodes(ctx, sy.cs, sy.st, want))
+}
+
+// syncLoop keeps the API server in line with the simulator until the
+// cluster's Kubernetes API closes or the server exits: every
+// SyncInterval, it registers and removes Nodes, plays bcd, and finalizes
+// deleted Namespaces. Each step that fails is retried at the next pass.
+func (k *kubeCluster) syncLoop(sy *syncer, done chan struct{}) {
+	defer k.env.wg.Done()
+	defer close(done)
+	st, cs := sy.st, sy.cs
 	t := time.NewTicker(k.env.cfg.SyncInterval)
 	defer t.Stop()
 	for {
@@ -70,14 +91,14 @@ func (k *kubeCluster) runSync(api *kubesim.APIServer, cs *kubernetes.Clientset, 
 		ctx, cancel := context.WithTimeout(k.ctx, time.Minute)
 		k.step(st, "nodes", k.syncNodes(ctx, cs, st, want))
 		k.step(st, "bcd", k.syncBCD(ctx, cs, st))
-		k.step(st, "namespaces", k.finalizeNamespaces(ctx, cs, cs.Discovery(), dyn))
+		k.step(st, "namespaces", k.finalizeNamespaces(ctx, cs, cs.Discovery(), sy.dyn))
 		cancel()
 		k.passes.Add(1)
 		select {
 		case <-k.ctx.Done():
 			return
-		case <-api.Exited():
-			k.crashed(api)
+		case <-sy.api.Exited():
+			k.crashed(sy.api)
 			return
 		case <-t.C:
 		}

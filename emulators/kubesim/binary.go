@@ -46,16 +46,20 @@ func binary(ctx context.Context, log *slog.Logger, report func(string)) (string,
 	if err != nil {
 		return "", err
 	}
-	src := filepath.Join(root, "emulators", "kubeapiserver")
-	sum, err := sourceHash(src)
-	if err != nil {
-		return "", err
-	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("kubesim: cache directory: %w", err)
 	}
-	dir := filepath.Join(cache, "better-compute")
+	return buildOnce(ctx, log, report, filepath.Join(root, "emulators", "kubeapiserver"), filepath.Join(cache, "better-compute"))
+}
+
+// buildOnce returns the binary of the module in src, kept in dir, building
+// it there when missing.
+func buildOnce(ctx context.Context, log *slog.Logger, report func(string), src, dir string) (string, error) {
+	sum, err := sourceHash(src)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, "kube-apiserver-"+sum)
 	if isExecutable(path) {
 		return path, nil
@@ -217,7 +221,7 @@ func goTool() (string, error) {
 			return p, nil
 		}
 	}
-	if root := runtime.GOROOT(); root != "" { //nolint:staticcheck // a hint only; PATH below otherwise
+	if root := runtime.GOROOT(); root != "" {
 		p := filepath.Join(root, "bin", "go")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil

@@ -1,10 +1,15 @@
 package kubesim
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -94,4 +99,81 @@ func TestModulePath(t *testing.T) {
 	if want, _ := filepath.Abs("../.."); root != want {
 		t.Errorf("repoRoot = %q, want %q", root, want)
 	}
+}
+
+// TestBuildOnce builds a small module in place of the API server's, from
+// several goroutines at once (each lock is its own open file, as in
+// separate processes): one builds, the others wait and find its binary.
+func TestBuildOnce(t *testing.T) {
+	src := t.TempDir()
+	files := map[string]string{
+		"go.mod":  "module example.com/hello\n\ngo 1.26\n",
+		"go.sum":  "",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "cache")
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	const n = 3
+	paths := make(chan string, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			p, err := buildOnce(context.Background(), log, func(string) {}, src, dir)
+			paths <- p
+			errs <- err
+		}()
+	}
+	var first string
+	for range n {
+		p, err := <-paths, <-errs
+		if err != nil {
+			t.Fatalf("buildOnce: %v", err)
+		}
+		if first == "" {
+			first = p
+		}
+		if p != first {
+			t.Errorf("buildOnce = %q and %q, want one binary", first, p)
+		}
+	}
+	out, err := exec.Command(first).Output()
+	if err != nil || string(out) != "hello\n" {
+		t.Errorf("running the binary = %q, %v; want hello", out, err)
+	}
+	mu.Lock()
+	text := logs.String()
+	mu.Unlock()
+	if got := strings.Count(text, "Building the Kubernetes API server"); got != 1 {
+		t.Errorf("builds = %d, want 1; logs:\n%s", got, text)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+
+	// A broken source fails with go build's output.
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nfunc main() { undefined() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buildOnce(context.Background(), log, func(string) {}, src, dir); err == nil || !strings.Contains(err.Error(), "undefined") {
+		t.Errorf("buildOnce of a broken source = %v, want go build's error", err)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
