@@ -330,6 +330,13 @@ func TestSubstrateAdoptMode(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The tenant's own object, which nothing of the substrate's may touch.
+	mine, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bcd"},
+		Data: map[string]string{"owner": "tenant"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	putPool(t, e, adoptPolicy(pool, 1, cl.ID, flavor("cpu", 1)))
 	s := e.api.waitSubstrate(t, pool, "in error naming the foreign DaemonSet", func(s resource.Substrate) bool {
 		return s.State == resource.StateError && strings.Contains(s.Message, "DaemonSet better-compute-system/bcd") &&
@@ -424,6 +431,9 @@ func TestSubstrateAdoptMode(t *testing.T) {
 	}
 	if status, body := join(t, e, newToken, ours[0].Name, ours[0].Spec.ProviderID); status != http.StatusUnauthorized {
 		t.Errorf("join after archive = %d %s, want 401: the token is revoked", status, body)
+	}
+	if got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "bcd", metav1.GetOptions{}); err != nil || got.ResourceVersion != mine.ResourceVersion {
+		t.Errorf("the tenant's ConfigMap changed: %v", err)
 	}
 	// The cluster is the tenant's again.
 	e.api.deleteCluster(t, cl.ID)
