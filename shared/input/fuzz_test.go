@@ -146,3 +146,56 @@ func FuzzDecodeRefs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodePoolUpdated: any data is either a pool event whose every
+// flavor passes the node pool rules, or an INVALID_INPUT that says why,
+// never a panic; the identity read is kept either way.
+func FuzzDecodePoolUpdated(f *testing.F) {
+	f.Add([]byte(goodPool))
+	seed(f, obj{"id": "p", "tenantId": "acme", "version": 2, "policy": obj{"substrate": obj{"kind": "kubernetes", "account": "a",
+		"cluster": obj{"adopt": obj{"clusterId": "kcl_01h2xcejqtf2nbrexx3vqjhp41"}}}},
+		"flavors": []any{obj{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePoolUpdated(body)
+		if p == nil {
+			t.Fatalf("DecodePoolUpdated(%q) returned no event", body)
+		}
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		if p.ID == "" || p.TenantID == "" || p.Version < 1 {
+			t.Fatalf("DecodePoolUpdated(%q) accepted %+v without its identity", body, p)
+		}
+		if p.Substrate == nil {
+			return
+		}
+		if (p.Substrate.Create == nil) == (p.Substrate.Adopt == nil) {
+			t.Fatalf("DecodePoolUpdated(%q) accepted a policy with create %v and adopt %v", body, p.Substrate.Create, p.Substrate.Adopt)
+		}
+		if len(p.Flavors) < 1 || len(p.Flavors) > MaxFlavors {
+			t.Fatalf("DecodePoolUpdated(%q) accepted %d flavors", body, len(p.Flavors))
+		}
+		seen := map[string]bool{}
+		for _, fl := range p.Flavors {
+			if !flavorName.MatchString(fl.Name) || seen[fl.Name] {
+				t.Fatalf("DecodePoolUpdated(%q) accepted flavor name %q", body, fl.Name)
+			}
+			seen[fl.Name] = true
+		}
+	})
+}
+
+func FuzzDecodeJoin(f *testing.F) {
+	seed(f, obj{"nodeName": "gke-c-pool-1234abcd-x1y2", "providerId": "gce://p/us-central1-a/gke-c-pool-1234abcd-x1y2"})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		j, err := DecodeJoin(body)
+		if err != nil {
+			checkRejection(t, body, err)
+			return
+		}
+		if j.NodeName == "" || len(j.NodeName) > 253 || j.ProviderID == "" {
+			t.Fatalf("DecodeJoin(%q) accepted %+v", body, j)
+		}
+	})
+}

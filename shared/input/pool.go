@@ -14,9 +14,7 @@ import (
 // reads it. Substrate is nil when the pool's policy asks for no Kubernetes
 // substrate.
 type PoolUpdated struct {
-	ID        string           `json:"id" validate:"token"`
-	TenantID  string           `json:"tenantId" validate:"token"`
-	Version   int64            `json:"version" validate:"between=1:9007199254740991"`
+	PoolArchived
 	Substrate *SubstratePolicy `json:"-" validate:"-"`
 	Flavors   []NodePoolSpec   `json:"-" validate:"-"`
 }
@@ -41,7 +39,8 @@ type AdoptPolicy struct {
 	ClusterID string `json:"clusterId" validate:"clusterid"`
 }
 
-// PoolArchived is the data of compute.pool.archived.
+// PoolArchived is the data of compute.pool.archived, and what identifies
+// the pool and its version in both events.
 type PoolArchived struct {
 	ID       string `json:"id" validate:"token"`
 	TenantID string `json:"tenantId" validate:"token"`
@@ -60,12 +59,7 @@ var flavorName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$`)
 func DecodePoolUpdated(data []byte) (*PoolUpdated, error) {
 	p := &PoolUpdated{}
 	err := decode(data, func(f *fields) {
-		p.ID, _ = f.str("id", true, false)
-		p.TenantID, _ = f.str("tenantId", true, false)
-		if v, ok := f.int("version", true); ok {
-			p.Version = int64(v)
-		}
-		f.r.check("", p)
+		p.decodeHead(f)
 		policy := f.object("policy", false)
 		if policy == nil {
 			return
@@ -164,15 +158,18 @@ func decodeFlavors(f *fields) []NodePoolSpec {
 // DecodePoolArchived decodes and checks the data of compute.pool.archived.
 func DecodePoolArchived(data []byte) (*PoolArchived, error) {
 	p := &PoolArchived{}
-	err := decode(data, func(f *fields) {
-		p.ID, _ = f.str("id", true, false)
-		p.TenantID, _ = f.str("tenantId", true, false)
-		if v, ok := f.int("version", true); ok {
-			p.Version = int64(v)
-		}
-		f.r.check("", p)
-	})
+	err := decode(data, p.decodeHead)
 	return p, err
+}
+
+// decodeHead reads and checks the pool's id, tenantId and version.
+func (p *PoolArchived) decodeHead(f *fields) {
+	p.ID, _ = f.str("id", true, false)
+	p.TenantID, _ = f.str("tenantId", true, false)
+	if v, ok := f.int("version", true); ok {
+		p.Version = int64(v)
+	}
+	f.r.check("", p)
 }
 
 // Normalized returns the flavor's spec with its defaults applied, as a

@@ -81,25 +81,24 @@ func indexRef(fs *firestore.Client, tenantID, poolID string) *firestore.Document
 // reason; an error asks for the event again (a transient failure).
 func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 	log := logging.FromContext(ctx)
+	var head *input.PoolArchived
+	var updated *input.PoolUpdated // nil: archived
+	var err error
 	switch typ {
 	case PoolUpdated:
-		p, err := input.DecodePoolUpdated(data)
-		if err != nil {
-			log.Error("Malformed pool event dropped", "type", typ, "poolId", p.ID, "tenantId", p.TenantID, "reason", err.Error())
-			return c.malformed(ctx, p.TenantID, p.ID, p.Version, err)
-		}
-		return c.apply(ctx, p.TenantID, p.ID, p.Version, p)
+		updated, err = input.DecodePoolUpdated(data)
+		head = &updated.PoolArchived
 	case PoolArchived:
-		p, err := input.DecodePoolArchived(data)
-		if err != nil {
-			log.Error("Malformed pool event dropped", "type", typ, "poolId", p.ID, "tenantId", p.TenantID, "reason", err.Error())
-			return c.malformed(ctx, p.TenantID, p.ID, p.Version, err)
-		}
-		return c.apply(ctx, p.TenantID, p.ID, p.Version, nil)
+		head, err = input.DecodePoolArchived(data)
 	default:
 		log.Error("Pool event of an unknown type dropped", "type", typ)
 		return nil
 	}
+	if err != nil {
+		log.Error("Malformed pool event dropped", "type", typ, "poolId", head.ID, "tenantId", head.TenantID, "reason", err.Error())
+		return c.malformed(ctx, head.TenantID, head.ID, head.Version, err)
+	}
+	return c.apply(ctx, head.TenantID, head.ID, head.Version, updated)
 }
 
 // malformed puts the substrate of a known pool in error with why its event
