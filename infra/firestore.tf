@@ -12,13 +12,13 @@ resource "google_firestore_database" "main" {
   depends_on = [google_project_service.apis]
 }
 
-# TTL policies: idempotency records, and deleted node pools and clusters,
-# carry expireAt; Firestore deletes them some time (typically within a
-# day) after it passes. Live documents have no expireAt and are kept.
-# The field is exempt from indexing: a TTL timestamp is written in
+# TTL policies: idempotency records, and deleted node pools, clusters and
+# substrates, carry expireAt; Firestore deletes them some time (typically
+# within a day) after it passes. Live documents have no expireAt and are
+# kept. The field is exempt from indexing: a TTL timestamp is written in
 # increasing order and would only make a hot-spotting index.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["idempotency", "nodePools", "clusters"])
+  for_each   = toset(["idempotency", "nodePools", "clusters", "substrates"])
   database   = google_firestore_database.main.name
   collection = each.value
   field      = "expireAt"
@@ -124,3 +124,57 @@ resource "google_firestore_index" "clusters_overdue" {
   }
 }
 
+
+# kubernetesSubstrates.list: a tenant's active substrates, oldest first.
+resource "google_firestore_index" "substrates_active_created" {
+  database    = google_firestore_database.main.name
+  collection  = "substrates"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "active"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "createdAt"
+    order      = "ASCENDING"
+  }
+}
+
+# kubernetesSubstrates.list filtered by pool.
+resource "google_firestore_index" "substrates_active_pool_created" {
+  database    = google_firestore_database.main.name
+  collection  = "substrates"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "active"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "poolId"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "createdAt"
+    order      = "ASCENDING"
+  }
+}
+
+# The watchdog: active substrates of every tenant whose next run is
+# overdue. (A substrate's nodes are listed by document ID, which needs no
+# index.)
+resource "google_firestore_index" "substrates_overdue" {
+  database    = google_firestore_database.main.name
+  collection  = "substrates"
+  query_scope = "COLLECTION_GROUP"
+
+  fields {
+    field_path = "active"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "reconcile.nextAt"
+    order      = "ASCENDING"
+  }
+}

@@ -12,6 +12,16 @@ resource "google_service_account" "reconciler" {
   display_name = "Reconcile function"
 }
 
+resource "google_service_account" "join" {
+  account_id   = "${var.prefix}-join"
+  display_name = "kubernetesSubstrates.join function"
+}
+
+resource "google_service_account" "pool_events" {
+  account_id   = "${var.prefix}-pool-events"
+  display_name = "kubernetesSubstrates-poolEvents function"
+}
+
 resource "google_service_account" "watchdog" {
   account_id   = "${var.prefix}-watchdog"
   display_name = "Watchdog function"
@@ -38,13 +48,19 @@ resource "google_service_account" "nodes" {
 }
 
 locals {
-  # Every runtime identity reads and writes Firestore, publishes events
-  # (relay and drains) and enqueues reconcile runs.
+  # Every runtime identity reads and writes Firestore and enqueues
+  # reconcile runs.
   runtime = {
-    api        = google_service_account.api.email
-    reconciler = google_service_account.reconciler.email
-    watchdog   = google_service_account.watchdog.email
+    api         = google_service_account.api.email
+    join        = google_service_account.join.email
+    reconciler  = google_service_account.reconciler.email
+    watchdog    = google_service_account.watchdog.email
+    pool_events = google_service_account.pool_events.email
   }
+  # Those that publish events (their relay, the watchdog's drains): all but
+  # the pool events' consumer, which records substrates and kicks their
+  # chains, and announces nothing itself.
+  publishers = { for k, v in local.runtime : k => v if k != "pool_events" }
 }
 
 # Firestore has no finer resource than the project for data access roles.
@@ -56,10 +72,10 @@ resource "google_project_iam_member" "datastore_user" {
 }
 
 resource "google_pubsub_topic_iam_member" "publisher" {
-  for_each = { for pair in setproduct(keys(local.runtime), local.event_types) : "${pair[0]}/${pair[1]}" => pair }
+  for_each = { for pair in setproduct(keys(local.publishers), local.event_types) : "${pair[0]}/${pair[1]}" => pair }
   topic    = google_pubsub_topic.events[each.value[1]].name
   role     = "roles/pubsub.publisher"
-  member   = "serviceAccount:${local.runtime[each.value[0]]}"
+  member   = "serviceAccount:${local.publishers[each.value[0]]}"
 }
 
 resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
@@ -178,4 +194,123 @@ resource "google_cloud_run_v2_service_iam_member" "public_api" {
   location = var.region
   role     = "roles/run.invoker"
   member   = "allUsers"
+}
+
+# Pool substrates (API.md §9).
+
+# The join method reads one Node of a substrate's cluster (kubeapply.Node)
+# to check that the node asking to join is one: exactly that in every
+# platform project, and container.clusters.get, without which GKE does not
+# let an IAM principal reach a cluster's Kubernetes API at all. The
+# predefined roles/container.clusterViewer has clusters.get but not Nodes;
+# roles/container.viewer reads every object of every cluster (ConfigMaps,
+# Pods, ...): more than a Node.
+resource "google_project_iam_custom_role" "substrate_join" {
+  for_each    = toset(var.platform_projects)
+  project     = each.value
+  role_id     = "${replace(var.prefix, "-", "_")}_substrate_join"
+  title       = "Substrate join"
+  description = "kubernetesSubstrates.join: read a Node of a substrate's cluster."
+  permissions = [
+    "container.clusters.get",
+    "container.nodes.get",
+  ]
+}
+
+resource "google_project_iam_member" "join_kubernetes" {
+  for_each = toset(var.platform_projects)
+  project  = each.value
+  role     = google_project_iam_custom_role.substrate_join[each.value].name
+  member   = "serviceAccount:${google_service_account.join.email}"
+}
+
+# The substrates' reconciler server-side applies bcd's objects into each
+# substrate's cluster (shared/kubeapply.Apply: read each, then apply, which
+# creates an object that is missing), deletes them at teardown (Remove) and
+# lists the Nodes of its node pools (Nodes), as its Google identity, which
+# GKE accepts (container.clusters.get is in reconciler_gke already). The
+# objects are the Namespace better-compute-system and in it the
+# ServiceAccount bcd, the Secret bcd-join and the DaemonSet bcd: exactly
+# get, create, update (patch) and delete of those four kinds, and list of
+# Nodes. roles/container.developer would also let it read every
+# Secret and exec into every Pod of every cluster, a tenant's adopted ones
+# included. IAM cannot narrow these to one namespace; Kubernetes RBAC
+# could, but the substrate would first have to write its own RoleBindings
+# into clusters that are the tenants' (adopt), which takes more, not less.
+resource "google_project_iam_custom_role" "reconciler_kubernetes" {
+  for_each    = toset(var.platform_projects)
+  project     = each.value
+  role_id     = "${replace(var.prefix, "-", "_")}_reconciler_kubernetes"
+  title       = "Substrate reconciler in clusters"
+  description = "The pool substrates' Kubernetes API calls: apply and delete bcd's Namespace, ServiceAccount, Secret and DaemonSet; read Nodes."
+  permissions = [
+    "container.daemonSets.create",
+    "container.daemonSets.delete",
+    "container.daemonSets.get",
+    "container.daemonSets.update",
+    "container.namespaces.create",
+    "container.namespaces.delete",
+    "container.namespaces.get",
+    "container.namespaces.update",
+    "container.nodes.list",
+    "container.secrets.create",
+    "container.secrets.delete",
+    "container.secrets.get",
+    "container.secrets.update",
+    "container.serviceAccounts.create",
+    "container.serviceAccounts.delete",
+    "container.serviceAccounts.get",
+    "container.serviceAccounts.update",
+  ]
+}
+
+resource "google_project_iam_member" "reconciler_kubernetes" {
+  for_each = toset(var.platform_projects)
+  project  = each.value
+  role     = google_project_iam_custom_role.reconciler_kubernetes[each.value].name
+  member   = "serviceAccount:${google_service_account.reconciler.email}"
+}
+
+# The identity of the pool events' push subscriptions' OIDC tokens: it may
+# invoke the consumer's service and nothing else.
+resource "google_service_account" "pool_events_push" {
+  account_id   = "${var.prefix}-pool-events-push"
+  display_name = "Pub/Sub push caller of kubernetesSubstrates-poolEvents"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "push_invokes_pool_events" {
+  name     = google_cloud_run_v2_service.pool_events.name
+  location = var.region
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.pool_events_push.email}"
+}
+
+locals {
+  # Pub/Sub's service agent of this project: it mints the push tokens and
+  # moves dead letters.
+  pubsub_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+}
+
+# Minting the push subscriptions' OIDC tokens as pool_events_push. Projects
+# made since April 2021 grant it to the agent through its own role; older
+# ones need it, and only on this account.
+resource "google_service_account_iam_member" "pubsub_agent_mints_push" {
+  service_account_id = google_service_account.pool_events_push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_agent
+}
+
+# Dead-lettering: the agent publishes to the dead-letter topic and
+# acknowledges on the subscription it takes the message from.
+resource "google_pubsub_topic_iam_member" "pubsub_agent_dead_letters" {
+  topic  = google_pubsub_topic.pool_events_dead_letter.name
+  role   = "roles/pubsub.publisher"
+  member = local.pubsub_agent
+}
+
+resource "google_pubsub_subscription_iam_member" "pubsub_agent_forwards" {
+  for_each     = google_pubsub_subscription.pool_events
+  subscription = each.value.name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_agent
 }

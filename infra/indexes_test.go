@@ -37,6 +37,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // queryClauses counts, for each file of the code, the calls that build a
@@ -56,6 +57,14 @@ var queryClauses = map[string]int{
 	// Where, OrderBy: a cluster's active pools (kubernetesNodePools-list
 	// and every reconcile run).
 	"shared/store/nodepools.go": 2,
+	// Where, Where (poolId), OrderBy: kubernetesSubstrates-list, with and
+	// without poolId; OrderBy (document ID): kubernetesSubstrates-listNodes.
+	"shared/substrates/query.go": 4,
+	// CollectionGroup, Where: GET /dev/clusters/{id}/kubeconfig finds a
+	// cluster by ID. The devstack's alone: functions/cmd/server, the
+	// deployed image, does not import functions/devstack, so it runs only
+	// against the Firestore emulator, needs no index and is not exercised.
+	"functions/devstack/kubernetes.go": 2,
 }
 
 var queryMethods = []string{"Where", "WherePath", "WhereEntity", "OrderBy", "OrderByPath", "CollectionGroup", "FindNearest", "FindNearestPath"}
@@ -285,6 +294,11 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 		"PUBSUB_EMULATOR_HOST":      ps.Addr,
 		"CLOUD_TASKS_EMULATOR_HOST": ct.Addr(),
 		"GKE_EMULATOR_HOST":         gke.Addr(),
+		// What the substrates' reconciler needs; no cluster's Kubernetes
+		// API is reached here.
+		"BCD_IMAGE":          "bcd:test",
+		"SUBSTRATE_JOIN_URL": base + "/api/compute/kubernetesSubstrates/join",
+		"KUBERNETES_TOKEN":   "test",
 	}
 	c := &capture{queries: map[string]query{}}
 	app := cloudrun.NewApp(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, cloudrun.Options{
@@ -354,6 +368,21 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 		t.Fatalf("RestartAll restarted %d chains, want the cluster's", res.Restarted)
 	}
 
+	// A pools module's event, pushed to kubernetesSubstrates-poolEvents as
+	// its subscription would, makes a substrate; the substrates' lists
+	// read it.
+	pushPoolEvent(t, base+"/internal/poolEvents", `{"id":"pool-gpu","tenantId":"acme","version":1,
+		"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp","cluster":{"create":{"region":"us-central1"}}}},
+		"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`)
+	post("/api/compute/kubernetesSubstrates/list", alice, `{"tenantId":"acme"}`)
+	subs := post("/api/compute/kubernetesSubstrates/list", alice, `{"tenantId":"acme","poolId":"pool-gpu"}`)
+	list, _ := subs["substrates"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("kubernetesSubstrates.list of pool-gpu = %v, want its substrate", subs)
+	}
+	substrate, _ := list[0].(map[string]any)["id"].(string)
+	post("/api/compute/kubernetesSubstrates/listNodes", alice, fmt.Sprintf(`{"tenantId":"acme","substrateId":%q,"pageSize":1}`, substrate))
+
 	// The create's kick runs the reconciler through Cloud Tasks: it
 	// creates the cluster at GKE.
 	g, err := container.NewClusterManagerClient(ctx, option.WithEndpoint(gke.Addr()), option.WithoutAuthentication(),
@@ -378,6 +407,34 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 			t.Fatalf("the reconciler did not create %s at GKE: %v", name, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pushPoolEvent posts a pool event of the pools module to the consumer
+// function at url, as the CloudEvent the Functions Framework makes of a
+// Pub/Sub push (binary mode), and checks it was taken.
+func pushPoolEvent(t *testing.T, url, pool string) {
+	t.Helper()
+	var msg cloudrun.MessagePublished
+	msg.Message.Data = []byte(pool)
+	msg.Message.Attributes = map[string]string{"ce-type": substrates.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0", "ce-source": "//compute.better-compute.dev/tenants/acme"}
+	msg.Message.MessageID = "1"
+	msg.Subscription = "projects/bc-test/subscriptions/pool-events"
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("ce-specversion", "1.0")
+	req.Header.Set("ce-type", cloudrun.MessagePublishedType)
+	req.Header.Set("ce-source", "//pubsub.googleapis.com/"+msg.Subscription)
+	req.Header.Set("ce-id", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s = %d %s", url, resp.StatusCode, b)
 	}
 }
 

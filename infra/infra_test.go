@@ -12,6 +12,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,13 +24,16 @@ import (
 	"sync"
 	"testing"
 
+	gfirestore "cloud.google.com/go/firestore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // The values of the variables without defaults, and two platform
@@ -39,6 +43,8 @@ const (
 	project      = "bc-prod"
 	platform     = "bc-platform-1"
 	image        = "europe-west1-docker.pkg.dev/bc-prod/functions/server@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	bcdImage     = "europe-west1-docker.pkg.dev/bc-prod/functions/bcd@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	domain       = "api.example.com"
 	imageRepoID  = "functions"
 	serviceAgent = "serviceAccount:service-%s@%s.iam.gserviceaccount.com"
 )
@@ -55,7 +61,8 @@ func tf(t *testing.T) *module {
 		theModule = loadModule(t, ".", map[string]cty.Value{
 			"project":           cty.StringVal(project),
 			"image":             cty.StringVal(image),
-			"domain":            cty.StringVal("api.example.com"),
+			"bcd_image":         cty.StringVal(bcdImage),
+			"domain":            cty.StringVal(domain),
 			"auth_issuer_url":   cty.StringVal("https://issuer.example.com"),
 			"auth_audience":     cty.StringVal("https://api.example.com"),
 			"platform_projects": cty.ListVal([]cty.Value{cty.StringVal(project), cty.StringVal(platform)}),
@@ -167,6 +174,24 @@ func TestEveryFunctionHasItsService(t *testing.T) {
 			t.Errorf("%s (%s) has RECONCILE_URL %q, want the reconcile service's %q", s.inst.addr(), target, got, reconcileURL)
 		}
 	}
+	// What the substrates put in their clusters: bcd's image, and the join
+	// method's URL behind the HTTPS entry, which bcd calls from the nodes.
+	if got := str(reconcile.env["BCD_IMAGE"]); got != bcdImage {
+		t.Errorf("the reconcile service's BCD_IMAGE = %q, want var.bcd_image", got)
+	}
+	joinURL := "https://" + domain + api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Path()
+	if got := str(reconcile.env["SUBSTRATE_JOIN_URL"]); got != joinURL {
+		t.Errorf("the reconcile service's SUBSTRATE_JOIN_URL = %q, want the join method's public URL %q", got, joinURL)
+	}
+	// A CloudEvent function is called by its push subscriptions alone,
+	// from inside Google: internal ingress.
+	for _, f := range cloudrun.Functions() {
+		if s, ok := svcs[f.Name]; ok && len(f.Topics) > 0 {
+			if got := s.inst.str("ingress"); got != "INGRESS_TRAFFIC_INTERNAL_ONLY" {
+				t.Errorf("%s (%s) has ingress %q, want INGRESS_TRAFFIC_INTERNAL_ONLY", s.inst.addr(), f.Name, got)
+			}
+		}
+	}
 
 	// The HTTPS entry: each API method's path goes to its function's
 	// service (path rule → backend service → serverless NEG → service).
@@ -223,9 +248,11 @@ func instanceByRef(m *module, typ, attr, ref string) *instance {
 	return m.instanceWith(typ, attr, ref)
 }
 
-// TestEventTopics checks that each event type has its topic, each topic
-// consumed by a CloudEvent function a subscription pushing to it, and
-// that no other topic exists.
+// TestEventTopics checks that each event type has its topic; that each
+// topic a CloudEvent function consumes is the pools module's, read as a
+// data source rather than made here, with a subscription pushing it to the
+// function's service with an OIDC token, a retry policy and a dead-letter
+// topic that a subscription keeps; and that no other topic exists.
 func TestEventTopics(t *testing.T) {
 	m := tf(t)
 	topics := map[string]*instance{}
@@ -239,25 +266,38 @@ func TestEventTopics(t *testing.T) {
 			t.Errorf("event type %s has no topic", typ)
 		}
 	}
+	// The topics of other modules, read: by name.
+	external := map[string]*instance{}
+	for _, i := range m.ofType("data.google_pubsub_topic") {
+		external[i.str("name")] = i
+	}
 	svcs := services(t, m)
 	for _, f := range cloudrun.Functions() {
 		for _, topic := range f.Topics {
-			want[topic] = true
+			// The pools module publishes these: it owns them (API.md §9).
+			if topics[topic] != nil {
+				t.Errorf("%s: topic %s is the pools module's: read it with a data source, do not make it", topics[topic].addr(), topic)
+			}
+			ext := external[topic]
+			if ext == nil {
+				t.Errorf("function %s consumes topic %s, which no data.google_pubsub_topic reads", f.Name, topic)
+				continue
+			}
 			var pushed bool
 			for _, sub := range m.ofType("google_pubsub_subscription") {
 				ref := sub.str("topic")
-				if ref != topic && !strings.HasSuffix(ref, "/topics/"+topic) && (topics[topic] == nil || (ref != topics[topic].str("id") && ref != topics[topic].str("name"))) {
+				if ref != ext.str("id") && !strings.HasSuffix(ref, "/topics/"+topic) {
 					continue
 				}
 				push, err := m.nested(sub, "push_config")
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range push {
-					if strings.Contains(str(p["push_endpoint"]), svcs[f.Name].name) {
-						pushed = true
-					}
+				if len(push) != 1 || !strings.Contains(str(push[0]["push_endpoint"]), svcs[f.Name].name) {
+					continue
 				}
+				pushed = true
+				checkPushSubscription(t, m, sub, svcs[f.Name], topics, want)
 			}
 			if !pushed {
 				t.Errorf("function %s consumes topic %s, but no subscription of it pushes to its service", f.Name, topic)
@@ -266,9 +306,59 @@ func TestEventTopics(t *testing.T) {
 	}
 	for name, i := range topics {
 		if !want[name] {
-			t.Errorf("%s: topic %q is no event type and no function consumes it", i.addr(), name)
+			t.Errorf("%s: topic %q is no event type, no function consumes it and no subscription dead-letters to it", i.addr(), name)
 		}
 	}
+}
+
+// checkPushSubscription checks a subscription pushing to svc: an OIDC token
+// for the service's URL, retries with backoff, and a dead-letter topic of
+// this project (which it adds to topics that may exist) that a
+// subscription keeps.
+func checkPushSubscription(t *testing.T, m *module, sub *instance, svc service, topics map[string]*instance, allowed map[string]bool) {
+	t.Helper()
+	push, _ := m.nested(sub, "push_config")
+	oidc, err := m.nested(sub, "push_config", "oidc_token")
+	if err != nil || len(oidc) != 1 || str(oidc[0]["service_account_email"]) == "" {
+		t.Errorf("%s pushes without an OIDC token: Cloud Run would refuse it (%v)", sub.addr(), err)
+	} else if aud := str(oidc[0]["audience"]); !strings.HasPrefix(aud, "https://"+svc.name+"-") || strings.Contains(strings.TrimPrefix(aud, "https://"), "/") {
+		t.Errorf("%s: OIDC audience %q, want the service's URL (%s), which Cloud Run checks", sub.addr(), aud, svc.name)
+	}
+	if ep := str(push[0]["push_endpoint"]); !strings.Contains(ep, "/projects/") || !strings.Contains(ep, "/topics/") {
+		t.Errorf("%s: push endpoint %q: the Functions Framework reads the topic from the path .../projects/P/topics/T", sub.addr(), ep)
+	}
+	retry, err := m.nested(sub, "retry_policy")
+	if err != nil || len(retry) != 1 || str(retry[0]["minimum_backoff"]) == "" || str(retry[0]["maximum_backoff"]) == "" {
+		t.Errorf("%s has no retry policy with backoff: a failing push is retried at once, again and again (%v)", sub.addr(), err)
+	}
+	if exp, err := m.nested(sub, "expiration_policy"); err != nil || len(exp) != 1 || str(exp[0]["ttl"]) != "" {
+		t.Errorf("%s: want expiration_policy ttl \"\": an idle subscription would be deleted after 31 days (%v)", sub.addr(), err)
+	}
+	dl, err := m.nested(sub, "dead_letter_policy")
+	if err != nil || len(dl) != 1 {
+		t.Errorf("%s has no dead-letter policy: a message that always fails is retried for its whole retention (%v)", sub.addr(), err)
+		return
+	}
+	attempts, _ := dl[0]["max_delivery_attempts"].AsBigFloat().Int64()
+	if attempts < 5 || attempts > 100 {
+		t.Errorf("%s: max_delivery_attempts %d, want 5 to 100 (Pub/Sub's bounds)", sub.addr(), attempts)
+	}
+	var dead *instance
+	for name, i := range topics {
+		if str(dl[0]["dead_letter_topic"]) == i.str("id") {
+			dead, allowed[name] = i, true
+		}
+	}
+	if dead == nil {
+		t.Errorf("%s dead-letters to %q, which is no topic of this project", sub.addr(), str(dl[0]["dead_letter_topic"]))
+		return
+	}
+	for _, s := range m.ofType("google_pubsub_subscription") {
+		if s.str("topic") == dead.str("id") {
+			return
+		}
+	}
+	t.Errorf("%s has no subscription: what is dead-lettered to it is dropped", dead.addr())
 }
 
 // gkePermissions maps each call of shared/clusters.GKE to the permission
@@ -287,6 +377,121 @@ var gkePermissions = map[string]string{
 	"ListOperations":         "container.operations.list",
 }
 
+// kubePermissions maps each call the substrates make to a cluster's
+// Kubernetes API (substrates.Connector and substrates.KubeAPI, served by
+// shared/kubeapply) to the GKE IAM permissions of its requests. GKE maps
+// the Kubernetes verbs get, list, create, update and patch (server-side
+// apply), and delete to container.<kind>.get, .list, .create, .update and
+// .delete. A call added to either interface fails the test until it is
+// mapped here.
+var kubePermissions = map[string][]string{
+	// Connect makes no request, but GKE lets an IAM principal reach a
+	// cluster's Kubernetes API only with container.clusters.get.
+	"Connect": {"container.clusters.get"},
+	// Apply reads each of bcd's objects, then server-side applies it,
+	// which creates it when it is missing (authorized as create).
+	"Apply": {
+		"container.namespaces.get", "container.namespaces.create", "container.namespaces.update",
+		"container.serviceAccounts.get", "container.serviceAccounts.create", "container.serviceAccounts.update",
+		"container.secrets.get", "container.secrets.create", "container.secrets.update",
+		"container.daemonSets.get", "container.daemonSets.create", "container.daemonSets.update",
+	},
+	// Remove reads each object and deletes the pool's.
+	"Remove": {
+		"container.namespaces.get", "container.namespaces.delete",
+		"container.serviceAccounts.get", "container.serviceAccounts.delete",
+		"container.secrets.get", "container.secrets.delete",
+		"container.daemonSets.get", "container.daemonSets.delete",
+	},
+	"Nodes": {"container.nodes.list"},
+	"Node":  {"container.nodes.get"},
+}
+
+// kubeCallers names the function whose requests run the code of each file
+// of shared/substrates that calls a cluster's Kubernetes API.
+var kubeCallers = map[string]string{
+	"join.go":       api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Function(),
+	"reconciler.go": cloudrun.ReconcileFunction,
+}
+
+// kubeCalls returns, by function, the Kubernetes API permissions of the
+// substrates' calls its code makes: the calls of kubePermissions found in
+// the files of shared/substrates.
+func kubeCalls(t *testing.T) map[string][]string {
+	t.Helper()
+	calls := map[string]bool{}
+	for _, typ := range []reflect.Type{reflect.TypeFor[substrates.KubeAPI](), reflect.TypeFor[substrates.Connector]()} {
+		for k := range typ.NumMethod() {
+			name := typ.Method(k).Name
+			if _, ok := kubePermissions[name]; !ok {
+				t.Errorf("substrates.%s.%s reaches a cluster's Kubernetes API: map its permissions in kubePermissions", typ.Name(), name)
+			}
+			calls[name] = true
+		}
+	}
+	out := map[string][]string{}
+	files, err := filepath.Glob("../shared/substrates/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var called []string
+		ast.Inspect(f, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := c.Fun.(*ast.SelectorExpr); ok && calls[sel.Sel.Name] {
+					called = append(called, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		if len(called) == 0 {
+			continue
+		}
+		fn, ok := kubeCallers[filepath.Base(path)]
+		if !ok {
+			t.Errorf("%s calls %v of a cluster's Kubernetes API: say in kubeCallers which function runs it", path, called)
+			continue
+		}
+		for _, c := range called {
+			out[fn] = append(out[fn], kubePermissions[c]...)
+		}
+	}
+	for fn, perms := range out {
+		slices.Sort(perms)
+		out[fn] = slices.Compact(perms)
+	}
+	return out
+}
+
+// consumerNeeds says what the pool events' consumer, which each
+// CloudEvent function builds (substrates.NewConsumer), can call, from what
+// its constructor takes: Firestore, a kicker (the reconcile queue's tasks,
+// with the tasks identity's OIDC tokens), an event sender.
+func consumerNeeds() (firestore, kicks, publishes bool) {
+	ctor := reflect.TypeOf(substrates.NewConsumer)
+	kicker := reflect.TypeFor[substrates.Kicker]()
+	sender := reflect.TypeFor[substrates.EventSender]()
+	for k := range ctor.NumIn() {
+		in := ctor.In(k)
+		switch {
+		case in == reflect.TypeFor[*gfirestore.Client]():
+			firestore = true
+		case in.Implements(kicker) || in == kicker:
+			kicks = true
+		case in.Implements(sender) || in == sender:
+			publishes = true
+		}
+	}
+	return
+}
+
 type grant struct{ member, role, target string }
 
 func (g grant) String() string { return g.role + " on " + g.target }
@@ -301,12 +506,13 @@ func TestServiceAccountRoles(t *testing.T) {
 	targetAttr := map[string]string{
 		"google_project_iam_member":                      "project",
 		"google_pubsub_topic_iam_member":                 "topic",
+		"google_pubsub_subscription_iam_member":          "subscription",
 		"google_cloud_tasks_queue_iam_member":            "queue",
 		"google_service_account_iam_member":              "serviceAccount",
 		"google_cloud_run_v2_service_iam_member":         "run",
 		"google_artifact_registry_repository_iam_member": "repository",
 	}
-	targetArg := map[string]string{"project": "project", "topic": "topic", "queue": "name", "serviceAccount": "service_account_id", "run": "name", "repository": "repository"}
+	targetArg := map[string]string{"project": "project", "topic": "topic", "subscription": "subscription", "queue": "name", "serviceAccount": "service_account_id", "run": "name", "repository": "repository"}
 	for _, r := range m.resources {
 		if !strings.HasSuffix(r.typ, "_iam_member") && !strings.HasSuffix(r.typ, "_iam_binding") && !strings.HasSuffix(r.typ, "_iam_policy") {
 			continue
@@ -344,28 +550,45 @@ func TestServiceAccountRoles(t *testing.T) {
 	}
 
 	var want []grant
+	consumerFirestore, consumerKicks, consumerPublishes := consumerNeeds()
 	for _, f := range cloudrun.Functions() {
 		id := sa(svcs[f.Name].account)
-		// Every function builds the same core (functions/cloudrun):
+		// Every HTTP function builds the same core (functions/cloudrun):
 		// Firestore (no finer resource than the project for data
 		// access), the outbox relay, whose publishes and whose drain
 		// may carry any event type, and the reconcile queue, whose
-		// tasks carry the tasks identity's OIDC tokens (actAs).
-		want = append(want, grant{id, "roles/datastore.user", "project " + project})
-		for _, typ := range outbox.Types {
-			want = append(want, grant{id, "roles/pubsub.publisher", "topic " + typ})
+		// tasks carry the tasks identity's OIDC tokens (actAs). A
+		// CloudEvent function builds the pool events' consumer, which
+		// calls what its constructor takes.
+		firestore, kicks, publishes := true, true, true
+		if len(f.Topics) > 0 {
+			firestore, kicks, publishes = consumerFirestore, consumerKicks, consumerPublishes
 		}
-		want = append(want,
-			grant{id, "roles/cloudtasks.enqueuer", "queue " + queue.str("name")},
-			grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
+		if firestore {
+			want = append(want, grant{id, "roles/datastore.user", "project " + project})
+		}
+		if publishes {
+			for _, typ := range outbox.Types {
+				want = append(want, grant{id, "roles/pubsub.publisher", "topic " + typ})
+			}
+		}
+		if kicks {
+			want = append(want,
+				grant{id, "roles/cloudtasks.enqueuer", "queue " + queue.str("name")},
+				grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
+		}
 		if strings.HasPrefix(f.Path, "/api/") {
-			// Tenants' tokens are checked by the function itself.
+			// Tenants' tokens (and bcd's join tokens) are checked by the
+			// function itself.
 			want = append(want, grant{"allUsers", "roles/run.invoker", "run " + svcs[f.Name].name})
 		}
 	}
-	// The reconciler's GKE calls, in every platform project, and actAs on
-	// the nodes' account that it sets on what it creates.
-	var perms []string
+
+	// What each function calls in the platform projects, granted by
+	// custom roles there: the reconciler's GKE calls, and the substrates'
+	// calls to their clusters' Kubernetes APIs. The reconciler also gets
+	// actAs on the nodes' account that it sets on what it creates.
+	needs := kubeCalls(t)
 	gke := reflect.TypeFor[clusters.GKE]()
 	for k := range gke.NumMethod() {
 		name := gke.Method(k).Name
@@ -373,23 +596,75 @@ func TestServiceAccountRoles(t *testing.T) {
 		if !ok {
 			t.Errorf("clusters.GKE.%s needs a permission: map it in gkePermissions", name)
 		}
-		if !slices.Contains(perms, p) {
-			perms = append(perms, p)
-		}
+		needs[cloudrun.ReconcileFunction] = append(needs[cloudrun.ReconcileFunction], p)
 	}
-	sort.Strings(perms)
-	for _, p := range platforms {
-		role := m.instanceWith("google_project_iam_custom_role", "project", p)
-		if role == nil {
-			t.Errorf("project %s has no custom role of the reconciler's GKE calls", p)
-			continue
+	customRoles := map[string]*instance{} // by name, as the bindings name them
+	for _, r := range m.ofType("google_project_iam_custom_role") {
+		customRoles[r.str("name")] = r
+	}
+	for _, fn := range slices.Sorted(maps.Keys(needs)) {
+		perms := slices.Compact(slices.Sorted(slices.Values(needs[fn])))
+		id := sa(svcs[fn].account)
+		for _, p := range platforms {
+			var granted []string
+			for _, g := range got {
+				r := customRoles[g.role]
+				if g.member != id || g.target != "project "+p || r == nil {
+					continue
+				}
+				if r.str("project") != p {
+					t.Errorf("%s is granted in project %s, where it is not defined", r.addr(), p)
+				}
+				granted = append(granted, stringsOf(r.attrs["permissions"])...)
+				want = append(want, g)
+			}
+			granted = slices.Compact(slices.Sorted(slices.Values(granted)))
+			if diff := cmp.Diff(perms, granted); diff != "" {
+				t.Errorf("%s in project %s: permissions of its custom roles (-what its code calls +granted):\n%s", fn, p, diff)
+			}
 		}
-		if diff := cmp.Diff(perms, slices.Sorted(slices.Values(stringsOf(role.attrs["permissions"])))); diff != "" {
-			t.Errorf("%s permissions (-the GKE calls' +granted):\n%s", role.addr(), diff)
-		}
-		want = append(want, grant{sa(reconcile.account), role.str("name"), "project " + p})
 	}
 	want = append(want, grant{sa(reconcile.account), "roles/iam.serviceAccountUser", accountName(nodesAccount)})
+
+	// The push subscriptions of the CloudEvent functions: their OIDC
+	// tokens' account may invoke the function's service, and Pub/Sub's
+	// service agent mints those tokens and moves dead letters (it
+	// publishes to the dead-letter topic and acknowledges on the
+	// subscription).
+	this := m.resources["data.google_project.this"]
+	if this == nil || this.instances[""] == nil {
+		t.Fatal("no data.google_project.this reads this project's number")
+	}
+	pubsubAgent := fmtAgent(this.instances[""].str("number"), "gcp-sa-pubsub")
+	for _, f := range cloudrun.Functions() {
+		if len(f.Topics) == 0 {
+			continue
+		}
+		svc := svcs[f.Name]
+		for _, sub := range m.ofType("google_pubsub_subscription") {
+			oidc, err := m.nested(sub, "push_config", "oidc_token")
+			push, _ := m.nested(sub, "push_config")
+			if err != nil || len(oidc) != 1 || len(push) != 1 || !strings.Contains(str(push[0]["push_endpoint"]), svc.name) {
+				continue
+			}
+			pusher := str(oidc[0]["service_account_email"])
+			want = append(want,
+				grant{sa(pusher), "roles/run.invoker", "run " + svc.name},
+				grant{pubsubAgent, "roles/iam.serviceAccountTokenCreator", accountName(pusher)})
+			dl, err := m.nested(sub, "dead_letter_policy")
+			if err != nil || len(dl) != 1 {
+				continue
+			}
+			dead := m.instanceWith("google_pubsub_topic", "id", str(dl[0]["dead_letter_topic"]))
+			if dead == nil {
+				t.Errorf("%s dead-letters to no topic of this project", sub.addr())
+				continue
+			}
+			want = append(want,
+				grant{pubsubAgent, "roles/pubsub.subscriber", "subscription " + sub.str("name")},
+				grant{pubsubAgent, "roles/pubsub.publisher", "topic " + dead.str("name")})
+		}
+	}
 	// The callers of the internal functions: each may invoke one service.
 	want = append(want, grant{sa(tasksAccount), "roles/run.invoker", "run " + reconcile.name})
 	var schedulers int

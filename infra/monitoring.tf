@@ -1,8 +1,9 @@
 # The operator's view: log-based metrics counted from the structured logs
 # the functions already write (shared/logging: jsonPayload.message is the
-# slog message), a dashboard, and three alerts. Each alert's runbook is a
-# section of README.md ("Runbooks"). infra's test checks that every message
-# a filter names is one the code logs.
+# slog message), a dashboard, and four alerts. Each alert's runbook is a
+# section of README.md ("Runbooks"), or, for the pool events' dead letters,
+# in its documentation. infra's test checks that every message a filter
+# names is one the code logs.
 
 locals {
   # Log entries of this deployment's functions.
@@ -44,6 +45,14 @@ locals {
       description = "GKE calls refused for the tenant's reason, by call."
       filter      = "${local.functions_logs} AND jsonPayload.message=\"The provider refused the call\""
       labels      = { call = "EXTRACT(jsonPayload.call)" }
+    }
+    # kubernetesSubstrates-poolEvents acknowledged a pool event it can
+    # never apply (redelivering it would not help), by the pool event's
+    # type; a malformed one also puts its pool's substrate in error.
+    pool_events_dropped = {
+      description = "Pool events the substrates' consumer dropped (malformed, of an unknown type, unreadable), by type."
+      filter      = "${local.functions_logs} AND (jsonPayload.message=\"Malformed pool event dropped\" OR jsonPayload.message=\"Pool event of an unknown type dropped\" OR jsonPayload.message=\"Event of an unexpected type dropped\" OR jsonPayload.message=\"Pub/Sub message that cannot be read dropped\")"
+      labels      = { type = "EXTRACT(jsonPayload.type)" }
     }
     # functions/reconcile: a run ended in an error; Cloud Tasks retries it.
     reconcile_failures = {
@@ -208,6 +217,44 @@ resource "google_monitoring_alert_policy" "provider_errors" {
   depends_on = [google_project_service.apis]
 }
 
+# Pool events that failed every delivery to kubernetesSubstrates-poolEvents
+# wait on the dead-letter subscription: their pools' substrates do not
+# follow the pools until they are replayed.
+resource "google_monitoring_alert_policy" "pool_events_dead_letters" {
+  display_name          = "${var.prefix}: pool events dead-lettered"
+  combiner              = "OR"
+  notification_channels = var.alert_notification_channels
+  severity              = "ERROR"
+
+  conditions {
+    display_name = "Messages on the pool events' dead-letter subscription"
+    condition_threshold {
+      filter          = "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.label.subscription_id=\"${google_pubsub_subscription.pool_events_dead_letter.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "Pool events failed every delivery to kubernetesSubstrates-poolEvents (it acknowledges what it can never apply, so these met a transient failure each time: Firestore or Cloud Tasks unavailable, the service down). Runbook: read them with `gcloud pubsub subscriptions pull ${google_pubsub_subscription.pool_events_dead_letter.name} --limit 10` (without --auto-ack), find the cause in the function's logs around their publish time and fix it, then publish each one again, data and attributes unchanged, to its topic (the consumer ignores versions it already applied), and acknowledge it."
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
 locals {
   # The dashboard's charts, two per row after the alerts' row.
   charts = [
@@ -219,19 +266,21 @@ locals {
     { title = "GKE refusals (the tenant's), by call", metric = format(local.user_metric, google_logging_metric.functions["provider_refusals"].name), group = ["metric.label.call"] },
     { title = "Requests by service and response class", metric = "run.googleapis.com/request_count", group = ["resource.label.service_name", "metric.label.response_code_class"] },
     { title = "Reconcile tasks waiting in the queue", metric = "cloudtasks.googleapis.com/queue/depth", group = [] },
+    { title = "Pool events dropped by the substrates' consumer, by type", metric = format(local.user_metric, google_logging_metric.functions["pool_events_dropped"].name), group = ["metric.label.type"] },
   ]
 
   alert_policies = [
     google_monitoring_alert_policy.outbox_stale,
     google_monitoring_alert_policy.watchdog_restarts,
     google_monitoring_alert_policy.provider_errors,
+    google_monitoring_alert_policy.pool_events_dead_letters,
   ]
 
   alert_tiles = [
     for i, p in local.alert_policies : {
-      xPos   = i * 16
+      xPos   = i * 12
       yPos   = 0
-      width  = 16
+      width  = 12
       height = 12
       widget = { title = p.display_name, alertChart = { name = p.name } }
     }

@@ -5,7 +5,7 @@ output "api_ip" {
 
 output "api_url" {
   description = "Base URL of the API."
-  value       = "https://${var.domain}/api/compute"
+  value       = local.api_url
 }
 
 output "reconcile_url" {
@@ -26,18 +26,29 @@ output "tasks_queue" {
 output "service_accounts" {
   description = "Runtime and caller identities."
   value = {
-    api        = google_service_account.api.email
-    reconciler = google_service_account.reconciler.email
-    watchdog   = google_service_account.watchdog.email
-    tasks      = google_service_account.tasks.email
-    scheduler  = google_service_account.scheduler.email
-    nodes      = google_service_account.nodes.email
+    api              = google_service_account.api.email
+    join             = google_service_account.join.email
+    reconciler       = google_service_account.reconciler.email
+    watchdog         = google_service_account.watchdog.email
+    pool_events      = google_service_account.pool_events.email
+    tasks            = google_service_account.tasks.email
+    scheduler        = google_service_account.scheduler.email
+    pool_events_push = google_service_account.pool_events_push.email
+    nodes            = google_service_account.nodes.email
   }
 }
 
 output "topics" {
   description = "Event topics, one per event type."
   value       = [for t in google_pubsub_topic.events : t.id]
+}
+
+output "pool_events_subscriptions" {
+  description = "The push subscriptions of the pools module's topics, and the one keeping their dead letters."
+  value = {
+    push        = [for s in google_pubsub_subscription.pool_events : s.id]
+    dead_letter = google_pubsub_subscription.pool_events_dead_letter.id
+  }
 }
 
 output "dashboard" {

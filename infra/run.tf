@@ -24,7 +24,7 @@ resource "google_cloud_run_v2_service" "api" {
   ingress = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
 
   template {
-    service_account                  = google_service_account.api.email
+    service_account                  = local.runtime[each.value.account]
     timeout                          = "30s"
     max_instance_request_concurrency = 80
 
@@ -73,7 +73,9 @@ resource "google_cloud_run_v2_service" "reconcile" {
 
   template {
     service_account = google_service_account.reconciler.email
-    # A run makes at most one GKE call; the lease bounds it well below this.
+    # A cluster's run makes at most one GKE call, a substrate's a few
+    # Kubernetes API calls (30 s each at most); the lease bounds a run
+    # well below this.
     timeout                          = "120s"
     max_instance_request_concurrency = 20
 
@@ -101,6 +103,10 @@ resource "google_cloud_run_v2_service" "reconcile" {
           FUNCTION_TARGET      = "reconcile"
           RECONCILE_AUDIENCE   = local.reconcile_url
           NODE_SERVICE_ACCOUNT = google_service_account.nodes.email
+          # What the pool substrates put in their clusters: bcd's image,
+          # and the join method's public URL, which bcd calls.
+          BCD_IMAGE          = var.bcd_image
+          SUBSTRATE_JOIN_URL = local.join_url
           # Each instance spends its share of every provider project's
           # request quota: the quota times the share, over the instances.
           PROVIDER_QUOTA_PER_MINUTE = "${var.provider_quota_per_minute}"
@@ -150,6 +156,57 @@ resource "google_cloud_run_v2_service" "watchdog" {
         for_each = merge(local.common_env, {
           FUNCTION_TARGET    = "watchdog"
           RECONCILE_AUDIENCE = local.watchdog_url
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# kubernetesSubstrates-poolEvents, the CloudEvent function that records the
+# substrates the pools module's events ask for. Only the push subscriptions
+# of pubsub.tf call it, with OIDC tokens of their own account.
+resource "google_cloud_run_v2_service" "pool_events" {
+  name                = local.pool_events_service
+  location            = var.region
+  deletion_protection = var.deletion_protection
+  # Pub/Sub pushing from this project's subscriptions is an internal source.
+  ingress = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+
+  template {
+    service_account = google_service_account.pool_events.email
+    # An event is one Firestore transaction and a kick; the subscriptions'
+    # ack deadline is the same.
+    timeout                          = "60s"
+    max_instance_request_concurrency = 20
+
+    scaling {
+      min_instance_count = 0
+      max_instance_count = 5
+    }
+
+    containers {
+      image = var.image
+
+      resources {
+        limits = {
+          cpu    = "1"
+          memory = "512Mi"
+        }
+        # The event is recorded and its chain kicked before the answer:
+        # nothing runs after it.
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          FUNCTION_TARGET = "kubernetesSubstrates-poolEvents"
         })
         content {
           name  = env.key

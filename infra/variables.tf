@@ -14,6 +14,23 @@ variable "image" {
   type        = string
 }
 
+variable "bcd_image" {
+  description = "Container image of bcd, the join daemon the pool substrates run on their nodes (BCD_IMAGE of the reconcile function), e.g. europe-west1-docker.pkg.dev/P/functions/bcd@sha256:...; the nodes can pull from this project's functions repository."
+  type        = string
+}
+
+variable "pool_events_project" {
+  description = "Project of the pools module's topics compute.pool.updated and compute.pool.archived, which it owns; empty: this project. Whoever applies this Terraform needs pubsub.topics.attachSubscription on them (roles/pubsub.subscriber on the topics, granted by the pools module)."
+  type        = string
+  default     = ""
+}
+
+variable "pool_events_max_delivery_attempts" {
+  description = "Deliveries of a pool event to kubernetesSubstrates-poolEvents before it goes to the dead-letter topic (5 to 100). The function acknowledges what it can never apply, so only failures that outlast the retries (Firestore or Cloud Tasks down) get there."
+  type        = number
+  default     = 20
+}
+
 variable "prefix" {
   description = "Prefix of the names of the services, accounts and load balancer parts."
   type        = string

@@ -214,7 +214,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "bc",
 		Short: "bc manages Better Compute Kubernetes clusters and node pools",
-		Long: "bc manages Better Compute Kubernetes clusters and node pools, and tails their events.\n\n" +
+		Long: "bc manages Better Compute Kubernetes clusters and node pools, shows pools' substrates, and tails their events.\n\n" +
 			"The API's URL, the tenant and the token come from --url, --tenant and --token, then from\n" +
 			"BC_URL, BC_TENANT and BC_TOKEN, then from the config file (BC_CONFIG, written by bc login).\n\n" + exitCodesHelp,
 		SilenceUsage:  true,
@@ -233,7 +233,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.DurationVar(&a.pollInterval, "poll-interval", 500*time.Millisecond, "first wait between polls of --wait")
 	_ = pf.MarkHidden("poll-interval")
 
-	root.AddCommand(a.loginCommand(), a.configCommand(), a.clustersCommand(), a.nodePoolsCommand(), a.eventsCommand())
+	root.AddCommand(a.loginCommand(), a.configCommand(), a.clustersCommand(), a.nodePoolsCommand(), a.substratesCommand(), a.eventsCommand())
 	root.AddCommand(&cobra.Command{
 		Use:   "exit-codes",
 		Short: "What each exit code of bc means",

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -353,7 +355,7 @@ func TestEventsTail(t *testing.T) {
 		done <- run(ctx, []string{"events", "tail", "--cluster", cl.ID, "-o", "json"}, u.lookup, &out, &errOut)
 	}()
 	eventually(t, "bc events tail listening", func() (bool, string) {
-		return strings.Contains(errOut.String(), "Listening for 9 event types"), errOut.String()
+		return strings.Contains(errOut.String(), fmt.Sprintf("Listening for %d event types", len(outbox.Types))), errOut.String()
 	})
 
 	res := u.run("nodepools", "create", "--cluster", cl.ID, "--name", "tail", "--machine-type", "e2-standard-4", "--nodes", "1", "--wait", "-o", "json")
@@ -487,5 +489,121 @@ func TestConfig(t *testing.T) {
 	}
 	if res := u.run("login"); res.code != exitUsage {
 		t.Errorf("bc login without --dev or --token = %d, want %d", res.code, exitUsage)
+	}
+}
+
+// publishPool publishes a pools module's event through the devstack.
+func publishPool(t *testing.T, path string, pool map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(pool)
+	resp, err := http.Post(devStack(t).URL+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST %s = %d, want 202", path, resp.StatusCode)
+	}
+}
+
+// TestSubstrates makes a pool's substrate with the pools module's event
+// and reads it with bc substrates list, get and nodes, in each output,
+// checking the JSON against the document; then archives the pool.
+func TestSubstrates(t *testing.T) {
+	t.Parallel()
+	u := loggedIn(t)
+	poolID := uniqueName("pool-bc")
+	publishPool(t, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 1,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
+			"cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}},
+		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+
+	var list struct{ Substrates []client.Substrate }
+	eventually(t, "the pool's substrate in bc substrates list", func() (bool, string) {
+		res := u.run("substrates", "list", "--pool", poolID, "-o", "json")
+		if res.code != 0 {
+			return false, res.stderr
+		}
+		if err := apidoctest.Validate(apidoctest.OpenAPI, "/components/schemas/SubstrateList", []byte(res.stdout)); err != nil {
+			t.Fatalf("bc substrates list -o json printed what the document does not describe: %v\n%s", err, res.stdout)
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &list); err != nil {
+			t.Fatalf("bc substrates list -o json printed %q: %v", res.stdout, err)
+		}
+		return len(list.Substrates) == 1, res.stdout
+	})
+	sub := list.Substrates[0]
+	if sub.PoolID != poolID || sub.Mode != client.SubstrateCreate {
+		t.Errorf("substrate = %+v, want pool %s's, create mode", sub, poolID)
+	}
+
+	res := u.run("substrates", "list")
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "POOL ") || !strings.Contains(res.stdout, sub.ID) || !strings.Contains(res.stdout, poolID) {
+		t.Errorf("bc substrates list = %d %q, want a table with %s of %s\n%s", res.code, res.stdout, sub.ID, poolID, res.stderr)
+	}
+	res = u.run("substrates", "get", sub.ID, "-o", "json")
+	if err := apidoctest.Validate(apidoctest.OpenAPI, "/components/schemas/Substrate", []byte(res.stdout)); res.code != 0 || err != nil {
+		t.Errorf("bc substrates get -o json = %d %q (%v)\n%s", res.code, res.stdout, err, res.stderr)
+	}
+	res = u.run("substrates", "get", sub.ID, "-o", "yaml")
+	var y client.Substrate
+	if err := yaml.Unmarshal([]byte(res.stdout), &y); res.code != 0 || err != nil || y.ID != sub.ID {
+		t.Errorf("bc substrates get -o yaml = %d %q (%v)", res.code, res.stdout, err)
+	}
+	res = u.run("substrates", "nodes", sub.ID, "-o", "json")
+	var nodes client.SubstrateNodeList
+	if err := apidoctest.Validate(apidoctest.OpenAPI, "/components/schemas/SubstrateNodeList", []byte(res.stdout)); res.code != 0 || err != nil {
+		t.Errorf("bc substrates nodes -o json = %d %q (%v)\n%s", res.code, res.stdout, err, res.stderr)
+	} else if err := json.Unmarshal([]byte(res.stdout), &nodes); err != nil || nodes.Nodes == nil || len(nodes.Nodes) != 0 {
+		t.Errorf("bc substrates nodes -o json = %q, want no node (the devstack runs no Kubernetes here)", res.stdout)
+	}
+	if res = u.run("substrates", "nodes", sub.ID); res.code != 0 || !strings.HasPrefix(res.stdout, "NAME ") {
+		t.Errorf("bc substrates nodes = %d %q, want the table's header", res.code, res.stdout)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"substrates", "get", "ksb_01jd8x4k2m9q7v3w5y6z0a1b2e"}, exitNotFound, "NOT_FOUND"},
+		{[]string{"substrates", "get", "kcl_01jd8x4k2m9q7v3w5y6z0a1b2e"}, exitInvalid, "SUBSTRATE_ID (substrateId):"},
+		{[]string{"substrates", "list", "--pool", "no pool"}, exitInvalid, "--pool (poolId):"},
+		{[]string{"substrates", "nodes"}, exitUsage, "SUBSTRATE_ID"},
+		{[]string{"substrates", "frob"}, exitUsage, `unknown command "frob"`},
+	} {
+		if res := u.run(tt.args...); res.code != tt.code || !strings.Contains(res.stderr, tt.want) {
+			t.Errorf("bc %s = %d %q, want %d and %q", strings.Join(tt.args, " "), res.code, res.stderr, tt.code, tt.want)
+		}
+	}
+
+	publishPool(t, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
+	eventually(t, "the archived pool's substrate gone", func() (bool, string) {
+		res := u.run("substrates", "get", sub.ID)
+		return res.code == exitNotFound, res.stdout + res.stderr
+	})
+}
+
+// TestPrintSubstrateEvent checks the table line of a substrate's events,
+// whose data has no name: the substrate, its pool, and the node.
+func TestPrintSubstrateEvent(t *testing.T) {
+	sub := resource.Substrate{ID: resource.NewSubstrateID(), TenantID: "acme", PoolID: "pool-gpu", ClusterID: resource.NewClusterID(), State: resource.StateReady}
+	node := resource.SubstrateNode{Name: "gke-node-1", Flavor: "l4", Zone: "us-central1-a", JoinedAt: time.Now()}
+	for _, tt := range []struct {
+		e    outbox.Event
+		want []string
+	}{
+		{outbox.SubstrateEvent(outbox.SubstrateReady, sub, time.Now()), []string{outbox.SubstrateReady, sub.ClusterID, " ready ", "substrate=" + sub.ID + " pool=pool-gpu"}},
+		{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, sub, node, time.Now()), []string{outbox.SubstrateNodeJoined, "substrate=" + sub.ID + " pool=pool-gpu node=gke-node-1"}},
+	} {
+		var out bytes.Buffer
+		a := &app{stdout: &out, output: "table"}
+		m := tt.e.Message()
+		a.printEvent(event{Attributes: m.Attributes, Data: m.Data})
+		for _, w := range tt.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s printed %q, want %q in it", tt.e.Type, out.String(), w)
+			}
+		}
 	}
 }

@@ -78,7 +78,7 @@ func (a *app) eventsTail() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&clusterID, "cluster", "", "only the events of this cluster (and its node pools)")
+	f.StringVar(&clusterID, "cluster", "", "only the events of this cluster (and its node pools, and its substrate's)")
 	f.StringArrayVar(&types, "type", nil, "only events of this type (repeat for more)")
 	f.StringVar(&project, "project", "", "the Google Cloud project of the topics (config: project)")
 	f.StringVar(&emulator, "pubsub-emulator", "", "host:port of a Pub/Sub emulator (PUBSUB_EMULATOR_HOST; config: pubsubEmulatorHost)")
@@ -212,6 +212,13 @@ func (a *app) printEvent(e event) {
 		at = t.Local().Format("15:04:05.000")
 	}
 	detail := "name=" + data.Name
+	if sub := e.Attributes["substrateId"]; sub != "" {
+		// A substrate has no name; a node event's data is the node.
+		detail = "substrate=" + sub + " pool=" + e.Attributes["poolId"]
+		if data.Name != "" {
+			detail += " node=" + data.Name
+		}
+	}
 	if data.Message != "" {
 		detail += " message=" + fmt.Sprintf("%q", data.Message)
 	}

@@ -26,6 +26,11 @@ var decoders = map[string]func([]byte) error{
 	"ClusterRef":     func(b []byte) error { _, err := input.DecodeClusterRef(b); return err },
 	"CreateCluster":  func(b []byte) error { _, err := input.DecodeCreateCluster(b); return err },
 	"ListClusters":   func(b []byte) error { _, err := input.DecodeListClusters(b); return err },
+
+	"SubstrateRef":       func(b []byte) error { _, err := input.DecodeSubstrateRef(b); return err },
+	"ListSubstrates":     func(b []byte) error { _, err := input.DecodeListSubstrates(b); return err },
+	"ListSubstrateNodes": func(b []byte) error { _, err := input.DecodeListSubstrateNodes(b); return err },
+	"Join":               func(b []byte) error { _, err := input.DecodeJoin(b); return err },
 }
 
 // TestDecodersAgreeWithDocument feeds each decoder a corpus of bodies
@@ -482,6 +487,11 @@ func stringPool() []any {
 		"acme", "e2-standard-4", "g2-standard-8", "us-central1", "us-central1-a", "nvidia-l4", "pd-balanced", "fra-1",
 		id("kcl_", 26), id("kcl_", 25), id("kcl_", 52), id("kcl_", 53), id("kcl_", 25) + "u", id("kcl_", 25) + "i", id("KCL_", 26),
 		id("knp_", 26), id("knp_", 25), id("knp_", 52), id("knp_", 53), id("knp_", 25) + "o", id("kcl-", 26),
+		id("ksb_", 26), id("ksb_", 25), id("ksb_", 52), id("ksb_", 53), id("ksb_", 25) + "l", id("KSB_", 26),
+		// Node names: DNS subdomains.
+		"gke-bc-pool-l4-1a2b-x7k2", "node-1.example", "node-1..example", "node-1.-example", "Node-1", "node_1", ".node", "node.",
+		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61),
+		strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 62),
 	}
 	for _, n := range []int{2, 38, 39, 40, 41, 61, 62, 63, 64, 127, 128, 129, 1024, 1025} {
 		pool = append(pool, strings.Repeat("a", n), "a"+strings.Repeat("-", n-2)+"a", strings.Repeat("Z", n))

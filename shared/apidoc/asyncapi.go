@@ -12,24 +12,54 @@ import (
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
-// eventSummaries say when each event type is published (API.md §7).
+// eventSummaries say when each event type is published (API.md §7, §9).
 var eventSummaries = map[string]string{
-	outbox.NodePoolCreated: "A node pool was created (kubernetesNodePools.create, or with its cluster).",
-	outbox.NodePoolReady:   "A node pool reached ready: after its creation and after each resize.",
-	outbox.NodePoolError:   "A node pool entered error (the provider refused it); message says why.",
-	outbox.NodePoolDeleted: "A node pool was deleted at the provider. Published once.",
-	outbox.ClusterCreated:  "A cluster was created (kubernetesClusters.create).",
-	outbox.ClusterReady:    "A cluster was ready for the first time.",
-	outbox.ClusterUpdated:  "A cluster was ready again after a change, or the provider moved its version.",
-	outbox.ClusterError:    "A cluster entered error (itself or one of its node pools); message says why.",
-	outbox.ClusterDeleted:  "A cluster was deleted at the provider. Published once.",
+	outbox.NodePoolCreated:     "A node pool was created (kubernetesNodePools.create, or with its cluster).",
+	outbox.NodePoolReady:       "A node pool reached ready: after its creation and after each resize.",
+	outbox.NodePoolError:       "A node pool entered error (the provider refused it); message says why.",
+	outbox.NodePoolDeleted:     "A node pool was deleted at the provider. Published once.",
+	outbox.ClusterCreated:      "A cluster was created (kubernetesClusters.create).",
+	outbox.ClusterReady:        "A cluster was ready for the first time.",
+	outbox.ClusterUpdated:      "A cluster was ready again after a change, or the provider moved its version.",
+	outbox.ClusterError:        "A cluster entered error (itself or one of its node pools); message says why.",
+	outbox.ClusterDeleted:      "A cluster was deleted at the provider. Published once.",
+	outbox.SubstrateReady:      "A pool's substrate was ready for the first time: its cluster and node pools ready, bcd applied in the cluster.",
+	outbox.SubstrateUpdated:    "A substrate was ready again after a change of its pool (flavors added, resized or removed).",
+	outbox.SubstrateError:      "A substrate entered error (a policy it cannot serve, a node pool's error, an object in the cluster that is not its own); message says why.",
+	outbox.SubstrateDeleted:    "A substrate was torn down (its pool archived, its policy without substrate, another account or cluster chosen). Published once.",
+	outbox.SubstrateNodeJoined: "A node joined its substrate (bcd on it called kubernetesSubstrates.join). Published once per node.",
+	outbox.SubstrateNodeLeft:   "A joined node left its substrate: its Node is gone from the cluster, or the substrate is torn down.",
+}
+
+// consumedSummaries say what this project does with each event type it
+// receives from the pools module (API.md §9).
+var consumedSummaries = map[string]string{
+	substrates.PoolUpdated: "A pool changed. kubernetesSubstrates-poolEvents records the substrate its policy asks for (or its teardown) in one transaction and kicks its reconciler. " +
+		"An event whose version is not above the last applied for the pool is acknowledged and ignored; a malformed one is acknowledged, logged, and puts the pool's substrate, if any, in error.",
+	substrates.PoolArchived: "A pool was archived: its substrate, if any, is torn down.",
 }
 
 // IsNodePoolEvent reports whether events of type typ carry a node pool
-// (and a nodePoolId attribute); the others carry a cluster.
+// (and a nodePoolId attribute).
 func IsNodePoolEvent(typ string) bool { return strings.HasPrefix(typ, "kubernetes.nodepool.") }
+
+// IsSubstrateEvent reports whether events of type typ are a substrate's
+// (and carry substrateId and poolId attributes): their data is the
+// substrate, or for IsSubstrateNodeEvent types one of its nodes.
+func IsSubstrateEvent(typ string) bool { return strings.HasPrefix(typ, "kubernetes.substrate.") }
+
+// IsSubstrateNodeEvent reports whether events of type typ carry a node of
+// a substrate (kubernetes.substrate.node.joined, .left).
+func IsSubstrateNodeEvent(typ string) bool {
+	return strings.HasPrefix(typ, "kubernetes.substrate.node.")
+}
+
+// ConsumedTypes are the event types of another module that this project
+// receives (the pools module's, API.md §9), each on the topic of its name.
+func ConsumedTypes() []string { return []string{substrates.PoolUpdated, substrates.PoolArchived} }
 
 var (
 	asyncAPIOnce sync.Once
@@ -53,21 +83,22 @@ func asyncAPI() map[string]any {
 	for name, s := range all {
 		schemas[name] = s
 	}
-	schemas["NodePoolEventAttributes"] = attributesSchema(true)
-	schemas["ClusterEventAttributes"] = attributesSchema(false)
+	schemas["NodePoolEventAttributes"] = attributesSchema(nodePoolEvents)
+	schemas["ClusterEventAttributes"] = attributesSchema(clusterEvents)
+	schemas["SubstrateEventAttributes"] = attributesSchema(substrateEvents)
+	schemas["PoolEventAttributes"] = poolAttributesSchema()
+	for name, s := range poolSchemas() {
+		schemas[name] = s
+	}
 
 	channels := map[string]any{}
 	operations := map[string]any{}
 	messages := map[string]any{}
-	for _, typ := range outbox.Types {
-		payload, attrs := "Cluster", "ClusterEventAttributes"
-		if IsNodePoolEvent(typ) {
-			payload, attrs = "NodePool", "NodePoolEventAttributes"
-		}
+	message := func(typ, summary, payload, attrs, orderingKey string) {
 		messages[messageName(typ)] = map[string]any{
 			"name":        typ,
 			"title":       typ,
-			"summary":     eventSummaries[typ],
+			"summary":     summary,
 			"contentType": "application/json",
 			"headers": map[string]any{"allOf": []any{
 				map[string]any{"$ref": schemaRef(attrs)},
@@ -76,26 +107,54 @@ func asyncAPI() map[string]any {
 			"payload": map[string]any{"$ref": schemaRef(payload)},
 			"bindings": map[string]any{"googlepubsub": map[string]any{
 				"bindingVersion": "0.2.0",
-				"orderingKey":    "the cluster ID",
+				"orderingKey":    orderingKey,
 				"attributes":     map[string]any{"$ref": schemaRef(attrs)},
 			}},
 		}
+	}
+	channel := func(typ, description string) {
 		channels[typ] = map[string]any{
 			"address":     typ,
 			"title":       "Topic " + typ,
-			"description": "The Pub/Sub topic projects/{project}/topics/" + typ + " (the devstack's project is bc-dev).",
+			"description": description,
 			"messages":    map[string]any{"event": map[string]any{"$ref": "#/components/messages/" + messageName(typ)}},
 			"bindings": map[string]any{"googlepubsub": map[string]any{
 				"bindingVersion":           "0.2.0",
 				"messageRetentionDuration": "604800s",
 			}},
 		}
-		operations["receive."+typ] = map[string]any{
-			"action":   "receive",
+	}
+	operation := func(action, typ, summary string) {
+		operations[action+"."+typ] = map[string]any{
+			"action":   action,
 			"channel":  map[string]any{"$ref": "#/channels/" + escapePointer(typ)},
-			"summary":  eventSummaries[typ],
+			"summary":  summary,
 			"messages": []any{map[string]any{"$ref": "#/channels/" + escapePointer(typ) + "/messages/event"}},
 		}
+	}
+	for _, typ := range outbox.Types {
+		payload, attrs, key := "Cluster", "ClusterEventAttributes", "the cluster ID"
+		switch {
+		case IsNodePoolEvent(typ):
+			payload, attrs = "NodePool", "NodePoolEventAttributes"
+		case IsSubstrateNodeEvent(typ):
+			payload, attrs, key = "SubstrateNode", "SubstrateEventAttributes", "the substrate's cluster ID (the substrate ID while it has none)"
+		case IsSubstrateEvent(typ):
+			payload, attrs, key = "Substrate", "SubstrateEventAttributes", "the substrate's cluster ID (the substrate ID while it has none)"
+		}
+		message(typ, eventSummaries[typ], payload, attrs, key)
+		channel(typ, "The Pub/Sub topic projects/{project}/topics/"+typ+" (the devstack's project is bc-dev).")
+		operation("send", typ, eventSummaries[typ])
+	}
+	for _, typ := range ConsumedTypes() {
+		payload := "PoolUpdated"
+		if typ == substrates.PoolArchived {
+			payload = "PoolArchived"
+		}
+		message(typ, consumedSummaries[typ], payload, "PoolEventAttributes", "none needed: the consumer orders by the pool's version")
+		channel(typ, "The pools module's Pub/Sub topic projects/{pools project}/topics/"+typ+", which it owns and publishes to; "+
+			"this project's subscription pushes it to kubernetesSubstrates-poolEvents (the devstack: POST "+devPoolPath(typ)+" publishes one, project bc-dev).")
+		operation("receive", typ, consumedSummaries[typ])
 	}
 	return map[string]any{
 		"asyncapi": "3.0.0",
@@ -104,7 +163,9 @@ func asyncAPI() map[string]any {
 			"version": Version,
 			"description": "CloudEvents 1.0 in Pub/Sub binary mode: the CloudEvents attributes are Pub/Sub message attributes " +
 				"(`ce-id`, `ce-type`, ...), the data is the message body. One topic per event type, named exactly as the type. " +
-				"The ordering key is the cluster ID; `ce-subject` is the cluster ID, also for node pool events. " +
+				"The application described is this project: it sends the kubernetes.* events and receives the pools module's compute.pool.* events. " +
+				"The ordering key of the kubernetes.* events is the cluster ID; `ce-subject` is the cluster ID, also for node pool events, " +
+				"and for substrate events the substrate's cluster ID (its substrate ID while it has none). " +
 				"Delivery is at least once and no event is ever lost (a transactional outbox): a redelivery keeps its `ce-id`, so deduplicate by it. " +
 				"The data is the resource as the API returns it (see /openapi.json).",
 		},
@@ -119,6 +180,13 @@ func asyncAPI() map[string]any {
 	}
 }
 
+func devPoolPath(typ string) string {
+	if typ == substrates.PoolArchived {
+		return "/dev/pools/archive"
+	}
+	return "/dev/pools/put"
+}
+
 // escapePointer escapes a key for a JSON pointer (RFC 6901).
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
@@ -128,21 +196,44 @@ func escapePointer(s string) string {
 // they refer to (Autoscaling, Labels, ...), so the document stands alone.
 func resourceSchemasWithParts() map[string]map[string]any {
 	out := resourceSchemas()
-	delete(out, "NodePoolList")
-	delete(out, "ClusterList")
+	for _, list := range []string{"NodePoolList", "ClusterList", "SubstrateList", "SubstrateNodeList", "JoinResult"} {
+		delete(out, list)
+	}
 	in := inputSchemas()
-	for _, name := range []string{"Autoscaling", "Accelerators", "Taint", "Labels", "LabelValue"} {
+	for _, name := range []string{"Autoscaling", "Accelerators", "Taint", "Labels", "LabelValue", "NodePoolSpec"} {
 		out[name] = in[name]
 	}
 	return out
 }
 
+// The kinds of events, by what they carry.
+type eventKind int
+
+const (
+	clusterEvents eventKind = iota
+	nodePoolEvents
+	substrateEvents
+)
+
 // attributesSchema is the schema of an event's Pub/Sub attributes, with
 // the attribute names outbox.Event.Message sets.
-func attributesSchema(nodePool bool) map[string]any {
-	sample := outbox.ClusterEvent(outbox.ClusterCreated, resource.Cluster{ID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
-	if nodePool {
+func attributesSchema(kind eventKind) map[string]any {
+	var sample outbox.Event
+	subject := map[string]any{"type": "string", "pattern": idPattern(resource.ClusterPrefix), "description": "The cluster ID."}
+	desc := "Pub/Sub attributes of a cluster event."
+	switch kind {
+	case clusterEvents:
+		sample = outbox.ClusterEvent(outbox.ClusterCreated, resource.Cluster{ID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
+	case nodePoolEvents:
 		sample = outbox.NodePoolEvent(outbox.NodePoolCreated, resource.NodePool{ID: "knp_x", ClusterID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
+		desc = "Pub/Sub attributes of a node pool event."
+	case substrateEvents:
+		sample = outbox.SubstrateEvent(outbox.SubstrateReady, resource.Substrate{ID: "ksb_x", ClusterID: "kcl_x", TenantID: "t", PoolID: "p"}, time.Unix(0, 0))
+		// An adopted cluster's ID is the pool's (26 to 52 characters); a
+		// substrate without a cluster yet is its own subject.
+		subject = map[string]any{"type": "string", "description": "The substrate's cluster ID, or the substrate ID while it has none.",
+			"anyOf": []any{map[string]any{"pattern": inputIDPattern(resource.ClusterPrefix)}, map[string]any{"pattern": idPattern(resource.SubstratePrefix)}}}
+		desc = "Pub/Sub attributes of a substrate event (kubernetes.substrate.*)."
 	}
 	names := slices.Sorted(maps.Keys(sample.Message().Attributes))
 	source := outbox.Source("TENANT")
@@ -153,12 +244,14 @@ func attributesSchema(nodePool bool) map[string]any {
 		"ce-type":        {"type": "string", "enum": anySlice(outbox.Types)},
 		"ce-source": {"type": "string", "pattern": "^" + regexp.QuoteMeta(strings.TrimSuffix(source, "TENANT")) + strings.Trim(tenant, "^$") + "$",
 			"description": "//compute.better-compute.dev/tenants/{tenantId}"},
-		"ce-subject":   {"type": "string", "pattern": idPattern(resource.ClusterPrefix), "description": "The cluster ID."},
+		"ce-subject":   subject,
 		"ce-time":      {"type": "string", "format": "date-time"},
 		"content-type": {"const": "application/json"},
 		"tenantId":     {"type": "string", "pattern": tenant},
-		"clusterId":    {"type": "string", "pattern": idPattern(resource.ClusterPrefix)},
+		"clusterId":    maps.Clone(subject),
 		"nodePoolId":   {"type": "string", "pattern": idPattern(resource.NodePoolPrefix)},
+		"substrateId":  {"type": "string", "pattern": idPattern(resource.SubstratePrefix)},
+		"poolId":       {"type": "string", "pattern": tenant, "description": "The pools module's pool of the substrate."},
 	}
 	props := map[string]any{}
 	required := []any{}
@@ -169,10 +262,6 @@ func attributesSchema(nodePool bool) map[string]any {
 		}
 		props[n] = s
 		required = append(required, n)
-	}
-	desc := "Pub/Sub attributes of a cluster event."
-	if nodePool {
-		desc = "Pub/Sub attributes of a node pool event."
 	}
 	return map[string]any{"type": "object", "description": desc, "properties": props, "required": required, "additionalProperties": false}
 }

@@ -3,6 +3,7 @@ package apidoc
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -50,6 +51,9 @@ func openAPI() map[string]any {
 	for name, s := range resourceSchemas() {
 		schemas[name] = s
 	}
+	for name, s := range substrateRequestSchemas() {
+		schemas[name] = s
+	}
 	schemas["Error"] = errorSchema()
 
 	paths := map[string]any{}
@@ -62,7 +66,7 @@ func openAPI() map[string]any {
 		"info": map[string]any{
 			"title":   "Better Compute Kubernetes API",
 			"version": Version,
-			"summary": "Managed Kubernetes clusters and their node pools.",
+			"summary": "Managed Kubernetes clusters, their node pools, and pools' substrates.",
 			"description": "Every method is `POST /api/compute/{resource}/{method}` with a JSON object body of at most 1 MiB (413 above). " +
 				"Decoding is strict: an unknown member, a member given twice, an integer written with a fraction or an exponent (`2.0`, `2e0`) " +
 				"or `null` where a value is required is INVALID_INPUT, and a refusal lists every broken field by its JSON path " +
@@ -76,6 +80,8 @@ func openAPI() map[string]any {
 		"tags": []any{
 			map[string]any{"name": "kubernetesNodePools", "description": "Node pools: the groups of worker nodes of a standard cluster."},
 			map[string]any{"name": "kubernetesClusters", "description": "Managed Kubernetes clusters (GKE Standard and Autopilot) on a provider account."},
+			map[string]any{"name": "kubernetesSubstrates", "description": "Pool substrates: the managed cluster and node pools behind a pool whose policy asks for one " +
+				"(made by the pools module's events, read here), and the join of their nodes."},
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -85,6 +91,12 @@ func openAPI() map[string]any {
 					"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
 					"description": "A JWT (RS256 or ES256) of the configured issuer, checked against its JWKS (iss, aud, exp, nbf); the caller is its `sub`. " +
 						"The devstack mints one at POST /dev/token {\"sub\": \"alice\"}.",
+				},
+				"joinToken": map[string]any{
+					"type": "http", "scheme": "bearer", "bearerFormat": "bcj_...",
+					"description": "A substrate's join token (bcj_ and at least 256 random bits), minted by the substrate's reconciler and written only " +
+						"into the Secret bcd-join of its cluster; the API stores only its hash and never returns it. " +
+						"Revoked at teardown, or when the Secret is found missing and a new one is minted. Only kubernetesSubstrates.join takes it.",
 				},
 			},
 			"headers": map[string]any{
@@ -97,7 +109,10 @@ func openAPI() map[string]any {
 
 func operation(op Operation) map[string]any {
 	on := "the cluster"
-	if op.OnTenant {
+	switch {
+	case op.On != "":
+		on = op.On
+	case op.OnTenant:
 		on = "the tenant"
 	}
 	responses := map[string]any{
@@ -109,6 +124,9 @@ func operation(op Operation) map[string]any {
 	}
 	byStatus := map[int][]errs.Kind{}
 	for _, k := range append(slices.Clone(commonErrors), op.Errors...) {
+		if slices.Contains(op.Without, k) {
+			continue
+		}
 		byStatus[httpapi.Status(k)] = append(byStatus[httpapi.Status(k)], k)
 	}
 	byStatus[http.StatusRequestEntityTooLarge] = []errs.Kind{errs.Invalid}
@@ -140,14 +158,10 @@ func operation(op Operation) map[string]any {
 		}
 		examples[name] = map[string]any{"value": v}
 	}
-	return map[string]any{
+	o := map[string]any{
 		"operationId": op.ID(),
 		"tags":        []any{op.Resource},
 		"summary":     op.Summary,
-		"description": op.Description + "\n\nPermission: `" + op.Permission + "` on " + on + ".",
-		"x-permission": map[string]any{
-			"permission": op.Permission, "on": strings.TrimPrefix(on, "the "),
-		},
 		"requestBody": map[string]any{
 			"required": true,
 			"content": map[string]any{"application/json": map[string]any{
@@ -157,6 +171,15 @@ func operation(op Operation) map[string]any {
 		},
 		"responses": responses,
 	}
+	if op.JoinToken {
+		// No user's token: the join token is its own authorization.
+		o["security"] = []any{map[string]any{"joinToken": []any{}}}
+		o["description"] = op.Description + "\n\nAuthorization: the substrate's join token (`Authorization: Bearer bcj_...`); no user's JWT is accepted."
+		return o
+	}
+	o["description"] = op.Description + "\n\nPermission: `" + op.Permission + "` on " + on + "."
+	o["x-permission"] = map[string]any{"permission": op.Permission, "on": strings.TrimPrefix(on, "the ")}
+	return o
 }
 
 // errorSchema is the error envelope of API.md §2.
@@ -200,7 +223,8 @@ var (
 )
 
 // resourceSchemas are the schemas of the answers, made from the json tags
-// of shared/resource: the node pool, the cluster and the lists.
+// of shared/resource: the node pool, the cluster, the substrate and its
+// parts, and the lists.
 func resourceSchemas() map[string]map[string]any {
 	np := objectSchema(reflect.TypeFor[resource.NodePool]())
 	p := np["properties"].(map[string]any)
@@ -217,7 +241,12 @@ func resourceSchemas() map[string]map[string]any {
 	p["message"].(map[string]any)["description"] = "Why the cluster is in state error; names the failed node pool."
 	cl["description"] = "A managed Kubernetes cluster. providerName, derived from the ID, is its provider-side name."
 
-	return map[string]map[string]any{
+	for _, s := range []map[string]any{np, cl} {
+		s["properties"].(map[string]any)["managedBy"] = map[string]any{"type": "string", "pattern": idPattern(resource.SubstratePrefix),
+			"description": "The substrate (kubernetesSubstrates) that manages it, if any: the tenant may read it but not update or delete it (INVALID_STATE)."}
+	}
+
+	out := map[string]map[string]any{
 		"NodePool": np,
 		"Cluster":  cl,
 		"NodePoolList": {
@@ -232,6 +261,8 @@ func resourceSchemas() map[string]map[string]any {
 			},
 		},
 	}
+	maps.Copy(out, substrateSchemas())
+	return out
 }
 
 // idPattern matches the IDs the API makes: a TypeID of 26 characters.

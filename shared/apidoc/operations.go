@@ -11,31 +11,40 @@
 // errors a method may answer, examples) is the table below, one entry per
 // method, whose list the tests hold equal to functions/api's.
 //
-// A method of another resource (kubernetesSubstrates, API.md §9) is added
-// as one more entry in operations, with its body's schema in shared/input
-// and its resource's in resourceSchemas.
+// The substrates' methods (API.md §9) are entries of operations like the
+// others; their bodies' schemas are made here (substrates.go) from the
+// pieces of shared/input's, until shared/input makes them itself, and the
+// agreement test holds them to the decoders as it holds the others.
 package apidoc
 
 import "github.com/better-compute/kubernetes/shared/errs"
 
 // Operation is one documented method, POST /api/compute/{Resource}/{Verb}.
 type Operation struct {
-	Resource    string // kubernetesNodePools, kubernetesClusters
-	Verb        string // create, get, list, update, delete
+	Resource    string // kubernetesNodePools, kubernetesClusters, kubernetesSubstrates
+	Verb        string // create, get, list, update, delete, listNodes, join
 	Summary     string
 	Description string
 	// Permission is the permission the method needs, on the cluster
-	// (API.md §3) unless OnTenant.
+	// (API.md §3) unless OnTenant; On, when set, says on what instead.
+	// Empty for a method that takes no user's token (JoinToken).
 	Permission string
 	OnTenant   bool
+	On         string
+	// JoinToken: the method authenticates with a substrate's join token
+	// (the joinToken security scheme), not a user's JWT. Such a method is
+	// bcd's, not the tenants'.
+	JoinToken bool
 	// Request and Response name the schemas of the body and of the 200
 	// answer (components/schemas).
 	Request  string
 	Response string
 	// Errors are the error codes the method may answer beside those of
 	// every method (INVALID_INPUT, UNAUTHENTICATED, PERMISSION_DENIED,
-	// NOT_FOUND, INTERNAL, UNAVAILABLE).
-	Errors []errs.Kind
+	// NOT_FOUND, INTERNAL, UNAVAILABLE); Without, those of every method
+	// that it never answers.
+	Errors  []errs.Kind
+	Without []errs.Kind
 	// Examples are valid bodies, by name; the agreement test derives its
 	// corpus from them.
 	Examples map[string]string
@@ -48,8 +57,9 @@ func (o Operation) ID() string { return o.Resource + "." + o.Verb }
 func (o Operation) Path() string { return "/api/compute/" + o.Resource + "/" + o.Verb }
 
 const (
-	clusterID  = "kcl_01jd8x4k2m9q7v3w5y6z0a1b2c"
-	nodePoolID = "knp_01jd8x4k2m9q7v3w5y6z0a1b2d"
+	clusterID   = "kcl_01jd8x4k2m9q7v3w5y6z0a1b2c"
+	nodePoolID  = "knp_01jd8x4k2m9q7v3w5y6z0a1b2d"
+	substrateID = "ksb_01jd8x4k2m9q7v3w5y6z0a1b2e"
 )
 
 // operations is every public method, in the order of API.md.
@@ -156,9 +166,60 @@ var operations = []Operation{
 		Errors:   []errs.Kind{errs.InvalidState},
 		Examples: map[string]string{"minimal": `{"tenantId":"acme","clusterId":"` + clusterID + `"}`},
 	},
+	{
+		Resource: "kubernetesSubstrates", Verb: "get",
+		Summary: "Get a pool's substrate",
+		Description: "The managed Kubernetes cluster behind a pool whose policy asks for one, in any state but `deleted` (NOT_FOUND). " +
+			"Substrates are made, changed and torn down by the pools module's events (compute.pool.updated, compute.pool.archived), never by a call. " +
+			"The join token is never part of it.",
+		Permission: "compute:kubernetes:read", On: "the substrate's cluster, or the tenant while it has none",
+		Request: "SubstrateRef", Response: "Substrate",
+		Examples: map[string]string{"minimal": `{"tenantId":"acme","substrateId":"` + substrateID + `"}`},
+	},
+	{
+		Resource: "kubernetesSubstrates", Verb: "list",
+		Summary:     "List the tenant's substrates",
+		Description: "The tenant's substrates that are not deleted and that the caller may read, of one pool when poolId is given, oldest first. A pool has at most one.",
+		Permission:  "compute:kubernetes:read", On: "each substrate's cluster, or the tenant while it has none (list: only those the caller may read)",
+		Request: "ListSubstrates", Response: "SubstrateList",
+		Examples: map[string]string{
+			"minimal": `{"tenantId":"acme"}`,
+			"pool":    `{"tenantId":"acme","poolId":"pool-gpu"}`,
+		},
+	},
+	{
+		Resource: "kubernetesSubstrates", Verb: "listNodes",
+		Summary: "List the nodes that joined a substrate",
+		Description: "The substrate's joined nodes, by name, a page at a time (a substrate may have thousands). " +
+			"A node joins when bcd on it calls kubernetesSubstrates.join, and leaves when its Node is gone from the cluster.",
+		Permission: "compute:kubernetes:read", On: "the substrate's cluster, or the tenant while it has none",
+		Request: "ListSubstrateNodes", Response: "SubstrateNodeList",
+		Examples: map[string]string{
+			"minimal": `{"tenantId":"acme","substrateId":"` + substrateID + `"}`,
+			"page":    `{"tenantId":"acme","substrateId":"` + substrateID + `","pageSize":500,"pageToken":"opaque"}`,
+		},
+	},
+	{
+		Resource: "kubernetesSubstrates", Verb: "join",
+		Summary: "Join a node to its substrate (bcd)",
+		Description: "Called by bcd, the DaemonSet a substrate runs on its node pools, with the substrate's join token (from the Secret bcd-join), " +
+			"not a user's token. The node joins once it is, in the cluster's Kubernetes API, a Node of one of the substrate's node pools " +
+			"(its cloud.google.com/gke-nodepool label) with this providerId; otherwise PERMISSION_DENIED. " +
+			"An unknown or revoked token is UNAUTHENTICATED; a substrate without a cluster yet is INVALID_STATE; " +
+			"a cluster whose Kubernetes API cannot be reached is UNAVAILABLE. Idempotent per node: a node that joined already gets the same answer. " +
+			"Publishes kubernetes.substrate.node.joined the first time.",
+		JoinToken: true,
+		Request:   "Join", Response: "JoinResult",
+		Errors:  []errs.Kind{errs.InvalidState},
+		Without: []errs.Kind{errs.NotFound},
+		Examples: map[string]string{
+			"gke": `{"nodeName":"gke-bc-pool-gpu-bc-pool-gpu-l4-1a2b3c4d-x7k2","providerId":"gce://bc-dev/us-central1-a/gke-bc-pool-gpu-bc-pool-gpu-l4-1a2b3c4d-x7k2"}`,
+		},
+	},
 }
 
-// Operations returns every documented method, in the order of API.md.
+// Operations returns every documented method, in the order of API.md:
+// the tenants' and bcd's (JoinToken).
 func Operations() []Operation {
 	out := make([]Operation, len(operations))
 	copy(out, operations)

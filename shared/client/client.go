@@ -1,6 +1,7 @@
 // Package client is the Go client of the Better Compute Kubernetes API
-// (API.md, /openapi.json): one method per API method with typed requests
-// and answers, errors as values carrying the API's code, field details and
+// (API.md, /openapi.json): one method per API method a tenant calls (not
+// kubernetesSubstrates.join, which bcd calls with a join token) with typed
+// requests and answers, errors as values carrying the API's code, field details and
 // request ID, and Wait helpers that poll a resource to a state.
 //
 //	c, err := client.New("http://127.0.0.1:8080", client.WithToken(token))

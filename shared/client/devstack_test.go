@@ -415,3 +415,112 @@ func (l *losingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// publishPool publishes a pools module's event through the devstack
+// (POST /dev/pools/put or /dev/pools/archive).
+func publishPool(t *testing.T, s *devstack.Stack, path string, pool map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(pool)
+	resp, err := http.Post(s.URL+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s = %d %s, want 202", path, resp.StatusCode, body)
+	}
+}
+
+// TestSubstrates reads a pool's substrate through the client: the pools
+// module's event makes it, get, list and listNodes read it (every answer
+// checked against the document), and archiving the pool tears it down.
+func TestSubstrates(t *testing.T) {
+	t.Parallel()
+	s := devStack(t)
+	c, _ := newClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTime)
+	defer cancel()
+
+	poolID := clusterName("pool-client")
+	publishPool(t, s, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 1,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
+			"cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}},
+		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+
+	var sub client.Substrate
+	for {
+		list, err := c.ListSubstrates(ctx, "acme", poolID)
+		if err != nil {
+			t.Fatalf("ListSubstrates: %v", err)
+		}
+		if len(list) > 1 {
+			t.Fatalf("ListSubstrates of one pool = %d substrates, want at most 1", len(list))
+		}
+		if len(list) == 1 {
+			sub = list[0]
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no substrate for pool %s: %v", poolID, ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sub.PoolID != poolID || sub.TenantID != "acme" || sub.Mode != client.SubstrateCreate || sub.AccountID != "acc-gcp" || sub.PoolVersion != 1 {
+		t.Errorf("substrate = %+v, want pool %s's, create mode, on acc-gcp, version 1", sub, poolID)
+	}
+
+	got, err := c.GetSubstrate(ctx, "acme", sub.ID)
+	if err != nil || got.ID != sub.ID || got.PoolID != poolID {
+		t.Errorf("GetSubstrate = %+v, %v; want %s", got, err, sub.ID)
+	}
+	all, err := c.ListSubstrates(ctx, "acme", "")
+	if err != nil || !slicesContainID(all, sub.ID) {
+		t.Errorf("ListSubstrates of the tenant = %d substrates, %v; want %s among them", len(all), err, sub.ID)
+	}
+	page, err := c.ListSubstrateNodes(ctx, client.ListSubstrateNodesRequest{TenantID: "acme", SubstrateID: sub.ID, PageSize: 1})
+	if err != nil || page.Nodes == nil || len(page.Nodes) != 0 || page.NextPageToken != "" {
+		t.Errorf("ListSubstrateNodes = %+v, %v; want no node joined (the devstack runs no Kubernetes here) and no next page", page, err)
+	}
+	for n, err := range c.AllSubstrateNodes(ctx, "acme", sub.ID) {
+		t.Errorf("AllSubstrateNodes yields %+v, %v; want nothing", n, err)
+	}
+	if _, err := c.ListSubstrateNodes(ctx, client.ListSubstrateNodesRequest{TenantID: "acme", SubstrateID: sub.ID, PageToken: "forged"}); !client.IsCode(err, client.CodeInvalidInput) {
+		t.Errorf("ListSubstrateNodes with a forged page token = %v, want INVALID_INPUT", err)
+	}
+	if _, err := c.GetSubstrate(ctx, "acme", "ksb_01jd8x4k2m9q7v3w5y6z0a1b2e"); !client.IsCode(err, client.CodeNotFound) {
+		t.Errorf("GetSubstrate of nothing = %v, want NOT_FOUND", err)
+	}
+	var e *client.Error
+	if _, err := c.GetSubstrate(ctx, "acme", "kcl_01jd8x4k2m9q7v3w5y6z0a1b2e"); !errors.As(err, &e) || e.Code != client.CodeInvalidInput || len(e.Details) != 1 || e.Details[0].Field != "substrateId" {
+		t.Errorf("GetSubstrate of a cluster ID = %v, want INVALID_INPUT naming substrateId", err)
+	}
+
+	// Archived, the pool's substrate is torn down and no longer listed.
+	publishPool(t, s, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
+	for {
+		_, err := c.GetSubstrate(ctx, "acme", sub.ID)
+		if client.IsCode(err, client.CodeNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("GetSubstrate while tearing down: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("substrate %s still there after its pool was archived", sub.ID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if list, err := c.ListSubstrates(ctx, "acme", poolID); err != nil || len(list) != 0 {
+		t.Errorf("ListSubstrates of an archived pool = %+v, %v; want none", list, err)
+	}
+}
+
+func slicesContainID(list []client.Substrate, id string) bool {
+	for _, s := range list {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,16 @@ type (
 	Autoscaling  = resource.Autoscaling
 	Accelerators = resource.Accelerators
 	Taint        = resource.Taint
+
+	Substrate         = resource.Substrate
+	SubstrateNodePool = resource.SubstrateNodePool
+	SubstrateNode     = resource.SubstrateNode
+)
+
+// Substrate modes: the substrate created its cluster, or adopted one.
+const (
+	SubstrateCreate = resource.SubstrateCreate
+	SubstrateAdopt  = resource.SubstrateAdopt
 )
 
 // The states of a node pool or a cluster (a node pool is never
@@ -47,9 +57,16 @@ var (
 	clustersList    = method{"kubernetesClusters", "list", true}
 	clustersDelete  = method{"kubernetesClusters", "delete", true}
 
-	// methods is every method the client calls, in the order of API.md.
+	substratesGet       = method{"kubernetesSubstrates", "get", true}
+	substratesList      = method{"kubernetesSubstrates", "list", true}
+	substratesListNodes = method{"kubernetesSubstrates", "listNodes", true}
+
+	// methods is every method the client calls, in the order of API.md:
+	// every method a tenant calls. kubernetesSubstrates.join is bcd's,
+	// with a join token, not a user's.
 	methods = []method{nodePoolsCreate, nodePoolsList, nodePoolsUpdate, nodePoolsDelete,
-		clustersCreate, clustersGet, clustersList, clustersDelete}
+		clustersCreate, clustersGet, clustersList, clustersDelete,
+		substratesGet, substratesList, substratesListNodes}
 )
 
 // NodePoolSpec is a node pool as a tenant asks for it. Zero optional
@@ -212,6 +229,75 @@ func (c *Client) AllClusters(ctx context.Context, tenantID, poolID string) iter.
 // returns it deleting (kubernetesClusters.delete).
 func (c *Client) DeleteCluster(ctx context.Context, tenantID, clusterID string) (*Cluster, error) {
 	return callFor[Cluster](ctx, c, clustersDelete, clusterRef{tenantID, clusterID})
+}
+
+// GetSubstrate returns a pool's substrate (kubernetesSubstrates.get).
+func (c *Client) GetSubstrate(ctx context.Context, tenantID, substrateID string) (*Substrate, error) {
+	return callFor[Substrate](ctx, c, substratesGet, substrateRef{tenantID, substrateID})
+}
+
+// ListSubstrates returns the tenant's substrates that are not deleted, of
+// the pool unless poolID is empty, oldest first (kubernetesSubstrates.list).
+// A pool has at most one.
+func (c *Client) ListSubstrates(ctx context.Context, tenantID, poolID string) ([]Substrate, error) {
+	var out struct {
+		Substrates []Substrate `json:"substrates"`
+	}
+	req := struct {
+		TenantID string `json:"tenantId"`
+		PoolID   string `json:"poolId,omitempty"`
+	}{tenantID, poolID}
+	err := c.call(ctx, substratesList, req, &out)
+	return out.Substrates, err
+}
+
+// ListSubstrateNodesRequest is the body of kubernetesSubstrates.listNodes.
+type ListSubstrateNodesRequest struct {
+	TenantID    string `json:"tenantId"`
+	SubstrateID string `json:"substrateId"`
+	PageSize    int    `json:"pageSize,omitempty"`
+	PageToken   string `json:"pageToken,omitempty"`
+}
+
+// SubstrateNodeList is one page of kubernetesSubstrates.listNodes.
+type SubstrateNodeList struct {
+	Nodes         []SubstrateNode `json:"nodes"`
+	NextPageToken string          `json:"nextPageToken"`
+}
+
+// ListSubstrateNodes returns one page of the nodes that joined the
+// substrate, by name (kubernetesSubstrates.listNodes).
+func (c *Client) ListSubstrateNodes(ctx context.Context, req ListSubstrateNodesRequest) (*SubstrateNodeList, error) {
+	return callFor[SubstrateNodeList](ctx, c, substratesListNodes, req)
+}
+
+// AllSubstrateNodes yields every node that joined the substrate, page
+// after page; it stops at the first error, which it yields.
+func (c *Client) AllSubstrateNodes(ctx context.Context, tenantID, substrateID string) iter.Seq2[SubstrateNode, error] {
+	return func(yield func(SubstrateNode, error) bool) {
+		req := ListSubstrateNodesRequest{TenantID: tenantID, SubstrateID: substrateID, PageSize: 1000}
+		for {
+			page, err := c.ListSubstrateNodes(ctx, req)
+			if err != nil {
+				yield(SubstrateNode{}, err)
+				return
+			}
+			for _, n := range page.Nodes {
+				if !yield(n, nil) {
+					return
+				}
+			}
+			if page.NextPageToken == "" {
+				return
+			}
+			req.PageToken = page.NextPageToken
+		}
+	}
+}
+
+type substrateRef struct {
+	TenantID    string `json:"tenantId"`
+	SubstrateID string `json:"substrateId"`
 }
 
 type clusterRef struct {

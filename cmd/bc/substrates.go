@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/better-compute/kubernetes/shared/client"
+)
+
+// substrateFlags are the flags and arguments setting the fields of the
+// substrates' requests, by JSON path.
+var substrateFlags = map[string]string{
+	"tenantId": "--tenant", "substrateId": "SUBSTRATE_ID", "poolId": "--pool",
+}
+
+func (a *app) substratesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "substrates",
+		Aliases: []string{"substrate"},
+		Short:   "Show pools' substrates and the nodes that joined them",
+		Long: "A pool whose policy asks for a Kubernetes substrate gets one from the pools module's events, without any call:\n" +
+			"bc reads them. A substrate's cluster and node pools are listed by bc clusters and bc nodepools too,\n" +
+			"with managedBy set; they cannot be changed there.",
+	}
+	cmd.AddCommand(a.substratesGet(), a.substratesList(), a.substratesNodes())
+	return cmd
+}
+
+func (a *app) substratesGet() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get SUBSTRATE_ID",
+		Short: "Show a substrate",
+		Args:  oneArg("SUBSTRATE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tenant, err := a.needTenant()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.GetSubstrate(a.ctx, tenant, args[0])
+			if err != nil {
+				return apiErr(err, substrateFlags)
+			}
+			return a.print(s, substrateHeader, [][]string{substrateRow(*s, time.Now())})
+		},
+	}
+}
+
+func (a *app) substratesList() *cobra.Command {
+	var poolID string
+	cmd := &cobra.Command{
+		Use:   "list [--pool POOL_ID]",
+		Short: "List the tenant's substrates, oldest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tenant, err := a.needTenant()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListSubstrates(a.ctx, tenant, poolID)
+			if err != nil {
+				return apiErr(err, substrateFlags)
+			}
+			var rows [][]string
+			for _, s := range list {
+				rows = append(rows, substrateRow(s, time.Now()))
+			}
+			return a.print(map[string]any{"substrates": list}, substrateHeader, rows)
+		},
+	}
+	cmd.Flags().StringVar(&poolID, "pool", "", "only the substrate of this pool")
+	return cmd
+}
+
+func (a *app) substratesNodes() *cobra.Command {
+	return &cobra.Command{
+		Use:   "nodes SUBSTRATE_ID",
+		Short: "List the nodes that joined a substrate, by name",
+		Args:  oneArg("SUBSTRATE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tenant, err := a.needTenant()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			nodes := []client.SubstrateNode{}
+			var rows [][]string
+			for n, err := range c.AllSubstrateNodes(a.ctx, tenant, args[0]) {
+				if err != nil {
+					return apiErr(err, substrateFlags)
+				}
+				nodes = append(nodes, n)
+				rows = append(rows, substrateNodeRow(n, time.Now()))
+			}
+			// Every page read: the list is its own last page.
+			return a.print(client.SubstrateNodeList{Nodes: nodes}, substrateNodeHeader, rows)
+		},
+	}
+}
+
+var substrateHeader = []string{"POOL", "ID", "MODE", "CLUSTER", "NODE POOLS", "NODES", "STATE", "AGE", "MESSAGE"}
+
+func substrateRow(s client.Substrate, now time.Time) []string {
+	var pools []string
+	for _, p := range s.NodePools {
+		pools = append(pools, p.Flavor+"="+string(p.State))
+	}
+	return []string{s.PoolID, s.ID, s.Mode, orDash(s.ClusterID), orDash(strings.Join(pools, ",")), fmt.Sprint(s.JoinedNodes),
+		string(s.State), age(s.CreatedAt, now), s.Message}
+}
+
+var substrateNodeHeader = []string{"NAME", "FLAVOR", "ZONE", "PROVIDER ID", "JOINED"}
+
+func substrateNodeRow(n client.SubstrateNode, now time.Time) []string {
+	return []string{n.Name, n.Flavor, orDash(n.Zone), orDash(n.ProviderID), age(n.JoinedAt, now)}
+}
