@@ -40,8 +40,9 @@
 //
 // Server.Identify tells which principal a live token stands for, so that
 // another emulator can authorize calls made with it (the GKE simulator's
-// WithIAM). Tests inject faults with Server.FailNext and count calls with
-// Server.Calls; time is injected with WithNow.
+// WithIAM). Tests inject faults with Server.FailNext and
+// Server.SetLatency, and count calls with Server.Calls; time is injected
+// with WithNow.
 //
 // Differences from the real service:
 //   - Service accounts are not resources here: any well-formed email may

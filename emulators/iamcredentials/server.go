@@ -78,10 +78,12 @@ type token struct {
 	expiry    time.Time
 }
 
-// fault is an error injected into the next n calls of an RPC.
+// fault is what is injected into one RPC: an error for the next n calls,
+// and a delay before every call.
 type fault struct {
-	n   int
-	err error
+	n       int
+	err     error
+	latency time.Duration
 }
 
 // NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr).
@@ -219,7 +221,28 @@ func (s *Server) FailNext(rpc string, n int, code codes.Code, msg string) {
 	g := s.GServer
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.faults[rpc] = &fault{n: n, err: status.Error(code, msg)}
+	f := g.fault(rpc)
+	f.n, f.err = n, status.Error(code, msg)
+}
+
+// SetLatency delays every later call of rpc by d (0 removes the delay).
+// The delay is real time, outside the lock, and ends early if the caller
+// gives up.
+func (s *Server) SetLatency(rpc string, d time.Duration) {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fault(rpc).latency = d
+}
+
+// fault returns rpc's fault record. Must be called with the lock held.
+func (g *GServer) fault(rpc string) *fault {
+	f := g.faults[rpc]
+	if f == nil {
+		f = &fault{}
+		g.faults[rpc] = f
+	}
+	return f
 }
 
 // Calls is how many times rpc was called, including calls that failed.
@@ -230,17 +253,30 @@ func (s *Server) Calls(rpc string) int {
 	return g.calls[rpc]
 }
 
-// intercept counts every call and applies the fault injected for it.
+// intercept counts every call and applies the faults injected for it.
 func (g *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	rpc := path.Base(info.FullMethod)
 	g.mu.Lock()
 	g.calls[rpc]++
 	var err error
-	if f := g.faults[rpc]; f != nil && f.n > 0 {
-		f.n--
-		err = f.err
+	var latency time.Duration
+	if f := g.faults[rpc]; f != nil {
+		latency = f.latency
+		if f.n > 0 {
+			f.n--
+			err = f.err
+		}
 	}
 	g.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
