@@ -101,6 +101,8 @@ resource "google_cloud_run_v2_service" "reconcile" {
           FUNCTION_TARGET      = "reconcile"
           RECONCILE_AUDIENCE   = local.reconcile_url
           NODE_SERVICE_ACCOUNT = google_service_account.nodes.email
+          # Named in what a tenant's own project must grant (infra/tenant).
+          RECONCILER_SERVICE_ACCOUNT = google_service_account.reconciler.email
           # Each instance spends its share of every provider project's
           # request quota: the quota times the share, over the instances.
           PROVIDER_QUOTA_PER_MINUTE = "${var.provider_quota_per_minute}"
