@@ -90,7 +90,7 @@ Better Compute devstack is up.
   Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)
   Cloud Tasks    %[5]s
   GKE simulator  %[6]s   (callers need an access token: POST %[1]s/dev/access-token)
-  IAM Credentials %[8]s   who may act in each simulated project:%[9]s
+  IAM emulator   %[8]s   (IAM Credentials; who may act in each simulated project:)%[9]s
   Kubernetes     GET %[1]s/healthz/kubernetes, then GET %[1]s/dev/clusters/<clusterId>/kubeconfig
 
 A token for alice (kubernetes.admin of tenant acme), valid one hour:

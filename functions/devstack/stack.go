@@ -1,7 +1,8 @@
 // Package devstack runs the whole system in one process with no cloud
 // account (API.md §8): the Firestore emulator, Pub/Sub (pstest), the Cloud
-// Tasks emulator dispatching to the reconcile function, the GKE simulator,
-// a development token issuer, and every function of the project, built and
+// Tasks emulator dispatching to the reconcile function, the GKE simulator
+// with its per-project IAM and the IAM Credentials emulator (iam.go), a
+// development token issuer, and every function of the project, built and
 // served by the same composition root as on Cloud Run (functions/cloudrun)
 // with its configuration pointed at the emulators. The devstack command
 // serves it; end-to-end tests start it on free ports.
