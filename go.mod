@@ -6,6 +6,7 @@ require (
 	cloud.google.com/go/cloudtasks v1.21.1
 	cloud.google.com/go/container v1.56.1
 	cloud.google.com/go/firestore v1.29.2
+	cloud.google.com/go/iam v1.14.0
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/GoogleCloudPlatform/functions-framework-go v1.9.2
 	github.com/coreos/go-oidc/v3 v3.21.0
@@ -38,7 +39,6 @@ require (
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/functions v1.19.3 // indirect
-	cloud.google.com/go/iam v1.14.0 // indirect
 	cloud.google.com/go/longrunning v1.3.0 // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect

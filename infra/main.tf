@@ -97,6 +97,8 @@ locals {
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
+    # The reconciler impersonates tenants' service accounts.
+    "iamcredentials.googleapis.com",
     "artifactregistry.googleapis.com",
     "container.googleapis.com",
     "cloudresourcemanager.googleapis.com",

@@ -107,6 +107,8 @@ resource "google_cloud_run_v2_service" "reconcile" {
           # and the join method's public URL, which bcd calls.
           BCD_IMAGE          = var.bcd_image
           SUBSTRATE_JOIN_URL = local.join_url
+          # Named in what a tenant's own project must grant (infra/tenant).
+          RECONCILER_SERVICE_ACCOUNT = google_service_account.reconciler.email
           # Each instance spends its share of every provider project's
           # request quota: the quota times the share, over the instances.
           PROVIDER_QUOTA_PER_MINUTE = "${var.provider_quota_per_minute}"

@@ -53,6 +53,21 @@
 // upgrade). Calls counts the calls of each RPC; Cluster, NodePool,
 // NodeCounts and Operations inspect the state.
 //
+// IAM. With WithIAM the simulator authenticates and authorizes every
+// call, per project: the caller is the identity of the request's
+// "authorization: Bearer" token, which IAM.Identify resolves (the IAM
+// Credentials emulator's Server.Identify, for the tokens it issued, its
+// own principals' and the impersonated service accounts' alike). A call
+// without a token, or with one Identify does not know, is UNAUTHENTICATED
+// with Google's messages; a call into a project whose identities
+// (IAM.Projects, Server.SetProjectIAM) do not include the caller is
+// PERMISSION_DENIED `Required "container.clusters.create" permission(s)
+// for "projects/P".`, naming the permission the method needs (GKE's table:
+// container.clusters.create, list, get, delete, update and
+// container.operations.get, list) and what it is checked on (the project,
+// the cluster, or the operation). Refused calls do not count against the
+// project's request quota. Without WithIAM nothing is checked.
+//
 // Persistence. Server.Snapshot writes the clusters, node pools and
 // operations as JSON (protojson for the API's messages): running
 // operations with their end time and what they will do when they end,
@@ -174,8 +189,14 @@
 //     still being created). A successful operation on a pool in ERROR or
 //     RUNNING_WITH_ERROR makes it RUNNING.
 //   - Operation IDs, cluster IDs and etags are random; selfLinks use the
-//     project ID, not the project number. Nothing is authenticated or
-//     authorized, and no ErrorInfo details are attached to errors.
+//     project ID, not the project number. No ErrorInfo details are
+//     attached to errors.
+//   - IAM (WithIAM) is per project and all or nothing: an identity allowed
+//     in a project has every permission there, as with
+//     roles/container.admin; custom roles, cluster-level conditions and
+//     iam.serviceAccounts.actAs on the nodes' service account are not
+//     checked, nor are the token's scopes. The policy is not saved by
+//     Snapshot. Without WithIAM nothing is authenticated or authorized.
 //   - Operations are kept for the life of the server, and in its
 //     snapshots.
 package gke

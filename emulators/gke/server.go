@@ -39,6 +39,7 @@ type config struct {
 	// requestQuota is every project's calls per minute (0: none).
 	requestQuota int
 	kube         *Kubernetes
+	iam          *iamPolicy
 }
 
 // WithAddr makes the server listen on addr (host:port) instead of
@@ -98,7 +99,8 @@ type GServer struct {
 	loseNext  map[string]int
 	stockouts map[string]int // zone → operations still to stock out
 	quota     quota
-	kube      *kubeEnv // nil without WithKubernetes
+	kube      *kubeEnv   // nil without WithKubernetes
+	iam       *iamPolicy // nil without WithIAM
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)
@@ -139,6 +141,10 @@ func NewServer(opts ...Option) (*Server, error) {
 		loseNext:  map[string]int{},
 		stockouts: map[string]int{},
 		quota:     quota{perMinute: cfg.requestQuota, projects: map[string]int{}, usage: map[string]map[time.Time]*MinuteUsage{}},
+		iam:       cfg.iam,
+	}
+	if gs.iam != nil && gs.iam.identify == nil {
+		return nil, fmt.Errorf("gke: WithIAM needs an Identify function")
 	}
 	if cfg.kube != nil {
 		var err error
@@ -172,12 +178,22 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// intercept counts every call and applies the faults injected for it
-// before the handler runs.
+// intercept counts every call, authenticates and authorizes it (WithIAM),
+// and applies the faults injected for it before the handler runs. A call
+// refused for its credentials does not count against the project's
+// request quota.
 func (s *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	rpc := path.Base(info.FullMethod)
+	who, aerr := s.authenticate(ctx)
 	s.mu.Lock()
 	s.calls[rpc]++
+	if aerr == nil {
+		aerr = s.authorize(who, rpc, req)
+	}
+	if aerr != nil {
+		s.mu.Unlock()
+		return nil, aerr
+	}
 	if qerr := s.quota.admit(projectOf(req), s.now()); qerr != nil {
 		s.mu.Unlock()
 		return nil, qerr

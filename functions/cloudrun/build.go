@@ -11,6 +11,7 @@ import (
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	container "cloud.google.com/go/container/apiv1"
 	"cloud.google.com/go/firestore"
+	credentials "cloud.google.com/go/iam/credentials/apiv1"
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -21,6 +22,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -90,7 +92,7 @@ func newCloud(cfg Config, log *slog.Logger, fsOpts []option.ClientOption) *cloud
 	c := &cloud{cfg: cfg, log: log, fsOp: fsOpts}
 	c.core = newLazy(c.buildCore)
 	c.gke = newLazy(func(ctx context.Context) (*container.ClusterManagerClient, error) {
-		g, err := container.NewClusterManagerClient(context.Background(), emulator(cfg.GKEEmulatorHost)...)
+		g, err := container.NewClusterManagerClient(context.Background(), emulatorAs(cfg.GKEEmulatorHost, cfg.EmulatorAccessToken)...)
 		if err != nil {
 			return nil, fmt.Errorf("GKE client: %w", err)
 		}
@@ -120,6 +122,26 @@ func newCloud(cfg Config, log *slog.Logger, fsOpts []option.ClientOption) *cloud
 	c.watchdog = newLazy(c.newWatchdog)
 	return c
 }
+
+// emulatorAs is emulator, with token presented as the caller's identity
+// on every call when the emulator checks callers (its IAM is on).
+func emulatorAs(host, token string) []option.ClientOption {
+	opts := emulator(host)
+	if host != "" && token != "" {
+		opts = append(opts, option.WithGRPCDialOption(grpc.WithPerRPCCredentials(emulatorToken(token))))
+	}
+	return opts
+}
+
+// emulatorToken is an access token sent with every call to an emulator,
+// over its connection without TLS.
+type emulatorToken string
+
+func (t emulatorToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (emulatorToken) RequireTransportSecurity() bool { return false }
 
 // emulator returns the client options pointing a Google client at a local
 // emulator, or none for the real service.
@@ -234,8 +256,16 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	}
 	// Steady refreshes share one ListClusters per project and location
 	// for a tenth of their interval.
-	cr, err := clusters.New(k.store, g, nil, clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval/10),
-		clusters.WithNodeServiceAccount(c.cfg.NodeServiceAccount))
+	opts := []clusters.Option{clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval / 10),
+		clusters.WithNodeServiceAccount(c.cfg.NodeServiceAccount)}
+	imp, err := c.impersonation()
+	if err != nil {
+		return nil, err
+	}
+	if imp != nil {
+		opts = append(opts, clusters.WithImpersonation(*imp))
+	}
+	cr, err := clusters.New(k.store, g, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +283,42 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		LeaseTTL:           c.cfg.LeaseTTL,
 		Jitter:             0.1,
 	}, cr, sr)
+}
+
+// impersonation is how the reconciler acts in tenants' own projects: as
+// their service accounts, with tokens minted by the IAM Credentials API,
+// on a GKE client of its own that carries no credentials but theirs. None
+// when the reconciler runs on the GKE emulator without the IAM
+// Credentials one.
+func (c *cloud) impersonation() (*clusters.Impersonation, error) {
+	gkeEmu, iamEmu := c.cfg.GKEEmulatorHost, c.cfg.IAMCredentialsEmulatorHost
+	if gkeEmu != "" && iamEmu == "" {
+		return nil, nil
+	}
+	bg := context.Background()
+	ic, err := credentials.NewIamCredentialsClient(bg, emulatorAs(iamEmu, c.cfg.EmulatorAccessToken)...)
+	if err != nil {
+		return nil, fmt.Errorf("IAM Credentials client: %w", err)
+	}
+	c.onClose(ic.Close)
+	life := c.cfg.ImpersonationTokenLifetime
+	tokens, err := impersonate.New(ic, impersonate.WithLifetime(life, min(impersonate.DefaultMargin, life/2)))
+	if err != nil {
+		return nil, err
+	}
+	// The tenants' client has no identity of its own (TLS only, toward
+	// the real service): every call carries the tenant's account's token.
+	opts := emulator(gkeEmu)
+	if gkeEmu == "" {
+		opts = []option.ClientOption{option.WithoutAuthentication()}
+	}
+	tg, err := container.NewClusterManagerClient(bg, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("GKE client for tenants' projects: %w", err)
+	}
+	c.onClose(tg.Close)
+	c.log.Info("Acting in tenants' projects as their service accounts", "reconciler", c.cfg.ReconcilerServiceAccount, "tokenLifetime", life.String())
+	return &clusters.Impersonation{GKE: tg, Tokens: tokens, Caller: c.cfg.ReconcilerServiceAccount, Insecure: gkeEmu != ""}, nil
 }
 
 // newWatchdog builds the watchdog over the core clients.

@@ -54,6 +54,19 @@ type Config struct {
 	// identity.
 	NodeServiceAccount string
 
+	// ReconcilerServiceAccount is the reconcile function's own identity
+	// (RECONCILER_SERVICE_ACCOUNT, optional): the account tenants grant
+	// roles/iam.serviceAccountTokenCreator on the service account their
+	// own project's clusters are made as, named in the error a cluster
+	// shows when that grant is missing.
+	ReconcilerServiceAccount string
+	// ImpersonationTokenLifetime is the lifetime of the tokens the
+	// reconciler mints of tenants' service accounts
+	// (IMPERSONATION_TOKEN_LIFETIME, 1h, at most 1h). Each is replaced 5
+	// minutes before it expires (at half its life when that is shorter),
+	// so a revoked grant shows within about this long.
+	ImpersonationTokenLifetime time.Duration
+
 	// BcdImage is the container image of bcd, which the substrates apply
 	// in their clusters (BCD_IMAGE), and JoinURL the URL of
 	// kubernetesSubstrates.join that bcd calls (SUBSTRATE_JOIN_URL): both
@@ -96,19 +109,31 @@ type Config struct {
 	PubSubEmulatorHost    string
 	TasksEmulatorHost     string
 	GKEEmulatorHost       string
+	// IAMCredentialsEmulatorHost (IAM_CREDENTIALS_EMULATOR_HOST) points
+	// the impersonation of tenants' service accounts at the IAM
+	// Credentials emulator. Without it, a reconciler on the GKE emulator
+	// impersonates no one.
+	IAMCredentialsEmulatorHost string
+	// EmulatorAccessToken (EMULATOR_ACCESS_TOKEN) is the OAuth access
+	// token the reconciler presents as its own identity to the GKE and
+	// IAM Credentials emulators, which check callers when their IAM is
+	// on (the devstack's); in production the identity is the service's
+	// own, from its default credentials.
+	EmulatorAccessToken string
 }
 
 // Defaults of the optional settings.
 const (
-	DefaultFirestoreDatabase  = "(default)"
-	DefaultReconcileIssuerURL = "https://accounts.google.com"
-	DefaultConvergingInterval = 30 * time.Second
-	DefaultSteadyInterval     = 5 * time.Minute
-	DefaultLeaseTTL           = 30 * time.Second
-	DefaultWatchdogGrace      = time.Minute
-	DefaultProviderQuota      = 600
-	DefaultProviderQuotaShare = 0.8
-	DefaultReconcileInstances = 10
+	DefaultFirestoreDatabase          = "(default)"
+	DefaultReconcileIssuerURL         = "https://accounts.google.com"
+	DefaultConvergingInterval         = 30 * time.Second
+	DefaultSteadyInterval             = 5 * time.Minute
+	DefaultLeaseTTL                   = 30 * time.Second
+	DefaultWatchdogGrace              = time.Minute
+	DefaultProviderQuota              = 600
+	DefaultProviderQuotaShare         = 0.8
+	DefaultReconcileInstances         = 10
+	DefaultImpersonationTokenLifetime = time.Hour
 )
 
 var (
@@ -178,6 +203,10 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		BcdImage:              get("BCD_IMAGE"),
 		JoinURL:               get("SUBSTRATE_JOIN_URL"),
 		KubernetesToken:       get("KUBERNETES_TOKEN"),
+
+		ReconcilerServiceAccount:   get("RECONCILER_SERVICE_ACCOUNT"),
+		IAMCredentialsEmulatorHost: get("IAM_CREDENTIALS_EMULATOR_HOST"),
+		EmulatorAccessToken:        get("EMULATOR_ACCESS_TOKEN"),
 	}
 
 	api, internal, reconciles := true, true, true
@@ -257,6 +286,13 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	if c.NodeServiceAccount != "" && !serviceAccountRE.MatchString(c.NodeServiceAccount) {
 		bad("NODE_SERVICE_ACCOUNT", "%q is not a service account email", c.NodeServiceAccount)
 	}
+	if c.ReconcilerServiceAccount != "" && !serviceAccountRE.MatchString(c.ReconcilerServiceAccount) {
+		bad("RECONCILER_SERVICE_ACCOUNT", "%q is not a service account email", c.ReconcilerServiceAccount)
+	}
+	// A token for emulators must never reach a real service.
+	if c.EmulatorAccessToken != "" && c.GKEEmulatorHost == "" && c.IAMCredentialsEmulatorHost == "" {
+		bad("EMULATOR_ACCESS_TOKEN", "set without GKE_EMULATOR_HOST or IAM_CREDENTIALS_EMULATOR_HOST: it is for emulators only")
+	}
 
 	duration := func(name string, def time.Duration) time.Duration {
 		v := get(name)
@@ -274,6 +310,10 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	c.SteadyInterval = duration("STEADY_INTERVAL", DefaultSteadyInterval)
 	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL)
 	c.WatchdogGrace = duration("WATCHDOG_GRACE", DefaultWatchdogGrace)
+	c.ImpersonationTokenLifetime = duration("IMPERSONATION_TOKEN_LIFETIME", DefaultImpersonationTokenLifetime)
+	if c.ImpersonationTokenLifetime < time.Second || c.ImpersonationTokenLifetime > time.Hour {
+		bad("IMPERSONATION_TOKEN_LIFETIME", "%v is not between 1s and 1h", c.ImpersonationTokenLifetime)
+	}
 
 	c.ProviderQuota, c.ProviderQuotaShare, c.ReconcileInstances = DefaultProviderQuota, DefaultProviderQuotaShare, DefaultReconcileInstances
 	if v := get("PROVIDER_QUOTA_PER_MINUTE"); v != "" {
@@ -309,6 +349,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		{"PUBSUB_EMULATOR_HOST", c.PubSubEmulatorHost},
 		{"CLOUD_TASKS_EMULATOR_HOST", c.TasksEmulatorHost},
 		{"GKE_EMULATOR_HOST", c.GKEEmulatorHost},
+		{"IAM_CREDENTIALS_EMULATOR_HOST", c.IAMCredentialsEmulatorHost},
 	} {
 		if e.v == "" {
 			continue

@@ -76,6 +76,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ProviderQuotaShare:  0.8,
 		ReconcileInstances:  10,
 		LogLevel:            slog.LevelInfo,
+
+		ImpersonationTokenLifetime: time.Hour,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadConfig(complete) (-want +got):\n%s", diff)
@@ -155,6 +157,20 @@ func TestLoadConfigValid(t *testing.T) {
 			},
 		},
 		{
+			name: "impersonation of tenants' service accounts, on the emulators",
+			env: with(map[string]string{
+				"GKE_EMULATOR_HOST": "127.0.0.1:8124", "IAM_CREDENTIALS_EMULATOR_HOST": "127.0.0.1:8125", "EMULATOR_ACCESS_TOKEN": "ya29.emu.x",
+				"RECONCILER_SERVICE_ACCOUNT": "reconciler@bc-prod.iam.gserviceaccount.com", "IMPERSONATION_TOKEN_LIFETIME": "4s",
+			}),
+			check: func(c Config) string {
+				if c.IAMCredentialsEmulatorHost != "127.0.0.1:8125" || c.EmulatorAccessToken != "ya29.emu.x" ||
+					c.ReconcilerServiceAccount != "reconciler@bc-prod.iam.gserviceaccount.com" || c.ImpersonationTokenLifetime != 4*time.Second {
+					return "impersonation settings not applied"
+				}
+				return ""
+			},
+		},
+		{
 			name: "surrounding spaces are trimmed",
 			env:  with(map[string]string{"GOOGLE_CLOUD_PROJECT": " bc-prod \n"}),
 			check: func(c Config) string {
@@ -209,6 +225,10 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"log level", with(map[string]string{"LOG_LEVEL": "verbose"}), []string{"LOG_LEVEL"}},
 		{"provider budget", with(map[string]string{"PROVIDER_QUOTA_PER_MINUTE": "-1", "PROVIDER_QUOTA_SHARE": "1.5", "RECONCILE_MAX_INSTANCES": "0"}), []string{"PROVIDER_QUOTA_PER_MINUTE", "PROVIDER_QUOTA_SHARE", "RECONCILE_MAX_INSTANCES"}},
 		{"emulator without port", with(map[string]string{"CLOUD_TASKS_EMULATOR_HOST": "localhost"}), []string{"CLOUD_TASKS_EMULATOR_HOST"}},
+		{"IAM Credentials emulator without port", with(map[string]string{"IAM_CREDENTIALS_EMULATOR_HOST": "localhost"}), []string{"IAM_CREDENTIALS_EMULATOR_HOST"}},
+		{"reconciler's account not a service account", with(map[string]string{"RECONCILER_SERVICE_ACCOUNT": "reconciler"}), []string{"RECONCILER_SERVICE_ACCOUNT"}},
+		{"emulators' token toward real services", with(map[string]string{"EMULATOR_ACCESS_TOKEN": "ya29.emu.x"}), []string{"EMULATOR_ACCESS_TOKEN"}},
+		{"impersonated tokens over an hour", with(map[string]string{"IMPERSONATION_TOKEN_LIFETIME": "2h"}), []string{"IMPERSONATION_TOKEN_LIFETIME"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -308,6 +309,21 @@ func (p *process) token(sub string) string {
 		p.t.Fatalf("POST /dev/token = %s: %v", resp.Status, err)
 	}
 	return out.Token
+}
+
+// accessToken asks the process for the reconciler's access token, which
+// its GKE simulator takes in the platform's project.
+func (p *process) accessToken() string {
+	resp, err := http.Post(p.url+devstack.AccessTokenPath, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		p.t.Fatalf("POST %s: %v", devstack.AccessTokenPath, err)
+	}
+	defer resp.Body.Close()
+	var out struct{ AccessToken string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.AccessToken == "" {
+		p.t.Fatalf("POST %s = %s: %v", devstack.AccessTokenPath, resp.Status, err)
+	}
+	return out.AccessToken
 }
 
 // The model: what the test asked for, by name. A cluster or node pool a
@@ -645,7 +661,8 @@ func (k *killTest) checkProvider() {
 	t.Helper()
 	ctx := context.Background()
 	gke, err := container.NewClusterManagerClient(ctx, option.WithEndpoint(k.p.gke), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithGRPCDialOption(grpc.WithPerRPCCredentials(iamemu.Bearer(k.p.accessToken()))))
 	if err != nil {
 		t.Fatalf("GKE client: %v", err)
 	}

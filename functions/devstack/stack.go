@@ -1,7 +1,8 @@
 // Package devstack runs the whole system in one process with no cloud
 // account (API.md §8): the Firestore emulator, Pub/Sub (pstest), the Cloud
-// Tasks emulator dispatching to the reconcile function, the GKE simulator,
-// a development token issuer, and every function of the project, built and
+// Tasks emulator dispatching to the reconcile function, the GKE simulator
+// with its per-project IAM and the IAM Credentials emulator (iam.go), a
+// development token issuer, and every function of the project, built and
 // served by the same composition root as on Cloud Run (functions/cloudrun)
 // with its configuration pointed at the emulators. The devstack command
 // serves it; end-to-end tests start it on free ports.
@@ -36,6 +37,7 @@ import (
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -96,6 +98,10 @@ type Config struct {
 	// background from start-up (several minutes, once per machine), and
 	// the functions get KUBERNETES_TOKEN, accepted by every cluster.
 	Kubernetes bool
+	// ImpersonationTokenLifetime is the lifetime of the tokens the
+	// reconciler mints of tenants' service accounts (the functions'
+	// default, an hour, when zero): how soon a revoked grant shows.
+	ImpersonationTokenLifetime time.Duration
 
 	Log *slog.Logger
 
@@ -127,7 +133,10 @@ type Stack struct {
 	PubSub    *pstest.Server
 	Tasks     *ctemu.Server
 	GKE       *gkeemu.Server
-	Issuer    *devissuer.Issuer
+	// IAM is the IAM Credentials emulator: who may impersonate whom
+	// (iam.go).
+	IAM    *iamemu.Server
+	Issuer *devissuer.Issuer
 
 	// What the functions share, as the composition root built it
 	// (cloudrun.Parts).
@@ -158,6 +167,9 @@ type Stack struct {
 	loaded     bool // the state came from the data file
 
 	kube *kubeSide // nil without Config.Kubernetes
+	// platformToken is the reconciler's own access token at the
+	// emulators that check callers.
+	platformToken string
 
 	stopBackground context.CancelFunc // the watchdog's and the saver's loops
 	wg             sync.WaitGroup
@@ -243,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.Handle("/.well-known/", s.Issuer.Handler())
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("POST "+AccessTokenPath, s.accessToken)
 	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	s.kubernetesRoutes(mux)
@@ -352,6 +365,7 @@ func (s *Stack) environment() map[string]string {
 	env["PROVIDER_QUOTA_PER_MINUTE"] = strconv.Itoa(s.cfg.GKERequestQuota)
 	env["RECONCILE_MAX_INSTANCES"] = "1"
 	s.kubernetesEnvironment(env)
+	s.iamEnvironment(env)
 	for name, d := range map[string]time.Duration{
 		"CONVERGING_INTERVAL": s.cfg.ConvergingInterval,
 		"STEADY_INTERVAL":     s.cfg.SteadyInterval,
@@ -429,6 +443,10 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 	s.PubSub = pstest.NewServerWithAddress(addr, s.cfg.PubSubReactors...)
 	s.emulators = append(s.emulators, s.PubSub.Close)
 
+	// The GKE simulator asks the IAM Credentials emulator who calls.
+	if err := s.startIAM(); err != nil {
+		return err
+	}
 	gkeOpts := []gkeemu.Option{gkeemu.WithLogger(s.log)}
 	if s.cfg.GKEOperationTime > 0 {
 		gkeOpts = append(gkeOpts, gkeemu.WithOperationTime(s.cfg.GKEOperationTime))
@@ -437,6 +455,7 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 		gkeOpts = append(gkeOpts, gkeemu.WithRequestQuota(s.cfg.GKERequestQuota))
 	}
 	gkeOpts = append(gkeOpts, s.kubernetesOptions()...)
+	gkeOpts = append(gkeOpts, s.iamOptions()...)
 	gke, err := gkeemu.NewServer(gkeOpts...)
 	if err != nil {
 		return fmt.Errorf("gke simulator: %w", err)

@@ -17,7 +17,7 @@ import (
 // whose operation was never recorded (the run died in between): if the
 // provider has such an operation, it is adopted; if not, the call never
 // happened and the intent is dropped. It reports whether there was any.
-func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) (bool, error) {
+func (r *Reconciler) resolveIntents(ctx context.Context, g GKE, n names, in *Input) (bool, error) {
 	type pending struct {
 		provider *lifecycle.Intent
 		target   string
@@ -51,7 +51,7 @@ func (r *Reconciler) resolveIntents(ctx context.Context, n names, in *Input) (bo
 	if err := r.budget.take(ctx, in.Cluster.Spec.Project); err != nil {
 		return true, err
 	}
-	resp, err := r.gke.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
+	resp, err := g.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
 	if err != nil {
 		return true, fmt.Errorf("list operations: %w", err)
 	}

@@ -16,13 +16,12 @@ import (
 // listing never makes a run act; at worst it delays noticing a change made
 // at the provider behind the reconciler's back by TTL.
 type listings struct {
-	gke    GKE
 	budget *Budget
 	ttl    time.Duration
 	now    func() time.Time
 
 	mu      sync.Mutex
-	byScope map[string]*listing // by projects/P/locations/L
+	byScope map[string]*listing // by identity and projects/P/locations/L
 }
 
 // listing is one ListClusters, shared by the refreshes that ask for it
@@ -36,16 +35,21 @@ type listing struct {
 
 // get returns the provider's cluster name in parent (projects/P/locations/L)
 // from a fresh listing, nil when the listing does not have it, or an error.
-func (l *listings) get(ctx context.Context, project, parent, name string) (*containerpb.Cluster, error) {
+// A listing is made with g, which acts as identity (the impersonated
+// service account; "" for the reconciler's own): it is shared only by
+// clusters whose account acts as the same identity, so that a project
+// never lists with another account's rights.
+func (l *listings) get(ctx context.Context, g GKE, identity, project, parent, name string) (*containerpb.Cluster, error) {
+	scope := identity + " " + parent
 	l.mu.Lock()
-	e := l.byScope[parent]
+	e := l.byScope[scope]
 	now := l.now()
 	if e == nil || now.Sub(e.at) >= l.ttl || (isDone(e.done) && e.err != nil) {
 		e = &listing{at: now, done: make(chan struct{})}
 		if l.byScope == nil {
 			l.byScope = map[string]*listing{}
 		}
-		l.byScope[parent] = e
+		l.byScope[scope] = e
 		l.mu.Unlock()
 		// The listing outlives the run that asked for it: the others
 		// waiting on it must not lose it when that run ends.
@@ -56,7 +60,7 @@ func (l *listings) get(ctx context.Context, project, parent, name string) (*cont
 			if e.err = l.budget.take(lctx, project); e.err != nil {
 				return
 			}
-			resp, err := l.gke.ListClusters(lctx, &containerpb.ListClustersRequest{Parent: parent})
+			resp, err := g.ListClusters(lctx, &containerpb.ListClustersRequest{Parent: parent})
 			if err != nil {
 				e.err = err
 				return

@@ -12,7 +12,10 @@
 // outcome of the operation in flight), plan_cluster.go (the cluster's
 // phases: create, observe, delete), plan_pools.go (each pool's phases),
 // refused.go (a call the provider refused), gke.go (the provider's shapes),
-// reconciler.go (the run), intents.go (calls a killed run left behind).
+// reconciler.go (the run), intents.go (calls a killed run left behind),
+// identity.go (whom the calls act as: the reconciler, or a tenant's
+// service account it impersonates), listing.go and budget.go (steady
+// refreshes and the provider's request quota).
 package clusters
 
 import (
@@ -93,6 +96,10 @@ type Input struct {
 	Pools    []lifecycle.NodePool // the pools that are not deleted, by creation
 	Observed *ObservedCluster     // nil when the provider has no such cluster
 	Op       *OpOutcome           // outcome of the recorded operation, if any
+	// Access, when not empty, says that the run cannot act in the
+	// cluster's project as its account, and what the project's owner must
+	// grant: nothing was observed, and the cluster shows it as its error.
+	Access string
 }
 
 // Decision is a run's plan: the next call, the objects as they should be,
@@ -116,6 +123,10 @@ func Plan(in Input, now time.Time) Decision {
 	p.d.Cluster = lifecycle.BeginRun(in.Cluster)
 	for _, np := range in.Pools {
 		p.d.Pools = append(p.d.Pools, lifecycle.BeginNodePoolRun(np))
+	}
+	if in.Access != "" {
+		p.planDenied(in.Access)
+		return p.d
 	}
 	p.applyOp(in.Op)
 	p.planCluster()
@@ -157,4 +168,21 @@ func (p *planner) settle() {
 	events, converging := lifecycle.SettleCluster(&p.d.Cluster, p.d.Pools, p.d.Converging || p.busy, p.now)
 	p.emit(events)
 	p.d.Converging = converging
+}
+
+// planDenied is a run that cannot act in the cluster's project (deny).
+func (p *planner) planDenied(msg string) { deny(&p.d, msg, p.now) }
+
+// deny is a decision that cannot be carried out in the cluster's project
+// as its account: the cluster is in error with msg, what to grant
+// (announced once); its pools and what is in flight are left as they are
+// for the run that can act again; and the next run comes at the steady
+// pace, not sooner: only the project's owner can change the outcome. A
+// cluster being deleted shows deleting whatever its status says, so its
+// delete waits unseen, as a refused delete does.
+func deny(d *Decision, msg string, now time.Time) {
+	if !d.Cluster.Spec.Deleting {
+		d.Events = append(d.Events, lifecycle.ClusterError(&d.Cluster, msg, now)...)
+	}
+	d.Converging = false
 }

@@ -47,6 +47,7 @@ type Reconciler struct {
 	budget *Budget
 	lists  *listings // nil: every refresh observes with GetCluster
 	nodeSA string    // the nodes' service account; empty: GKE's default
+	imp    *Impersonation
 }
 
 var _ chain.Subject = (*Reconciler)(nil)
@@ -73,7 +74,9 @@ func WithNodeServiceAccount(email string) Option {
 	return func(r *Reconciler) { r.nodeSA = email }
 }
 
-// New returns the clusters' reconciler. now is the clock (nil: time.Now).
+// New returns the clusters' reconciler; gke calls the provider as the
+// reconciler's own identity (platform accounts; WithImpersonation for
+// tenants'). now is the clock (nil: time.Now).
 func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
@@ -86,7 +89,10 @@ func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconc
 		o(r)
 	}
 	if r.lists != nil {
-		r.lists.gke, r.lists.budget, r.lists.now = gke, r.budget, now
+		r.lists.budget, r.lists.now = r.budget, now
+	}
+	if r.imp != nil && (r.imp.GKE == nil || r.imp.Tokens == nil) {
+		return nil, errors.New("clusters: WithImpersonation needs a GKE client and tokens")
 	}
 	return r, nil
 }
@@ -116,12 +122,18 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 			return u, nil
 		}
 		u.allowed = true
+		// The account's identity first: a run that cannot have it
+		// prefetches nothing and shows why (plan).
+		g, err := u.provider(rd.Context())
+		if err != nil {
+			return u.loadPools(rd, snap)
+		}
 		u.prefetch = make(chan fetched, 1)
 		n := namesOf(c)
 		u.listed = r.lists != nil
 		go func() {
 			if r.lists != nil {
-				pc, err := r.lists.get(rd.Context(), c.Spec.Project, n.parent, c.Spec.ProviderName)
+				pc, err := r.lists.get(rd.Context(), g, c.Spec.Impersonate, c.Spec.Project, n.parent, c.Spec.ProviderName)
 				if err == nil && pc == nil {
 					err = errNotListed
 				}
@@ -132,11 +144,16 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 				u.prefetch <- fetched{nil, err}
 				return
 			}
-			pc, err := r.gke.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: n.cluster})
+			pc, err := g.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: n.cluster})
 			u.prefetch <- fetched{pc, err}
 		}()
 	}
-	pools, err := r.store.LoadNodePools(rd, snap.Ref)
+	return u.loadPools(rd, snap)
+}
+
+// loadPools reads the cluster's pools into the run.
+func (u *run) loadPools(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	pools, err := u.r.store.LoadNodePools(rd, snap.Ref)
 	if err != nil {
 		if u.prefetch != nil {
 			<-u.prefetch
@@ -178,6 +195,19 @@ type run struct {
 	putOff  time.Duration
 	// listed: the prefetch is from a listing, which can only confirm.
 	listed bool
+	// gke acts in the cluster's project as its account, once provider
+	// found it; gkeErr is why it could not.
+	gke    GKE
+	gkeErr error
+}
+
+// provider returns the run's GKE client for the cluster's account
+// (Reconciler.provider), found once per run.
+func (u *run) provider(ctx context.Context) (GKE, error) {
+	if u.gke == nil && u.gkeErr == nil {
+		u.gke, u.gkeErr = u.r.provider(ctx, &u.read.Cluster)
+	}
+	return u.gke, u.gkeErr
 }
 
 // errNotListed: a listing lacks the cluster; it is looked at with
@@ -208,7 +238,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 			return chain.Outcome{NeedsLease: true}, nil
 		}
 		var err error
-		if u.retry, err = u.r.act(ctx, l, namesOf(&u.read.Cluster), &u.d); err != nil {
+		if u.retry, err = u.r.act(ctx, l, u.gke, namesOf(&u.read.Cluster), &u.d); err != nil {
 			return chain.Outcome{}, err
 		}
 		u.d.acted = true
@@ -230,9 +260,13 @@ func (u *run) plan(ctx context.Context) error {
 	for i, p := range u.read.Pools {
 		in.Pools[i] = p.Clone()
 	}
-	resolved, err := u.r.resolveIntents(ctx, n, &in)
+	g, err := u.provider(ctx)
 	if err != nil {
-		return err
+		return u.planDenied(ctx, in, err)
+	}
+	resolved, err := u.r.resolveIntents(ctx, g, n, &in)
+	if err != nil {
+		return u.planDenied(ctx, in, err)
 	}
 	// At most one operation is in flight; the cluster's comes first, as
 	// in Plan.
@@ -246,13 +280,13 @@ func (u *run) plan(ctx context.Context) error {
 		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
 			return err
 		}
-		op, err := u.r.gke.GetOperation(ctx, &containerpb.GetOperationRequest{Name: n.operation(opName)})
+		op, err := g.GetOperation(ctx, &containerpb.GetOperationRequest{Name: n.operation(opName)})
 		switch {
 		case status.Code(err) == codes.NotFound:
 			log.Warn("The provider lost an operation; planning from what it shows", "operation", opName)
 			in.Op = &OpOutcome{Lost: true}
 		case err != nil:
-			return fmt.Errorf("get operation %s: %w", opName, err)
+			return u.planDenied(ctx, in, fmt.Errorf("get operation %s: %w", opName, err))
 		default:
 			in.Op = outcome(op)
 		}
@@ -273,18 +307,18 @@ func (u *run) plan(ctx context.Context) error {
 			if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
 				return err
 			}
-			pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+			pc, err = g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 		}
 	} else {
 		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
 			return err
 		}
-		pc, err = u.r.gke.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+		pc, err = g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
 	}
 	switch {
 	case status.Code(err) == codes.NotFound:
 	case err != nil:
-		return fmt.Errorf("get cluster: %w", err)
+		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
 	default:
 		in.Observed = observe(pc)
 	}
@@ -298,6 +332,33 @@ func (u *run) plan(ctx context.Context) error {
 	return nil
 }
 
+// planDenied plans a run that failed to observe the cluster with err.
+// When the run cannot act in the cluster's project as its account (an
+// *accessError, or the provider refusing a read in a tenant's project),
+// the cluster shows what to grant as its error, and the run ends steady:
+// the chain keeps looking at the steady pace and the cluster recovers by
+// itself once the grant is back. Any other error is returned, and the run
+// retried with backoff.
+func (u *run) planDenied(ctx context.Context, in Input, err error) error {
+	ae, ok := errors.AsType[*accessError](err)
+	if !ok {
+		ae = refusedInProject(&u.read.Cluster, err)
+	}
+	if ae == nil {
+		return err
+	}
+	if u.prefetch != nil {
+		<-u.prefetch
+		u.prefetch = nil
+	}
+	logging.FromContext(ctx).Warn("Cannot act in the account's project; the cluster shows what to grant, and is looked at again at the steady pace",
+		"project", u.read.Cluster.Spec.Project, "serviceAccount", u.read.Cluster.Spec.Impersonate, "error", ae.err)
+	in.Access = ae.guidance
+	u.listed = false
+	u.d = Plan(in, u.r.now())
+	return nil
+}
+
 // Save writes the statuses the run leaves.
 func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
 	return u.r.store.SaveClusterRun(tx, now, u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}, u.d.Events)
@@ -307,7 +368,7 @@ func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) (
 // run killed after the call is followed by one that finds the operation
 // rather than calling again. retry is true when the call failed for a
 // reason worth retrying after a backoff.
-func (r *Reconciler) act(ctx context.Context, l *chain.Lease, n names, d *Decision) (retry bool, err error) {
+func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d *Decision) (retry bool, err error) {
 	a := d.Action
 	log := logging.FromContext(ctx)
 	intent := &lifecycle.Intent{Kind: a.Kind, At: r.now().UTC().Truncate(time.Microsecond)}
@@ -329,10 +390,18 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, n names, d *Decisi
 		// Nothing was called: the intent is dropped by the next run.
 		return false, err
 	}
-	op, err := r.call(ctx, n, d)
+	op, err := r.call(ctx, g, n, d)
 	if err != nil {
 		// The call did not happen: the intent is dropped when the run's
 		// statuses are saved (the decision has none).
+		if ae := refusedInProject(&d.Cluster, err); ae != nil {
+			// The tenant's project no longer lets its account act: as
+			// when a read is refused (planDenied), whatever the call.
+			log.Warn("Cannot act in the account's project; the cluster shows what to grant, and is looked at again at the steady pace",
+				"call", a.Kind, "project", d.Cluster.Spec.Project, "serviceAccount", d.Cluster.Spec.Impersonate, "error", err)
+			deny(d, ae.guidance, r.now().UTC().Truncate(time.Microsecond))
+			return false, nil
+		}
 		f := fault(err)
 		if f.Transient || a.Kind == DeleteNodePool || a.Kind == DeleteCluster {
 			// Made again after a backoff. A refused delete is retried
@@ -361,28 +430,28 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, n names, d *Decisi
 	return false, nil
 }
 
-func (r *Reconciler) call(ctx context.Context, n names, d *Decision) (*containerpb.Operation, error) {
+func (r *Reconciler) call(ctx context.Context, g GKE, n names, d *Decision) (*containerpb.Operation, error) {
 	a := d.Action
 	switch a.Kind {
 	case CreateCluster:
 		pc := cluster(&d.Cluster, d.Pools)
-		setNodeServiceAccount(r.nodeSA, pc, pc.GetNodePools()...)
-		return r.gke.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: pc})
+		setNodeServiceAccount(r.nodeServiceAccount(&d.Cluster), pc, pc.GetNodePools()...)
+		return g.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: n.parent, Cluster: pc})
 	case DeleteCluster:
-		return r.gke.DeleteCluster(ctx, &containerpb.DeleteClusterRequest{Name: n.cluster})
+		return g.DeleteCluster(ctx, &containerpb.DeleteClusterRequest{Name: n.cluster})
 	}
 	p := &d.Pools[a.Pool]
 	switch a.Kind {
 	case CreateNodePool:
 		np := nodePool(p)
-		setNodeServiceAccount(r.nodeSA, nil, np)
-		return r.gke.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: np})
+		setNodeServiceAccount(r.nodeServiceAccount(&d.Cluster), nil, np)
+		return g.CreateNodePool(ctx, &containerpb.CreateNodePoolRequest{Parent: n.cluster, NodePool: np})
 	case DeleteNodePool:
-		return r.gke.DeleteNodePool(ctx, &containerpb.DeleteNodePoolRequest{Name: n.pool(p.Spec.Name)})
+		return g.DeleteNodePool(ctx, &containerpb.DeleteNodePoolRequest{Name: n.pool(p.Spec.Name)})
 	case SetSize:
-		return r.gke.SetNodePoolSize(ctx, &containerpb.SetNodePoolSizeRequest{Name: n.pool(p.Spec.Name), NodeCount: int32(p.Spec.NodeCount)})
+		return g.SetNodePoolSize(ctx, &containerpb.SetNodePoolSizeRequest{Name: n.pool(p.Spec.Name), NodeCount: int32(p.Spec.NodeCount)})
 	case SetAutoscaling:
-		return r.gke.SetNodePoolAutoscaling(ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: n.pool(p.Spec.Name), Autoscaling: autoscaling(p.Spec.Autoscaling)})
+		return g.SetNodePoolAutoscaling(ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: n.pool(p.Spec.Name), Autoscaling: autoscaling(p.Spec.Autoscaling)})
 	}
 	return nil, fmt.Errorf("unknown call %q", a.Kind)
 }

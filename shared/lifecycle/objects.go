@@ -52,6 +52,14 @@ type ClusterSpec struct {
 	ProviderName   string            `firestore:"providerName"`
 	// Project is the provider project of the cluster's account.
 	Project string `firestore:"project"`
+	// Impersonate is the service account the reconciler acts as in
+	// Project, for a tenant's account; empty: its own identity. Copied
+	// from the account at creation, as Project is, so that a run needs
+	// no read of the account.
+	Impersonate string `firestore:"impersonate,omitempty"`
+	// NodeServiceAccount is the account's service account for the
+	// cluster's nodes, copied at creation; empty: the reconciler's default.
+	NodeServiceAccount string `firestore:"nodeServiceAccount,omitempty"`
 	// Zones are the zones of the cluster's region enabled on its account.
 	Zones []string `firestore:"zones"`
 	// Deleting is set when the tenant deletes the cluster.

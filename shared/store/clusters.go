@@ -133,6 +133,10 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			Labels:         req.Spec.Labels,
 			Project:        acc.Project,
 			Zones:          slices.Clone(zones),
+			// How to act in the project and what the nodes run as
+			// stay with the cluster, as its project does.
+			Impersonate:        acc.Impersonate,
+			NodeServiceAccount: acc.NodeServiceAccount,
 		}
 		id := resource.NewClusterID()
 		spec.ProviderName = resource.ProviderClusterName(id)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 
 	"github.com/better-compute/kubernetes/shared/auth"
 )
@@ -16,6 +17,10 @@ type Seed struct {
 	Pools        []Pool         `json:"pools"`
 	RoleBindings []auth.Binding `json:"roleBindings"`
 }
+
+// serviceAccountRE matches a service account's email: a user-managed one
+// (name@project.iam.gserviceaccount.com) or a Google-managed one.
+var serviceAccountRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}@[a-z0-9.:-]+\.gserviceaccount\.com$`)
 
 // ParseSeed decodes a seed file strictly: an unknown field is an error, so
 // a typo never silently drops a binding.
@@ -30,6 +35,17 @@ func ParseSeed(b []byte) (*Seed, error) {
 	for i, a := range s.Accounts {
 		if a.ID == "" || a.Provider == "" {
 			return nil, fmt.Errorf("parse seed: accounts[%d] needs an id and a provider", i)
+		}
+		for field, email := range map[string]string{"impersonate": a.Impersonate, "nodeServiceAccount": a.NodeServiceAccount} {
+			if email == "" {
+				continue
+			}
+			if !a.ManagedKubernetes() {
+				return nil, fmt.Errorf("parse seed: accounts[%d].%s: provider %q has no service accounts", i, field, a.Provider)
+			}
+			if !serviceAccountRE.MatchString(email) {
+				return nil, fmt.Errorf("parse seed: accounts[%d].%s: %q is not a service account email", i, field, email)
+			}
 		}
 		accounts[a.ID] = true
 	}

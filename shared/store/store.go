@@ -64,13 +64,26 @@ func New(fs *firestore.Client, opts ...Option) (*Store, error) {
 // Client returns the Firestore client of the store.
 func (s *Store) Client() *firestore.Client { return s.fs }
 
-// Account is a provider account: which provider, which cloud project, and
-// the zones of each region enabled on it.
+// Account is a provider account: which provider, which cloud project, the
+// zones of each region enabled on it, and how the reconciler acts in it.
 type Account struct {
 	ID       string              `firestore:"id" json:"id"`
 	Provider string              `firestore:"provider" json:"provider"`
 	Project  string              `firestore:"project" json:"project"`
 	Regions  map[string][]string `firestore:"regions" json:"regions"`
+	// Impersonate is empty for a platform account, where the reconciler
+	// acts as itself. A tenant's account (a project of the tenant's own)
+	// names a service account of that project, which the tenant granted
+	// the reconciler roles/iam.serviceAccountTokenCreator on: the
+	// reconciler acts there only as that account, with short-lived
+	// tokens.
+	Impersonate string `firestore:"impersonate,omitempty" json:"impersonate,omitempty"`
+	// NodeServiceAccount, when set, is the service account the nodes of
+	// the account's clusters run as (a tenant's account names one of its
+	// own project). Empty: the reconciler's configured one on a platform
+	// account, GKE's default (the project's Compute Engine account) on a
+	// tenant's.
+	NodeServiceAccount string `firestore:"nodeServiceAccount,omitempty" json:"nodeServiceAccount,omitempty"`
 }
 
 // ManagedKubernetes reports whether the account's provider provides managed
