@@ -76,6 +76,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ProviderQuotaShare:  0.8,
 		ReconcileInstances:  10,
 		LogLevel:            slog.LevelInfo,
+		Telemetry:           "off",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadConfig(complete) (-want +got):\n%s", diff)
