@@ -358,6 +358,11 @@ func TestServiceAccountRoles(t *testing.T) {
 		want = append(want,
 			grant{id, "roles/cloudtasks.enqueuer", "queue " + queue.str("name")},
 			grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
+		// On Cloud Run every function exports its metrics and spans
+		// (cloudrun.Config.Telemetry, shared/telemetry).
+		want = append(want,
+			grant{id, "roles/monitoring.metricWriter", "project " + project},
+			grant{id, "roles/cloudtrace.agent", "project " + project})
 		if strings.HasPrefix(f.Path, "/api/") {
 			// Tenants' tokens are checked by the function itself.
 			want = append(want, grant{"allUsers", "roles/run.invoker", "run " + svcs[f.Name].name})
