@@ -16,7 +16,8 @@
 //
 // Every request passes through the edge once (App.Edge): the structured
 // logger of shared/logging with the trace of its X-Cloud-Trace-Context (or
-// traceparent) header, then httpapi.Edge: its X-Request-Id, a panic
+// traceparent) header, a span of its own in that trace (shared/telemetry:
+// what it kicks links to it), then httpapi.Edge: its X-Request-Id, a panic
 // recovered with a generic 500 and the stack in the logs, and one log line.
 // A request for a path that is not the function's own is answered 404, so
 // that a load balancer's default route cannot reach a method by accident;
@@ -27,7 +28,8 @@
 // The server command imports this package, calls Check at start (so that
 // a revision with a broken configuration fails to start instead of
 // answering 503) and Shutdown on SIGTERM (so that events handed to the
-// outbox relay are published before the instance goes away).
+// outbox relay are published, and metrics and spans exported, before the
+// instance goes away).
 package cloudrun
 
 import (

@@ -29,7 +29,8 @@ type Metrics interface {
 const (
 	// OutcomeChanged: the run saved a change (a state, a provider call).
 	OutcomeChanged = "changed"
-	// OutcomeSteady: the run found nothing to do and wrote nothing new.
+	// OutcomeSteady: the run found nothing to change: a steady refresh,
+	// or a look at a provider operation still running.
 	OutcomeSteady = "steady"
 	// OutcomeRetry: a transient failure (a provider call, a read) was
 	// recorded; the next run comes after a backoff.
