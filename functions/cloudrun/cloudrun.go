@@ -72,8 +72,9 @@ func Check() error { return process.Check() }
 
 // Shutdown stops accepting requests (new ones are answered 503), waits for
 // those in flight, then publishes the events still queued in the outbox
-// relay and closes the clients, all within ctx. Events it cannot publish
-// in time stay in the Firestore outbox for the watchdog.
+// relay, closes the clients and exports the last metrics and spans, all
+// within ctx. Events it cannot publish in time stay in the Firestore
+// outbox for the watchdog.
 func Shutdown(ctx context.Context) error { return process.Shutdown(ctx) }
 
 // builder makes the handler of a function and closes what it made. The
@@ -334,7 +335,8 @@ func (a *App) leave() {
 
 // Shutdown stops accepting requests (new ones are answered 503), waits for
 // those in flight, then closes what the builder made (publishing the
-// events still queued in the outbox relay), all within ctx.
+// events still queued in the outbox relay), then stops the telemetry it
+// made from the configuration (exporting what is left), all within ctx.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	if !a.draining {
