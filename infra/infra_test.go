@@ -577,6 +577,11 @@ func TestServiceAccountRoles(t *testing.T) {
 				grant{id, "roles/cloudtasks.enqueuer", "queue " + queue.str("name")},
 				grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
 		}
+		// On Cloud Run every function exports its metrics and spans
+		// (cloudrun.Config.Telemetry, shared/telemetry).
+		want = append(want,
+			grant{id, "roles/monitoring.metricWriter", "project " + project},
+			grant{id, "roles/cloudtrace.agent", "project " + project})
 		if strings.HasPrefix(f.Path, "/api/") {
 			// Tenants' tokens (and bcd's join tokens) are checked by the
 			// function itself.

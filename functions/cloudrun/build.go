@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
+	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
 // Parts are what the functions of one App share: the clients, the store,
@@ -51,6 +52,7 @@ type Parts struct {
 type cloud struct {
 	cfg  Config
 	log  *slog.Logger
+	tel  *telemetry.Telemetry
 	fsOp []option.ClientOption // added to the Firestore client's options
 
 	core       *lazy[*core]
@@ -84,15 +86,19 @@ type core struct {
 
 // newCloudBuilder returns the constructor of the production builder, its
 // Firestore client made with fsOpts added.
-func newCloudBuilder(fsOpts []option.ClientOption) func(Config, *slog.Logger) builder {
-	return func(cfg Config, log *slog.Logger) builder { return newCloud(cfg, log, fsOpts) }
+func newCloudBuilder(fsOpts []option.ClientOption) func(Config, *slog.Logger, *telemetry.Telemetry) builder {
+	return func(cfg Config, log *slog.Logger, tel *telemetry.Telemetry) builder {
+		return newCloud(cfg, log, tel, fsOpts)
+	}
 }
 
-func newCloud(cfg Config, log *slog.Logger, fsOpts []option.ClientOption) *cloud {
-	c := &cloud{cfg: cfg, log: log, fsOp: fsOpts}
+func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []option.ClientOption) *cloud {
+	c := &cloud{cfg: cfg, log: log, tel: tel, fsOp: fsOpts}
 	c.core = newLazy(c.buildCore)
 	c.gke = newLazy(func(ctx context.Context) (*container.ClusterManagerClient, error) {
-		g, err := container.NewClusterManagerClient(context.Background(), emulatorAs(cfg.GKEEmulatorHost, cfg.EmulatorAccessToken)...)
+		// Every GKE call is counted and traced (provider.calls).
+		opts := append(emulatorAs(cfg.GKEEmulatorHost, cfg.EmulatorAccessToken), c.providerCalls())
+		g, err := container.NewClusterManagerClient(context.Background(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("GKE client: %w", err)
 		}
@@ -202,7 +208,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		return nil, fmt.Errorf("reconcile queue: %w", err)
 	}
 	k.pub = outbox.NewPubSub(k.ps)
-	if k.relay, err = outbox.NewRelay(k.fs, k.pub, c.log); err != nil {
+	if k.relay, err = outbox.NewRelay(k.fs, k.pub, c.log, outbox.WithMetrics(c.tel.Metrics())); err != nil {
 		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
 	k.relay.Start()
@@ -222,7 +228,7 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil)
+	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil, substrates.WithJoinMetrics(c.tel.Metrics()))
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +259,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		PerMinute: float64(c.cfg.ProviderQuota) * c.cfg.ProviderQuotaShare / float64(c.cfg.ReconcileInstances),
 		Reserve:   0.3,
 		Stretch:   c.cfg.SteadyInterval / 2,
+		Metrics:   c.tel.Metrics(),
 	}
 	// Steady refreshes share one ListClusters per project and location
 	// for a tenth of their interval.
@@ -282,7 +289,15 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		SteadyInterval:     c.cfg.SteadyInterval,
 		LeaseTTL:           c.cfg.LeaseTTL,
 		Jitter:             0.1,
+		Tracer:             c.tel.Tracer(),
+		Metrics:            c.tel.Metrics(),
 	}, cr, sr)
+}
+
+// providerCalls counts and traces every call of a GKE client
+// (provider.calls).
+func (c *cloud) providerCalls() option.ClientOption {
+	return option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(c.tel.ProviderCalls()))
 }
 
 // impersonation is how the reconciler acts in tenants' own projects: as
@@ -312,7 +327,7 @@ func (c *cloud) impersonation() (*clusters.Impersonation, error) {
 	if gkeEmu == "" {
 		opts = []option.ClientOption{option.WithoutAuthentication()}
 	}
-	tg, err := container.NewClusterManagerClient(bg, opts...)
+	tg, err := container.NewClusterManagerClient(bg, append(opts, c.providerCalls())...)
 	if err != nil {
 		return nil, fmt.Errorf("GKE client for tenants' projects: %w", err)
 	}
@@ -328,7 +343,7 @@ func (c *cloud) newWatchdog(ctx context.Context) (*chain.Watchdog, error) {
 		return nil, err
 	}
 	return &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind, substrates.Kind}, Kicker: k.queue, Events: k.relay,
-		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace}, nil
+		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace, Metrics: c.tel.Metrics()}, nil
 }
 
 // Handler builds the named function's handler.
@@ -367,7 +382,11 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, fmt.Errorf("internal token verifier: %w", err)
 		}
-		return reconcile.WatchdogHandler(v, w)
+		h, err := reconcile.WatchdogHandler(v, w)
+		if err != nil {
+			return nil, err
+		}
+		return flushing(h, c.tel), nil
 	case kindConsumer:
 		return c.poolEvents.get(ctx)
 	}

@@ -16,7 +16,8 @@
 //
 // Every request passes through the edge once (App.Edge): the structured
 // logger of shared/logging with the trace of its X-Cloud-Trace-Context (or
-// traceparent) header, then httpapi.Edge: its X-Request-Id, a panic
+// traceparent) header, a span of its own in that trace (shared/telemetry:
+// what it kicks links to it), then httpapi.Edge: its X-Request-Id, a panic
 // recovered with a generic 500 and the stack in the logs, and one log line.
 // A request for a path that is not the function's own is answered 404, so
 // that a load balancer's default route cannot reach a method by accident;
@@ -27,7 +28,8 @@
 // The server command imports this package, calls Check at start (so that
 // a revision with a broken configuration fails to start instead of
 // answering 503) and Shutdown on SIGTERM (so that events handed to the
-// outbox relay are published before the instance goes away).
+// outbox relay are published, and metrics and spans exported, before the
+// instance goes away).
 package cloudrun
 
 import (
@@ -48,6 +50,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
 // process is the application of this process, built over its environment.
@@ -69,8 +72,9 @@ func Check() error { return process.Check() }
 
 // Shutdown stops accepting requests (new ones are answered 503), waits for
 // those in flight, then publishes the events still queued in the outbox
-// relay and closes the clients, all within ctx. Events it cannot publish
-// in time stay in the Firestore outbox for the watchdog.
+// relay, closes the clients and exports the last metrics and spans, all
+// within ctx. Events it cannot publish in time stay in the Firestore
+// outbox for the watchdog.
 func Shutdown(ctx context.Context) error { return process.Shutdown(ctx) }
 
 // builder makes the handler of a function and closes what it made. The
@@ -92,6 +96,11 @@ type Options struct {
 	// FirestoreOptions are added to the Firestore client's options (the
 	// devstack's tests count its RPCs with gRPC interceptors).
 	FirestoreOptions []option.ClientOption
+	// Telemetry is where the functions' metrics and traces go; nil means
+	// what the configuration says (TELEMETRY), which Shutdown stops. One
+	// given here is the caller's to shut down (the devstack's tests read
+	// it after the stack is closed).
+	Telemetry *telemetry.Telemetry
 }
 
 // App serves the functions of one process, built with the production
@@ -100,12 +109,17 @@ type App struct {
 	lookup     func(string) (string, bool)
 	logOut     io.Writer
 	baseLog    *slog.Logger // when set, the logger instead of one on logOut
-	newBuilder func(Config, *slog.Logger) builder
+	newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder
 
 	cfgOnce sync.Once
 	cfg     Config
 	cfgErr  error
 	log     *slog.Logger
+	// tel is baseTel when set, else made from the configuration, and
+	// then stopped by Shutdown (ownTel).
+	baseTel *telemetry.Telemetry
+	tel     *telemetry.Telemetry
+	ownTel  bool
 	b       builder
 
 	handlers map[string]*lazy[http.Handler]
@@ -121,14 +135,16 @@ type App struct {
 // once, on first use. Nothing is built before the first request, Build or
 // Check.
 func NewApp(lookup func(string) (string, bool), opts Options) *App {
-	return newApp(lookup, os.Stdout, opts.Log, newCloudBuilder(opts.FirestoreOptions))
+	a := newApp(lookup, os.Stdout, opts.Log, newCloudBuilder(opts.FirestoreOptions))
+	a.baseTel = opts.Telemetry
+	return a
 }
 
 // newApp returns an app reading its configuration through lookup, logging
 // with log (or, when nil, to logOut at the configured level), and building
 // its functions with the builder newBuilder makes. Neither is called
 // before the first request (or Check).
-func newApp(lookup func(string) (string, bool), logOut io.Writer, log *slog.Logger, newBuilder func(Config, *slog.Logger) builder) *App {
+func newApp(lookup func(string) (string, bool), logOut io.Writer, log *slog.Logger, newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder) *App {
 	a := &App{lookup: lookup, logOut: logOut, baseLog: log, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
 	for _, f := range registered {
 		name := f.Name
@@ -152,8 +168,15 @@ func (a *App) config() (Config, error) {
 			}
 			a.log = logging.New(a.logOut, level)
 		}
+		a.tel = a.baseTel
+		if a.tel == nil {
+			a.tel, a.ownTel = telemetry.Off(), true
+			if a.cfgErr == nil {
+				a.tel = newTelemetry(a.cfg, a.logOut, a.log)
+			}
+		}
 		if a.cfgErr == nil {
-			a.b = a.newBuilder(a.cfg, a.log)
+			a.b = a.newBuilder(a.cfg, a.log, a.tel)
 		}
 	})
 	return a.cfg, a.cfgErr
@@ -195,15 +218,15 @@ func (a *App) Mux() *http.ServeMux {
 }
 
 // Edge wraps h in what every request passes through once: the app's
-// logger with the request's trace, then httpapi.Edge (the request ID, a
-// recovered panic, one log line).
+// logger with the request's trace, the request's span in that trace,
+// then httpapi.Edge (the request ID, a recovered panic, one log line).
 func (a *App) Edge(h http.Handler) http.Handler {
 	inner := httpapi.Edge(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cfg, _ := a.config()
 		ctx := logging.NewContext(r.Context(), a.log)
 		ctx = logging.WithTrace(ctx, r.Header, cfg.Project)
-		inner.ServeHTTP(w, r.WithContext(ctx))
+		serveTraced(a.tel.Tracer(), cfg.Project, inner, w, r.WithContext(ctx))
 	})
 }
 
@@ -312,7 +335,8 @@ func (a *App) leave() {
 
 // Shutdown stops accepting requests (new ones are answered 503), waits for
 // those in flight, then closes what the builder made (publishing the
-// events still queued in the outbox relay), all within ctx.
+// events still queued in the outbox relay), then stops the telemetry it
+// made from the configuration (exporting what is left), all within ctx.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	if !a.draining {
@@ -331,6 +355,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 	// config synchronizes with the build of a.b.
 	if _, err := a.config(); err == nil {
 		if err := a.b.Close(ctx); err != nil {
+			errList = append(errList, err)
+		}
+	}
+	// Last, so that what the closing recorded is exported too.
+	if a.ownTel {
+		if err := a.tel.Shutdown(ctx); err != nil {
 			errList = append(errList, err)
 		}
 	}

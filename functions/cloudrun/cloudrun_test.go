@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
+	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
 // fakeBuilder fails its first failures builds, then builds handlers that
@@ -84,7 +85,7 @@ func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*A
 		b.serve = ok
 	}
 	logs := &bytes.Buffer{}
-	a := newApp(env(environment), &syncWriter{w: logs}, nil, func(Config, *slog.Logger) builder { return b })
+	a := newApp(env(environment), &syncWriter{w: logs}, nil, func(Config, *slog.Logger, *telemetry.Telemetry) builder { return b })
 	return a, logs
 }
 

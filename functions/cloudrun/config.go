@@ -100,6 +100,16 @@ type Config struct {
 
 	LogLevel slog.Level // LOG_LEVEL: DEBUG, INFO, WARN or ERROR; INFO
 
+	// Telemetry is where the metrics and traces go (TELEMETRY):
+	// TelemetryCloud (Cloud Monitoring and Cloud Trace, in Project),
+	// TelemetryStdout (JSON lines on stdout) or TelemetryOff. Unset, it is
+	// cloud on Cloud Run (where K_SERVICE is set) and off elsewhere, so
+	// that a local run needs no Google credentials.
+	Telemetry string
+	// Service is the Cloud Run service (K_SERVICE, set by Cloud Run): the
+	// name of the instance's metrics and spans. Empty elsewhere.
+	Service string
+
 	// Emulator addresses (host:port), for running the server against the
 	// local emulators; empty in production. FIRESTORE_EMULATOR_HOST and
 	// PUBSUB_EMULATOR_HOST are also honoured by Google's clients
@@ -136,6 +146,13 @@ const (
 	DefaultImpersonationTokenLifetime = time.Hour
 )
 
+// Telemetry destinations (TELEMETRY).
+const (
+	TelemetryCloud  = "cloud"
+	TelemetryStdout = "stdout"
+	TelemetryOff    = "off"
+)
+
 var (
 	// A project ID, optionally domain-scoped ("example.com:my-project").
 	projectRE  = regexp.MustCompile(`^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
@@ -151,7 +168,9 @@ var (
 // on FUNCTION_TARGET: the API functions need the tenant token settings, the
 // reconcile and watchdog functions the internal ones, the reconcile
 // function the nodes' service account, and a process serving every
-// function needs them all. The error names every broken variable.
+// function needs them all. Telemetry goes to Cloud Monitoring and Cloud
+// Trace on Cloud Run unless TELEMETRY says otherwise, and nowhere
+// elsewhere. The error names every broken variable.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	return load(lookup, &loaded{})
 }
@@ -342,6 +361,18 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", "%q is not DEBUG, INFO, WARN or ERROR", v)
 		}
+	}
+
+	c.Service = get("K_SERVICE")
+	switch c.Telemetry = get("TELEMETRY"); c.Telemetry {
+	case "":
+		c.Telemetry = TelemetryOff
+		if c.Service != "" {
+			c.Telemetry = TelemetryCloud
+		}
+	case TelemetryCloud, TelemetryStdout, TelemetryOff:
+	default:
+		bad("TELEMETRY", "%q is not cloud, stdout or off", c.Telemetry)
 	}
 
 	for _, e := range []struct{ name, v string }{

@@ -78,6 +78,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		LogLevel:            slog.LevelInfo,
 
 		ImpersonationTokenLifetime: time.Hour,
+		Telemetry:                  "off",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadConfig(complete) (-want +got):\n%s", diff)

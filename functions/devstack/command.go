@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
 // Command is the devstack command (functions/cmd/devstack): it reads its
@@ -38,6 +40,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
+	telemetryTo := fl.String("telemetry", "off", "the functions' metrics and traces: off, or stdout (JSON lines among the logs: the metrics every 30s, each span as it ends)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +57,27 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	slog.SetDefault(log)
 	cfg.Log = log
+	switch *telemetryTo {
+	case "off":
+	case "stdout":
+		tel, err := telemetry.NewStdout(stdout, 30*time.Second, telemetry.Resource("devstack"))
+		if err != nil {
+			return err
+		}
+		cfg.Telemetry = tel
+		defer func() {
+			// After the stack: what its closing recorded is printed too.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tel.Shutdown(sctx); err != nil {
+				log.Warn("Telemetry not printed whole at exit", "error", err)
+			}
+		}()
+	default:
+		err := fmt.Errorf("-telemetry %q: want off or stdout", *telemetryTo)
+		fmt.Fprintln(stderr, err)
+		return err
+	}
 	if err := serve(ctx, cfg, *seedFile, stderr); err != nil {
 		log.Error("Devstack failed", "error", err)
 		return err

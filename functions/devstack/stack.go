@@ -48,6 +48,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
+	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
 // DefaultReadTimeout is how long the devstack waits for a request,
@@ -104,6 +105,10 @@ type Config struct {
 	ImpersonationTokenLifetime time.Duration
 
 	Log *slog.Logger
+	// Telemetry is where the functions' metrics and traces go (the
+	// command's -telemetry, a test's recorder); nil records nothing. The
+	// stack does not shut it down.
+	Telemetry *telemetry.Telemetry
 
 	// FirestoreDialOptions are added to the Firestore client's connection
 	// (tests count RPCs with interceptors).
@@ -247,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		fsOpts[i] = option.WithGRPCDialOption(o)
 	}
 	s.app = cloudrun.NewApp(func(k string) (string, bool) { v, ok := s.env[k]; return v, ok },
-		cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts})
+		cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts, Telemetry: cfg.Telemetry})
 	if err := s.app.Check(); err != nil {
 		return nil, err
 	}

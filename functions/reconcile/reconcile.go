@@ -57,7 +57,9 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 			return
 		}
 		task := req.Header.Get("X-CloudTasks-TaskName")
-		err = r.Run(ctx, p.Kick(), task)
+		k := p.Kick()
+		k.Link = tasks.LinkFrom(req.Header)
+		err = r.Run(ctx, k, task)
 		if err != nil {
 			if !errors.Is(err, chain.ErrBusy) {
 				logging.FromContext(ctx).Warn("Reconcile run failed; Cloud Tasks will retry it", "error", err)

@@ -30,6 +30,12 @@ type Kick struct {
 	TenantID string
 	ID       string
 	Token    string
+	// Link is the W3C traceparent of the span that asked for the
+	// chain's work (a tenant's API call, a watchdog pass, a substrate's
+	// run); empty for none. Each run's span links to it, and the chain's
+	// tasks carry it on while the subject converges, so that a tenant's
+	// call can be followed through the runs that converge it.
+	Link string
 }
 
 // State is a subject's chain: the token of the one task chain allowed to

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -59,6 +61,10 @@ type Outcome struct {
 	// After, when positive, puts the run off: it did nothing (the
 	// provider's budget is spent) and runs again after this long.
 	After time.Duration
+	// Converged, when set, is when the desired change that the run finds
+	// converged was asked (its spec's updatedAt): the runner records the
+	// reconcile lag from it once the run's outcome is saved.
+	Converged time.Time
 }
 
 // Scheduler schedules a run of a chain at a time (Cloud Tasks). after
@@ -95,6 +101,12 @@ type Config struct {
 	Jitter float64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tracer traces each run: a span linked to its kick's Link. Nil
+	// means no spans.
+	Tracer trace.Tracer
+	// Metrics records each run's outcome and the reconcile lag. Nil
+	// records nothing.
+	Metrics Metrics
 }
 
 // Runner runs the chains of its subjects.
@@ -119,6 +131,12 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 12 * cfg.SteadyInterval
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
 	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg}
 	for _, s := range subjects {
@@ -145,6 +163,8 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 		logging.FromContext(ctx).Error("Reconcile task of an unknown kind dropped", "kind", k.Kind)
 		return nil
 	}
+	ctx, span := r.startSpan(ctx, k)
+	defer span.End()
 	ctx = logging.With(ctx, "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
 	log := logging.FromContext(ctx)
 	if task == "" {
@@ -153,8 +173,9 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 		task = "run-" + newOwner()
 	}
 	var err error
+	var rep report
 	for range maxAttempts {
-		err = r.attempt(ctx, sub, k, task)
+		err = r.attempt(ctx, sub, k, task, &rep)
 		if !errors.Is(err, errChanged) {
 			break
 		}
@@ -165,6 +186,7 @@ func (r *Runner) Run(ctx context.Context, k Kick, task string) error {
 		// later, as when it holds the lease.
 		err = errors.Join(ErrBusy, err)
 	}
+	r.record(ctx, span, k.Kind, rep, err)
 	switch {
 	case errors.Is(err, ErrStale):
 		log.Info("Stale reconcile task; a newer chain runs the subject")
@@ -191,8 +213,9 @@ const maxAttempts = 2
 // save; the run starts again from a fresh read.
 var errChanged = errors.New("the subject changed during the run")
 
-// attempt is one run: read, step, and what follows.
-func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) error {
+// attempt is one run: read, step, and what follows. It notes in rep how
+// the run ended and the reconcile lag its save recorded.
+func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, rep *report) error {
 	log := logging.FromContext(ctx)
 	now := r.cfg.Now()
 	ref := sub.Ref(k)
@@ -234,8 +257,10 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) 
 		if _, _, werr := w(now.Add(next+r.cfg.LeaseTTL), failures, nil); werr != nil {
 			return errors.Join(err, werr)
 		}
+		rep.outcome = OutcomeRetry
 		return r.schedule(ctx, k, now.Add(next), task)
 	}
+	rep.outcome = outcomeOf(out)
 
 	failures := 0
 	interval := r.cfg.SteadyInterval
@@ -273,6 +298,9 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) 
 		if err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
+		if out.Changed && !out.Converged.IsZero() {
+			rep.lag, rep.converged = r.cfg.Now().Sub(out.Converged), true
+		}
 	}
 	if len(events) > 0 {
 		if _, err := r.events.Deliver(ctx, events); err != nil {
@@ -286,6 +314,11 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string) 
 	if !current {
 		log.Info("A newer chain took over the subject during the run")
 		return nil
+	}
+	if !out.Converging && !out.Retry && out.After == 0 {
+		// Steady: the work the link asked for is done; later runs
+		// are the chain's own.
+		k.Link = ""
 	}
 	return r.schedule(ctx, k, next, task)
 }

@@ -40,6 +40,8 @@ type Watchdog struct {
 	DrainAge time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics counts the chains Tick restarts; nil counts nothing.
+	Metrics Metrics
 }
 
 // Pass is what one watchdog pass did.
@@ -83,6 +85,9 @@ func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 				continue
 			}
 			res.Restarted++
+			if w.Metrics != nil {
+				w.Metrics.ChainRestarted(ctx, kind)
+			}
 		}
 	}
 	n, err := w.Events.Drain(ctx, w.DrainAge, 500)

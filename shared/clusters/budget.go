@@ -36,6 +36,9 @@ type Budget struct {
 	Stretch time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics counts the calls charged to each project; nil counts
+	// nothing.
+	Metrics BudgetMetrics
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -72,7 +75,11 @@ func (b *Budget) allow(project string, steady bool) (bool, time.Duration) {
 // take spends one call of project, waiting until the bucket has one or
 // ctx ends.
 func (b *Budget) take(ctx context.Context, project string) error {
-	if b == nil || b.PerMinute <= 0 {
+	if b == nil {
+		return nil
+	}
+	if b.PerMinute <= 0 {
+		b.spent(ctx, project)
 		return nil
 	}
 	for {
@@ -81,6 +88,7 @@ func (b *Budget) take(ctx context.Context, project string) error {
 		if k.tokens >= 1 {
 			k.tokens--
 			b.mu.Unlock()
+			b.spent(ctx, project)
 			return nil
 		}
 		wait := time.Duration((1 - k.tokens) / b.rate() * float64(time.Minute))

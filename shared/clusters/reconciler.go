@@ -249,6 +249,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Converging: u.d.Converging,
 		Retry:      u.retry,
 		Done:       u.d.Deleted,
+		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
 	}, nil
 }
 

@@ -27,18 +27,37 @@ type Relay struct {
 	log *slog.Logger
 	now func() time.Time
 
-	queue chan []Event
-	wg    sync.WaitGroup
-	once  sync.Once
+	queue   chan []Event
+	wg      sync.WaitGroup
+	once    sync.Once
+	metrics Metrics
 }
+
+// Metrics records what the watchdog's drain finds (telemetry.Metrics).
+type Metrics interface {
+	// OutboxBacklog records the events a drain found older than its age
+	// (at most its limit), and the age of the oldest (0 for none).
+	OutboxBacklog(ctx context.Context, events int, oldest time.Duration)
+}
+
+// RelayOption configures a Relay.
+type RelayOption func(*Relay)
+
+// WithMetrics makes every Drain record the backlog it finds: the watchdog
+// drains once a pass, so that is the outbox's age as often as it looks.
+func WithMetrics(m Metrics) RelayOption { return func(r *Relay) { r.metrics = m } }
 
 // NewRelay returns a relay publishing through pub and clearing fs's outbox.
 // Call Start to deliver Send's events in the background, and Close to stop.
-func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger) (*Relay, error) {
+func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger, opts ...RelayOption) (*Relay, error) {
 	if fs == nil || pub == nil || log == nil {
 		return nil, errors.New("outbox: NewRelay needs a Firestore client, a publisher and a logger")
 	}
-	return &Relay{fs: fs, pub: pub, log: log, now: time.Now, queue: make(chan []Event, 1024)}, nil
+	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now, queue: make(chan []Event, 1024)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // Start runs the background delivery of Send's events until Close.
@@ -151,6 +170,14 @@ func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
 			return 0, fmt.Errorf("decode outbox event %s: %w", snap.Ref.Path, err)
 		}
 		events = append(events, e)
+	}
+	if r.metrics != nil {
+		// Oldest first (the query's order).
+		var oldest time.Duration
+		if len(events) > 0 {
+			oldest = r.now().Sub(events[0].Time)
+		}
+		r.metrics.OutboxBacklog(ctx, len(events), oldest)
 	}
 	if len(events) == 0 {
 		return 0, nil

@@ -24,23 +24,28 @@ import (
 // Node of one of the substrate's node pools in the cluster's Kubernetes
 // API.
 type Joiner struct {
-	fs     *firestore.Client
-	store  *store.Store
-	kube   Connector
-	events EventSender
-	now    func() time.Time
+	fs      *firestore.Client
+	store   *store.Store
+	kube    Connector
+	events  EventSender
+	now     func() time.Time
+	metrics JoinMetrics
 }
 
 // NewJoiner returns the join method's logic. now is the clock (nil:
 // time.Now).
-func NewJoiner(s *store.Store, kube Connector, events EventSender, now func() time.Time) (*Joiner, error) {
+func NewJoiner(s *store.Store, kube Connector, events EventSender, now func() time.Time, opts ...JoinerOption) (*Joiner, error) {
 	if s == nil || kube == nil || events == nil {
 		return nil, errors.New("substrates: NewJoiner needs a store, a Kubernetes connector and an event sender")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Joiner{fs: s.Client(), store: s, kube: kube, events: events, now: now}, nil
+	j := &Joiner{fs: s.Client(), store: s, kube: kube, events: events, now: now}
+	for _, o := range opts {
+		o(j)
+	}
+	return j, nil
 }
 
 // joinPrincipal prefixes the principal of a verified join token: its hash.
@@ -50,6 +55,15 @@ const joinPrincipal = "join:"
 // the token's hash. An unknown or revoked token is UNAUTHENTICATED, as is
 // a user's JWT.
 func (j *Joiner) Verify(ctx context.Context, authorization string) (string, error) {
+	principal, err := j.verify(ctx, authorization)
+	if err != nil {
+		// A call refused here never reaches Join: count it now.
+		j.count(ctx, err)
+	}
+	return principal, err
+}
+
+func (j *Joiner) verify(ctx context.Context, authorization string) (string, error) {
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if !ok || !strings.HasPrefix(token, "bcj_") || len(token) > 128 {
 		return "", errs.E(errs.Unauthenticated, "a join token is required: Authorization: Bearer bcj_...")
@@ -75,6 +89,12 @@ type JoinResult struct {
 
 // Join records the node as joined, once (kubernetes.substrate.node.joined).
 func (j *Joiner) Join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
+	res, err := j.join(ctx, principal, in)
+	j.count(ctx, err)
+	return res, err
+}
+
+func (j *Joiner) join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
 	hash, ok := strings.CutPrefix(principal, joinPrincipal)
 	if !ok {
 		return JoinResult{}, errs.E(errs.Unauthenticated, "a join token is required")

@@ -160,6 +160,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	}
 	out.Changed = out.Changed || !reflect.DeepEqual(u.s.Status, u.before.Status) || u.s.Active != u.before.Active ||
 		len(u.events) > 0 || len(u.left) > 0 || len(u.revoked) > 0
+	out.Converged = u.converged()
 	return out, nil
 }
 

@@ -1,7 +1,7 @@
 // Package tasks schedules reconcile runs as Cloud Tasks: one HTTP task per
 // run, addressed to the reconcile function, carrying the subject (its kind,
 // tenant and ID) and its chain token, with an OIDC token for the function
-// to check.
+// to check, and the trace of what asked for the run (LinkHeader).
 package tasks
 
 import (
@@ -11,15 +11,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/logging"
 )
 
 // Payload is the body of a reconcile task.
@@ -28,6 +31,23 @@ type Payload struct {
 	TenantID string `json:"tenantId"`
 	ID       string `json:"id"`
 	Token    string `json:"token"`
+}
+
+// LinkHeader carries a task's chain.Kick.Link: the W3C traceparent of the
+// span that asked for the chain's work, which the run's span links to. It
+// is not the request's own traceparent, so that the run is not made a
+// child of a call it may only partly serve (and Cloud Run keeps giving
+// each run's request a trace of its own).
+const LinkHeader = "X-Kick-Traceparent"
+
+// LinkFrom is the link a task's request carries (LinkHeader), empty when
+// it carries none or a malformed one.
+func LinkFrom(h http.Header) string {
+	v := h.Get(LinkHeader)
+	if _, ok := logging.ParseTraceparent(v); !ok {
+		return ""
+	}
+	return v
 }
 
 // Kick is the run the payload asks for.
@@ -64,19 +84,31 @@ func New(client *cloudtasks.Client, cfg Config) (*Queue, error) {
 // URL is where the queue's tasks go (the reconcile function).
 func (q *Queue) URL() string { return q.cfg.URL }
 
-// Kick schedules a run now, first of the chain of k's token.
+// Kick schedules a run now, first of the chain of k's token. Unless k
+// has a link already, the task links the run to the span of ctx (the
+// tenant's call, the watchdog's pass, a substrate's run).
 func (q *Queue) Kick(ctx context.Context, k chain.Kick) error {
+	if k.Link == "" {
+		c := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, c)
+		k.Link = c["traceparent"]
+	}
 	return q.Schedule(ctx, k, q.now(), "")
 }
 
-// Schedule schedules a run of k's chain at at. The task's name derives
-// from the chain token and the task scheduling it (after), so the same
-// scheduling done twice (a redelivered task) makes one task: Cloud Tasks
-// answers ALREADY_EXISTS to the second, which is success here.
+// Schedule schedules a run of k's chain at at, carrying k's link. The
+// task's name derives from the chain token and the task scheduling it
+// (after), so the same scheduling done twice (a redelivered task) makes
+// one task: Cloud Tasks answers ALREADY_EXISTS to the second, which is
+// success here.
 func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after string) error {
 	body, err := json.Marshal(Payload{Kind: k.Kind, TenantID: k.TenantID, ID: k.ID, Token: k.Token})
 	if err != nil {
 		return err
+	}
+	headers := map[string]string{"Content-Type": "application/json"}
+	if k.Link != "" {
+		headers[LinkHeader] = k.Link
 	}
 	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
 		Parent: q.cfg.Queue,
@@ -86,7 +118,7 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 				Url:        q.cfg.URL,
 				HttpMethod: cloudtaskspb.HttpMethod_POST,
-				Headers:    map[string]string{"Content-Type": "application/json"},
+				Headers:    headers,
 				Body:       body,
 				AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
 					ServiceAccountEmail: q.cfg.ServiceAccount,

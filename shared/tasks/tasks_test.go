@@ -26,6 +26,7 @@ type received struct {
 	mu      sync.Mutex
 	bodies  []tasks.Payload
 	authz   []string
+	links   []string
 	granted chan struct{}
 }
 
@@ -39,6 +40,7 @@ func setup(t *testing.T) (*tasks.Queue, *ctemu.Server, *received) {
 		rec.mu.Lock()
 		rec.bodies = append(rec.bodies, p)
 		rec.authz = append(rec.authz, r.Header.Get("Authorization"))
+		rec.links = append(rec.links, r.Header.Get(tasks.LinkHeader))
 		rec.mu.Unlock()
 		rec.granted <- struct{}{}
 	}))

@@ -1,0 +1,85 @@
+package outbox_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/outbox"
+)
+
+type backlog struct {
+	mu     sync.Mutex
+	events []int
+	oldest []time.Duration
+}
+
+func (b *backlog) OutboxBacklog(_ context.Context, events int, oldest time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, events)
+	b.oldest = append(b.oldest, oldest)
+}
+
+type publisher struct{}
+
+func (publisher) Publish(context.Context, outbox.Event) error { return nil }
+
+// Each drain records what it found older than its age: how many events,
+// and how old the oldest is; an empty outbox is 0 and 0.
+func TestDrainRecordsTheBacklog(t *testing.T) {
+	ctx := context.Background()
+	srv, err := fsemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := firestore.NewClient(ctx, "outbox", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	m := &backlog{}
+	relay, err := outbox.NewRelay(fs, publisher{}, logging.New(t.Output(), slog.LevelInfo), outbox.WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i, age := range []time.Duration{5 * time.Minute, 3 * time.Minute, 10 * time.Second} {
+		e := outbox.Event{ID: string(rune('a' + i)), Type: outbox.ClusterReady, TenantID: "acme", ClusterID: "kcl_1", Time: start.Add(-age).UTC()}
+		if _, err := outbox.Ref(fs, e).Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := relay.Drain(ctx, time.Minute, 500); err != nil || n != 2 {
+		t.Fatalf("Drain(1m) = %d, %v; want the 2 older events", n, err)
+	}
+	if n, err := relay.Drain(ctx, time.Minute, 500); err != nil || n != 0 {
+		t.Fatalf("second Drain(1m) = %d, %v; want none", n, err)
+	}
+	took := time.Since(start)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.events) != 2 || m.events[0] != 2 || m.events[1] != 0 {
+		t.Fatalf("backlogs recorded %v, want [2 0]", m.events)
+	}
+	if o := m.oldest[0]; o < 5*time.Minute || o > 5*time.Minute+took {
+		t.Errorf("oldest = %v, want the 5m old event's age", o)
+	}
+	if m.oldest[1] != 0 {
+		t.Errorf("oldest of an empty backlog = %v, want 0", m.oldest[1])
+	}
+}
