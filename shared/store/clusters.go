@@ -144,8 +144,12 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID, spec, len(req.NodePools), now)}
 		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID, id, now)
 		res.Kick = &kick
-		for _, spec := range req.NodePools {
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, c.managed(lifecycle.NodePoolSpecOf(spec)), now)
+		for i, spec := range req.NodePools {
+			// A microsecond apart, so that the pools are listed by
+			// creation in the order the request gave them (their IDs
+			// need not sort so within one millisecond).
+			at := now.Add(time.Duration(i) * time.Microsecond)
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, c.managed(lifecycle.NodePoolSpecOf(spec)), at)
 			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
 				return err
 			}
