@@ -111,10 +111,11 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 		// GKE reports the endpoint once the control plane is up (kubeUp).
 		in.Endpoint = ""
 		kc.attach(c)
-		// GKE's control plane comes up while the cluster provisions: the
-		// API server starts now, so that it answers about when the cluster
-		// is RUNNING rather than seconds after the first connection.
-		go func() { _, _ = kc.ensure() }()
+		if kc.env.cfg.AtCreate {
+			// As GKE's control plane, up about when the cluster is
+			// RUNNING rather than seconds after the first connection.
+			go func() { _, _ = kc.ensure() }()
+		}
 	}
 	s.clusters[k] = c
 	op := s.startOp("CreateCluster", c, containerpb.Operation_CREATE_CLUSTER, "")

@@ -94,10 +94,11 @@
 //     masterAuth.clusterCaCertificate, the base64 of the PEM CA that
 //     signed the server's certificate (for 127.0.0.1 and localhost), as
 //     GKE does. Before that the endpoint is empty and refuses connections.
-//   - A created cluster's API server starts at once, in the background,
-//     as GKE's control plane comes up while the cluster provisions (each
-//     takes about 280 MB); a restored one starts on demand, at the first
-//     connection to the endpoint. The simulator proxies the endpoint (TCP,
+//   - The API server starts on demand, at the first connection to the
+//     endpoint, so that clusters nobody reaches cost nothing (each server
+//     takes about 280 MB); with Kubernetes.AtCreate, a created cluster's
+//     starts at once, while it provisions, as GKE's control plane comes up
+//     within the create operation. The simulator proxies the endpoint (TCP,
 //     so TLS is end to end) to the server. A connection waits for the start, including the build of
 //     the binary when Kubernetes.Binary waits for one, and for the
 //     registration of the cluster's Nodes, so that the first client finds

@@ -49,6 +49,11 @@ type Kubernetes struct {
 	HTTPClient *http.Client
 	// SyncInterval is DefaultKubernetesSyncInterval when zero.
 	SyncInterval time.Duration
+	// AtCreate starts a created cluster's API server at once, while the
+	// cluster provisions, as GKE's control plane comes up within the
+	// create operation; otherwise it starts on demand, at the first
+	// connection, so that clusters nobody reaches cost nothing.
+	AtCreate bool
 }
 
 // WithKubernetes gives every cluster created from now on a Kubernetes API

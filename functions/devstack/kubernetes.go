@@ -53,6 +53,7 @@ func (s *Stack) kubernetesOptions() []gke.Option {
 	if s.cfg.DataFile != "" {
 		k.Dir = s.cfg.DataFile + ".kubernetes"
 	}
+	k.AtCreate = s.cfg.KubernetesAtCreate
 	return []gke.Option{gke.WithKubernetes(k)}
 }
 
