@@ -577,7 +577,25 @@ func TestSubstrates(t *testing.T) {
 		}
 	}
 
-	publishPool(t, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
+	// A policy that cannot be served: --wait ends with the substrate's
+	// error and its reason.
+	publishPool(t, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-metal",
+			"cluster": map[string]any{"create": map[string]any{"region": "fra"}}}},
+		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+	var failed struct{ Substrates []client.Substrate }
+	eventually(t, "the pool's new substrate", func() (bool, string) {
+		res := u.run("substrates", "list", "--pool", poolID, "-o", "json")
+		_ = json.Unmarshal([]byte(res.stdout), &failed)
+		return res.code == 0 && len(failed.Substrates) == 1 && failed.Substrates[0].ID != sub.ID, res.stdout + res.stderr
+	})
+	res = u.run("substrates", "get", failed.Substrates[0].ID, "--wait", "--timeout", "20s")
+	if res.code != exitFailed || !strings.Contains(res.stderr, "no managed Kubernetes") {
+		t.Errorf("bc substrates get --wait of a substrate that cannot be served = %d, stderr %q; want %d with the reason", res.code, res.stderr, exitFailed)
+	}
+	sub = failed.Substrates[0]
+
+	publishPool(t, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 3})
 	eventually(t, "the archived pool's substrate gone", func() (bool, string) {
 		res := u.run("substrates", "get", sub.ID)
 		return res.code == exitNotFound, res.stdout + res.stderr

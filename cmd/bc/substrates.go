@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -30,7 +31,8 @@ func (a *app) substratesCommand() *cobra.Command {
 }
 
 func (a *app) substratesGet() *cobra.Command {
-	return &cobra.Command{
+	var w waitFlags
+	cmd := &cobra.Command{
 		Use:   "get SUBSTRATE_ID",
 		Short: "Show a substrate",
 		Args:  oneArg("SUBSTRATE_ID"),
@@ -43,13 +45,27 @@ func (a *app) substratesGet() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			start := time.Now()
 			s, err := c.GetSubstrate(a.ctx, tenant, args[0])
 			if err != nil {
 				return apiErr(err, substrateFlags)
 			}
-			return a.print(s, substrateHeader, [][]string{substrateRow(*s, time.Now())})
+			print := func(s *client.Substrate) error {
+				return a.print(s, substrateHeader, [][]string{substrateRow(*s, time.Now())})
+			}
+			if w.wait {
+				// A substrate follows its pool's events: there is nothing
+				// to call, only to wait for.
+				return waitAndPrint(a, "substrate of pool "+s.PoolID, w.timeout, start,
+					func(ctx context.Context, opts *client.WaitOptions) (*client.Substrate, error) {
+						return c.WaitSubstrate(ctx, tenant, s.ID, client.StateReady, opts)
+					}, print)
+			}
+			return print(s)
 		},
 	}
+	w.add(cmd, "substrate is ready")
+	return cmd
 }
 
 func (a *app) substratesList() *cobra.Command {

@@ -498,18 +498,10 @@ func TestSubstrates(t *testing.T) {
 
 	// Archived, the pool's substrate is torn down and no longer listed.
 	publishPool(t, s, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
-	for {
-		_, err := c.GetSubstrate(ctx, "acme", sub.ID)
-		if client.IsCode(err, client.CodeNotFound) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("GetSubstrate while tearing down: %v", err)
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("substrate %s still there after its pool was archived", sub.ID)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var seen []client.Observation
+	gone, err := c.WaitSubstrate(ctx, "acme", sub.ID, client.StateDeleted, fastWait(&seen))
+	if err != nil || gone.State != client.StateDeleted || gone.ID != sub.ID {
+		t.Fatalf("WaitSubstrate deleted = %+v, %v (observed %v); want %s deleted", gone, err, seen, sub.ID)
 	}
 	if list, err := c.ListSubstrates(ctx, "acme", poolID); err != nil || len(list) != 0 {
 		t.Errorf("ListSubstrates of an archived pool = %+v, %v; want none", list, err)

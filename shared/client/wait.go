@@ -29,7 +29,7 @@ type Observation struct {
 // error (unless error was the state waited for): the resource failed,
 // and Message says why (the provider's message).
 type FailedError struct {
-	Kind    string // "cluster" or "node pool"
+	Kind    string // "cluster", "node pool" or "substrate"
 	ID      string
 	Name    string
 	Message string
@@ -135,4 +135,30 @@ func wait(ctx context.Context, opts *WaitOptions, target State, poll func(contex
 		}
 		interval = min(interval*3/2, o.MaxInterval)
 	}
+}
+
+// WaitSubstrate polls the substrate until it is in state target and
+// returns it, as WaitCluster does. A substrate is only made by its pool's
+// events, so this is how a caller follows one after publishing them.
+func (c *Client) WaitSubstrate(ctx context.Context, tenantID, substrateID string, target State, opts *WaitOptions) (*Substrate, error) {
+	var last *Substrate
+	err := wait(ctx, opts, target, func(ctx context.Context) (State, string, error) {
+		s, err := c.GetSubstrate(ctx, tenantID, substrateID)
+		if err != nil {
+			if IsCode(err, CodeNotFound) && target == StateDeleted && last != nil {
+				last.State, last.Message = StateDeleted, ""
+				return StateDeleted, "", nil
+			}
+			return "", "", err
+		}
+		last = s
+		if s.State == StateError && target != StateError {
+			return s.State, s.Message, &FailedError{Kind: "substrate", ID: s.ID, Name: s.PoolID, Message: s.Message}
+		}
+		return s.State, s.Message, nil
+	})
+	if err != nil {
+		return last, err
+	}
+	return last, nil
 }
