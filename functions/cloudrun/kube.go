@@ -69,11 +69,7 @@ type kubeAPI struct{ c *kubeapply.Cluster }
 var effects = map[string]string{"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
 func (k kubeAPI) Apply(ctx context.Context, o substrates.Objects) error {
-	d := kubeapply.Desired{PoolID: o.PoolID, Image: o.Image, JoinURL: o.JoinURL, NodePools: o.NodePools, Token: o.Token}
-	for _, t := range o.Taints {
-		d.Tolerations = append(d.Tolerations, kubeapply.Taint{Key: t.Key, Value: t.Value, Effect: effects[t.Effect]})
-	}
-	_, err := k.c.Apply(ctx, d)
+	_, err := k.c.Apply(ctx, desired(o))
 	var foreign *kubeapply.ForeignError
 	switch {
 	case errors.As(err, &foreign):
@@ -83,6 +79,10 @@ func (k kubeAPI) Apply(ctx context.Context, o substrates.Objects) error {
 		return fmt.Errorf("%w: %v", substrates.ErrSecretMissing, err)
 	}
 	return err
+}
+
+func (k kubeAPI) Check(ctx context.Context, o substrates.Objects) (bool, error) {
+	return k.c.Check(ctx, desired(o))
 }
 
 func (k kubeAPI) Remove(ctx context.Context, poolID string) (bool, error) {
@@ -107,4 +107,13 @@ func (k kubeAPI) Node(ctx context.Context, name string) (substrates.Node, error)
 		return substrates.Node{}, fmt.Errorf("%w: %v", substrates.ErrNoNode, err)
 	}
 	return substrates.Node(n), err
+}
+
+// desired is o as kubeapply takes it.
+func desired(o substrates.Objects) kubeapply.Desired {
+	d := kubeapply.Desired{PoolID: o.PoolID, Image: o.Image, JoinURL: o.JoinURL, NodePools: o.NodePools, Token: o.Token}
+	for _, t := range o.Taints {
+		d.Tolerations = append(d.Tolerations, kubeapply.Taint{Key: t.Key, Value: t.Value, Effect: effects[t.Effect]})
+	}
+	return d
 }

@@ -247,11 +247,19 @@ func TestSubstrateCreateMode(t *testing.T) {
 
 	cs := adminClient(t, e, cl.ID)
 	before := substrateObjects(t, cs, pool)
-	// Runs of a ready substrate apply nothing new: wait for two steady
-	// runs and compare.
+	doc := e.FirestoreClient.Collection("tenants").Doc("acme").Collection("substrates").Doc(s.ID)
+	snap, err := doc.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Runs of a ready substrate apply nothing new and write nothing: wait
+	// for two steady runs and compare.
 	time.Sleep(2 * fastConfig().SteadyInterval)
 	if after := substrateObjects(t, cs, pool); jsonOf(after) != jsonOf(before) {
 		t.Errorf("steady runs changed the objects: %v then %v", before, after)
+	}
+	if again, err := doc.Get(context.Background()); err != nil || !again.UpdateTime.Equal(snap.UpdateTime) {
+		t.Errorf("steady runs wrote the substrate's document (updated %v, then %v; %v)", snap.UpdateTime, again.UpdateTime, err)
 	}
 
 	// Flavors: cpu resized to 2 per zone, gpu removed, mem added.

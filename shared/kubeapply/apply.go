@@ -93,6 +93,40 @@ func (c *Cluster) Apply(ctx context.Context, d Desired) (Applied, error) {
 	return applied, nil
 }
 
+// Check reports, by reading only, whether the cluster holds d's objects as
+// Apply would leave them (d.Token aside): all four are there, are the
+// pool's, are not being deleted, the Secret holds a token, and the
+// DaemonSet carries the digest of d. False means Apply has work to do, or
+// an error to report.
+func (c *Cluster) Check(ctx context.Context, d Desired) (bool, error) {
+	d.Token = ""
+	objs, err := build(d)
+	if err != nil {
+		return false, err
+	}
+	for i, r := range c.refs() {
+		o, err := r.get(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", r, err)
+		}
+		if o == nil || foreignTo(d.PoolID, r, o) != nil || o.GetDeletionTimestamp() != nil {
+			return false, nil
+		}
+		switch i {
+		case secretRef:
+			if checkSecret(o) != nil {
+				return false, nil
+			}
+		case daemonSetRef:
+			want := objs.daemonSet.Annotations[AnnotationDigest]
+			if o.GetAnnotations()[AnnotationDigest] != want {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
 // foreignTo returns a *ForeignError when o exists and is not pool's.
 func foreignTo(pool string, r ref, o metav1.Object) *ForeignError {
 	if o == nil {

@@ -419,3 +419,48 @@ func updateSecretData(t *testing.T, c *Cluster, data map[string][]byte) {
 		t.Fatalf("update secret: %v", err)
 	}
 }
+
+// Check tells, reading only, whether Apply has anything to do: it agrees
+// with what Apply reports after each change.
+func TestCheck(t *testing.T) {
+	c, _ := testCluster(t)
+	ctx := t.Context()
+	check := func(d Desired) bool {
+		t.Helper()
+		ok, err := c.Check(ctx, d)
+		if err != nil {
+			t.Fatalf("Check = %v", err)
+		}
+		return ok
+	}
+	d := validDesired()
+	wipe(t, c)
+	if check(d) {
+		t.Fatal("Check of an empty cluster = true")
+	}
+	if _, err := c.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	before := versions(read(t, c))
+	if !check(d) {
+		t.Fatal("Check after Apply = false")
+	}
+	if after := versions(read(t, c)); !slices.Equal(before, after) {
+		t.Errorf("Check wrote: resourceVersions %v then %v", before, after)
+	}
+	reordered := validDesired()
+	slices.Reverse(reordered.NodePools)
+	reordered.Token = "not checked"
+	if !check(reordered) {
+		t.Error("Check of the same objects, node pools reordered, other token = false")
+	}
+	other := validDesired()
+	other.Image = "example.com/bcd:2"
+	if check(other) {
+		t.Error("Check of another image = true")
+	}
+	updateSecretData(t, c, map[string][]byte{})
+	if check(d) {
+		t.Error("Check with an emptied Secret = true")
+	}
+}

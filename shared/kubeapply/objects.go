@@ -2,6 +2,9 @@ package kubeapply
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -132,6 +135,14 @@ func build(d Desired) (objects, error) {
 										WithFieldPath("spec.nodeName"))),
 							))))),
 	}
+	// The digest of what is applied, minus the token, marks the
+	// DaemonSet, so that Check can tell from one read that nothing
+	// differs.
+	digest, err := digestOf(o)
+	if err != nil {
+		return objects{}, err
+	}
+	o.daemonSet.WithAnnotations(map[string]string{AnnotationDigest: digest})
 	if d.Token != "" {
 		// data, not stringData: stringData is write-only, so the server
 		// would never show the applied field and every apply would look
@@ -180,4 +191,19 @@ func validate(d Desired) error {
 		return fmt.Errorf("desired substrate objects: %w", err)
 	}
 	return nil
+}
+
+// AnnotationDigest, on the DaemonSet, is the digest of the objects last
+// applied (their configurations without the token).
+const AnnotationDigest = "better-compute.dev/applied-digest"
+
+// digestOf is the hex SHA-256 (first 16 bytes) of the configurations of
+// the Namespace, ServiceAccount and DaemonSet.
+func digestOf(o objects) (string, error) {
+	b, err := json.Marshal([]any{o.namespace, o.serviceAccount, o.daemonSet})
+	if err != nil {
+		return "", fmt.Errorf("digest of the substrate's objects: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
 }

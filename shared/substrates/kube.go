@@ -35,6 +35,9 @@ type KubeAPI interface {
 	// error wrapping ErrForeign when an object of the same name is not
 	// the pool's.
 	Apply(ctx context.Context, o Objects) error
+	// Check reports, reading only, whether the cluster holds o as Apply
+	// leaves it (o.Token aside, its Secret holding a token).
+	Check(ctx context.Context, o Objects) (bool, error)
 	// Remove deletes the pool's objects; gone is true once they are all
 	// gone (deletion begun counts).
 	Remove(ctx context.Context, poolID string) (gone bool, err error)

@@ -235,7 +235,14 @@ func (u *run) converge(ctx context.Context, lease *chain.Lease) (chain.Outcome, 
 		}
 	}
 	if lease == nil {
-		return needLease, nil
+		// A ready substrate whose objects are as applied and whose
+		// joined nodes are all there is confirmed by reading only: the
+		// run writes nothing. Anything else, or a failed read, is looked
+		// at under the lease.
+		if ok, err := u.unchanged(ctx); err != nil || !ok {
+			return needLease, nil
+		}
+		return chain.Outcome{}, nil
 	}
 	return u.applyObjects(ctx, lease)
 }
@@ -382,6 +389,41 @@ func (u *run) applyObjects(ctx context.Context, lease *chain.Lease) (chain.Outco
 	}
 	u.ready()
 	return chain.Outcome{}, nil
+}
+
+// unchanged reports whether the ready substrate's cluster holds its objects
+// as applied for its spec, with its token's Secret, and every joined node
+// is still a Node of its pools.
+func (u *run) unchanged(ctx context.Context) (bool, error) {
+	s := &u.s
+	if s.Status.State != resource.StateReady || s.Status.Token.Hash == "" || s.Status.Applied != s.Spec.Generation {
+		return false, nil
+	}
+	api, err := u.connect()
+	if err != nil {
+		return false, err
+	}
+	if ok, err := api.Check(ctx, u.objects()); err != nil || !ok {
+		return false, err
+	}
+	nodes, err := u.nodes(ctx, api)
+	if err != nil {
+		return false, err
+	}
+	present := map[string]bool{}
+	for _, n := range nodes {
+		present[n.Name] = true
+	}
+	joined, err := u.joined(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range joined {
+		if !present[n.Name] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // nodes lists the Nodes of the substrate's pools.

@@ -75,6 +75,7 @@ type nodes map[string]Node
 
 func (n nodes) Connect(string, []byte) (KubeAPI, error)       { return n, nil }
 func (nodes) Apply(context.Context, Objects) error            { return nil }
+func (nodes) Check(context.Context, Objects) (bool, error)    { return true, nil }
 func (nodes) Remove(context.Context, string) (bool, error)    { return true, nil }
 func (nodes) Nodes(context.Context, []string) ([]Node, error) { return nil, nil }
 func (n nodes) Node(_ context.Context, name string) (Node, error) {
