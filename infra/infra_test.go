@@ -403,6 +403,11 @@ var kubePermissions = map[string][]string{
 		"container.secrets.get", "container.secrets.delete",
 		"container.daemonSets.get", "container.daemonSets.delete",
 	},
+	// Check only reads each of bcd's objects.
+	"Check": {
+		"container.namespaces.get", "container.serviceAccounts.get",
+		"container.secrets.get", "container.daemonSets.get",
+	},
 	"Nodes": {"container.nodes.list"},
 	"Node":  {"container.nodes.get"},
 }
