@@ -8,7 +8,6 @@ import (
 
 	container "cloud.google.com/go/container/apiv1"
 	"cloud.google.com/go/container/apiv1/containerpb"
-	"cloud.google.com/go/firestore"
 	credentials "cloud.google.com/go/iam/credentials/apiv1"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -53,19 +52,7 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	}
 	t.Cleanup(func() { e.iam.Close() })
 	e.iam.Grant(provisionerSA, reconcilerSA)
-	fsSrv, err := fsemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fsSrv.Close() })
-	conn, err := grpc.NewClient(fsSrv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.fs, err = firestore.NewClient(ctx, "p", option.WithGRPCConn(conn)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.fs.Close() })
+	e.fs = fsemu.ForTest(t, "p")
 	e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.now), gkeemu.WithOperationTime(opTime), gkeemu.WithIAM(gkeemu.IAM{
 		Projects: map[string][]string{"p": {reconcilerSA}, "tp": {provisionerSA}},
 		Identify: e.iam.Identify,

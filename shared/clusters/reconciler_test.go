@@ -72,19 +72,8 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
-	fsSrv, err := fsemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fsSrv.Close() })
-	conn, err := grpc.NewClient(fsSrv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.fs, err = firestore.NewClient(ctx, "p", option.WithGRPCConn(conn)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.fs.Close() })
+	e.fs = fsemu.ForTest(t, "p")
+	var err error
 	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.now), gkeemu.WithOperationTime(opTime)); err != nil {
 		t.Fatal(err)
 	}

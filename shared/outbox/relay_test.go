@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -38,20 +33,7 @@ func (publisher) Publish(context.Context, outbox.Event) error { return nil }
 // and how old the oldest is; an empty outbox is 0 and 0.
 func TestDrainRecordsTheBacklog(t *testing.T) {
 	ctx := context.Background()
-	srv, err := fsemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := firestore.NewClient(ctx, "outbox", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := fsemu.ForTest(t, "outbox")
 	m := &backlog{}
 	relay, err := outbox.NewRelay(fs, publisher{}, logging.New(t.Output(), slog.LevelInfo), outbox.WithMetrics(m))
 	if err != nil {

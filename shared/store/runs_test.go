@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -38,20 +35,7 @@ type runEnv struct {
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := fsemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := firestore.NewClient(ctx, "runs", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := fsemu.ForTest(t, "runs")
 	clk := &clock{t: time.Now().UTC().Truncate(time.Microsecond)}
 	st, err := store.New(fs, store.WithNow(clk.now))
 	if err != nil {

@@ -7,9 +7,6 @@ import (
 	"testing"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -32,20 +29,7 @@ func (k *kicks) Kick(_ context.Context, kick chain.Kick) error {
 func newConsumer(t *testing.T) (*Consumer, *firestore.Client, *kicks) {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := fsemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := firestore.NewClient(ctx, "consume", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := fsemu.ForTest(t, "consume")
 	st, err := store.New(fs)
 	if err != nil {
 		t.Fatal(err)

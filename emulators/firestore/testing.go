@@ -1,0 +1,32 @@
+package firestore
+
+import (
+	"context"
+	"testing"
+
+	fsclient "cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// ForTest starts an emulator for t and returns the official client of
+// project on it; both are closed when t ends.
+func ForTest(t testing.TB, project string) *fsclient.Client {
+	t.Helper()
+	srv, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fsclient.NewClient(context.Background(), project, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
