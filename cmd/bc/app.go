@@ -289,6 +289,17 @@ func (a *app) loadConfig() error {
 }
 
 // client returns the API client, or a usage error naming what is missing.
+// tenantClient is what every call of the API needs: the tenant and a
+// client.
+func (a *app) tenantClient() (string, *client.Client, error) {
+	tenant, err := a.needTenant()
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := a.client()
+	return tenant, c, err
+}
+
 func (a *app) client() (*client.Client, error) {
 	if a.url == "" {
 		return nil, &usageError{errors.New("no API URL: run bc login, or give --url or BC_URL")}

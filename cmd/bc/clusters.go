@@ -194,11 +194,7 @@ func (a *app) clustersGet() *cobra.Command {
 		Short: "Show a cluster",
 		Args:  oneArg("CLUSTER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
@@ -218,11 +214,7 @@ func (a *app) clustersList() *cobra.Command {
 		Short: "List the tenant's clusters, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
@@ -249,11 +241,7 @@ func (a *app) clustersDelete() *cobra.Command {
 		Short: "Delete a cluster and its node pools",
 		Args:  oneArg("CLUSTER_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}

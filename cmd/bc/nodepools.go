@@ -183,11 +183,7 @@ func (a *app) nodePoolsList() *cobra.Command {
 		Short: "List a cluster's node pools",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
@@ -276,11 +272,7 @@ func (a *app) nodePoolsDelete() *cobra.Command {
 		Short: "Delete a node pool",
 		Args:  oneArg("NODEPOOL_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}

@@ -37,11 +37,7 @@ func (a *app) substratesGet() *cobra.Command {
 		Short: "Show a substrate",
 		Args:  oneArg("SUBSTRATE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
@@ -75,11 +71,7 @@ func (a *app) substratesList() *cobra.Command {
 		Short: "List the tenant's substrates, oldest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
@@ -104,11 +96,7 @@ func (a *app) substratesNodes() *cobra.Command {
 		Short: "List the nodes that joined a substrate, by name",
 		Args:  oneArg("SUBSTRATE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tenant, err := a.needTenant()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			tenant, c, err := a.tenantClient()
 			if err != nil {
 				return err
 			}
