@@ -44,6 +44,7 @@ func BenchmarkContention(b *testing.B) {
 		mu.Unlock()
 	}
 	b.ResetTimer()
+	began := time.Now()
 	var wg sync.WaitGroup
 	for w := range clients {
 		wg.Add(1)
@@ -85,6 +86,7 @@ func BenchmarkContention(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	b.ReportMetric(float64(len(mutations)+len(lists))/time.Since(began).Seconds(), "calls/s")
 	q := func(ds []time.Duration, p float64) time.Duration {
 		if len(ds) == 0 {
 			return 0
