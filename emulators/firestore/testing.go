@@ -11,15 +11,16 @@ import (
 )
 
 // ForTest starts an emulator for t and returns the official client of
-// project on it; both are closed when t ends.
-func ForTest(t testing.TB, project string) *fsclient.Client {
+// project on it, its connection made with opts; both are closed when t
+// ends.
+func ForTest(t testing.TB, project string, opts ...grpc.DialOption) *fsclient.Client {
 	t.Helper()
 	srv, err := NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.Addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

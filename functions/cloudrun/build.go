@@ -183,7 +183,8 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		}
 	}()
 	c.log.InfoContext(ctx, "Connecting to Firestore, Pub/Sub and Cloud Tasks", "project", c.cfg.Project, "database", c.cfg.FirestoreDatabase)
-	fsOpts := append(emulator(c.cfg.FirestoreEmulatorHost), c.fsOp...)
+	fsOpts := append(emulator(c.cfg.FirestoreEmulatorHost), option.WithGRPCDialOption(store.DialOption()))
+	fsOpts = append(fsOpts, c.fsOp...)
 	if k.fs, err = firestore.NewClientWithDatabase(bg, c.cfg.Project, c.cfg.FirestoreDatabase, fsOpts...); err != nil {
 		return nil, fmt.Errorf("firestore client: %w", err)
 	}

@@ -56,7 +56,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		idemRef = s.idempotencyRef(c.TenantID, "clusters.create", c.Principal, req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
 		snaps, err := tx.GetAll(refs)
 		if err != nil {
@@ -297,7 +297,7 @@ func decodePageToken(s string) (pageToken, error) {
 func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (ClusterResult, error) {
 	var res ClusterResult
 	clusterRef := s.ClusterRef(c.TenantID, clusterID)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef})
 		if err != nil {

@@ -71,7 +71,7 @@ func (c *clusterDoc) usedBy() error {
 func (s *Store) AdoptCluster(ctx context.Context, c Caller, clusterID, accountID string) (resource.Cluster, error) {
 	var view resource.Cluster
 	ref := s.ClusterRef(c.TenantID, clusterID)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("read cluster: %w", err)

@@ -72,7 +72,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		idemRef = s.idempotencyRef(c.TenantID, "nodePools.create/"+req.ClusterID, c.Principal, req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = NodePoolResult{}
 		snaps, err := tx.GetAll(refs)
 		if err != nil {
@@ -246,7 +246,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID, clusterID)
 	poolRef := s.NodePoolRef(c.TenantID, clusterID, nodePoolID)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = NodePoolResult{}
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef, poolRef})
 		if err != nil {

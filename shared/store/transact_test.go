@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+)
+
+// TestTransactAbortedCommit has an older transaction write a document that
+// transact's first attempt read, so that Firestore aborts the attempt at
+// its commit. With DialOption the attempt is retried by transact itself
+// (each attempt's context is its own), without it by the client library.
+// Either way the call ends with the second attempt's write.
+func TestTransactAbortedCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []grpc.DialOption
+		quick bool
+	}{
+		{"DialOption", []grpc.DialOption{DialOption()}, true},
+		{"library", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			fs := fsemu.ForTest(t, "transact", tc.opts...)
+			s, err := New(fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := fs.Doc("counters/c")
+			if _, err := doc.Set(ctx, map[string]any{"n": 0}); err != nil {
+				t.Fatal(err)
+			}
+
+			olderRead, youngerRead := make(chan struct{}), make(chan struct{})
+			olderDone := make(chan error, 1)
+			go func() {
+				olderDone <- fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+					if _, err := tx.Get(doc); err != nil {
+						return err
+					}
+					close(olderRead)
+					<-youngerRead
+					return tx.Set(doc, map[string]any{"n": 1})
+				}, firestore.MaxAttempts(1))
+			}()
+			<-olderRead
+
+			var (
+				mu       sync.Mutex
+				attempts []any // each attempt's abortKey value
+			)
+			err = s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+				snap, err := tx.Get(doc)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				attempts = append(attempts, ctx.Value(abortKey{}))
+				first := len(attempts) == 1
+				mu.Unlock()
+				if first {
+					// The older transaction commits now, aborting this one.
+					close(youngerRead)
+					if err := <-olderDone; err != nil {
+						t.Errorf("older transaction: %v", err)
+					}
+				}
+				n, _ := snap.DataAt("n")
+				return tx.Set(doc, map[string]any{"n": n.(int64) + 10})
+			})
+			if err != nil {
+				t.Fatalf("transact: %v", err)
+			}
+			snap, err := doc.Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := snap.DataAt("n"); n != int64(11) {
+				t.Errorf("n = %v, want 11 (the older write, then the retried one)", n)
+			}
+			if len(attempts) != 2 {
+				t.Fatalf("attempts = %d, want 2", len(attempts))
+			}
+			if quick := attempts[0] != attempts[1]; quick != tc.quick {
+				t.Errorf("retried by transact itself = %v, want %v", quick, tc.quick)
+			}
+		})
+	}
+}
