@@ -86,6 +86,14 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   member   = "serviceAccount:${each.value}"
 }
 
+resource "google_cloud_tasks_queue_iam_member" "steady_enqueuer" {
+  for_each = local.runtime
+  name     = google_cloud_tasks_queue.reconcile_steady.name
+  location = google_cloud_tasks_queue.reconcile_steady.location
+  role     = "roles/cloudtasks.enqueuer"
+  member   = "serviceAccount:${each.value}"
+}
+
 # Creating a task whose OIDC token is the tasks identity's needs actAs on
 # that identity, and nothing else.
 resource "google_service_account_iam_member" "acts_as_tasks" {

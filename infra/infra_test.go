@@ -549,9 +549,13 @@ func TestServiceAccountRoles(t *testing.T) {
 	watchdog := svcs[cloudrun.WatchdogFunction]
 	tasksAccount := str(reconcile.env["TASKS_SERVICE_ACCOUNT"])
 	nodesAccount := str(reconcile.env["NODE_SERVICE_ACCOUNT"])
-	queue := m.instanceWith("google_cloud_tasks_queue", "id", str(reconcile.env["TASKS_QUEUE"]))
-	if queue == nil {
-		t.Fatalf("TASKS_QUEUE %q is no queue of the Terraform", str(reconcile.env["TASKS_QUEUE"]))
+	var queues []*instance
+	for _, v := range []string{"TASKS_QUEUE", "TASKS_STEADY_QUEUE"} {
+		q := m.instanceWith("google_cloud_tasks_queue", "id", str(reconcile.env[v]))
+		if q == nil {
+			t.Fatalf("%s %q is no queue of the Terraform", v, str(reconcile.env[v]))
+		}
+		queues = append(queues, q)
 	}
 
 	var want []grant
@@ -578,9 +582,10 @@ func TestServiceAccountRoles(t *testing.T) {
 			}
 		}
 		if kicks {
-			want = append(want,
-				grant{id, "roles/cloudtasks.enqueuer", "queue " + queue.str("name")},
-				grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
+			for _, q := range queues {
+				want = append(want, grant{id, "roles/cloudtasks.enqueuer", "queue " + q.str("name")})
+			}
+			want = append(want, grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
 		}
 		// On Cloud Run every function exports its metrics and spans
 		// (cloudrun.Config.Telemetry, shared/telemetry).

@@ -4,6 +4,7 @@ locals {
     GOOGLE_CLOUD_PROJECT  = var.project
     FIRESTORE_DATABASE    = google_firestore_database.main.name
     TASKS_QUEUE           = google_cloud_tasks_queue.reconcile.id
+    TASKS_STEADY_QUEUE    = google_cloud_tasks_queue.reconcile_steady.id
     RECONCILE_URL         = local.reconcile_url
     TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
     TASKS_AUDIENCE        = local.reconcile_url

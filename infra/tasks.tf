@@ -28,6 +28,35 @@ resource "google_cloud_tasks_queue" "reconcile" {
   depends_on = [google_project_service.apis]
 }
 
+# The runs of steady chains: each ready cluster's and substrate's refresh,
+# every steady_interval. A queue of their own, so that however many are
+# due, a tenant's change on the queue above is dispatched at once; its
+# rate bounds what a fleet's refreshes cost, and when more are due than it
+# lets through they stretch, and nothing else waits.
+resource "google_cloud_tasks_queue" "reconcile_steady" {
+  name     = "reconcile-steady"
+  location = var.region
+
+  rate_limits {
+    max_concurrent_dispatches = var.steady_max_concurrent_dispatches
+    max_dispatches_per_second = var.steady_max_dispatches_per_second
+  }
+
+  retry_config {
+    max_attempts       = -1
+    max_retry_duration = "3600s"
+    min_backoff        = "1s"
+    max_backoff        = "300s"
+    max_doublings      = 8
+  }
+
+  stackdriver_logging_config {
+    sampling_ratio = 0.01
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
 # The watchdog, every minute. A missed minute needs no retry: the next one
 # does the same work.
 resource "google_cloud_scheduler_job" "watchdog" {

@@ -88,6 +88,18 @@ variable "max_concurrent_dispatches" {
   default     = 50
 }
 
+variable "steady_max_concurrent_dispatches" {
+  description = "Steady refreshes in flight at once (Cloud Tasks queue reconcile-steady)."
+  type        = number
+  default     = 20
+}
+
+variable "steady_max_dispatches_per_second" {
+  description = "Steady refreshes started a second at most: with steady_interval, the fleet refreshed on time (100/s: 30,000 resources every 5 minutes)."
+  type        = number
+  default     = 100
+}
+
 variable "converging_interval" {
   description = "Time between reconcile runs while anything converges."
   type        = string

@@ -202,6 +202,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 	}
 	if k.queue, err = tasks.New(k.tasks, tasks.Config{
 		Queue:          c.cfg.TasksQueue,
+		SteadyQueue:    c.cfg.TasksSteadyQueue,
 		URL:            c.cfg.ReconcileURL,
 		ServiceAccount: c.cfg.TasksServiceAccount,
 		Audience:       c.cfg.TasksAudience,

@@ -34,7 +34,11 @@ type Config struct {
 	// call (RECONCILE_URL); TasksServiceAccount the identity of the tasks'
 	// OIDC tokens (TASKS_SERVICE_ACCOUNT); TasksAudience their audience
 	// (TASKS_AUDIENCE, ReconcileURL when unset).
-	TasksQueue          string
+	TasksQueue string
+	// TasksSteadyQueue takes the runs of steady chains, so that a
+	// fleet's refreshes never delay a change (TASKS_STEADY_QUEUE;
+	// TasksQueue takes every run when unset).
+	TasksSteadyQueue    string
 	ReconcileURL        string
 	TasksServiceAccount string
 	TasksAudience       string
@@ -209,6 +213,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		AuthIssuerURL:         get("AUTH_ISSUER_URL"),
 		AuthAudience:          get("AUTH_AUDIENCE"),
 		TasksQueue:            get("TASKS_QUEUE"),
+		TasksSteadyQueue:      get("TASKS_STEADY_QUEUE"),
 		ReconcileURL:          get("RECONCILE_URL"),
 		TasksServiceAccount:   get("TASKS_SERVICE_ACCOUNT"),
 		TasksAudience:         get("TASKS_AUDIENCE"),
@@ -260,6 +265,9 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	}
 	if required("TASKS_QUEUE", c.TasksQueue) && !queueRE.MatchString(c.TasksQueue) {
 		bad("TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksQueue)
+	}
+	if c.TasksSteadyQueue != "" && !queueRE.MatchString(c.TasksSteadyQueue) {
+		bad("TASKS_STEADY_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksSteadyQueue)
 	}
 	if required("RECONCILE_URL", c.ReconcileURL) {
 		if err := checkURL(c.ReconcileURL); err != nil {

@@ -130,7 +130,13 @@ func newRefreshBench(b *testing.B, clusters int) *refreshBench {
 	rb := &refreshBench{e: e, rpcs: rpcs}
 	for _, id := range ids {
 		e.api.waitCluster(b, id, resource.StateReady, nil)
-		rb.clusters = append(rb.clusters, chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: id, Token: e.clusterDoc(b, id).Reconcile.Token})
+		// A ready cluster's refreshes are a steady chain's.
+		var k chain.Kick
+		eventually(b, "a steady chain for "+id, func() (bool, string) {
+			k = chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: id, Token: e.clusterDoc(b, id).Reconcile.Token}
+			return k.Steady(), "chain token " + k.Token
+		})
+		rb.clusters = append(rb.clusters, k)
 	}
 	rb.clock = &jumpClock{start: time.Now(), base: time.Now(), step: cfg.LeaseTTL + time.Millisecond}
 	// Past every lease the stack's own runs took.

@@ -240,7 +240,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 			// A duplicate is the chain's own task delivered again, under
 			// its name.
 			task := ""
-			for _, tk := range e.Tasks.Tasks(e.cfgQueue()) {
+			for _, tk := range e.pendingTasks() {
 				if bytes.Contains(tk.GetHttpRequest().GetBody(), []byte(tok)) {
 					task = path.Base(tk.GetName())
 				}
@@ -301,7 +301,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 	// steady refresh.
 	eventually(t, "one pending task for the cluster", func() (bool, string) {
 		var names []string
-		for _, tk := range e.Tasks.Tasks(e.cfgQueue()) {
+		for _, tk := range e.pendingTasks() {
 			if bytes.Contains(tk.GetHttpRequest().GetBody(), []byte(cl.ID)) {
 				names = append(names, path.Base(tk.GetName()))
 			}
@@ -311,6 +311,11 @@ func TestDuplicateDeliveries(t *testing.T) {
 }
 
 func (e *env) cfgQueue() string { return "projects/bc-dev/locations/us-central1/queues/reconcile" }
+
+// pendingTasks are the tasks of both reconcile queues.
+func (e *env) pendingTasks() []*cloudtaskspb.Task {
+	return append(e.Tasks.Tasks(e.cfgQueue()), e.Tasks.Tasks(e.cfgQueue()+"-steady")...)
+}
 
 // crashAfter is a GKE client whose CreateNodePool is made at the provider
 // and then never answered, as when the run's process dies right after

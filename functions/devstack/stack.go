@@ -130,6 +130,10 @@ func (c Config) Queue() string {
 	return fmt.Sprintf("projects/%s/locations/us-central1/queues/reconcile", c.Project)
 }
 
+// SteadyQueue is the Cloud Tasks queue of steady chains' runs
+// (chain.Kick.Steady).
+func (c Config) SteadyQueue() string { return c.Queue() + "-steady" }
+
 // closeGrace bounds how long Close waits for work in flight, once for the
 // Cloud Tasks emulator's attempts and once for the server's requests.
 const closeGrace = 5 * time.Second
@@ -355,6 +359,7 @@ func (s *Stack) environment() map[string]string {
 		"AUTH_ISSUER_URL":           s.URL,
 		"AUTH_AUDIENCE":             s.URL,
 		"TASKS_QUEUE":               s.cfg.Queue(),
+		"TASKS_STEADY_QUEUE":        s.cfg.SteadyQueue(),
 		"RECONCILE_URL":             s.URL + functionPath(cloudrun.ReconcileFunction),
 		"TASKS_SERVICE_ACCOUNT":     "reconciler@" + s.cfg.Project + ".iam.gserviceaccount.com",
 		"TASKS_AUDIENCE":            s.URL,
@@ -494,7 +499,7 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 }
 
 // provision creates what infra/ creates in production: a topic per event
-// type and the reconcile queue.
+// type and the reconcile queues.
 func (s *Stack) provision(ctx context.Context) error {
 	ps, err := pubsub.NewClient(ctx, s.cfg.Project, emulatorOptions(s.PubSub.Addr)...)
 	if err != nil {
@@ -515,20 +520,26 @@ func (s *Stack) provision(ctx context.Context) error {
 		return fmt.Errorf("cloud tasks client: %w", err)
 	}
 	defer tc.Close()
-	_, err = tc.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-		Parent: fmt.Sprintf("projects/%s/locations/us-central1", s.cfg.Project),
-		Queue: &cloudtaskspb.Queue{
-			Name: s.cfg.Queue(),
-			RetryConfig: &cloudtaskspb.RetryConfig{
-				MaxAttempts: -1,
-				MinBackoff:  durationpb.New(100 * time.Millisecond),
-				MaxBackoff:  durationpb.New(10 * time.Second),
+	// Changes and converging runs on one queue, steady refreshes on the
+	// other, with fewer runs in flight: however many refreshes are due,
+	// they take a bounded share of the process, and a change's run is
+	// dispatched as soon as it is due.
+	for name, inFlight := range map[string]int32{s.cfg.Queue(): 50, s.cfg.SteadyQueue(): 10} {
+		_, err = tc.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+			Parent: fmt.Sprintf("projects/%s/locations/us-central1", s.cfg.Project),
+			Queue: &cloudtaskspb.Queue{
+				Name: name,
+				RetryConfig: &cloudtaskspb.RetryConfig{
+					MaxAttempts: -1,
+					MinBackoff:  durationpb.New(100 * time.Millisecond),
+					MaxBackoff:  durationpb.New(10 * time.Second),
+				},
+				RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: inFlight},
 			},
-			RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: 50},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("create queue: %w", err)
+		})
+		if err != nil {
+			return fmt.Errorf("create queue %s: %w", name, err)
+		}
 	}
 	return nil
 }

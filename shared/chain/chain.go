@@ -16,6 +16,7 @@ package chain
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -51,18 +52,33 @@ type State struct {
 
 // Restart issues a new chain token due now and returns the kick of the new
 // chain: the old chain's next task finds its token stale and stops. The
-// caller writes s with the change that needed the run.
+// caller writes s with the change that needed the run. The new chain is a
+// converging one (Kick.Steady is false) until a run finds its subject
+// steady.
 func (s *State) Restart(kind, tenantID, id string, now time.Time) Kick {
 	s.Token = newToken()
 	s.NextAt = now
 	return Kick{Kind: kind, TenantID: tenantID, ID: id, Token: s.Token}
 }
 
+// steadyPrefix starts the token of a steady chain (other tokens are hex).
+const steadyPrefix = "s"
+
+// Steady says whether k's chain is a steady one: a chain of refreshes of
+// a subject that a run found with nothing to converge, as opposed to one
+// started for a change (Restart). The two go on different queues, so that
+// a tenant's change never waits behind a fleet's refreshes; a chain moves
+// from one to the other only with a new token, so that a task delivered
+// twice cannot leave a live chain on each.
+func (k Kick) Steady() bool { return strings.HasPrefix(k.Token, steadyPrefix) }
+
 // header is the chain's part of a subject's document.
 type header struct {
 	Active    bool  `firestore:"active"`
 	Reconcile State `firestore:"reconcile"`
 }
+
+func newSteadyToken() string { return steadyPrefix + newToken() }
 
 func newToken() string {
 	b := make([]byte, 12)

@@ -77,7 +77,7 @@ func (r *thingRun) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, err
 }
 
 func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
-	e := outbox.Event{ID: "evt-" + now.Ref.ID, Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
+	e := outbox.Event{ID: fmt.Sprintf("evt-%s-%d", now.Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
 	return []outbox.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
 }
 
@@ -294,12 +294,64 @@ func TestRunKickedMidRun(t *testing.T) {
 	}
 }
 
+// A change's chain whose run finds nothing to converge hands the subject
+// to a steady chain: a new token, written with the run's outcome, whose
+// tasks go to the steady queue. A second delivery of the task finds its
+// token stale and schedules nothing, so only one chain lives on.
+func TestRunHandsOverToASteadyChain(t *testing.T) {
+	ctx := context.Background()
+	for _, changed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("changed=%v", changed), func(t *testing.T) {
+			e := newEnv(t)
+			e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) {
+				return chain.Outcome{Changed: changed}, nil
+			}
+			k := e.put(t, "t1", chain.State{})
+			if k.Steady() {
+				t.Fatalf("a kick's chain %q is steady", k.Token)
+			}
+			for _, task := range []string{"task-1", "task-1"} { // delivered twice
+				if err := e.runner.Run(ctx, k, task); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(e.rec.scheduled) != 1 {
+				t.Fatalf("scheduled %+v, want one successor", e.rec.scheduled)
+			}
+			next := e.rec.scheduled[0].k
+			got := e.get(t, k)
+			if !next.Steady() || next.Token != got.Reconcile.Token {
+				t.Errorf("successor's token %q (steady %v), stored %q: want the stored one, steady", next.Token, next.Steady(), got.Reconcile.Token)
+			}
+			if want := map[bool]int{true: 1, false: 0}[changed]; got.Saved != want {
+				t.Errorf("saved %d, want %d", got.Saved, want)
+			}
+			// The steady chain stays steady while it converges again.
+			e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) {
+				return chain.Outcome{Changed: true, Converging: true}, nil
+			}
+			if err := e.runner.Run(ctx, next, "task-2"); err != nil {
+				t.Fatal(err)
+			}
+			if last := e.rec.scheduled[len(e.rec.scheduled)-1].k; last.Token != next.Token {
+				t.Errorf("a converging run of the steady chain scheduled token %q, want %q", last.Token, next.Token)
+			}
+		})
+	}
+}
+
 // A steady run that changed nothing writes nothing, and takes no lease:
 // the thing's document is as it was.
 func TestRunNoopWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	k := e.put(t, "t1", chain.State{NextAt: e.clk.now().Add(time.Hour)})
+	// The kick's chain hands the thing to a steady chain (written once).
+	if err := e.runner.Run(ctx, k, "task-kick"); err != nil {
+		t.Fatal(err)
+	}
+	k = e.rec.scheduled[0].k
+	e.rec.scheduled = nil
 	before, err := e.sub.Ref(k).Get(ctx)
 	if err != nil {
 		t.Fatal(err)

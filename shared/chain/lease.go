@@ -143,7 +143,7 @@ func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef,
 // the lease. It returns the events committed and whether the run's token
 // is still the subject's.
 func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token, version string, now func() time.Time, load loader,
-	nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+	nextAt time.Time, failures int, newToken string, save saveFunc) ([]outbox.Event, bool, error) {
 	var committed []outbox.Event
 	current := false
 	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -172,6 +172,9 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 		current = true
 		s := h.Reconcile
 		s.NextAt, s.Failures = nextAt, failures
+		if newToken != "" {
+			s.Token = newToken
+		}
 		if s.LeaseOwner != "" {
 			// An expired lease (check refuses a live one) of a run
 			// that died.
@@ -231,8 +234,7 @@ func (l *Lease) Write(ctx context.Context, write func(*firestore.Transaction) er
 // events committed and whether the run's token is still the subject's (when
 // it is not, a kick started a newer chain and the run must not schedule a
 // successor, nor move the newer chain's deadline).
-func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int,
-	save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
 	var committed []outbox.Event
 	current := false
 	err := l.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -248,6 +250,9 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int,
 		}
 		current = s.Token == l.Token
 		l.released(&s, nextAt, failures, current)
+		if current && token != "" {
+			s.Token = token
+		}
 		if err := tx.Update(l.ref, []firestore.Update{{Path: Field, Value: s}}); err != nil {
 			return err
 		}

@@ -254,7 +254,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		next := r.backoff(failures)
 		log.Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
 		w := r.writer(ctx, ref, k, sub, l, p.version)
-		if _, _, werr := w(now.Add(next+r.cfg.LeaseTTL), failures, nil); werr != nil {
+		if _, _, werr := w(now.Add(next+r.cfg.LeaseTTL), failures, "", nil); werr != nil {
 			return errors.Join(err, werr)
 		}
 		rep.outcome = OutcomeRetry
@@ -281,8 +281,15 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	// next run looks at it.
 	next := r.cfg.Now().Add(interval)
 	deadline := next.Add(r.cfg.LeaseTTL)
-	if !out.Converging && !out.Retry && out.After == 0 {
+	steady := !out.Converging && !out.Retry && out.After == 0
+	if steady {
 		deadline = next.Add(max(r.cfg.LeaseTTL, r.cfg.Heartbeat))
+	}
+	// A change's chain that finds its subject steady hands it to a steady
+	// chain (Kick.Steady), under a new token written with the outcome.
+	token := ""
+	if steady && !out.Done && !k.Steady() {
+		token = newSteadyToken()
 	}
 	current := true
 	var events []outbox.Event
@@ -291,15 +298,19 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		save = run.Save
 	}
 	// A run writes when it has something to save, a failure count to
-	// change, a lease to give up, or a watchdog deadline that its next run
-	// would miss; a steady run that found nothing to do writes nothing.
-	if out.Changed || l != nil || failures != state.Failures || state.NextAt.Before(next.Add(r.cfg.LeaseTTL)) {
-		events, current, err = r.writer(ctx, ref, k, sub, l, p.version)(deadline, failures, save)
+	// change, a lease to give up, a chain to hand over, or a watchdog
+	// deadline that its next run would miss; a steady run that found
+	// nothing to do writes nothing.
+	if out.Changed || l != nil || failures != state.Failures || token != "" || state.NextAt.Before(next.Add(r.cfg.LeaseTTL)) {
+		events, current, err = r.writer(ctx, ref, k, sub, l, p.version)(deadline, failures, token, save)
 		if err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
 		if out.Changed && !out.Converged.IsZero() {
 			rep.lag, rep.converged = r.cfg.Now().Sub(out.Converged), true
+		}
+		if current && token != "" {
+			k.Token = token
 		}
 	}
 	if len(events) > 0 {
@@ -315,9 +326,9 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		log.Info("A newer chain took over the subject during the run")
 		return nil
 	}
-	if !out.Converging && !out.Retry && out.After == 0 {
-		// Steady: the work the link asked for is done; later runs
-		// are the chain's own.
+	if steady {
+		// The work the link asked for is done; later runs are the
+		// chain's own.
 		k.Link = ""
 	}
 	return r.schedule(ctx, k, next, task)
@@ -326,16 +337,26 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 // writer returns how the run writes its outcome: under its lease when it
 // holds one, else in a transaction that checks that nothing the run read
 // changed (errChanged) and that no run holds the lease (ErrBusy).
-func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick, sub Subject, l *Lease, version string) func(time.Time, int, func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
+//
+// The outcome sets the chain's watchdog deadline (nextAt) and failure
+// count and, when token is not empty, hands the chain to that token.
+func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick, sub Subject, l *Lease, version string) writeFunc {
 	if l != nil {
-		return func(nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
-			return l.finish(ctx, nextAt, failures, save)
+		return func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
+			return l.finish(ctx, nextAt, failures, token, save)
 		}
 	}
-	return func(nextAt time.Time, failures int, save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)) ([]outbox.Event, bool, error) {
-		return commit(ctx, r.fs, ref, k.Token, version, r.cfg.Now, sub.Load, nextAt, failures, save)
+	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
+		return commit(ctx, r.fs, ref, k.Token, version, r.cfg.Now, sub.Load, nextAt, failures, token, save)
 	}
 }
+
+// saveFunc is Run.Save.
+type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)
+
+// writeFunc writes a run's outcome; it returns the events committed and
+// whether the run's chain is still the subject's.
+type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error)
 
 func (r *Runner) schedule(ctx context.Context, k Kick, at time.Time, task string) error {
 	if err := r.sched.Schedule(ctx, k, at, task); err != nil {

@@ -147,7 +147,7 @@ func (e *iamEnv) create(t *testing.T, pool, name string) resource.Cluster {
 // run makes one run of the current cluster and returns it.
 func (e *iamEnv) run(t *testing.T) resource.Cluster {
 	t.Helper()
-	if err := e.runner.Run(context.Background(), e.kick, ""); err != nil {
+	if err := e.runner.Run(context.Background(), e.current(t, e.kick), ""); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	c, err := e.st.GetCluster(context.Background(), e.caller, e.id)

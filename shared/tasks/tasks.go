@@ -57,7 +57,11 @@ func (p Payload) Kick() chain.Kick {
 
 // Config says where tasks go.
 type Config struct {
-	Queue          string // projects/P/locations/L/queues/Q
+	Queue string // projects/P/locations/L/queues/Q
+	// SteadyQueue takes the runs of steady chains (chain.Kick.Steady),
+	// so that a fleet's refreshes never delay a tenant's change, which
+	// Queue takes with every other run. Empty: Queue takes them all.
+	SteadyQueue    string
 	URL            string // the reconcile function's URL
 	ServiceAccount string // OIDC identity of the tasks
 	Audience       string // OIDC audience (the function's URL when empty)
@@ -110,10 +114,11 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 	if k.Link != "" {
 		headers[LinkHeader] = k.Link
 	}
+	queue := q.QueueOf(k)
 	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
-		Parent: q.cfg.Queue,
+		Parent: queue,
 		Task: &cloudtaskspb.Task{
-			Name:         q.cfg.Queue + "/tasks/" + TaskID(k, after),
+			Name:         queue + "/tasks/" + TaskID(k, after),
 			ScheduleTime: timestamppb.New(at),
 			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 				Url:        q.cfg.URL,
@@ -134,6 +139,16 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 		return fmt.Errorf("create task for %s %s: %w", k.Kind, k.ID, err)
 	}
 	return nil
+}
+
+// QueueOf is the queue of the runs of k's chain. A chain's token decides
+// it, so every task of one chain goes to one queue, where Cloud Tasks
+// deduplicates their names.
+func (q *Queue) QueueOf(k chain.Kick) string {
+	if k.Steady() && q.cfg.SteadyQueue != "" {
+		return q.cfg.SteadyQueue
+	}
+	return q.cfg.Queue
 }
 
 // TaskID is the task ID of a run of k's chain scheduled by the task after

@@ -13,6 +13,7 @@ import (
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
@@ -159,5 +160,67 @@ func TestScheduleFailure(t *testing.T) {
 	srv.FailNext("CreateTask", 1, codes.Unavailable)
 	if err := q.Kick(context.Background(), chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t2"}); err == nil {
 		t.Errorf("Kick() with Cloud Tasks down = nil, want an error")
+	}
+}
+
+// A steady chain's runs go to the steady queue, a change's to the main one,
+// and the same scheduling twice makes one task there.
+func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
+	ctx := context.Background()
+	srv, err := ctemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	const steadyQueue = "projects/p/locations/us-central1/queues/reconcile-steady"
+	for _, name := range []string{queue, steadyQueue} {
+		if _, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+			Parent: "projects/p/locations/us-central1", Queue: &cloudtaskspb.Queue{Name: name},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueue: steadyQueue, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st chain.State
+	change := st.Restart("clusters", "acme", "kcl_1", time.Now())
+	steady := change
+	steady.Token = "s" + change.Token
+	if change.Steady() || !steady.Steady() {
+		t.Fatalf("Steady() = %v, %v; want false, true", change.Steady(), steady.Steady())
+	}
+	later := time.Now().Add(time.Hour) // listed before they are due
+	for _, k := range []chain.Kick{change, steady, steady} {
+		if err := q.Schedule(ctx, k, later, "task-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{queue: change.Token, steadyQueue: steady.Token} {
+		var got []string
+		it := client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: name, ResponseView: cloudtaskspb.Task_FULL})
+		for {
+			task, err := it.Next()
+			if err == iterator.Done {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p tasks.Payload
+			if err := json.Unmarshal(task.GetHttpRequest().GetBody(), &p); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p.Token)
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s holds tasks of tokens %q, want [%q]", name, got, want)
+		}
 	}
 }
