@@ -2,6 +2,7 @@ package cloudtasks
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -99,27 +100,17 @@ func (g *GServer) dispatchDue() (next time.Time, ok bool) {
 			q.tokens = min(float64(rl.MaxBurstSize), q.tokens+elapsed.Seconds()*rl.MaxDispatchesPerSecond)
 			q.refilled = now
 		}
-		var due []*task
-		for _, t := range q.tasks {
-			if t.inflight > 0 {
-				continue // its completion wakes the loop
-			}
-			if at := t.pb.ScheduleTime.AsTime(); at.After(now) {
-				later(at)
-				continue
-			}
-			due = append(due, t)
-		}
-		sort.Slice(due, func(i, j int) bool {
-			a, b := due[i].pb.ScheduleTime.AsTime(), due[j].pb.ScheduleTime.AsTime()
-			if !a.Equal(b) {
-				return a.Before(b)
-			}
-			return due[i].pb.Name < due[j].pb.Name
-		})
-		for _, t := range due {
-			if q.inflight >= int(rl.MaxConcurrentDispatches) {
+		// Tasks in flight are not waiting: their completion wakes the loop.
+		// A queue held back by its limits needs no wake-up for its later
+		// tasks, which could not start before the limit allows anyway.
+		for len(q.waiting) > 0 {
+			t := q.waiting[0]
+			if t.due.After(now) {
+				later(t.due)
 				break
+			}
+			if q.inflight >= int(rl.MaxConcurrentDispatches) {
+				break // a completion wakes the loop
 			}
 			if q.tokens < 1 {
 				wait := (1 - q.tokens) / rl.MaxDispatchesPerSecond
@@ -133,10 +124,64 @@ func (g *GServer) dispatchDue() (next time.Time, ok bool) {
 	return next, ok
 }
 
+// taskHeap is a heap (container/heap) of a queue's waiting tasks in the
+// order Cloud Tasks dispatches them: schedule time, then name. Each task
+// keeps its index so that it can be removed in O(log n).
+type taskHeap []*task
+
+func (h taskHeap) Len() int { return len(h) }
+
+func (h taskHeap) Less(i, j int) bool {
+	if c := h[i].due.Compare(h[j].due); c != 0 {
+		return c < 0
+	}
+	return h[i].pb.Name < h[j].pb.Name
+}
+
+func (h taskHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *taskHeap) Push(x any) {
+	t := x.(*task)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+
+func (h *taskHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.index = -1
+	return t
+}
+
+// wait makes t, which is neither in flight nor waiting, wait for its
+// schedule time.
+func (q *queue) wait(t *task) { heap.Push(&q.waiting, t) }
+
+// unwait takes t out of the waiting tasks if it is there. heap.Remove never
+// compares the task it removes, so its schedule time may already have
+// changed.
+func (q *queue) unwait(t *task) {
+	if t.index >= 0 {
+		heap.Remove(&q.waiting, t.index)
+	}
+}
+
+// schedule sets the time t is due.
+func (t *task) schedule(at *timestamppb.Timestamp) {
+	t.pb.ScheduleTime = at
+	t.due = at.AsTime()
+}
+
 // startAttemptLocked records a new attempt of t and sends it in the
 // background.
 func (g *GServer) startAttemptLocked(t *task, now time.Time) {
 	q := t.queue
+	q.unwait(t)
 	t.pb.DispatchCount++
 	record := &cloudtaskspb.Attempt{
 		ScheduleTime: proto.Clone(t.pb.ScheduleTime).(*timestamppb.Timestamp),
@@ -155,7 +200,7 @@ func (g *GServer) startAttemptLocked(t *task, now time.Time) {
 		retries:    int(t.pb.DispatchCount) - 1,
 		executions: t.executions,
 		prevStatus: t.lastStatus,
-		eta:        t.pb.ScheduleTime.AsTime(),
+		eta:        t.due,
 		record:     record,
 	}
 	t.inflight++
@@ -294,7 +339,10 @@ func (g *GServer) finish(a attempt, code int, err error) {
 		return
 	}
 	wait := backoff(rc, int(t.pb.DispatchCount))
-	t.pb.ScheduleTime = timestamppb.New(now.Add(wait))
+	t.schedule(timestamppb.New(now.Add(wait)))
+	if t.inflight == 0 { // else the last attempt to finish decides
+		t.queue.wait(t)
+	}
 	log.Warn("Retrying task", "reason", reason, "backoff", wait)
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -539,6 +540,141 @@ func TestLogs(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("log %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestDispatchOrder(t *testing.T) {
+	clock := newFakeClock()
+	srv, c := start(t, WithNow(clock.Now))
+	// One at a time, so requests arrive in the order they were started.
+	createQueue(t, c, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: 1}})
+	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	rec := newRecorder(t)
+	t0 := clock.Now()
+	for _, tk := range []struct {
+		id    string
+		after time.Duration
+	}{
+		{"d", 3 * time.Second},
+		{"c", time.Second},
+		{"a", 2 * time.Second},
+		{"gone", time.Second},
+		{"b", time.Second},
+		{"e", time.Second + time.Nanosecond},
+		{"first", 0},
+		{"run", time.Hour},
+		{"later", time.Hour},
+	} {
+		task := httpTask(testQueue+"/tasks/"+tk.id, rec.URL())
+		task.ScheduleTime = timestamppb.New(t0.Add(tk.after))
+		createTask(t, c, task)
+	}
+	checkWaiting(t, srv)
+	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: testQueue + "/tasks/gone"}); err != nil {
+		t.Fatalf("DeleteTask: %v", err)
+	}
+	checkWaiting(t, srv)
+	clock.Advance(3 * time.Second)
+	if _, err := c.ResumeQueue(ctx(t), &cloudtaskspb.ResumeQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("ResumeQueue: %v", err)
+	}
+	waitIdle(t, srv)
+	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: testQueue + "/tasks/run"}); err != nil {
+		t.Fatalf("RunTask: %v", err)
+	}
+	waitIdle(t, srv)
+	checkWaiting(t, srv)
+	// The task run early is not sent again at its schedule time.
+	clock.Advance(time.Hour)
+	srv.Wake()
+	waitIdle(t, srv)
+
+	var got []string
+	for _, r := range rec.Requests() {
+		got = append(got, r.Header.Get(HeaderTaskName))
+	}
+	// Schedule time first, then name; deleted tasks are never sent.
+	want := []string{"first", "b", "c", "e", "a", "d", "run", "later"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("dispatch order = %v, want %v", got, want)
+	}
+	checkWaiting(t, srv)
+}
+
+func TestRunTaskInFlight(t *testing.T) {
+	clock := newFakeClock()
+	srv, c := start(t, WithNow(clock.Now))
+	createQueue(t, c, nil)
+	var calls atomic.Int32
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			close(arrived)
+			<-release
+			w.WriteHeader(http.StatusInternalServerError)
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(target.Close)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	task := createTask(t, c, httpTask(testQueue+"/tasks/twice", target.URL))
+	<-arrived
+	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name}); err != nil {
+		t.Fatalf("RunTask(in flight): %v", err)
+	}
+	waitFor(t, "the second attempt to fail", func() bool { return srv.Stats().Failed == 1 })
+	// The first attempt is still in flight, so the task does not wait for
+	// its retry yet.
+	checkWaiting(t, srv)
+	releaseOnce.Do(func() { close(release) })
+	waitIdle(t, srv)
+	checkWaiting(t, srv)
+	clock.Advance(time.Hour)
+	srv.Wake()
+	waitIdle(t, srv)
+	if s := srv.Stats(); s != (Stats{Dispatched: 3, Succeeded: 1, Failed: 2}) {
+		t.Errorf("Stats = %+v, want 3 dispatched, 2 failed, 1 succeeded", s)
+	}
+	checkWaiting(t, srv)
+}
+
+// checkWaiting fails t unless each queue's waiting tasks are exactly its
+// tasks not in flight, in heap order, each with its index.
+func checkWaiting(t *testing.T, srv *Server) {
+	t.Helper()
+	g := srv.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, q := range g.queues {
+		waiting := 0
+		for _, tk := range q.tasks {
+			if tk.inflight > 0 {
+				if tk.index != -1 {
+					t.Errorf("queue %s: task %s in flight has index %d", name, tk.pb.Name, tk.index)
+				}
+				continue
+			}
+			waiting++
+			if tk.index < 0 || tk.index >= len(q.waiting) || q.waiting[tk.index] != tk {
+				t.Errorf("queue %s: task %s not waiting at its index %d", name, tk.pb.Name, tk.index)
+			}
+			if !tk.due.Equal(tk.pb.ScheduleTime.AsTime()) {
+				t.Errorf("queue %s: task %s due %v, schedule_time %v", name, tk.pb.Name, tk.due, tk.pb.ScheduleTime.AsTime())
+			}
+		}
+		if len(q.waiting) != waiting {
+			t.Errorf("queue %s: %d waiting, want %d", name, len(q.waiting), waiting)
+		}
+		for i := 1; i < len(q.waiting); i++ {
+			if q.waiting.Less(i, (i-1)/2) {
+				t.Errorf("queue %s: waiting[%d] sorts before its parent", name, i)
+			}
 		}
 	}
 }

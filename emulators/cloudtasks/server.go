@@ -25,8 +25,10 @@
 //     followed as net/http follows them; max_burst_size is
 //     min(100, ceil(max_dispatches_per_second)); the response body is not
 //     kept and X-CloudTasks-TaskRetryReason is not sent.
-//   - The dispatcher scans all tasks when it wakes, which suits test and
-//     development volumes (thousands of tasks), not millions.
+//   - State is in memory, sized for tests and development (tens of
+//     thousands of tasks, not millions): creating, deleting and starting a
+//     task cost O(log n) in its queue, but each dispatcher pass visits every
+//     queue and ListTasks sorts all of a queue's task names for each page.
 //   - OIDC tokens come from the function given with WithTokenSource; without
 //     one, an attempt of a task with an oidc_token fails (and is retried) as
 //     the real service does when it cannot mint a token.
@@ -275,15 +277,25 @@ type GServer struct {
 var _ cloudtaskspb.CloudTasksServer = (*GServer)(nil)
 
 type queue struct {
-	pb       *cloudtaskspb.Queue
-	tasks    map[string]*task
+	pb    *cloudtaskspb.Queue
+	tasks map[string]*task
+	// waiting holds the tasks that are not in flight, next due first, so
+	// that a dispatcher pass looks only at the tasks it starts and at the
+	// one that stops it.
+	waiting  taskHeap
 	inflight int
 	tokens   float64
 	refilled time.Time
 }
 
 type task struct {
-	pb       *cloudtaskspb.Task
+	pb *cloudtaskspb.Task
+	// due is pb.ScheduleTime, converted once rather than in every
+	// comparison of the dispatcher.
+	due time.Time
+	// index is the task's position in queue.waiting, -1 when it is not
+	// there (in flight or removed).
+	index    int
 	queue    *queue
 	inflight int
 	// executions counts responses below 500, which Cloud Tasks reports as
@@ -346,15 +358,12 @@ func (g *GServer) idleLocked() bool {
 	if g.inflight > 0 {
 		return false
 	}
+	// With nothing in flight every task is waiting, so each running queue's
+	// next task tells whether one is due.
 	now := g.now()
 	for _, q := range g.queues {
-		if q.pb.State != cloudtaskspb.Queue_RUNNING {
-			continue
-		}
-		for _, t := range q.tasks {
-			if !t.pb.ScheduleTime.AsTime().After(now) {
-				return false
-			}
+		if q.pb.State == cloudtaskspb.Queue_RUNNING && len(q.waiting) > 0 && !q.waiting[0].due.After(now) {
+			return false
 		}
 	}
 	return true

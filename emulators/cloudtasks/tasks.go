@@ -53,7 +53,8 @@ func (g *GServer) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 		return nil, status.Errorf(codes.InvalidArgument, "schedule_time %v: more than %v ahead", tp.ScheduleTime.AsTime(), maxScheduleAhead)
 	}
 	tp.CreateTime = timestamppb.New(now.Truncate(time.Second))
-	t := &task{pb: tp, queue: q}
+	t := &task{pb: tp, due: tp.ScheduleTime.AsTime(), index: -1, queue: q}
+	q.wait(t)
 	q.tasks[tp.Name] = t
 	g.tasks[tp.Name] = t
 	g.notifyLocked()
@@ -123,6 +124,7 @@ func (g *GServer) sweepTombstonesLocked(now time.Time) {
 // period. An attempt still in flight sees the task gone and discards its
 // outcome.
 func (g *GServer) removeTaskLocked(t *task) {
+	t.queue.unwait(t)
 	delete(t.queue.tasks, t.pb.Name)
 	delete(g.tasks, t.pb.Name)
 	g.tombstones[t.pb.Name] = g.now()
@@ -205,7 +207,7 @@ func (g *GServer) RunTask(_ context.Context, req *cloudtaskspb.RunTaskRequest) (
 		return nil, status.Errorf(codes.Unavailable, "emulator is shutting down")
 	}
 	now := g.now()
-	t.pb.ScheduleTime = timestamppb.New(now)
+	t.schedule(timestamppb.New(now))
 	g.startAttemptLocked(t, now)
 	return viewTask(t.pb, req.ResponseView), nil
 }
