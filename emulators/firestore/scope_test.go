@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,5 +290,55 @@ func TestScopeMatchesScan(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatalf("no scope held a document")
+	}
+}
+
+// TestDeletedDocumentsExpire checks that a deleted document stays (for
+// reads at an earlier time) while its deletion is inside the retention
+// window, and leaves the database and its indexes after.
+func TestDeletedDocumentsExpire(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	srv, c := newTestServer(t, WithNow(clock))
+	ctx := testCtx(t)
+	setDocs(t, c, map[string]map[string]any{"a/1": {}, "a/2": {}, "b/1": {}})
+	before := clock().Add(time.Second)
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	for _, p := range []string{"a/1", "a/2"} {
+		if _, err := c.Doc(p).Delete(ctx); err != nil {
+			t.Fatalf("Delete(%s): %v", p, err)
+		}
+	}
+	setDocs(t, c, map[string]map[string]any{"a/2": {"v": 2}})
+	stored := func() []string {
+		srv.GServer.mu.Lock()
+		defer srv.GServer.mu.Unlock()
+		return slices.Sorted(maps.Keys(srv.GServer.dbs[testDB].docs))
+	}
+	if got, want := stored(), []string{"a/1", "a/2", "b/1"}; !slices.Equal(got, want) {
+		t.Errorf("stored inside the window = %v, want %v", got, want)
+	}
+	docs, err := c.Collection("a").WithReadOptions(gfs.ReadTime(before)).Documents(ctx).GetAll()
+	if err != nil || len(docs) != 2 {
+		t.Errorf("query before the deletion = %d documents, %v; want 2", len(docs), err)
+	}
+	mu.Lock()
+	now = now.Add(versionRetention + time.Second)
+	mu.Unlock()
+	setDocs(t, c, map[string]map[string]any{"c/1": {}}) // a write expires what is due
+	if got, want := stored(), []string{"a/2", "b/1", "c/1"}; !slices.Equal(got, want) {
+		t.Errorf("stored after the window = %v, want %v", got, want)
+	}
+	checkIndex(t, srv)
+	docs, err = c.Collection("a").Documents(ctx).GetAll()
+	if err != nil || len(docs) != 1 || docs[0].Ref.ID != "2" {
+		t.Errorf("query after the window = %d documents, %v; want a/2", len(docs), err)
 	}
 }

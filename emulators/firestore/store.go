@@ -24,6 +24,18 @@ type database struct {
 	// add and drop are the only ways in and out.
 	byCollection   map[string]map[string]*docEntry // by collection path (the document path without its ID), then document path
 	byCollectionID map[string]map[string]*docEntry // by collection ID (for collection groups), then document path
+
+	// deletions are the deletions recorded, in commit order. Once one is
+	// older than the retention horizon and still the document's latest
+	// version, the entry goes: no read can see the document then, and
+	// otherwise the tombstones of every document ever deleted (outbox
+	// events, say) would stay in the scope of queries.
+	deletions []deletion
+}
+
+type deletion struct {
+	path string
+	at   time.Time
 }
 
 // docEntry is the version history of one document, oldest first. A version
@@ -124,6 +136,9 @@ func (d *database) put(path string, at time.Time, doc *pb.Document, horizon time
 		d.add(path, e)
 	}
 	e.versions = append(e.versions, version{at: at, doc: doc})
+	if doc == nil {
+		d.deletions = append(d.deletions, deletion{path: path, at: at})
+	}
 	keep := 0
 	for keep+1 < len(e.versions) && !e.versions[keep+1].at.After(horizon) {
 		keep++
@@ -133,6 +148,21 @@ func (d *database) put(path string, at time.Time, doc *pb.Document, horizon time
 	}
 	if len(e.versions) == 1 && e.versions[0].doc == nil {
 		d.drop(path)
+	}
+	d.expire(horizon)
+}
+
+// expire drops the entries of the documents deleted at or before horizon
+// and not written since.
+func (d *database) expire(horizon time.Time) {
+	for len(d.deletions) > 0 && !d.deletions[0].at.After(horizon) {
+		x := d.deletions[0]
+		d.deletions = d.deletions[1:]
+		if e := d.docs[x.path]; e != nil {
+			if last := e.versions[len(e.versions)-1]; last.doc == nil && last.at.Equal(x.at) {
+				d.drop(x.path)
+			}
+		}
 	}
 }
 
