@@ -572,13 +572,18 @@ func (s *GServer) ListCollectionIds(_ context.Context, req *pb.ListCollectionIds
 	if parent != "" {
 		prefix = parent + "/"
 	}
+	// A collection holding documents (at any depth below parent) names the
+	// collection directly under parent it is in. There are fewer
+	// collections than documents.
 	seen := map[string]bool{}
-	for _, doc := range s.database(db).snapshot(at) {
-		p := docPath(db, doc.Name)
-		if !strings.HasPrefix(p, prefix) {
+	for coll, entries := range s.database(db).byCollection {
+		if !strings.HasPrefix(coll, prefix) {
 			continue
 		}
-		seen[strings.SplitN(p[len(prefix):], "/", 2)[0]] = true
+		id, _, _ := strings.Cut(coll[len(prefix):], "/")
+		if !seen[id] && anyAt(entries, at) {
+			seen[id] = true
+		}
 	}
 	ids := make([]string, 0, len(seen))
 	for id := range seen {
@@ -633,22 +638,34 @@ func (s *GServer) ListDocuments(ctx context.Context, req *pb.ListDocumentsReques
 		return nil, err
 	}
 	names := map[string]*pb.Document{}
-	for _, doc := range rc.db.snapshot(rc.at) {
-		p := docPath(db, doc.Name)
-		if inScope(p, parent, req.GetCollectionId(), false) {
+	for _, e := range rc.db.scope(parent, req.GetCollectionId(), false) {
+		if doc := e.at(rc.at); doc != nil {
 			names[doc.Name] = doc
-			continue
 		}
-		if !req.GetShowMissing() {
-			continue
+	}
+	if req.GetShowMissing() {
+		// A document below a missing one makes the missing one listable:
+		// the collections holding documents below the listed collection
+		// name the documents they are under.
+		under := ""
+		if parent != "" {
+			under = parent + "/"
 		}
-		// A document below a missing one makes the missing one listable.
-		segs := strings.Split(p, "/")
-		for i := 2; i < len(segs); i += 2 {
-			anc := strings.Join(segs[:i], "/")
-			if inScope(anc, parent, req.GetCollectionId(), false) {
+		if id := req.GetCollectionId(); id != "" {
+			under += id + "/"
+		}
+		for coll, entries := range rc.db.byCollection {
+			if !strings.HasPrefix(coll, under) {
+				continue
+			}
+			segs := strings.Split(coll, "/")
+			for i := 2; i < len(segs); i += 2 {
+				anc := strings.Join(segs[:i], "/")
+				if !inScope(anc, parent, req.GetCollectionId(), false) {
+					continue
+				}
 				full := db + "/documents/" + anc
-				if _, ok := names[full]; !ok {
+				if _, ok := names[full]; !ok && anyAt(entries, rc.at) {
 					names[full] = nil
 				}
 				break

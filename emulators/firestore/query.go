@@ -405,15 +405,13 @@ func (q *query) compareCursor(doc *pb.Document, c *pb.Cursor) int {
 }
 
 // candidates returns the stored documents in the query's scope that
-// existed at time at (the latest if zero), in no particular order: run
-// sorts what matches, so no snapshot of the whole database is sorted.
-// Must be called with the lock held.
+// existed at time at (the latest if zero), found through the database's
+// indexes so that the cost follows the scope, not the database. They come
+// in no particular order: run sorts what matches, so no snapshot of the
+// whole database is sorted. Must be called with the lock held.
 func (q *query) candidates(d *database, at time.Time) []*pb.Document {
 	var docs []*pb.Document
-	for path, e := range d.docs {
-		if !inScope(path, q.parent, q.collID, q.allDesc) {
-			continue
-		}
+	for _, e := range d.scope(q.parent, q.collID, q.allDesc) {
 		if doc := e.at(at); doc != nil {
 			docs = append(docs, doc)
 		}

@@ -210,9 +210,7 @@ func (g *GServer) seed(n docName, doc *pb.Document) {
 		at = t // versions must stay in commit order
 	}
 	d := g.database(n.db)
-	if d.docs[n.path] != nil {
-		delete(d.docs, n.path)
-	}
+	d.drop(n.path)
 	d.put(n.path, at, doc, g.now().Add(-versionRetention))
 	if at.After(g.lastCommit) {
 		g.lastCommit = at
