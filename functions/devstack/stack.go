@@ -1,11 +1,13 @@
 // Package devstack runs the whole system in one process with no cloud
-// account (API.md §8): the Firestore emulator, Pub/Sub (pstest), the Cloud
-// Tasks emulator dispatching to the reconcile function, the GKE simulator
-// with its per-project IAM and the IAM Credentials emulator (iam.go), a
-// development token issuer, and every function of the project, built and
-// served by the same composition root as on Cloud Run (functions/cloudrun)
-// with its configuration pointed at the emulators. The devstack command
-// serves it; end-to-end tests start it on free ports.
+// account (API.md §8): the Firestore emulator, Pub/Sub (Google's pstest,
+// served with Pub/Sub's streaming pull by emulators/pubsub, whose comment
+// lists how it still differs from Pub/Sub), the Cloud Tasks emulator
+// dispatching to the reconcile function, the GKE simulator with its
+// per-project IAM and the IAM Credentials emulator (iam.go), a development
+// token issuer, and every function of the project, built and served by the
+// same composition root as on Cloud Run (functions/cloudrun) with its
+// configuration pointed at the emulators. The devstack command serves it;
+// end-to-end tests start it on free ports.
 package devstack
 
 import (
@@ -38,6 +40,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -143,9 +146,11 @@ type Stack struct {
 	URL string // http://host:port of the functions
 
 	Firestore *fsemu.Server
-	PubSub    *pstest.Server
-	Tasks     *ctemu.Server
-	GKE       *gkeemu.Server
+	// PubSub is pstest served with Pub/Sub's streaming pull
+	// (emulators/pubsub, whose comment lists how it differs from Pub/Sub).
+	PubSub *psemu.Server
+	Tasks  *ctemu.Server
+	GKE    *gkeemu.Server
 	// IAM is the IAM Credentials emulator: who may impersonate whom
 	// (iam.go).
 	IAM    *iamemu.Server
@@ -446,15 +451,9 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 		}
 	}
 
-	addr := orFree(s.cfg.PubSubAddr)
-	// pstest panics when it cannot listen: find out first.
-	probe, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("pubsub emulator: listen on %s: %w", addr, err)
+	if s.PubSub, err = psemu.NewServer(orFree(s.cfg.PubSubAddr), s.cfg.PubSubReactors...); err != nil {
+		return err
 	}
-	addr = probe.Addr().String()
-	probe.Close()
-	s.PubSub = pstest.NewServerWithAddress(addr, s.cfg.PubSubReactors...)
 	s.emulators = append(s.emulators, s.PubSub.Close)
 
 	// The GKE simulator asks the IAM Credentials emulator who calls.
