@@ -43,8 +43,11 @@ type fleetConfig struct {
 	burst              float64       // the fraction of clusters changed at once
 }
 
-// fleetFromEnv reads FLEET_CLUSTERS, FLEET_PROJECTS, FLEET_QUOTA and
-// FLEET_STEADY over small defaults (CI's).
+// fleetFromEnv reads FLEET_CLUSTERS, FLEET_PROJECTS, FLEET_QUOTA,
+// FLEET_STEADY and FLEET_TIMESCALE over small defaults (CI's). The time
+// scale slows the whole simulation (provider operations, converging and
+// steady intervals alike) for a fleet bigger than one 2-core process,
+// emulators included, can play in fast time.
 func fleetFromEnv(t testing.TB) fleetConfig {
 	f := fleetConfig{clusters: 60, quota: 1200, share: 0.8, opTime: 300 * time.Millisecond,
 		converging: 300 * time.Millisecond, steady: 5 * time.Second, burst: 0.05}
@@ -61,6 +64,14 @@ func fleetFromEnv(t testing.TB) fleetConfig {
 	f.projects = max(2, f.clusters/200)
 	num("FLEET_PROJECTS", &f.projects)
 	num("FLEET_QUOTA", &f.quota)
+	if v := os.Getenv("FLEET_TIMESCALE"); v != "" {
+		k, err := strconv.ParseFloat(v, 64)
+		if err != nil || k < 1 {
+			t.Fatalf("FLEET_TIMESCALE=%q: want a number, at least 1", v)
+		}
+		scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * k) }
+		f.opTime, f.converging, f.steady = scale(f.opTime), scale(f.converging), scale(f.steady)
+	}
 	if v := os.Getenv("FLEET_STEADY"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -74,13 +85,14 @@ func fleetFromEnv(t testing.TB) fleetConfig {
 
 // fleetReport is what a simulation measured.
 type fleetReport struct {
-	peakPerMinute, meanPerMinute float64 // GKE calls of the busiest project-minute, and the mean over full minutes
-	exceeded                     int     // project-minutes above the reconciler's share
-	refused                      int     // calls the simulator refused for quota
-	errorsShown                  int     // error events published
-	readsPerInterval             float64 // Firestore read RPCs per cluster per steady interval
-	writesPerInterval            float64 // Firestore document writes per cluster per steady interval
-	tasksPerSecond               float64 // Cloud Tasks dispatched per second, steady
+	commitP50, commitP99         time.Duration // from a change to the commit of its ready event (ce-time), before Pub/Sub
+	peakPerMinute, meanPerMinute float64       // GKE calls of the busiest project-minute, and the mean over full minutes
+	exceeded                     int           // project-minutes above the reconciler's share
+	refused                      int           // calls the simulator refused for quota
+	errorsShown                  int           // error events published
+	readsPerInterval             float64       // Firestore read RPCs per cluster per steady interval
+	writesPerInterval            float64       // Firestore document writes per cluster per steady interval
+	tasksPerSecond               float64       // Cloud Tasks dispatched per second, steady
 	changed, converged           int
 	p50, p99, limit              time.Duration
 	watchdogRPCs                 int
@@ -179,7 +191,8 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		n = countReady(t, s.FirestoreClient)
 	}
 	rep.setup = time.Since(start)
-	t.Logf("fleet of %d clusters in %d projects ready in %v", f.clusters, f.projects, rep.setup.Round(time.Second))
+	t.Logf("fleet of %d clusters in %d projects ready in %v (provider operations %v, converging interval %v, steady %v)",
+		f.clusters, f.projects, rep.setup.Round(time.Second), f.opTime, f.converging, f.steady)
 
 	// The steady phase.
 	readsBefore, writesBefore := rpcs.reads(), rpcs.writeCount()
@@ -240,14 +253,15 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		return api.call("kubernetesNodePools/update", map[string]any{"tenantId": "fleet", "clusterId": changed[i], "nodePoolId": poolIDs[i], "nodeCount": 2}, nil)
 	})
 	took := make([]time.Duration, len(changed))
+	tookCommit := make([]time.Duration, len(changed))
 	for end := time.Now().Add(30*time.Second + time.Duration(len(changed))*20*time.Millisecond); ; time.Sleep(100 * time.Millisecond) {
 		n := 0
 		for i, id := range poolIDs {
-			if at, ok := readyAt(id); ok {
-				took[i] = at.Sub(changedAt[i])
+			if at, made, ok := readyAt(id); ok {
+				took[i], tookCommit[i] = at.Sub(changedAt[i]), made.Sub(changedAt[i])
 				n++
 			} else {
-				took[i] = time.Hour
+				took[i], tookCommit[i] = time.Hour, time.Hour
 			}
 		}
 		rep.converged = n
@@ -256,7 +270,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		}
 	}
 	slices.Sort(took)
+	slices.Sort(tookCommit)
 	rep.p50, rep.p99 = took[len(took)/2], took[min(len(took)-1, len(took)*99/100)]
+	rep.commitP50, rep.commitP99 = tookCommit[len(took)/2], tookCommit[min(len(took)-1, len(took)*99/100)]
 
 	// Quota and errors over the whole run.
 	share := f.share * float64(f.quota)
@@ -292,8 +308,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		rep.peakPerMinute, rep.meanPerMinute, f.quota, share, rep.refused)
 	t.Logf("steady, per cluster per interval (%v): %.2f Firestore read RPCs, %.3f document writes; Cloud Tasks dispatched %.1f/s",
 		f.steady, rep.readsPerInterval, rep.writesPerInterval, rep.tasksPerSecond)
-	t.Logf("burst of %d changes: converged %d, change to ready p50 %v p99 %v (limit %v)",
-		rep.changed, rep.converged, rep.p50.Round(time.Millisecond), rep.p99.Round(time.Millisecond), rep.limit)
+	t.Logf("burst of %d changes: converged %d, change to ready p50 %v p99 %v (limit %v); to the ready event's commit p50 %v p99 %v",
+		rep.changed, rep.converged, rep.p50.Round(time.Millisecond), rep.p99.Round(time.Millisecond), rep.limit,
+		rep.commitP50.Round(time.Millisecond), rep.commitP99.Round(time.Millisecond))
 	t.Logf("watchdog pass: %d chains overdue and restarted, %d Firestore RPCs, %v; heap in use %.0f MiB",
 		rep.watchdogRestarted, rep.watchdogRPCs, rep.watchdogTime.Round(time.Millisecond), rep.heapMiB)
 	return rep
@@ -301,7 +318,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 
 // watchReady subscribes to kubernetes.nodepool.ready and returns when each
 // pool's first event of version 2 (its resize) arrived.
-func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (time.Time, bool) {
+// watchReady returns when each pool's kubernetes.nodepool.ready of its
+// second version was received, and when it was committed (its ce-time).
+func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (received, made time.Time, ok bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	name := "projects/bc-dev/subscriptions/fleet-ready"
@@ -314,6 +333,7 @@ func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (time.Time,
 	}
 	var mu sync.Mutex
 	at := map[string]time.Time{}
+	committed := map[string]time.Time{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -321,9 +341,11 @@ func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (time.Time,
 			now := time.Now()
 			var p resource.NodePool
 			if json.Unmarshal(m.Data, &p) == nil && p.Version == 2 {
+				made, _ := time.Parse(time.RFC3339Nano, m.Attributes["ce-time"])
 				mu.Lock()
 				if _, ok := at[p.ID]; !ok {
 					at[p.ID] = now
+					committed[p.ID] = made
 				}
 				mu.Unlock()
 			}
@@ -331,11 +353,11 @@ func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (time.Time,
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	return func(id string) (time.Time, bool) {
+	return func(id string) (time.Time, time.Time, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		v, ok := at[id]
-		return v, ok
+		return v, committed[id], ok
 	}
 }
 

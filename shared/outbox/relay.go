@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ type Relay struct {
 	log *slog.Logger
 	now func() time.Time
 
-	queue   chan []Event
+	queues  []chan []Event // one per worker; a cluster's events always take the same
 	wg      sync.WaitGroup
 	once    sync.Once
 	metrics Metrics
@@ -53,37 +54,50 @@ func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger, opts ...Rel
 	if fs == nil || pub == nil || log == nil {
 		return nil, errors.New("outbox: NewRelay needs a Firestore client, a publisher and a logger")
 	}
-	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now, queue: make(chan []Event, 1024)}
+	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now}
+	for range relayWorkers {
+		r.queues = append(r.queues, make(chan []Event, 1024/relayWorkers))
+	}
 	for _, o := range opts {
 		o(r)
 	}
 	return r, nil
 }
 
+// relayWorkers deliver Send's events side by side: each publish waits for
+// Pub/Sub's answer, and one worker alone falls behind a burst of calls.
+const relayWorkers = 8
+
 // Start runs the background delivery of Send's events until Close.
 func (r *Relay) Start() {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for events := range r.queue {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if _, err := r.Deliver(ctx, events); err != nil {
-				r.log.Warn("Events left in the outbox for a later drain", "error", err, "events", len(events))
+	for _, q := range r.queues {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for events := range q {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if _, err := r.Deliver(ctx, events); err != nil {
+					r.log.Warn("Events left in the outbox for a later drain", "error", err, "events", len(events))
+				}
+				cancel()
 			}
-			cancel()
-		}
-	}()
+		}()
+	}
 }
 
 // Send hands committed events to the background delivery and returns at
-// once, so a caller's response never waits on Pub/Sub. When the queue is
-// full the events simply wait in the outbox for the next Drain.
+// once, so a caller's response never waits on Pub/Sub. The events of one
+// cluster always go to the same worker, so they are published in the
+// order they were sent. When the worker's queue is full the events simply
+// wait in the outbox for the next Drain.
 func (r *Relay) Send(events []Event) {
 	if len(events) == 0 {
 		return
 	}
+	h := fnv.New32a()
+	h.Write([]byte(events[0].TenantID + "/" + events[0].ClusterID))
 	select {
-	case r.queue <- events:
+	case r.queues[h.Sum32()%uint32(len(r.queues))] <- events:
 	default:
 		r.log.Warn("Relay queue full; events wait in the outbox for a drain", "events", len(events))
 	}
@@ -92,7 +106,11 @@ func (r *Relay) Send(events []Event) {
 // Close stops accepting events and waits until those already sent have been
 // delivered (or left in the outbox).
 func (r *Relay) Close() {
-	r.once.Do(func() { close(r.queue) })
+	r.once.Do(func() {
+		for _, q := range r.queues {
+			close(q)
+		}
+	})
 	r.wg.Wait()
 }
 
