@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -310,11 +311,11 @@ func TestDuplicateDeliveries(t *testing.T) {
 	})
 }
 
-func (e *env) cfgQueue() string { return "projects/bc-dev/locations/us-central1/queues/reconcile" }
+func (e *env) cfgQueue() string { return devstack.Config{Project: "bc-dev"}.Queue() }
 
 // pendingTasks are the tasks of both reconcile queues.
 func (e *env) pendingTasks() []*cloudtaskspb.Task {
-	return append(e.Tasks.Tasks(e.cfgQueue()), e.Tasks.Tasks(e.cfgQueue()+"-steady")...)
+	return append(e.Tasks.Tasks(e.cfgQueue()), e.Tasks.Tasks(devstack.Config{Project: "bc-dev"}.SteadyQueue())...)
 }
 
 // crashAfter is a GKE client whose CreateNodePool is made at the provider

@@ -140,10 +140,11 @@ func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef,
 // commit writes, without a lease, the outcome of a run that read at
 // version: in one transaction that reads again what the run read and fails
 // with errChanged if any of it changed, and with ErrBusy if a run holds
-// the lease. It returns the events committed and whether the run's token
-// is still the subject's.
+// the lease. A successor token, when not empty, takes over the chain. It
+// returns the events committed and whether the run's token was still the
+// subject's.
 func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token, version string, now func() time.Time, load loader,
-	nextAt time.Time, failures int, newToken string, save saveFunc) ([]outbox.Event, bool, error) {
+	nextAt time.Time, failures int, successor string, save saveFunc) ([]outbox.Event, bool, error) {
 	var committed []outbox.Event
 	current := false
 	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -172,8 +173,8 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 		current = true
 		s := h.Reconcile
 		s.NextAt, s.Failures = nextAt, failures
-		if newToken != "" {
-			s.Token = newToken
+		if successor != "" {
+			s.Token = successor
 		}
 		if s.LeaseOwner != "" {
 			// An expired lease (check refuses a live one) of a run

@@ -2,7 +2,10 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,5 +66,49 @@ func TestDrainRecordsTheBacklog(t *testing.T) {
 	}
 	if m.oldest[1] != 0 {
 		t.Errorf("oldest of an empty backlog = %v, want 0", m.oldest[1])
+	}
+}
+
+// recorder is a publisher that records what it publishes, with a pause
+// that lets the relay's workers overlap.
+type recorder struct {
+	mu        sync.Mutex
+	published map[string][]string // cluster → event IDs
+}
+
+func (r *recorder) Publish(_ context.Context, e outbox.Event) error {
+	time.Sleep(time.Duration(len(e.ID)%3) * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.published[e.ClusterID] = append(r.published[e.ClusterID], e.ID)
+	return nil
+}
+
+// Send's events are delivered by several workers, but those of one
+// cluster in the order they were sent.
+func TestSendKeepsEachClustersOrder(t *testing.T) {
+	fs := fsemu.ForTest(t, "outbox")
+	rec := &recorder{published: map[string][]string{}}
+	relay, err := outbox.NewRelay(fs, rec, logging.New(t.Output(), slog.LevelInfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay.Start()
+	want := map[string][]string{}
+	for i := range 40 {
+		for c := range 10 {
+			cluster := fmt.Sprintf("kcl_%d", c)
+			id := fmt.Sprintf("evt_%d_%d%s", c, i, strings.Repeat("x", i%3))
+			want[cluster] = append(want[cluster], id)
+			relay.Send([]outbox.Event{{ID: id, Type: outbox.ClusterUpdated, TenantID: "acme", ClusterID: cluster, Time: time.Now().UTC()}})
+		}
+	}
+	relay.Close()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for cluster, ids := range want {
+		if got := rec.published[cluster]; !slices.Equal(got, ids) {
+			t.Errorf("%s published %v, want %v", cluster, got, ids)
+		}
 	}
 }

@@ -114,7 +114,7 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 	if k.Link != "" {
 		headers[LinkHeader] = k.Link
 	}
-	queue := q.QueueOf(k)
+	queue := q.queueOf(k)
 	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
 		Parent: queue,
 		Task: &cloudtaskspb.Task{
@@ -141,10 +141,10 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 	return nil
 }
 
-// QueueOf is the queue of the runs of k's chain. A chain's token decides
+// queueOf is the queue of the runs of k's chain. A chain's token decides
 // it, so every task of one chain goes to one queue, where Cloud Tasks
 // deduplicates their names.
-func (q *Queue) QueueOf(k chain.Kick) string {
+func (q *Queue) queueOf(k chain.Kick) string {
 	if k.Steady() && q.cfg.SteadyQueue != "" {
 		return q.cfg.SteadyQueue
 	}
