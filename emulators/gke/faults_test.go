@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"path"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestFailNext(t *testing.T) {
@@ -33,23 +35,73 @@ func TestFailNext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.createCluster(t)
-			e.srv.ResetCalls()
+			before := e.srv.Calls(tt.rpc)
 			e.srv.FailNext(tt.rpc, n, tt.code, "injected")
 			if !tt.retried {
 				for i := range n {
-					if err := tt.call(e); code(err) != tt.code {
-						t.Fatalf("call %d = %v, want %v", i, err, tt.code)
+					if err := tt.call(e); code(err) != tt.code || status.Convert(err).Message() != "injected" {
+						t.Fatalf("call %d = %v, want %v with the message injected", i, err, tt.code)
 					}
 				}
 			}
 			if err := tt.call(e); err != nil {
 				t.Fatalf("call after the faults = %v, want nil", err)
 			}
-			if got := e.srv.Calls(tt.rpc); got != n+1 {
-				t.Errorf("Calls(%s) = %d, want %d", tt.rpc, got, n+1)
+			if got := e.srv.Calls(tt.rpc) - before; got != n+1 {
+				t.Errorf("Calls(%s) = %d more, want %d", tt.rpc, got, n+1)
 			}
 		})
 	}
+}
+
+// Injected faults come before everything the simulator checks: a faulted
+// call is neither authenticated nor charged to its project's quota, and
+// reactors see the request.
+func TestFaultsComeFirst(t *testing.T) {
+	e := newEnv(t, WithRequestQuota(1), WithIAM(IAM{
+		Projects: map[string][]string{project: {platformSA}},
+		Identify: func(tok string) (string, bool) { return platformSA, tok == "platform" },
+	}))
+	anonymous, platform := clientAs(t, e.srv, ""), clientAs(t, e.srv, "platform")
+	get := &containerpb.GetClusterRequest{Name: clusterN}
+	e.srv.FailNext("GetCluster", 1, codes.PermissionDenied, "injected")
+	if _, err := anonymous.GetCluster(e.ctx, get); code(err) != codes.PermissionDenied {
+		t.Errorf("faulted GetCluster without a credential = %v, want the fault, not UNAUTHENTICATED", err)
+	}
+	e.srv.FailNext("GetCluster", 1, codes.PermissionDenied, "injected")
+	if _, err := platform.GetCluster(e.ctx, get); code(err) != codes.PermissionDenied {
+		t.Errorf("faulted GetCluster = %v, want PermissionDenied", err)
+	}
+	if _, err := platform.GetCluster(e.ctx, get); code(err) != codes.NotFound {
+		t.Errorf("GetCluster after the faults = %v, want NotFound: the faulted calls spent none of the quota of 1", err)
+	}
+	if _, err := platform.GetCluster(e.ctx, get); code(err) != codes.ResourceExhausted {
+		t.Errorf("second served GetCluster = %v, want ResourceExhausted", err)
+	}
+	if got := e.srv.Calls("GetCluster"); got != 4 {
+		t.Errorf("Calls(GetCluster) = %d, want 4", got)
+	}
+
+	// A reactor decides by the request, and lets the others through.
+	e.srv.AddReactor("GetNodePool", onlyPool{"gone"})
+	if _, err := platform.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/gone"}); code(err) != codes.FailedPrecondition {
+		t.Errorf("GetNodePool(gone) = %v, want the reactor's FailedPrecondition", err)
+	}
+	e.clock.Advance(time.Minute) // a new minute of quota
+	if _, err := platform.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/other"}); code(err) != codes.NotFound {
+		t.Errorf("GetNodePool(other) = %v, want the simulator's NotFound", err)
+	}
+}
+
+// onlyPool fails the GetNodePool calls of one node pool.
+type onlyPool struct{ name string }
+
+func (o onlyPool) React(req any) (bool, any, error) {
+	r, ok := req.(*containerpb.GetNodePoolRequest)
+	if !ok || path.Base(r.GetName()) != o.name {
+		return false, nil, nil
+	}
+	return true, nil, status.Error(codes.FailedPrecondition, "the node pool is being repaired")
 }
 
 func TestLatency(t *testing.T) {

@@ -3,7 +3,6 @@ package gke
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -59,22 +58,6 @@ func (s *Server) SetProjectIAM(project string, identities ...string) error {
 	}
 	g.iam.projects[project] = slices.Clone(identities)
 	return nil
-}
-
-// ProjectIAM returns the identities allowed in each project (nil without
-// WithIAM).
-func (s *Server) ProjectIAM() map[string][]string {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.iam == nil {
-		return nil
-	}
-	out := maps.Clone(g.iam.projects)
-	for p, ids := range out {
-		out[p] = slices.Clone(ids)
-	}
-	return out
 }
 
 // Messages of Google's front end for calls it cannot authenticate.

@@ -13,19 +13,19 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // DefaultOperationTime is how long an operation stays RUNNING unless
+// WithOperationTime says otherwise.
+const DefaultOperationTime = 3 * time.Second
+
 // WithRequestQuota sets every project's request quota: how many calls a
 // project may make per minute before the others of that minute are refused
 // with RESOURCE_EXHAUSTED, as GKE's "Requests per minute" quota does. Zero
 // (the default) means no quota. SetRequestQuota sets one project's.
 func WithRequestQuota(perMinute int) Option { return func(c *config) { c.requestQuota = perMinute } }
-
-// WithOperationTime says otherwise.
-const DefaultOperationTime = 3 * time.Second
 
 // Option configures a Server.
 type Option func(*config)
@@ -72,8 +72,12 @@ func WithVersions(v map[containerpb.ReleaseChannel_Channel]string) Option {
 type Server struct {
 	// GServer implements the RPCs; tests normally use Server's helpers.
 	GServer *GServer
-	srv     *grpc.Server
-	lis     net.Listener
+	// Injector fails, delays and counts the calls of every RPC, before
+	// anything else happens to them (package faults): its FailNext,
+	// SetLatency, AddReactor and Calls are the Server's.
+	*faults.Injector
+	srv *grpc.Server
+	lis net.Listener
 }
 
 // GServer implements containerpb.ClusterManagerServer. RPCs it does not
@@ -93,8 +97,6 @@ type GServer struct {
 	running   []*operation
 	seq       int
 	endpoints int
-	calls     map[string]int
-	faults    map[string]*rpcFault
 	opFaults  map[string][]*spb.Status
 	loseNext  map[string]int
 	stockouts map[string]int // zone → operations still to stock out
@@ -104,14 +106,6 @@ type GServer struct {
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)
-
-// rpcFault is what is injected into one RPC: an error for the next n
-// calls, and a delay before every call.
-type rpcFault struct {
-	n       int
-	err     error
-	latency time.Duration
-}
 
 // NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr).
 // Close it when done.
@@ -135,8 +129,6 @@ func NewServer(opts ...Option) (*Server, error) {
 		versions:  cfg.versions,
 		clusters:  map[clusterKey]*cluster{},
 		ops:       map[string]*operation{},
-		calls:     map[string]int{},
-		faults:    map[string]*rpcFault{},
 		opFaults:  map[string][]*spb.Status{},
 		loseNext:  map[string]int{},
 		stockouts: map[string]int{},
@@ -156,7 +148,8 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gke: listen on %s: %w", cfg.addr, err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(gs.intercept))
+	inj := &faults.Injector{}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(inj.UnaryInterceptor, gs.intercept))
 	containerpb.RegisterClusterManagerServer(srv, gs)
 	go func() {
 		if err := srv.Serve(lis); err != nil {
@@ -164,7 +157,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		}
 	}()
 	gs.log.Info("GKE emulator listening", "addr", lis.Addr().String())
-	return &Server{GServer: gs, srv: srv, lis: lis}, nil
+	return &Server{GServer: gs, Injector: inj, srv: srv, lis: lis}, nil
 }
 
 // Addr is the host:port the server listens on.
@@ -178,97 +171,21 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// intercept counts every call, authenticates and authorizes it (WithIAM),
-// and applies the faults injected for it before the handler runs. A call
-// refused for its credentials does not count against the project's
-// request quota.
+// intercept authenticates and authorizes every call (WithIAM) and
+// charges it to its project's request quota before the handler runs. A
+// call refused for its credentials does not count against the quota.
 func (s *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	rpc := path.Base(info.FullMethod)
-	who, aerr := s.authenticate(ctx)
+	who, err := s.authenticate(ctx)
 	s.mu.Lock()
-	s.calls[rpc]++
-	if aerr == nil {
-		aerr = s.authorize(who, rpc, req)
+	if err == nil {
+		err = s.authorize(who, path.Base(info.FullMethod), req)
 	}
-	if aerr != nil {
-		s.mu.Unlock()
-		return nil, aerr
-	}
-	if qerr := s.quota.admit(projectOf(req), s.now()); qerr != nil {
-		s.mu.Unlock()
-		return nil, qerr
-	}
-	var latency time.Duration
-	var err error
-	if f := s.faults[rpc]; f != nil {
-		latency = f.latency
-		if f.n > 0 {
-			f.n--
-			err = f.err
-		}
+	if err == nil {
+		err = s.quota.admit(projectOf(req), s.now())
 	}
 	s.mu.Unlock()
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-t.C:
-		}
-	}
 	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
-}
-
-// FailNext makes the next n calls of rpc (a method name such as
-// "CreateNodePool") fail with code and msg, before they touch any state.
-// It replaces an earlier FailNext of the same rpc. The official client
-// retries some codes (UNAVAILABLE, DEADLINE_EXCEEDED on reads), and every
-// attempt consumes one of the n.
-func (s *Server) FailNext(rpc string, n int, code codes.Code, msg string) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.fault(rpc)
-	f.n, f.err = n, status.Error(code, msg)
-}
-
-// SetLatency delays every later call of rpc by d (0 removes the delay).
-// The delay is real time, outside the lock, and ends early if the caller
-// gives up.
-func (s *Server) SetLatency(rpc string, d time.Duration) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fault(rpc).latency = d
-}
-
-// fault returns rpc's fault record. Must be called with the lock held.
-func (s *GServer) fault(rpc string) *rpcFault {
-	f := s.faults[rpc]
-	if f == nil {
-		f = &rpcFault{}
-		s.faults[rpc] = f
-	}
-	return f
-}
-
-// Calls is how many times rpc (a method name such as "GetCluster") was
-// called, including calls that failed or were refused.
-func (s *Server) Calls(rpc string) int {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls[rpc]
-}
-
-// ResetCalls sets every call counter back to zero.
-func (s *Server) ResetCalls() {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	clear(g.calls)
 }
