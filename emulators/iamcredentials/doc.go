@@ -40,9 +40,16 @@
 //
 // Server.Identify tells which principal a live token stands for, so that
 // another emulator can authorize calls made with it (the GKE simulator's
-// WithIAM). Tests inject faults with Server.FailNext and
-// Server.SetLatency, and count calls with Server.Calls; time is injected
-// with WithNow.
+// WithIAM). Time is injected with WithNow.
+//
+// Faults. A call is failed, delayed and counted as in every emulator of
+// this repository (package faults, whose Injector the Server embeds):
+// first Calls counts it, then it waits its RPC's latency (SetLatency),
+// then the RPC's reactors (FailNext: the next n calls fail with a status
+// of the code and message given; AddReactor: any Reactor, such as
+// faults.Error for every call) are offered it in the order they were
+// added, and one that handles it answers it before the caller is
+// authenticated or anything is checked.
 //
 // Differences from the real service:
 //   - Service accounts are not resources here: any well-formed email may

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // TokenCreator is the role that lets a principal mint tokens of a service
@@ -52,8 +53,12 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 type Server struct {
 	// GServer implements the RPCs; tests normally use Server's helpers.
 	GServer *GServer
-	srv     *grpc.Server
-	lis     net.Listener
+	// Injector fails, delays and counts the calls of every RPC, before
+	// anything is checked (package faults): its FailNext, SetLatency,
+	// AddReactor and Calls are the Server's.
+	*faults.Injector
+	srv *grpc.Server
+	lis net.Listener
 }
 
 // GServer implements credentialspb.IAMCredentialsServer.
@@ -66,8 +71,6 @@ type GServer struct {
 	mu     sync.Mutex
 	grants map[string]map[string]bool // service account → principals with TokenCreator
 	tokens map[string]token           // by access token
-	calls  map[string]int
-	faults map[string]*fault
 }
 
 var _ credentialspb.IAMCredentialsServer = (*GServer)(nil)
@@ -76,14 +79,6 @@ var _ credentialspb.IAMCredentialsServer = (*GServer)(nil)
 type token struct {
 	principal string
 	expiry    time.Time
-}
-
-// fault is what is injected into one RPC: an error for the next n calls,
-// and a delay before every call.
-type fault struct {
-	n       int
-	err     error
-	latency time.Duration
 }
 
 // NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr).
@@ -101,14 +96,13 @@ func NewServer(opts ...Option) (*Server, error) {
 		log:    cfg.log,
 		grants: map[string]map[string]bool{},
 		tokens: map[string]token{},
-		calls:  map[string]int{},
-		faults: map[string]*fault{},
 	}
 	lis, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return nil, fmt.Errorf("iam credentials emulator: listen on %s: %w", cfg.addr, err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(g.intercept))
+	inj := &faults.Injector{}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(inj.UnaryInterceptor))
 	credentialspb.RegisterIAMCredentialsServer(srv, g)
 	go func() {
 		if err := srv.Serve(lis); err != nil {
@@ -116,7 +110,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		}
 	}()
 	g.log.Info("IAM Credentials emulator listening", "addr", lis.Addr().String())
-	return &Server{GServer: g, srv: srv, lis: lis}, nil
+	return &Server{GServer: g, Injector: inj, srv: srv, lis: lis}, nil
 }
 
 // Addr is the host:port the server listens on.
@@ -183,14 +177,6 @@ func (s *Server) Revoke(serviceAccount, principal string) {
 	delete(g.grants[serviceAccount], principal)
 }
 
-// Granted reports whether principal has the role on serviceAccount.
-func (s *Server) Granted(serviceAccount, principal string) bool {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.grants[serviceAccount][principal]
-}
-
 // IssueToken returns a new access token of principal valid for lifetime:
 // the token a workload running as principal gets from its default
 // credentials, here for the emulators that check callers.
@@ -210,77 +196,6 @@ func (s *Server) Identify(accessToken string) (string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.identify(accessToken)
-}
-
-// FailNext makes the next n calls of rpc (a method name such as
-// "GenerateAccessToken") fail with code and msg before anything is
-// checked. It replaces an earlier FailNext of the same rpc. The official
-// client retries UNAVAILABLE and DEADLINE_EXCEEDED, and every attempt
-// consumes one of the n.
-func (s *Server) FailNext(rpc string, n int, code codes.Code, msg string) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.fault(rpc)
-	f.n, f.err = n, status.Error(code, msg)
-}
-
-// SetLatency delays every later call of rpc by d (0 removes the delay).
-// The delay is real time, outside the lock, and ends early if the caller
-// gives up.
-func (s *Server) SetLatency(rpc string, d time.Duration) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fault(rpc).latency = d
-}
-
-// fault returns rpc's fault record. Must be called with the lock held.
-func (g *GServer) fault(rpc string) *fault {
-	f := g.faults[rpc]
-	if f == nil {
-		f = &fault{}
-		g.faults[rpc] = f
-	}
-	return f
-}
-
-// Calls is how many times rpc was called, including calls that failed.
-func (s *Server) Calls(rpc string) int {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls[rpc]
-}
-
-// intercept counts every call and applies the faults injected for it.
-func (g *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	rpc := path.Base(info.FullMethod)
-	g.mu.Lock()
-	g.calls[rpc]++
-	var err error
-	var latency time.Duration
-	if f := g.faults[rpc]; f != nil {
-		latency = f.latency
-		if f.n > 0 {
-			f.n--
-			err = f.err
-		}
-	}
-	g.mu.Unlock()
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-t.C:
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
 }
 
 // issue mints a token of principal. Expired tokens are dropped on the

@@ -175,19 +175,35 @@ func TestGenerateAccessTokenRefusals(t *testing.T) {
 	}
 }
 
-// FailNext fails calls before anything is checked; Calls counts them.
-func TestFailNext(t *testing.T) {
+// FailNext fails calls before anything is checked, with the code and
+// message given; a latency delays them; Calls counts them all.
+func TestFaults(t *testing.T) {
 	srv, _ := start(t)
 	srv.Grant(provisioner, reconciler)
 	c := client(t, srv, srv.IssueToken(reconciler, time.Hour))
-	srv.FailNext("GenerateAccessToken", 1, codes.Internal, "boom")
-	if _, err := c.GenerateAccessToken(context.Background(), request(provisioner)); status.Code(err) != codes.Internal {
-		t.Errorf("first call = %v, want Internal", err)
+	anonymous := client(t, srv, "")
+	ctx := context.Background()
+	srv.FailNext("GenerateAccessToken", 2, codes.Internal, "boom")
+	if _, err := anonymous.GenerateAccessToken(ctx, request(provisioner)); status.Code(err) != codes.Internal || status.Convert(err).Message() != "boom" {
+		t.Errorf("first call, without a credential = %v, want Internal \"boom\" before authentication", err)
 	}
-	if _, err := c.GenerateAccessToken(context.Background(), request(provisioner)); err != nil {
-		t.Errorf("second call = %v, want a token", err)
+	if _, err := c.GenerateAccessToken(ctx, request(provisioner)); status.Code(err) != codes.Internal {
+		t.Errorf("second call = %v, want Internal", err)
 	}
-	if n := srv.Calls("GenerateAccessToken"); n != 2 {
-		t.Errorf("Calls = %d, want 2", n)
+	if _, err := c.GenerateAccessToken(ctx, request(provisioner)); err != nil {
+		t.Errorf("third call = %v, want a token", err)
+	}
+
+	const latency = 100 * time.Millisecond
+	srv.SetLatency("GenerateAccessToken", latency)
+	begin := time.Now()
+	if _, err := c.GenerateAccessToken(ctx, request(provisioner)); err != nil {
+		t.Errorf("delayed call = %v, want a token", err)
+	}
+	if took := time.Since(begin); took < latency {
+		t.Errorf("delayed call took %v, want at least %v", took, latency)
+	}
+	if n := srv.Calls("GenerateAccessToken"); n != 4 {
+		t.Errorf("Calls = %d, want 4", n)
 	}
 }
