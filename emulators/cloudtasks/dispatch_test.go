@@ -16,6 +16,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -413,22 +414,42 @@ func TestFaultInjection(t *testing.T) {
 	task := httpTask(testQueue+"/tasks/f", "http://example.test/x")
 	task.ScheduleTime = timestamppb.New(time.Now().Add(time.Hour))
 
-	srv.FailNext("CreateTask", 2, codes.Unavailable)
+	srv.FailNext("CreateTask", 2, codes.Unavailable, "The service is currently unavailable.")
 	for i, want := range []codes.Code{codes.Unavailable, codes.Unavailable, codes.OK, codes.AlreadyExists} {
 		_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task})
 		if code(err) != want {
 			t.Errorf("CreateTask call %d = %v, want %v", i+1, err, want)
 		}
+		if want == codes.Unavailable && status.Convert(err).Message() != "The service is currently unavailable." {
+			t.Errorf("CreateTask call %d = %v, want the message injected", i+1, err)
+		}
+	}
+	if n := srv.Calls("CreateTask"); n != 4 {
+		t.Errorf("Calls(CreateTask) = %d, want 4", n)
 	}
 	// The official client retries GetTask on UNAVAILABLE, so callers see
-	// only the success.
-	srv.FailNext("GetTask", 2, codes.Unavailable)
+	// only the success; faults injected one after the other add up.
+	gets := srv.Calls("GetTask")
+	srv.FailNext("GetTask", 1, codes.Unavailable, "The service is currently unavailable.")
+	srv.FailNext("GetTask", 1, codes.Unavailable, "The service is currently unavailable.")
 	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); err != nil {
 		t.Errorf("GetTask after 2 injected UNAVAILABLE = %v, want success through client retries", err)
 	}
-	srv.FailNext("GetTask", 1, codes.PermissionDenied)
+	if n := srv.Calls("GetTask") - gets; n != 3 {
+		t.Errorf("GetTask attempts = %d, want 3 (two failed, one served)", n)
+	}
+	srv.FailNext("GetTask", 1, codes.PermissionDenied, "The principal lacks cloudtasks.tasks.get.")
 	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); code(err) != codes.PermissionDenied {
 		t.Errorf("GetTask with injected PERMISSION_DENIED = %v, want PermissionDenied", err)
+	}
+	const latency = 100 * time.Millisecond
+	srv.SetLatency("GetQueue", latency)
+	begin := time.Now()
+	if _, err := c.GetQueue(ctx(t), &cloudtaskspb.GetQueueRequest{Name: testQueue}); err != nil {
+		t.Errorf("delayed GetQueue = %v", err)
+	}
+	if took := time.Since(begin); took < latency {
+		t.Errorf("delayed GetQueue took %v, want at least %v", took, latency)
 	}
 }
 

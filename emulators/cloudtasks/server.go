@@ -37,6 +37,19 @@
 // Time: schedule decisions (due times, backoff, rate limits, tombstones) read
 // the clock given with WithNow; HTTP deadlines are real time. After moving
 // an injected clock forward, call Server.Wake so the dispatcher notices.
+//
+// Faults: a call is failed, delayed and counted as in every emulator of
+// this repository (package faults, whose Injector the Server embeds):
+// first Calls counts it, then it waits its RPC's latency (SetLatency),
+// then the RPC's reactors (FailNext: the next n calls fail with a status
+// of the code and message given; AddReactor: any Reactor, such as
+// faults.Error for every call) are offered it in the order they were
+// added, and one that handles it answers it before it reaches the
+// emulator's state. The official client retries some RPCs on UNAVAILABLE
+// (GetTask, ListTasks, DeleteTask, GetQueue, ListQueues, DeleteQueue) but
+// not CreateTask; each attempt is a call. Faults of dispatch are the
+// task handler's to make: its HTTP status, or its delay past the
+// dispatch deadline.
 package cloudtasks
 
 import (
@@ -45,7 +58,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path"
 	"sort"
 	"sync"
 	"time"
@@ -53,10 +65,10 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // TokenSource mints the OIDC ID token sent as "Authorization: Bearer" with
@@ -110,6 +122,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 type Server struct {
 	// GServer implements the gRPC service; tests rarely need it directly.
 	GServer *GServer
+	// Injector fails, delays and counts the calls of every RPC (package
+	// faults): its FailNext, SetLatency, AddReactor and Calls are the
+	// Server's.
+	*faults.Injector
 
 	lis  net.Listener
 	gsrv *grpc.Server
@@ -143,11 +159,12 @@ func NewServer(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("cloud tasks emulator: listen on %s: %w", cfg.addr, err)
 	}
 	g := newGServer(cfg)
-	gsrv := grpc.NewServer(grpc.UnaryInterceptor(g.intercept))
+	inj := &faults.Injector{}
+	gsrv := grpc.NewServer(grpc.UnaryInterceptor(inj.UnaryInterceptor))
 	cloudtaskspb.RegisterCloudTasksServer(gsrv, g)
 	go func() { _ = gsrv.Serve(lis) }()
 	go g.dispatchLoop()
-	return &Server{GServer: g, lis: lis, gsrv: gsrv}, nil
+	return &Server{GServer: g, Injector: inj, lis: lis, gsrv: gsrv}, nil
 }
 
 // Addr is the host:port the server listens on.
@@ -232,23 +249,6 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 // due. Call it after moving a clock injected with WithNow.
 func (s *Server) Wake() { s.GServer.wakeDispatcher() }
 
-// FailNext makes the next n calls of the RPC named method (for example
-// "CreateTask") fail with code before reaching the emulator's state. Calls
-// add up: FailNext("GetTask", 2, ...) twice fails four calls. The official
-// client retries some RPCs on UNAVAILABLE (GetTask, ListTasks, DeleteTask,
-// GetQueue, ListQueues, DeleteQueue) but not CreateTask.
-func (s *Server) FailNext(method string, n int, code codes.Code) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.faults[method] = append(g.faults[method], fault{remaining: n, code: code})
-}
-
-type fault struct {
-	remaining int
-	code      codes.Code
-}
-
 // GServer implements cloudtaskspb.CloudTasksServer over in-memory state. One
 // mutex guards all of it; methods named ...Locked must be called with it
 // held.
@@ -262,7 +262,6 @@ type GServer struct {
 	tasks      map[string]*task  // by full task name
 	tombstones map[string]time.Time
 	lastSweep  time.Time
-	faults     map[string][]fault
 	stats      Stats
 	inflight   int
 	changed    chan struct{} // closed and replaced on every state change
@@ -311,7 +310,6 @@ func newGServer(cfg config) *GServer {
 		queues:     map[string]*queue{},
 		tasks:      map[string]*task{},
 		tombstones: map[string]time.Time{},
-		faults:     map[string][]fault{},
 		changed:    make(chan struct{}),
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -320,26 +318,6 @@ func newGServer(cfg config) *GServer {
 }
 
 func (g *GServer) now() time.Time { return g.cfg.now() }
-
-// intercept applies the faults registered with Server.FailNext.
-func (g *GServer) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	method := path.Base(info.FullMethod)
-	g.mu.Lock()
-	var err error
-	if fs := g.faults[method]; len(fs) > 0 {
-		err = status.Errorf(fs[0].code, "injected fault for %s", method)
-		fs[0].remaining--
-		if fs[0].remaining <= 0 {
-			fs = fs[1:]
-		}
-		g.faults[method] = fs
-	}
-	g.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
 
 // notifyLocked tells WaitIdle callers that the state changed.
 func (g *GServer) notifyLocked() {

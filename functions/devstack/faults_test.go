@@ -476,7 +476,7 @@ func TestEnqueueFailing(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, fastConfig())
 	c := e.api
-	e.Tasks.FailNext("CreateTask", 3, codes.Unavailable)
+	e.Tasks.FailNext("CreateTask", 3, codes.Unavailable, "The service is currently unavailable.")
 	cl := c.createCluster(t, "no-tasks", poolSpec("a", 1))
 	c.waitCluster(t, cl.ID, resource.StateReady, nil)
 	if n := e.ops(cl, containerpb.Operation_CREATE_CLUSTER, ""); n != 1 {
@@ -484,7 +484,7 @@ func TestEnqueueFailing(t *testing.T) {
 	}
 	// And once more mid-way, while the pool resizes.
 	a := poolByName(t, c, cl.ID, "a")
-	e.Tasks.FailNext("CreateTask", 2, codes.Unavailable)
+	e.Tasks.FailNext("CreateTask", 2, codes.Unavailable, "The service is currently unavailable.")
 	c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": 3})
 	c.waitCluster(t, cl.ID, resource.StateReady, nil)
 	if n := e.ops(cl, containerpb.Operation_SET_NODE_POOL_SIZE, "a"); n != 1 {

@@ -157,7 +157,7 @@ func TestTaskID(t *testing.T) {
 
 func TestScheduleFailure(t *testing.T) {
 	q, srv, _ := setup(t)
-	srv.FailNext("CreateTask", 1, codes.Unavailable)
+	srv.FailNext("CreateTask", 1, codes.Unavailable, "The service is currently unavailable.")
 	if err := q.Kick(context.Background(), chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "t2"}); err == nil {
 		t.Errorf("Kick() with Cloud Tasks down = nil, want an error")
 	}
