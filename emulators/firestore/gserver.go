@@ -47,7 +47,6 @@ type GServer struct {
 	lastCommit time.Time
 	nextSeq    int64
 	lastExpiry time.Time
-	reactors   map[string][]Reactor
 }
 
 var _ pb.FirestoreServer = (*GServer)(nil)
@@ -60,7 +59,6 @@ func newGServer(now func() time.Time) *GServer {
 		locks:    map[string]map[*txn]struct{}{},
 		released: make(chan struct{}),
 		commits:  make(chan struct{}),
-		reactors: map[string][]Reactor{},
 	}
 }
 

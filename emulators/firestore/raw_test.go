@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,20 +262,68 @@ func TestResetExportImport(t *testing.T) {
 	}
 }
 
-func TestFailNextReactor(t *testing.T) {
-	srv, c := newTestServer(t, WithReactor("Commit", FailNext(codes.PermissionDenied, 1)))
+// Faults through the official client: a reactor given to WithReactor that
+// decides by the request, FailNext on a unary and on a streaming RPC, a
+// latency, the calls counted, and Reset removing them.
+func TestFaults(t *testing.T) {
+	srv, c := newTestServer(t, WithReactor("Commit", refuseCollection{"locked"}))
 	ctx := testCtx(t)
-	if _, err := c.Doc("r/doc").Create(ctx, map[string]any{"v": 1}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("first Create = %v, want PermissionDenied", err)
+	create := func(path string) error {
+		_, err := c.Doc(path).Create(ctx, map[string]any{"v": 1})
+		return err
 	}
-	if _, err := c.Doc("r/doc").Create(ctx, map[string]any{"v": 1}); err != nil {
-		t.Errorf("second Create = %v, want success", err)
+	if err := create("locked/doc"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Create(locked/doc) = %v, want the reactor's PermissionDenied", err)
 	}
-	srv.AddReactor("RunQuery", FailNext(codes.Internal, 1))
-	_, err := c.Collection("r").Documents(ctx).GetAll()
-	if status.Code(err) != codes.Internal {
+	if err := create("r/a"); err != nil {
+		t.Errorf("Create(r/a) = %v, want it through the reactor", err)
+	}
+	const denied = "Missing or insufficient permissions."
+	srv.FailNext("Commit", 1, codes.PermissionDenied, denied)
+	if err := create("r/b"); status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != denied {
+		t.Errorf("first Create(r/b) = %v, want PermissionDenied %q", err, denied)
+	}
+	if err := create("r/b"); err != nil {
+		t.Errorf("second Create(r/b) = %v, want success", err)
+	}
+	if n := srv.Calls("Commit"); n != 4 {
+		t.Errorf("Calls(Commit) = %d, want 4", n)
+	}
+
+	srv.FailNext("RunQuery", 1, codes.Internal, "boom")
+	if _, err := c.Collection("r").Documents(ctx).GetAll(); status.Code(err) != codes.Internal {
 		t.Errorf("query = %v, want Internal", err)
 	}
+	if docs, err := c.Collection("r").Documents(ctx).GetAll(); err != nil || len(docs) != 2 {
+		t.Errorf("query after the fault = %d documents, %v; want 2", len(docs), err)
+	}
+
+	const latency = 100 * time.Millisecond
+	srv.SetLatency("BatchGetDocuments", latency)
+	begin := time.Now()
+	if _, err := c.Doc("r/a").Get(ctx); err != nil {
+		t.Errorf("delayed Get = %v", err)
+	}
+	if took := time.Since(begin); took < latency {
+		t.Errorf("delayed Get took %v, want at least %v", took, latency)
+	}
+
+	srv.Reset()
+	if err := create("locked/doc"); err != nil {
+		t.Errorf("Create(locked/doc) after Reset = %v, want the reactor gone", err)
+	}
+}
+
+// refuseCollection refuses the commits that write into one collection.
+type refuseCollection struct{ id string }
+
+func (r refuseCollection) React(req any) (bool, any, error) {
+	for _, w := range req.(*pb.CommitRequest).GetWrites() {
+		if strings.Contains(w.GetUpdate().GetName(), "/documents/"+r.id+"/") {
+			return true, nil, status.Error(codes.PermissionDenied, "Missing or insufficient permissions.")
+		}
+	}
+	return false, nil, nil
 }
 
 func TestListen(t *testing.T) {

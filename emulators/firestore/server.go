@@ -2,22 +2,19 @@ package firestore
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // Server is an in-process Firestore emulator listening on a TCP address.
@@ -27,6 +24,10 @@ type Server struct {
 	Addr string
 	// GServer is the gRPC service implementation behind the server.
 	GServer *GServer
+	// Injector fails, delays and counts the calls of every RPC (package
+	// faults): its FailNext, SetLatency, AddReactor and Calls are the
+	// Server's.
+	*faults.Injector
 
 	srv       *grpc.Server
 	lis       net.Listener
@@ -40,7 +41,13 @@ type Option func(*config)
 type config struct {
 	addr     string
 	now      func() time.Time
-	reactors map[string][]Reactor
+	reactors []reactor
+}
+
+// reactor is a Reactor given to WithReactor, and the RPC it reacts to.
+type reactor struct {
+	method string
+	r      faults.Reactor
 }
 
 // WithAddr sets the listen address (default 127.0.0.1:0, a free port).
@@ -52,42 +59,16 @@ func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithReactor installs r for the RPC named funcName (the method name, such
-// as "Commit" or "RunQuery"). Reactors run in order before the RPC.
-func WithReactor(funcName string, r Reactor) Option {
-	return func(c *config) { c.reactors[funcName] = append(c.reactors[funcName], r) }
-}
-
-// Reactor intercepts an RPC before the emulator handles it. If React
-// returns handled, the RPC returns err (or resp, for unary RPCs, when err is
-// nil) without touching the emulator's state.
-type Reactor interface {
-	React(req proto.Message) (handled bool, resp proto.Message, err error)
-}
-
-// FailNext returns a Reactor that fails the next n calls of its RPC with
-// code c, then lets calls through.
-func FailNext(c codes.Code, n int) Reactor { return &failNext{code: c, left: n} }
-
-type failNext struct {
-	mu   sync.Mutex
-	code codes.Code
-	left int
-}
-
-func (f *failNext) React(proto.Message) (bool, proto.Message, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.left <= 0 {
-		return false, nil, nil
-	}
-	f.left--
-	return true, nil, status.Errorf(f.code, "injected fault")
+// as "Commit" or "RunQuery"), as Server.AddReactor does once the server
+// runs.
+func WithReactor(funcName string, r faults.Reactor) Option {
+	return func(c *config) { c.reactors = append(c.reactors, reactor{funcName, r}) }
 }
 
 // NewServer starts an emulator listening on the configured address. Close
 // it when done.
 func NewServer(opts ...Option) (*Server, error) {
-	cfg := &config{addr: "127.0.0.1:0", now: time.Now, reactors: map[string][]Reactor{}}
+	cfg := &config{addr: "127.0.0.1:0", now: time.Now}
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -95,12 +76,15 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
+	inj := &faults.Injector{}
+	for _, r := range cfg.reactors {
+		inj.AddReactor(r.method, r.r)
+	}
 	gs := newGServer(cfg.now)
-	gs.reactors = cfg.reactors
-	s := &Server{Addr: lis.Addr().String(), GServer: gs, lis: lis, served: make(chan struct{})}
+	s := &Server{Addr: lis.Addr().String(), GServer: gs, Injector: inj, lis: lis, served: make(chan struct{})}
 	s.srv = grpc.NewServer(
-		grpc.UnaryInterceptor(gs.unaryInterceptor),
-		grpc.StreamInterceptor(gs.streamInterceptor),
+		grpc.UnaryInterceptor(inj.UnaryInterceptor),
+		grpc.StreamInterceptor(inj.StreamInterceptor),
 		grpc.MaxRecvMsgSize(64<<20),
 	)
 	pb.RegisterFirestoreServer(s.srv, gs)
@@ -120,16 +104,11 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// AddReactor installs r for the RPC named funcName on a running server.
-func (s *Server) AddReactor(funcName string, r Reactor) {
-	s.GServer.mu.Lock()
-	defer s.GServer.mu.Unlock()
-	s.GServer.reactors[funcName] = append(s.GServer.reactors[funcName], r)
-}
-
 // Reset deletes every document and transaction of every database and
-// removes all reactors. Open transactions fail with INVALID_ARGUMENT.
+// removes all reactors and latencies. Open transactions fail with
+// INVALID_ARGUMENT.
 func (s *Server) Reset() {
+	s.RemoveFaults()
 	g := s.GServer
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -138,7 +117,6 @@ func (s *Server) Reset() {
 	}
 	g.dbs = map[string]*database{}
 	g.txns = map[string]*txn{}
-	g.reactors = map[string][]Reactor{}
 	g.notifyCommit()
 }
 
@@ -309,64 +287,6 @@ func (s *Server) Import(r io.Reader) error {
 	defer g.mu.Unlock()
 	for i, doc := range docs {
 		g.seed(names[i], doc)
-	}
-	return nil
-}
-
-func (g *GServer) react(method string, req any) (bool, proto.Message, error) {
-	name := method[strings.LastIndex(method, "/")+1:]
-	g.mu.Lock()
-	rs := append([]Reactor(nil), g.reactors[name]...)
-	g.mu.Unlock()
-	m, _ := req.(proto.Message)
-	for _, r := range rs {
-		if handled, resp, err := r.React(m); handled {
-			return true, resp, err
-		}
-	}
-	return false, nil, nil
-}
-
-func (g *GServer) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if handled, resp, err := g.react(info.FullMethod, req); handled {
-		if err != nil {
-			return nil, err
-		}
-		return resp, nil
-	}
-	return handler(ctx, req)
-}
-
-func (g *GServer) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	g.mu.Lock()
-	has := len(g.reactors[info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]]) > 0
-	g.mu.Unlock()
-	if !has {
-		return handler(srv, ss)
-	}
-	return handler(srv, &reactingStream{ServerStream: ss, g: g, method: info.FullMethod})
-}
-
-// reactingStream runs reactors on the request of a server-streaming RPC.
-type reactingStream struct {
-	grpc.ServerStream
-	g      *GServer
-	method string
-	done   bool
-}
-
-func (s *reactingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	if !s.done {
-		s.done = true
-		if handled, _, err := s.g.react(s.method, m); handled {
-			if err == nil {
-				err = status.Errorf(codes.Internal, "reactor handled %s without an error", s.method)
-			}
-			return err
-		}
 	}
 	return nil
 }

@@ -34,7 +34,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/api"
@@ -289,7 +288,7 @@ func (p publishReactor) React(req any) (bool, any, error) {
 // failCommit.
 type commitReactor struct{ hs *harness }
 
-func (c commitReactor) React(req proto.Message) (bool, proto.Message, error) {
+func (c commitReactor) React(req any) (bool, any, error) {
 	r, ok := req.(*firestorepb.CommitRequest)
 	if !ok {
 		return false, nil, nil
