@@ -38,14 +38,12 @@
 // the clock given with WithNow; HTTP deadlines are real time. After moving
 // an injected clock forward, call Server.Wake so the dispatcher notices.
 //
-// Faults: a call is failed, delayed and counted as in every emulator of
-// this repository (package faults, whose Injector the Server embeds):
-// first Calls counts it, then it waits its RPC's latency (SetLatency),
-// then the RPC's reactors (FailNext: the next n calls fail with a status
-// of the code and message given; AddReactor: any Reactor, such as
-// faults.Error for every call) are offered it in the order they were
-// added, and one that handles it answers it before it reaches the
-// emulator's state. The official client retries some RPCs on UNAVAILABLE
+// Faults: Server embeds a faults.Injector, so calls are failed,
+// delayed and counted as in every emulator of this repository (package
+// faults says how): FailNext fails the next n calls of an RPC with the
+// code and message given, SetLatency delays its calls, AddReactor
+// installs any Reactor, and Calls counts the calls. A call they answer
+// changes nothing. The official client retries some RPCs on UNAVAILABLE
 // (GetTask, ListTasks, DeleteTask, GetQueue, ListQueues, DeleteQueue) but
 // not CreateTask; each attempt is a call. Faults of dispatch are the
 // task handler's to make: its HTTP status, or its delay past the

@@ -47,16 +47,14 @@
 // the client retry. A retry (retry_transaction) keeps the age of the first
 // attempt.
 //
-// Faults. A call is failed, delayed and counted as in every emulator of
-// this repository (package faults, whose Injector the Server embeds):
-// first Calls counts it, then it waits its RPC's latency (SetLatency),
-// then the RPC's reactors (FailNext: the next n calls fail with a status
-// of the code and message given; AddReactor or WithReactor: any Reactor,
-// such as faults.Error for every call or one that decides by the
-// request) are offered it in the order they were added, and one that
-// handles it answers it before it reaches the documents. A streaming call
-// (RunQuery, BatchGetDocuments, Listen, ...) meets its faults at its first
-// request message. Reset removes them all.
+// Faults. Server embeds a faults.Injector, so calls are failed, delayed
+// and counted as in every emulator of this repository (package faults says
+// how): FailNext fails the next n calls of an RPC with the code and
+// message given, SetLatency delays its calls, AddReactor (or the option
+// WithReactor) installs any Reactor, and Calls counts the calls. A call
+// they answer reads and writes nothing. A streaming call (RunQuery,
+// BatchGetDocuments, Listen, ...) meets its faults at its first request
+// message. Reset removes them all.
 //
 // Differences from the real service:
 //   - Write and ExecutePipeline are not implemented (UNIMPLEMENTED), so

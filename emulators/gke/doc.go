@@ -45,17 +45,16 @@
 // ZONE_RESOURCE_POOL_EXHAUSTED message, and Server.FailNextOperation fails
 // any operation. A cluster whose create failed is ERROR.
 //
-// Faults. A call is failed, delayed and counted as in every emulator of
-// this repository (package faults, whose Injector the Server embeds):
-// first Calls counts it, then it waits its RPC's latency (SetLatency),
-// then the RPC's reactors (FailNext: the next n calls fail with a status
-// of the code and message given; AddReactor: any Reactor, such as
-// faults.Error for every call) are offered it in the order they were
-// added, and one that handles it answers it before anything is
-// authenticated, charged to a quota or changed. Faults of what GKE does
-// after it accepts a call are the simulator's own: FailNextOperation (the
-// operation ends with an error), LoseOperation and LoseNextOperations
-// (GetOperation answers NOT_FOUND, the work still happens) and Stockout.
+// Faults. Server embeds a faults.Injector, so calls are failed, delayed
+// and counted as in every emulator of this repository (package faults says
+// how): FailNext fails the next n calls of an RPC with the code and
+// message given, SetLatency delays its calls, AddReactor installs any
+// Reactor, and Calls counts the calls. They come first: a call they answer
+// is neither authenticated nor charged to a quota, and changes nothing.
+// Faults of what GKE does after it accepts a call are the simulator's own:
+// FailNextOperation (the operation ends with an error), LoseOperation and
+// LoseNextOperations (GetOperation answers NOT_FOUND, the work still
+// happens) and Stockout.
 //
 // Tests change the state out of band through Server: RemoveNodePool,
 // ResizeNodePool, BreakNodePool, Autoscale, and UpgradeMaster (a

@@ -42,14 +42,12 @@
 // another emulator can authorize calls made with it (the GKE simulator's
 // WithIAM). Time is injected with WithNow.
 //
-// Faults. A call is failed, delayed and counted as in every emulator of
-// this repository (package faults, whose Injector the Server embeds):
-// first Calls counts it, then it waits its RPC's latency (SetLatency),
-// then the RPC's reactors (FailNext: the next n calls fail with a status
-// of the code and message given; AddReactor: any Reactor, such as
-// faults.Error for every call) are offered it in the order they were
-// added, and one that handles it answers it before the caller is
-// authenticated or anything is checked.
+// Faults. Server embeds a faults.Injector, so calls are failed, delayed
+// and counted as in every emulator of this repository (package faults says
+// how): FailNext fails the next n calls of an RPC with the code and
+// message given, SetLatency delays its calls, AddReactor installs any
+// Reactor, and Calls counts the calls. They come first: a call they answer
+// is not authenticated, and mints nothing.
 //
 // Differences from the real service:
 //   - Service accounts are not resources here: any well-formed email may
