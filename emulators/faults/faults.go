@@ -65,6 +65,11 @@ type errorReactor struct{ err error }
 
 func (r errorReactor) React(any) (bool, any, error) { return true, nil, r.err }
 
+var (
+	_ grpc.UnaryServerInterceptor  = (*Injector)(nil).UnaryInterceptor
+	_ grpc.StreamServerInterceptor = (*Injector)(nil).StreamInterceptor
+)
+
 // Injector holds the faults injected into one emulator's methods and
 // counts their calls. The zero value injects nothing. It is safe for
 // concurrent use.
@@ -158,15 +163,17 @@ func (in *Injector) before(ctx context.Context, name string, req any) (handled b
 	m := in.method(name)
 	m.calls++
 	latency := m.latency
+	if latency == 0 {
+		defer in.mu.Unlock()
+		return m.offer(req)
+	}
 	in.mu.Unlock()
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return true, nil, status.FromContextError(ctx.Err()).Err()
-		case <-t.C:
-		}
+	t := time.NewTimer(latency)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return true, nil, status.FromContextError(ctx.Err()).Err()
+	case <-t.C:
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
