@@ -39,15 +39,9 @@ type Server struct {
 type Option func(*config)
 
 type config struct {
-	addr     string
-	now      func() time.Time
-	reactors []reactor
-}
-
-// reactor is a Reactor given to WithReactor, and the RPC it reacts to.
-type reactor struct {
-	method string
-	r      faults.Reactor
+	addr   string
+	now    func() time.Time
+	faults *faults.Injector
 }
 
 // WithAddr sets the listen address (default 127.0.0.1:0, a free port).
@@ -62,13 +56,13 @@ func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now
 // as "Commit" or "RunQuery"), as Server.AddReactor does once the server
 // runs.
 func WithReactor(funcName string, r faults.Reactor) Option {
-	return func(c *config) { c.reactors = append(c.reactors, reactor{funcName, r}) }
+	return func(c *config) { c.faults.AddReactor(funcName, r) }
 }
 
 // NewServer starts an emulator listening on the configured address. Close
 // it when done.
 func NewServer(opts ...Option) (*Server, error) {
-	cfg := &config{addr: "127.0.0.1:0", now: time.Now}
+	cfg := &config{addr: "127.0.0.1:0", now: time.Now, faults: &faults.Injector{}}
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -76,10 +70,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	inj := &faults.Injector{}
-	for _, r := range cfg.reactors {
-		inj.AddReactor(r.method, r.r)
-	}
+	inj := cfg.faults
 	gs := newGServer(cfg.now)
 	s := &Server{Addr: lis.Addr().String(), GServer: gs, Injector: inj, lis: lis, served: make(chan struct{})}
 	s.srv = grpc.NewServer(
