@@ -157,7 +157,7 @@ func TestMembersFromBindingsErrors(t *testing.T) {
 		{TenantID: "acme", Principal: "alice", Role: RoleAdmin},
 		{TenantID: "acme", Principal: "bob", Role: "kubernetes.owner"},
 		{TenantID: "", Principal: "carol", Role: RoleViewer},
-		{TenantID: "acme", Principal: "a/b", Role: RoleViewer},
+		{TenantID: "acme", Principal: "", Role: RoleViewer},
 		{TenantID: "acme", Principal: "dave", Role: RoleViewer, Resource: "knp_01jd0000000000000000000000"},
 	}
 	_, err := MembersFromBindings(bindings)

@@ -74,8 +74,12 @@ func (k Kick) Steady() bool { return strings.HasPrefix(k.Token, steadyPrefix) }
 
 // header is the chain's part of a subject's document.
 type header struct {
-	Active    bool  `firestore:"active"`
-	Reconcile State `firestore:"reconcile"`
+	// TenantID and ID are the subject's own: its path holds them as the
+	// store encoded them, which may differ.
+	TenantID  string `firestore:"tenantId"`
+	ID        string `firestore:"id"`
+	Active    bool   `firestore:"active"`
+	Reconcile State  `firestore:"reconcile"`
 }
 
 func newSteadyToken() string { return steadyPrefix + newToken() }
