@@ -237,3 +237,22 @@ func TestMemberJSON(t *testing.T) {
 		t.Errorf("Marshal = %s, want %s", b, want)
 	}
 }
+
+// Any tenant ID and principal can be bound, those Firestore cannot take
+// as document IDs included: the store encodes them.
+func TestMembersFromBindingsAnyID(t *testing.T) {
+	var bindings []Binding
+	ids := []string{".", "..", "__x__", "a/b", "alice/../bob", "~"}
+	for _, id := range ids {
+		bindings = append(bindings, Binding{TenantID: id, Principal: id, Role: RoleViewer})
+	}
+	got, err := MembersFromBindings(bindings)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("MembersFromBindings() = %v, %v; want %d members", got, err, len(ids))
+	}
+	for _, id := range ids {
+		if m := got[MemberKey{TenantID: id, Principal: id}]; m == nil || !m.Allows(PermRead, "") {
+			t.Errorf("member %q = %v, want a viewer", id, m)
+		}
+	}
+}
