@@ -7,9 +7,10 @@
 //
 // A reconciler plugs in what differs (Subject): which documents a run reads,
 // what it decides and does, and how it saves the outcome. Every subject's
-// document lives at tenants/{tenantId}/{collection}/{id} and carries two
-// fields the chain owns: "active" (false once the subject is gone for good)
-// and "reconcile" (State). Only this package writes State's lease fields;
+// document lives at tenants/{tenantId}/{collection}/{id} (each ID as the
+// store encodes it) and carries two fields the chain owns: "active" (false
+// once the subject is gone for good) and "reconcile" (State), beside its
+// own "tenantId" and "id". Only this package writes State's lease fields;
 // the API restarts the chain (Restart) in its own transactions.
 package chain
 
