@@ -7,9 +7,6 @@
 //
 // Layout:
 //
-// Each {...} is DocID of the value (paths.go): the value itself unless
-// Firestore could not store it as it stands.
-//
 //	accounts/{accountId}                              Account
 //	pools/{poolId}                                    Pool
 //	tenants/{t}/members/{principal}                   auth.Member
@@ -19,6 +16,9 @@
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
 //	tenants/{t}/outbox/{eventId}                      outbox.Event
+//
+// Each {...} is DocID of the value (paths.go): the value itself unless
+// Firestore could not store it as it stands.
 package store
 
 import (
