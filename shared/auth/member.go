@@ -220,12 +220,13 @@ func MembersFromBindings(bindings []Binding) (map[MemberKey]*Member, error) {
 	members := map[MemberKey]*Member{}
 	var bad []errs.FieldError
 	for i, b := range bindings {
-		// Both name documents: tenants/{tenantId}/members/{principal}.
-		if !validDocID(b.TenantID) {
-			bad = append(bad, errs.FieldError{Field: fmt.Sprintf("[%d].tenantId", i), Reason: "required, a valid document ID"})
+		// Any tenant ID and principal can be bound: the store encodes
+		// what Firestore could not take as a document ID.
+		if b.TenantID == "" {
+			bad = append(bad, errs.FieldError{Field: fmt.Sprintf("[%d].tenantId", i), Reason: "required"})
 		}
-		if !validDocID(b.Principal) {
-			bad = append(bad, errs.FieldError{Field: fmt.Sprintf("[%d].principal", i), Reason: "required, a valid document ID"})
+		if b.Principal == "" {
+			bad = append(bad, errs.FieldError{Field: fmt.Sprintf("[%d].principal", i), Reason: "required"})
 		}
 		if !b.Role.Valid() {
 			bad = append(bad, errs.FieldError{Field: fmt.Sprintf("[%d].role", i), Reason: fmt.Sprintf("unknown role %q", b.Role)})
@@ -251,11 +252,4 @@ func MembersFromBindings(bindings []Binding) (map[MemberKey]*Member, error) {
 		return nil, errs.InvalidFields(bad)
 	}
 	return members, nil
-}
-
-// validDocID reports whether s can be a Firestore document ID: not empty,
-// no '/', not "." or "..", not of the reserved form __.*__.
-func validDocID(s string) bool {
-	return s != "" && s != "." && s != ".." && !strings.Contains(s, "/") &&
-		!(len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__"))
 }

@@ -157,7 +157,7 @@ func TestMembersFromBindingsErrors(t *testing.T) {
 		{TenantID: "acme", Principal: "alice", Role: RoleAdmin},
 		{TenantID: "acme", Principal: "bob", Role: "kubernetes.owner"},
 		{TenantID: "", Principal: "carol", Role: RoleViewer},
-		{TenantID: "acme", Principal: "a/b", Role: RoleViewer},
+		{TenantID: "acme", Principal: "", Role: RoleViewer},
 		{TenantID: "acme", Principal: "dave", Role: RoleViewer, Resource: "knp_01jd0000000000000000000000"},
 	}
 	_, err := MembersFromBindings(bindings)
@@ -235,5 +235,24 @@ func TestMemberJSON(t *testing.T) {
 	want := `{"roles":["kubernetes.viewer"],"clusterRoles":{"` + kclA + `":["kubernetes.admin"]}}`
 	if string(b) != want {
 		t.Errorf("Marshal = %s, want %s", b, want)
+	}
+}
+
+// Any tenant ID and principal can be bound, those Firestore cannot take
+// as document IDs included: the store encodes them.
+func TestMembersFromBindingsAnyID(t *testing.T) {
+	var bindings []Binding
+	ids := []string{".", "..", "__x__", "a/b", "alice/../bob", "~"}
+	for _, id := range ids {
+		bindings = append(bindings, Binding{TenantID: id, Principal: id, Role: RoleViewer})
+	}
+	got, err := MembersFromBindings(bindings)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("MembersFromBindings() = %v, %v; want %d members", got, err, len(ids))
+	}
+	for _, id := range ids {
+		if m := got[MemberKey{TenantID: id, Principal: id}]; m == nil || !m.Allows(PermRead, "") {
+			t.Errorf("member %q = %v, want a viewer", id, m)
+		}
 	}
 }

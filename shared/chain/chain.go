@@ -7,9 +7,10 @@
 //
 // A reconciler plugs in what differs (Subject): which documents a run reads,
 // what it decides and does, and how it saves the outcome. Every subject's
-// document lives at tenants/{tenantId}/{collection}/{id} and carries two
-// fields the chain owns: "active" (false once the subject is gone for good)
-// and "reconcile" (State). Only this package writes State's lease fields;
+// document lives at tenants/{tenantId}/{collection}/{id} (each ID as the
+// store encodes it) and carries two fields the chain owns: "active" (false
+// once the subject is gone for good) and "reconcile" (State), beside its
+// own "tenantId" and "id". Only this package writes State's lease fields;
 // the API restarts the chain (Restart) in its own transactions.
 package chain
 
@@ -74,8 +75,12 @@ func (k Kick) Steady() bool { return strings.HasPrefix(k.Token, steadyPrefix) }
 
 // header is the chain's part of a subject's document.
 type header struct {
-	Active    bool  `firestore:"active"`
-	Reconcile State `firestore:"reconcile"`
+	// TenantID and ID are the subject's own: its path holds them as the
+	// store encoded them, which may differ.
+	TenantID  string `firestore:"tenantId"`
+	ID        string `firestore:"id"`
+	Active    bool   `firestore:"active"`
+	Reconcile State  `firestore:"reconcile"`
 }
 
 func newSteadyToken() string { return steadyPrefix + newToken() }

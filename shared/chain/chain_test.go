@@ -542,3 +542,24 @@ func TestWatchdogRestartAll(t *testing.T) {
 		}
 	}
 }
+
+// A subject stored under encoded IDs (its path is not its IDs) is kicked
+// with the IDs its document holds.
+func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	ref := e.fs.Collection("tenants").Doc("~X194X18").Collection("things").Doc("~Li4")
+	doc := map[string]any{"tenantId": "__x__", "id": "..", "active": true,
+		"reconcile": chain.State{Token: "old", NextAt: e.clk.now().Add(-time.Hour)}}
+	if _, err := ref.Set(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKicker{}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.now}
+	if _, err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.kicks) != 1 || k.kicks[0].TenantID != "__x__" || k.kicks[0].ID != ".." {
+		t.Errorf("kicks = %+v, want one of tenant __x__, subject ..", k.kicks)
+	}
+}

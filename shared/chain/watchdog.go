@@ -124,8 +124,15 @@ func (w *Watchdog) restart(ctx context.Context, kind string, ref *firestore.Docu
 		if !h.Active || !h.Reconcile.NextAt.Before(before) {
 			return nil
 		}
-		// Subjects live at tenants/{tenantId}/{kind}/{id}.
-		kick := h.Reconcile.Restart(kind, ref.Parent.Parent.ID, ref.ID, now().UTC().Truncate(time.Microsecond))
+		// Subjects live at tenants/{tenantId}/{kind}/{id}, with the IDs
+		// encoded where Firestore could not take them as they are: the
+		// kick carries the IDs the document holds, which its subject's
+		// Ref encodes again.
+		tenantID, id := h.TenantID, h.ID
+		if tenantID == "" || id == "" {
+			tenantID, id = ref.Parent.Parent.ID, ref.ID
+		}
+		kick := h.Reconcile.Restart(kind, tenantID, id, now().UTC().Truncate(time.Microsecond))
 		k = &kick
 		return tx.Update(ref, []firestore.Update{{Path: Field, Value: h.Reconcile}})
 	})

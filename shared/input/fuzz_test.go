@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,8 @@ func FuzzDecodeCreateCluster(f *testing.F) {
 }
 
 func FuzzDecodeListClusters(f *testing.F) {
-	seed(f, obj{"tenantId": "acme"}, obj{"tenantId": "acme", "poolId": "pool-dev", "pageSize": 10, "pageToken": "x"})
+	seed(f, obj{"tenantId": "acme"}, obj{"tenantId": "acme", "poolId": "pool-dev", "pageSize": 10, "pageToken": "x"},
+		obj{"tenantId": ".."}, obj{"tenantId": "__x__", "poolId": "."})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		l, err := DecodeListClusters(body)
 		if err != nil {
@@ -155,6 +157,13 @@ func FuzzDecodePoolUpdated(f *testing.F) {
 	seed(f, obj{"id": "p", "tenantId": "acme", "version": 2, "policy": obj{"substrate": obj{"kind": "kubernetes", "account": "a",
 		"cluster": obj{"adopt": obj{"clusterId": "kcl_01h2xcejqtf2nbrexx3vqjhp41"}}}},
 		"flavors": []any{obj{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+	// IDs the patterns accept that Firestore cannot take as they are, and
+	// flavor names that break the node pool rule too.
+	for _, id := range []string{".", "..", "__x__", "__t__"} {
+		f.Add(marshalF(f, obj{"id": id, "tenantId": id, "version": 1, "policy": obj{"substrate": obj{"kind": "kubernetes", "account": id,
+			"cluster": obj{"create": obj{"region": "us-central1"}}}},
+			"flavors": []any{obj{"name": "gpu-ñ", "machineType": "e2-standard-4", "nodeCount": 1}}}))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePoolUpdated(body)
 		if p == nil {
@@ -162,6 +171,13 @@ func FuzzDecodePoolUpdated(f *testing.F) {
 		}
 		if err != nil {
 			checkRejection(t, body, err)
+			var e *errs.Error
+			errors.As(err, &e)
+			for _, fe := range e.Fields {
+				if strings.HasPrefix(fe.Field, "flavors[") && strings.HasSuffix(fe.Field, "].name") && fe.Reason == patterns["name"].reason {
+					t.Fatalf("DecodePoolUpdated(%q): %s told the node pool rule, not the flavor rule", body, fe.Field)
+				}
+			}
 			return
 		}
 		if p.ID == "" || p.TenantID == "" || p.Version < 1 {

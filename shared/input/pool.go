@@ -52,6 +52,9 @@ const MaxFlavors = 8
 
 var flavorName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$`)
 
+// flavorRule says what flavorName accepts.
+const flavorRule = "must be 1 to 20 lowercase letters, digits or '-', starting with a letter and not ending with '-'"
+
 // DecodePoolUpdated decodes and checks the data of compute.pool.updated.
 // On error, the returned event still carries whatever id, tenantId and
 // version could be read (zero otherwise), so that the consumer can put a
@@ -139,11 +142,14 @@ func decodeFlavors(f *fields) []NodePoolSpec {
 		out[i].check(f.r, path)
 		name := out[i].Name
 		np := path + ".name"
+		// A name that breaks the node pool rule (1 to 40 ...) breaks the
+		// narrower flavor rule too, which is the one to state.
+		f.r.reword(np, patterns["name"].reason, flavorRule)
 		if !f.r.ok(np) {
 			continue
 		}
 		if !flavorName.MatchString(name) {
-			f.r.add(np, "must be 1 to 20 lowercase letters, digits or '-', starting with a letter and not ending with '-'")
+			f.r.add(np, flavorRule)
 			continue
 		}
 		if j, dup := seen[name]; dup {

@@ -2,6 +2,7 @@ package input
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,5 +99,28 @@ func assertFields(t *testing.T, err error, want []string) {
 			names = append(names, f.Field+": "+f.Reason)
 		}
 		t.Errorf("reported %s, want exactly %v", strings.Join(names, "; "), want)
+	}
+}
+
+// A flavor name that breaks its rule is told the flavor rule (1 to 20
+// characters), also when it breaks the wider node pool rule.
+func TestFlavorNameReason(t *testing.T) {
+	for _, name := range []string{"ñ", "gpu-ñ", "Gpu", "1gpu", "gpu-", "abcdefghijklmnopqrstu", strings.Repeat("a", 41), "gpu_l4", ""} {
+		t.Run(name, func(t *testing.T) {
+			data := `{"id": "p", "tenantId": "acme", "version": 1, "policy": {"substrate": {"kind": "kubernetes", "account": "a",
+				"cluster": {"create": {"region": "us-central1"}}}},
+				"flavors": [{"name": ` + strconv.Quote(name) + `, "machineType": "e2-standard-4", "nodeCount": 1}]}`
+			_, err := DecodePoolUpdated([]byte(data))
+			var e *errs.Error
+			if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field != "flavors[0].name" {
+				t.Fatalf("DecodePoolUpdated(name %q) = %v, want flavors[0].name broken", name, err)
+			}
+			if got := e.Fields[0].Reason; got != flavorRule {
+				t.Errorf("flavors[0].name %q: reason %q, want %q", name, got, flavorRule)
+			}
+		})
+	}
+	if !strings.Contains(flavorRule, "1 to 20 ") {
+		t.Errorf("the flavor rule %q does not say 1 to 20", flavorRule)
 	}
 }

@@ -45,6 +45,16 @@ func (r *report) add(path, reason string) {
 	r.fields = append(r.fields, errs.FieldError{Field: path, Reason: reason})
 }
 
+// reword gives the field at path the reason to instead of from: for a
+// field whose rule where it stands is narrower than its type's.
+func (r *report) reword(path, from, to string) {
+	for i := range r.fields {
+		if r.fields[i].Field == path && r.fields[i].Reason == from {
+			r.fields[i].Reason = to
+		}
+	}
+}
+
 // broke reports a field whose JSON could not be used and silences the
 // checks of its typed value.
 func (r *report) broke(path, reason string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,11 +50,13 @@ type lockedWriter struct {
 }
 
 type consoleHandler struct {
-	out    *lockedWriter
-	level  slog.Leveler
-	color  bool
-	attrs  []byte // rendered attributes added by WithAttrs
-	prefix string // the open groups, "a.b."
+	out   *lockedWriter
+	level slog.Leveler
+	color bool
+	// attrs are those added by WithAttrs, each inside the groups open
+	// then, kept to write every key of a line once (unique).
+	attrs  []slog.Attr
+	groups []string // the open groups
 }
 
 func (h *consoleHandler) Enabled(_ context.Context, l slog.Level) bool {
@@ -61,14 +64,11 @@ func (h *consoleHandler) Enabled(_ context.Context, l slog.Level) bool {
 }
 
 func (h *consoleHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	c := *h
-	var b bytes.Buffer
-	b.Write(h.attrs)
-	var tails []string
-	for _, a := range attrs {
-		tails = appendAttr(&b, h.prefix, a, tails)
+	if len(attrs) == 0 {
+		return h
 	}
-	c.attrs = b.Bytes()
+	c := *h
+	c.attrs = append(slices.Clip(h.attrs), inGroups(h.groups, attrs)...)
 	return &c
 }
 
@@ -77,8 +77,16 @@ func (h *consoleHandler) WithGroup(name string) slog.Handler {
 		return h
 	}
 	c := *h
-	c.prefix = h.prefix + name + "."
+	c.groups = append(slices.Clip(h.groups), name)
 	return &c
+}
+
+// inGroups returns attrs nested in the groups, outermost first.
+func inGroups(groups []string, attrs []slog.Attr) []slog.Attr {
+	for i := len(groups) - 1; i >= 0 && len(attrs) > 0; i-- {
+		attrs = []slog.Attr{{Key: groups[i], Value: slog.GroupValue(attrs...)}}
+	}
+	return attrs
 }
 
 const (
@@ -114,12 +122,15 @@ func (h *consoleHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	b.WriteByte(' ')
 	b.WriteString(r.Message)
-	b.Write(h.attrs)
-	var tails []string
+	own := make([]slog.Attr, 0, r.NumAttrs())
 	r.Attrs(func(a slog.Attr) bool {
-		tails = appendAttr(&b, h.prefix, a, tails)
+		own = append(own, a)
 		return true
 	})
+	var tails []string
+	for _, a := range unique(append(slices.Clip(h.attrs), inGroups(h.groups, own)...), false) {
+		tails = appendAttr(&b, "", a, tails)
+	}
 	b.WriteByte('\n')
 	for _, t := range tails {
 		for _, line := range strings.Split(strings.TrimRight(t, "\n"), "\n") {

@@ -74,3 +74,21 @@ func TestConsoleColorAndConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// A console line holds each key once, the last value winning.
+func TestConsoleKeysUnique(t *testing.T) {
+	var buf bytes.Buffer
+	log := logging.NewConsole(&buf, slog.LevelInfo, false).With("function", "a", "n", 1).With("function", "b")
+	log.Info("m", "function", "c", slog.Group("", "n", 2))
+	log.WithGroup("g").With("k", 1).With("k", 2).Info("m", "k", 3, "j", 4)
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	want := []string{" INFO  m function=c n=2", " INFO  m function=b n=1 g.k=3 g.j=4"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %q, want %d lines", lines, len(want))
+	}
+	for i, w := range want {
+		if len(lines[i]) < 12 || lines[i][12:] != w {
+			t.Errorf("line %d = %q, want %q after the time", i, lines[i], w)
+		}
+	}
+}

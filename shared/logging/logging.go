@@ -13,6 +13,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 )
 
@@ -106,9 +107,14 @@ func replaceAttr(groups []string, a slog.Attr) slog.Attr {
 // writes them. Because a trace key must sit at the top level of the entry,
 // it keeps the groups opened by WithGroup (and the attributes added inside
 // them) itself and nests them into each record, instead of letting the
-// inner handler prefix the trace keys with the group.
+// inner handler prefix the trace keys with the group. It keeps the
+// attributes added by WithAttrs too, so that each entry holds every key
+// once (unique): slog's JSON handler writes a key as often as it is given,
+// and a function's logger often gets one (such as "function") at two
+// layers.
 type handler struct {
-	inner slog.Handler // carries only the attributes added before any group
+	inner slog.Handler // the JSON handler, with no attributes of its own
+	attrs []slog.Attr  // added before any group
 	ops   []groupOrAttrs
 	bound *Trace // the trace of the context the logger was taken from
 }
@@ -130,7 +136,7 @@ func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	}
 	c := *h
 	if len(h.ops) == 0 {
-		c.inner = h.inner.WithAttrs(attrs)
+		c.attrs = append(slices.Clip(h.attrs), attrs...)
 		return &c
 	}
 	c.ops = append(append([]groupOrAttrs(nil), h.ops...), groupOrAttrs{attrs: attrs})
@@ -151,15 +157,73 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	if !ok && h.bound != nil {
 		tr, ok = *h.bound, true
 	}
-	if len(h.ops) == 0 && !ok {
-		return h.inner.Handle(ctx, r)
-	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	if ok {
 		out.AddAttrs(tr.attrs()...)
 	}
-	out.AddAttrs(h.nest(r)...)
+	// The caller's keys never meet the trace's: unique renames them.
+	out.AddAttrs(unique(append(slices.Clip(h.attrs), h.nest(r)...), true)...)
 	return h.inner.Handle(ctx, out)
+}
+
+// entryKeys are the keys of an entry's own fields, as slog names them and
+// as Cloud Logging does.
+var entryKeys = map[string]bool{
+	slog.TimeKey: true, slog.LevelKey: true, slog.MessageKey: true, slog.SourceKey: true,
+	KeySeverity: true, KeyMessage: true, KeySourceLocation: true,
+	KeyTrace: true, KeySpanID: true, KeyTraceSampled: true,
+}
+
+// userPrefix renames a caller's top-level attribute that has the key of an
+// entry's own field ("message", "logging.googleapis.com/trace", ...).
+const userPrefix = "attr_"
+
+// unique returns attrs with every key once, at its first place with its
+// last value: a key given again (a logger's With, then the record's own
+// attribute) replaces the earlier value, and two groups of one key merge.
+// Inline groups (empty key) are spliced in and LogValuers resolved first,
+// as slog would, so that nothing reaches the JSON handler twice. At the
+// top level (top), an attribute with the key of an entry's own field is
+// renamed with userPrefix.
+func unique(attrs []slog.Attr, top bool) []slog.Attr {
+	out := make([]slog.Attr, 0, len(attrs))
+	at := make(map[string]int, len(attrs))
+	var add func(a slog.Attr)
+	add = func(a slog.Attr) {
+		a.Value = a.Value.Resolve()
+		if a.Value.Kind() == slog.KindGroup && a.Key == "" {
+			for _, g := range a.Value.Group() {
+				add(g)
+			}
+			return
+		}
+		if a.Key == "" {
+			return // slog drops an attribute without a key
+		}
+		if top && entryKeys[a.Key] {
+			a.Key = userPrefix + a.Key
+		}
+		i, seen := at[a.Key]
+		if !seen {
+			at[a.Key] = len(out)
+			out = append(out, a)
+			return
+		}
+		if out[i].Value.Kind() == slog.KindGroup && a.Value.Kind() == slog.KindGroup {
+			merged := append(slices.Clip(out[i].Value.Group()), a.Value.Group()...)
+			a.Value = slog.GroupValue(merged...)
+		}
+		out[i] = a
+	}
+	for _, a := range attrs {
+		add(a)
+	}
+	for i := range out {
+		if out[i].Value.Kind() == slog.KindGroup {
+			out[i].Value = slog.GroupValue(unique(out[i].Value.Group(), false)...)
+		}
+	}
+	return out
 }
 
 // nest returns the record's attributes wrapped in the groups opened by

@@ -48,7 +48,7 @@ type CreateClusterRequest struct {
 // idempotency record in one batch, then the pool's account.
 func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRequest) (ClusterResult, error) {
 	var res ClusterResult
-	poolRef := s.fs.Collection("pools").Doc(req.PoolID)
+	poolRef := s.poolRef(req.PoolID)
 	nameRef := s.clusterNameRef(c.TenantID, req.Spec.Name)
 	refs := []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), poolRef, nameRef}
 	var idemRef *firestore.DocumentRef
@@ -98,7 +98,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 				return nil
 			}
 		}
-		accSnap, err := tx.Get(s.fs.Collection("accounts").Doc(pool.AccountID))
+		accSnap, err := tx.Get(s.accountRef(pool.AccountID))
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("read account %s: %w", pool.AccountID, err)
 		}
@@ -238,7 +238,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 		if err != nil || tok.TenantID != c.TenantID || tok.PoolID != req.PoolID {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
-		q = q.StartAfter(tok.CreatedAt, tok.ID)
+		q = q.StartAfter(tok.CreatedAt, DocID(tok.ID))
 	}
 	// Clusters the caller may not read are skipped, so a page may take
 	// more than one query; one extra document tells whether a next page
@@ -268,7 +268,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 		if len(docs) <= req.PageSize {
 			return out, "", nil
 		}
-		q = q.StartAfter(examined.CreatedAt, examined.ID)
+		q = q.StartAfter(examined.CreatedAt, DocID(examined.ID))
 	}
 }
 

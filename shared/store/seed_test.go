@@ -52,3 +52,15 @@ func TestParseSeedImpersonate(t *testing.T) {
 		})
 	}
 }
+
+// The seed binds tenants and principals that Firestore cannot take as
+// document IDs as they stand.
+func TestParseSeedHostileIDs(t *testing.T) {
+	s, err := store.ParseSeed([]byte(`{"accounts": [{"id": "acc", "provider": "gcp"}],
+		"pools": [{"id": "..", "tenantId": "__acme__", "accountId": "acc"}],
+		"roleBindings": [{"tenantId": "__acme__", "principal": "alice/../bob", "role": "kubernetes.admin"},
+		                 {"tenantId": ".", "principal": "a/b", "role": "kubernetes.viewer"}]}`))
+	if err != nil || len(s.RoleBindings) != 2 || len(s.Pools) != 1 {
+		t.Fatalf("ParseSeed(hostile IDs) = %+v, %v", s, err)
+	}
+}

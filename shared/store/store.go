@@ -16,6 +16,9 @@
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
 //	tenants/{t}/outbox/{eventId}                      outbox.Event
+//
+// Each {...} is DocID of the value (paths.go): the value itself unless
+// Firestore could not store it as it stands.
 package store
 
 import (
@@ -118,35 +121,47 @@ type idempotencyRecord struct {
 	ExpireAt    time.Time `firestore:"expireAt"`
 }
 
+// The refs below are the store's paths: every element that comes from
+// outside goes through DocID, so that any ID the contract accepts can be
+// stored.
+
+func (s *Store) accountRef(id string) *firestore.DocumentRef {
+	return s.fs.Collection("accounts").Doc(DocID(id))
+}
+
+func (s *Store) poolRef(id string) *firestore.DocumentRef {
+	return s.fs.Collection("pools").Doc(DocID(id))
+}
+
 func (s *Store) tenant(t string) *firestore.DocumentRef {
-	return s.fs.Collection("tenants").Doc(t)
+	return s.fs.Collection("tenants").Doc(DocID(t))
 }
 
 func (s *Store) memberRef(t, principal string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("members").Doc(principal)
+	return s.tenant(t).Collection("members").Doc(DocID(principal))
 }
 
 // ClusterRef returns the document of a cluster.
 func (s *Store) ClusterRef(t, clusterID string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("clusters").Doc(clusterID)
+	return s.tenant(t).Collection("clusters").Doc(DocID(clusterID))
 }
 
 // NodePoolRef returns the document of a node pool.
 func (s *Store) NodePoolRef(t, clusterID, nodePoolID string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(nodePoolID)
+	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(DocID(nodePoolID))
 }
 
 func (s *Store) poolNameRef(t, clusterID, name string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(name)
+	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(DocID(name))
 }
 
 func (s *Store) clusterNameRef(t, name string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("clusterNames").Doc(name)
+	return s.tenant(t).Collection("clusterNames").Doc(DocID(name))
 }
 
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {
 	h := sha256.Sum256([]byte(scope + "\x00" + caller + "\x00" + key))
-	return s.tenant(t).Collection("idempotency").Doc(hex.EncodeToString(h[:]))
+	return s.tenant(t).Collection("idempotency").Doc(DocID(hex.EncodeToString(h[:])))
 }
 
 // timestamp returns the store's now at Firestore's precision, so that a
