@@ -11,6 +11,7 @@ import (
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 )
@@ -90,14 +91,14 @@ func (s *Stack) iamOptions() []gkeemu.Option {
 	return []gkeemu.Option{gkeemu.WithIAM(gkeemu.IAM{Projects: s.iamPolicy(), Identify: s.IAM.Identify})}
 }
 
-// iamEnvironment points the reconciler's impersonation at the IAM
+// iamConfig points the reconciler's impersonation at the IAM
 // Credentials emulator and gives it its own identity's token.
-func (s *Stack) iamEnvironment(env map[string]string) {
-	env["IAM_CREDENTIALS_EMULATOR_HOST"] = s.IAM.Addr()
-	env["EMULATOR_ACCESS_TOKEN"] = s.platformToken
-	env["RECONCILER_SERVICE_ACCOUNT"] = s.cfg.ReconcilerServiceAccount()
+func (s *Stack) iamConfig(c *cloudrun.Config) {
+	c.IAMCredentialsEmulatorHost = s.IAM.Addr()
+	c.EmulatorAccessToken = s.platformToken
+	c.ReconcilerServiceAccount = s.cfg.ReconcilerServiceAccount()
 	if s.cfg.ImpersonationTokenLifetime > 0 {
-		env["IMPERSONATION_TOKEN_LIFETIME"] = s.cfg.ImpersonationTokenLifetime.String()
+		c.ImpersonationTokenLifetime = s.cfg.ImpersonationTokenLifetime
 	}
 }
 
