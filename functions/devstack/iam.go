@@ -1,10 +1,9 @@
 package devstack
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"time"
@@ -12,7 +11,6 @@ import (
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
-	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 )
 
@@ -115,11 +113,16 @@ func (s *Stack) accessToken(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Principal string `json:"principal"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		httpapi.WriteError(r.Context(), w, errs.E(errs.Invalid, "body: want {\"principal\": email}: %v", err))
+	body, ok := httpapi.ReadBody(r.Context(), w, r)
+	if !ok {
 		return
+	}
+	// No body asks for the reconciler's token, as {} does.
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := httpapi.DecodeJSON(body, &req); err != nil {
+			httpapi.WriteError(r.Context(), w, err)
+			return
+		}
 	}
 	if req.Principal == "" {
 		req.Principal = s.cfg.ReconcilerServiceAccount()

@@ -274,11 +274,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	s.kubernetesRoutes(mux)
-	// Any other path answers in the API's error envelope, not net/http's
-	// plain text.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
-	})
+	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
 	readTimeout := s.cfg.ReadTimeout
 	if readTimeout <= 0 {
@@ -385,6 +381,27 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 		}
 	}
 	return c
+}
+
+// otherRoutes answers what no route of mux serves in the API's error
+// envelope, not net/http's plain text, as the API does (API.md §1): 405
+// with an Allow header for a path that a route serves for another method
+// (the stack's own routes each take one), 404 for any other path.
+func otherRoutes(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, method := range []string{http.MethodPost, http.MethodGet} {
+			if method == r.Method {
+				continue
+			}
+			other := r.Clone(r.Context())
+			other.Method = method
+			if _, pattern := mux.Handler(other); pattern != "/" {
+				httpapi.Allow(w, r, method)
+				return
+			}
+		}
+		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
+	}
 }
 
 // functionPath is where the named function is served.
