@@ -99,7 +99,7 @@ type Config struct {
 	// Kubernetes gives the GKE simulator's clusters a real Kubernetes API
 	// (API.md §8; kubernetes.go): the API server is built in the
 	// background from start-up (several minutes, once per machine), and
-	// the functions get KUBERNETES_TOKEN, accepted by every cluster.
+	// the functions get a KubernetesToken accepted by every cluster.
 	Kubernetes bool
 	// KubernetesAtCreate starts a simulated cluster's API server when the
 	// cluster is created, as GKE's control plane, instead of on demand
