@@ -2,12 +2,15 @@
 // a JSON body of at most 1 MiB, the bearer token, the error envelope and
 // status codes of API.md §2; and Edge, which every request of a process
 // passes through once: request IDs, one structured log line per call, and
-// panics recovered with a generic answer.
+// panics recovered with a generic answer. Allow, ReadBody and DecodeJSON
+// are those checks on their own, for the other endpoints that answer as
+// the API does (the reconciler's functions, the devstack's own routes).
 //
 // The order of checks is API.md §3's: the token (401, with a
 // WWW-Authenticate: Bearer challenge) before a byte of the body is read,
-// then the input's shape (decoding: 400, a body over 1 MiB: 413); membership, lookups, permission and business rules are
-// the method's own, in that order.
+// then the input's shape (decoding: 400, a body over 1 MiB: 413);
+// membership, lookups, permission and business rules are the method's
+// own, in that order.
 package httpapi
 
 import (
