@@ -301,10 +301,17 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 		"KUBERNETES_TOKEN":   "test",
 	}
 	c := &capture{queries: map[string]query{}}
-	app := cloudrun.NewApp(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, cloudrun.Options{
+	cfg, err := cloudrun.LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("LoadConfig = %v", err)
+	}
+	app, err := cloudrun.New(cfg, cloudrun.Options{
 		Log:              slog.New(slog.DiscardHandler),
 		FirestoreOptions: []option.ClientOption{option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(c.interceptor))},
 	})
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
 	srv.Config.Handler = app.Edge(app.Mux())
 	srv.Start()
 	t.Cleanup(srv.Close)

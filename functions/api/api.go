@@ -1,10 +1,13 @@
-// Package api serves the public methods of kubernetesNodePools and
-// kubernetesClusters (API.md §5-6) over HTTP, one handler per method.
+// Package api serves the public methods of kubernetesNodePools,
+// kubernetesClusters and kubernetesSubstrates (API.md §5, §6 and §9) over
+// HTTP, one handler per method.
 //
 // Every handler decodes strictly, verifies the bearer token, validates,
 // runs the method as one Firestore transaction (store), and after the
 // commit hands the transaction's events to the relay and asks for a
 // reconcile run, without waiting for either: the answer goes back at once.
+// The substrates' methods read what their reconciler recorded; join checks
+// a node's join token (substrates.Joiner).
 package api
 
 import (

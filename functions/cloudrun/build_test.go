@@ -63,7 +63,7 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 	}
 
 	const internalAudience = "http://127.0.0.1:1/reconcile"
-	a := newApp(env(map[string]string{
+	cfg, err := LoadConfig(env(map[string]string{
 		"GOOGLE_CLOUD_PROJECT":      "bc-test",
 		"AUTH_ISSUER_URL":           iss.URL(),
 		"AUTH_AUDIENCE":             "bc-api",
@@ -79,10 +79,11 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 		"BCD_IMAGE":                 "bcd.invalid/bcd:test",
 		"SUBSTRATE_JOIN_URL":        "http://127.0.0.1:1/api/compute/kubernetesSubstrates/join",
 		"KUBERNETES_TOKEN":          "no-cluster-here",
-	}), io.Discard, nil, newCloudBuilder(nil))
-	if _, err := a.config(); err != nil {
-		t.Fatalf("config = %v", err)
+	}))
+	if err != nil {
+		t.Fatalf("LoadConfig = %v", err)
 	}
+	a := newApp(cfg, io.Discard, Options{}, newCloudBuilder(nil))
 	t.Cleanup(func() { _ = a.Shutdown(context.Background()) })
 
 	userToken, err := iss.Token("alice", "bc-api", time.Hour)
@@ -112,7 +113,7 @@ func TestCloudBuilderOverEmulators(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+tt.token)
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
-			a.handler(functionByName[tt.fn]).ServeHTTP(rec, req)
+			a.Handler(tt.fn).ServeHTTP(rec, req)
 			body, _ := io.ReadAll(rec.Body)
 			if rec.Code != tt.want || !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("POST %s = %d %s, want %d with %s", tt.fn, rec.Code, body, tt.want, tt.wantBody)

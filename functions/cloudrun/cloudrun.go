@@ -1,18 +1,20 @@
 // Package cloudrun is the one composition root of the project's
 // functions: it builds them from a Config and serves them behind one edge.
 // The container image deployed to Cloud Run (one service per function,
-// chosen by FUNCTION_TARGET) registers them with the Functions Framework:
-// the eight API methods under their function names
-// (kubernetesNodePools-create, ...), "reconcile" (the Cloud Tasks target)
-// and "watchdog" (the Cloud Scheduler target). The devstack builds its
-// functions with the same App, pointed at the emulators.
+// chosen by FUNCTION_TARGET) serves them with the Functions Framework:
+// the twelve API methods under their function names
+// (kubernetesNodePools-create, ...), "reconcile" (the Cloud Tasks target),
+// "watchdog" (the Cloud Scheduler target) and the pool events' consumer
+// (pushed by Pub/Sub). The devstack builds its functions with the same
+// App, from a Config pointed at the emulators.
 //
-// Importing the package registers the functions in init() and does nothing
-// else: no I/O, no clients. Each function's dependencies are built on its
-// first request from the configuration (LoadConfig over the environment,
-// read once per process), then reused. A build that fails answers 503
-// UNAVAILABLE in the API's error envelope and is retried by the next
-// request; it is never remembered as a failure.
+// Importing the package registers the functions with the Functions
+// Framework in init() and does nothing else: no I/O, no clients, no
+// environment. The server command reads the environment (LoadConfig),
+// makes the App (New) and registers it (Register). Each function's
+// dependencies are built on its first request, then reused. A build that
+// fails answers 503 UNAVAILABLE in the API's error envelope and is retried
+// by the next request; it is never remembered as a failure.
 //
 // Every request passes through the edge once (App.Edge): the structured
 // logger of shared/logging with the trace of its X-Cloud-Trace-Context (or
@@ -25,11 +27,11 @@
 // apidoc) are served by every API function, so that the HTTPS entry's
 // default route serves them.
 //
-// The server command imports this package, calls Check at start (so that
-// a revision with a broken configuration fails to start instead of
-// answering 503) and Shutdown on SIGTERM (so that events handed to the
-// outbox relay are published, and metrics and spans exported, before the
-// instance goes away).
+// The server command loads the configuration before the port opens (so
+// that a revision with a broken environment fails to start instead of
+// answering 503) and calls App.Shutdown on SIGTERM (so that events handed
+// to the outbox relay are published, and metrics and spans exported,
+// before the instance goes away).
 package cloudrun
 
 import (
@@ -41,6 +43,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -53,29 +56,42 @@ import (
 	"github.com/better-compute/kubernetes/shared/telemetry"
 )
 
-// process is the application of this process, built over its environment.
-var process = NewApp(os.LookupEnv, Options{})
+// served is the app whose functions the Functions Framework serves: the
+// framework's registry is global and filled at init, so the functions
+// registered there find the app of the process here (Register).
+var served atomic.Pointer[App]
 
 func init() {
 	for _, f := range registered {
 		if f.kind == kindConsumer {
-			functions.CloudEvent(f.Name, process.cloudEvent(f))
+			functions.CloudEvent(f.Name, func(ctx context.Context, e event.Event) error {
+				a := served.Load()
+				if a == nil {
+					return errs.E(errs.Unavailable, "function %s: no app registered", f.Name)
+				}
+				return a.cloudEvents[f.Name](ctx, e)
+			})
 			continue
 		}
-		functions.HTTP(f.Name, process.Handler(f.Name).ServeHTTP)
+		unregistered := httpapi.Edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpapi.WriteError(r.Context(), w, errs.E(errs.Unavailable, "the function is not configured; retry later"))
+		}))
+		functions.HTTP(f.Name, func(w http.ResponseWriter, r *http.Request) {
+			h := unregistered
+			if a := served.Load(); a != nil {
+				h = a.edged[f.Name]
+			}
+			h.ServeHTTP(w, r)
+		})
 	}
 }
 
-// Check loads the configuration (once per process) and returns its error,
-// naming every broken variable. Call it at start to fail fast.
-func Check() error { return process.Check() }
-
-// Shutdown stops accepting requests (new ones are answered 503), waits for
-// those in flight, then publishes the events still queued in the outbox
-// relay, closes the clients and exports the last metrics and spans, all
-// within ctx. Events it cannot publish in time stay in the Firestore
-// outbox for the watchdog.
-func Shutdown(ctx context.Context) error { return process.Shutdown(ctx) }
+// Register makes a the app whose functions the Functions Framework serves
+// under their names (they are registered at init, as the framework asks,
+// and answer 503 UNAVAILABLE until an app is registered). The server
+// command registers its one app before it starts the framework; a test
+// may register another, or nil, at any time.
+func Register(a *App) { served.Store(a) }
 
 // builder makes the handler of a function and closes what it made. The
 // production one (cloud) makes Google Cloud clients; tests use fakes.
@@ -87,42 +103,38 @@ type builder interface {
 	Close(ctx context.Context) error
 }
 
-// Options are what a process serving the functions in-process (the
-// devstack) sets beside the configuration.
+// Options are what a process sets beside the configuration: what is no
+// setting of a deployed function.
 type Options struct {
 	// Log is the logger of every function; nil means Cloud Logging JSON
-	// lines on stdout at the configured LOG_LEVEL.
+	// lines on stdout at the configured LogLevel.
 	Log *slog.Logger
 	// FirestoreOptions are added to the Firestore client's options (the
 	// devstack's tests count its RPCs with gRPC interceptors).
 	FirestoreOptions []option.ClientOption
 	// Telemetry is where the functions' metrics and traces go; nil means
-	// what the configuration says (TELEMETRY), which Shutdown stops. One
-	// given here is the caller's to shut down (the devstack's tests read
-	// it after the stack is closed).
+	// what the configuration says (Config.Telemetry), which Shutdown
+	// stops. One given here is the caller's to shut down (the devstack's
+	// tests read it after the stack is closed).
 	Telemetry *telemetry.Telemetry
 }
 
 // App serves the functions of one process, built with the production
 // builder from one configuration.
 type App struct {
-	lookup     func(string) (string, bool)
-	logOut     io.Writer
-	baseLog    *slog.Logger // when set, the logger instead of one on logOut
-	newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder
-
-	cfgOnce sync.Once
-	cfg     Config
-	cfgErr  error
-	log     *slog.Logger
-	// tel is baseTel when set, else made from the configuration, and
-	// then stopped by Shutdown (ownTel).
-	baseTel *telemetry.Telemetry
-	tel     *telemetry.Telemetry
-	ownTel  bool
-	b       builder
+	cfg Config
+	log *slog.Logger
+	// tel is Options.Telemetry when set, else made from the
+	// configuration, and then stopped by Shutdown (ownTel).
+	tel    *telemetry.Telemetry
+	ownTel bool
+	b      builder
 
 	handlers map[string]*lazy[http.Handler]
+	// edged and cloudEvents are what the Functions Framework serves of
+	// each function (Handler, and cloudEvent for a consumer).
+	edged       map[string]http.Handler
+	cloudEvents map[string]func(context.Context, event.Event) error
 
 	mu       sync.Mutex // guards the fields below
 	inflight int
@@ -130,76 +142,52 @@ type App struct {
 	idle     chan struct{} // closed when draining and inflight reaches 0
 }
 
-// NewApp returns an app reading its configuration through lookup (as
-// LoadConfig does; the server passes os.LookupEnv, the devstack a map),
-// once, on first use. Nothing is built before the first request, Build or
-// Check.
-func NewApp(lookup func(string) (string, bool), opts Options) *App {
-	a := newApp(lookup, os.Stdout, opts.Log, newCloudBuilder(opts.FirestoreOptions))
-	a.baseTel = opts.Telemetry
-	return a
+// New returns an app serving the functions cfg configures, or an error
+// naming every broken setting of cfg (by its environment variable, as
+// LoadConfig's does). It makes the telemetry and the logger; the
+// functions' clients are built on their first request, or by Build.
+func New(cfg Config, opts Options) (*App, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newApp(cfg, os.Stdout, opts, newCloudBuilder(opts.FirestoreOptions)), nil
 }
 
-// newApp returns an app reading its configuration through lookup, logging
-// with log (or, when nil, to logOut at the configured level), and building
-// its functions with the builder newBuilder makes. Neither is called
-// before the first request (or Check).
-func newApp(lookup func(string) (string, bool), logOut io.Writer, log *slog.Logger, newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder) *App {
-	a := &App{lookup: lookup, logOut: logOut, baseLog: log, newBuilder: newBuilder, handlers: map[string]*lazy[http.Handler]{}, idle: make(chan struct{})}
+// newApp returns an app over cfg, logging with opts.Log (or, when nil, to
+// logOut at the configured level), and building its functions with the
+// builder newBuilder makes.
+func newApp(cfg Config, logOut io.Writer, opts Options, newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder) *App {
+	a := &App{cfg: cfg, log: opts.Log, tel: opts.Telemetry, handlers: map[string]*lazy[http.Handler]{},
+		edged: map[string]http.Handler{}, cloudEvents: map[string]func(context.Context, event.Event) error{}, idle: make(chan struct{})}
+	if a.log == nil {
+		a.log = logging.New(logOut, cfg.LogLevel)
+	}
+	if a.tel == nil {
+		a.tel, a.ownTel = newTelemetry(cfg, logOut, a.log), true
+	}
+	a.b = newBuilder(cfg, a.log, a.tel)
 	for _, f := range registered {
 		name := f.Name
 		a.handlers[name] = newLazy(func(ctx context.Context) (http.Handler, error) {
 			return a.b.Handler(ctx, name)
 		})
+		a.edged[name] = a.Edge(a.function(f))
+		if f.kind == kindConsumer {
+			a.cloudEvents[name] = a.cloudEvent(f)
+		}
 	}
 	return a
-}
-
-// config loads the configuration once: the environment of a process does
-// not change, so a broken one stays broken and is reported on every call.
-func (a *App) config() (Config, error) {
-	a.cfgOnce.Do(func() {
-		a.cfg, a.cfgErr = LoadConfig(a.lookup)
-		a.log = a.baseLog
-		if a.log == nil {
-			level := slog.LevelInfo
-			if a.cfgErr == nil {
-				level = a.cfg.LogLevel
-			}
-			a.log = logging.New(a.logOut, level)
-		}
-		a.tel = a.baseTel
-		if a.tel == nil {
-			a.tel, a.ownTel = telemetry.Off(), true
-			if a.cfgErr == nil {
-				a.tel = newTelemetry(a.cfg, a.logOut, a.log)
-			}
-		}
-		if a.cfgErr == nil {
-			a.b = a.newBuilder(a.cfg, a.log, a.tel)
-		}
-	})
-	return a.cfg, a.cfgErr
-}
-
-// Check loads the configuration (once) and returns its error, naming every
-// broken setting.
-func (a *App) Check() error {
-	_, err := a.config()
-	return err
 }
 
 // Handler returns the named function behind the edge: what the Functions
 // Framework serves for it. It panics if no function has that name.
 func (a *App) Handler(name string) http.Handler {
-	f, ok := functionByName[name]
+	h, ok := a.edged[name]
 	if !ok {
 		panic(fmt.Sprintf("cloudrun: no function %q", name))
 	}
-	return a.handler(f)
+	return h
 }
-
-func (a *App) handler(f Function) http.Handler { return a.Edge(a.function(f)) }
 
 // Mux returns a new mux serving every function on its Path, and the API's
 // documents (apidoc.OpenAPIPath, apidoc.AsyncAPIPath), without the
@@ -223,10 +211,9 @@ func (a *App) Mux() *http.ServeMux {
 func (a *App) Edge(h http.Handler) http.Handler {
 	inner := httpapi.Edge(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cfg, _ := a.config()
 		ctx := logging.NewContext(r.Context(), a.log)
-		ctx = logging.WithTrace(ctx, r.Header, cfg.Project)
-		serveTraced(a.tel.Tracer(), cfg.Project, inner, w, r.WithContext(ctx))
+		ctx = logging.WithTrace(ctx, r.Header, a.cfg.Project)
+		serveTraced(a.tel.Tracer(), a.cfg.Project, inner, w, r.WithContext(ctx))
 	})
 }
 
@@ -234,7 +221,6 @@ func (a *App) Edge(h http.Handler) http.Handler {
 // draining, its paths, and the lazily built handler.
 func (a *App) function(f Function) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, cfgErr := a.config()
 		ctx := logging.With(r.Context(), "function", f.Name)
 		r = r.WithContext(ctx)
 
@@ -252,11 +238,6 @@ func (a *App) function(f Function) http.Handler {
 			httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "no method at this path"))
 			return
 		}
-		if cfgErr != nil {
-			logging.FromContext(ctx).Error("Function cannot start: fix the service's environment", "error", cfgErr)
-			httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, cfgErr, "the function is not configured; retry later"))
-			return
-		}
 		h, err := a.handlers[f.Name].get(ctx)
 		if err != nil {
 			logging.FromContext(ctx).Warn("Building the function failed; the next request retries", "error", err)
@@ -272,12 +253,7 @@ func (a *App) function(f Function) http.Handler {
 // function cannot be built fails, and Pub/Sub delivers it again.
 func (a *App) cloudEvent(f Function) func(context.Context, event.Event) error {
 	return func(ctx context.Context, e event.Event) error {
-		_, cfgErr := a.config()
 		ctx = logging.With(logging.NewContext(ctx, a.log), "function", f.Name)
-		if cfgErr != nil {
-			logging.FromContext(ctx).Error("Function cannot start: fix the service's environment", "error", cfgErr)
-			return cfgErr
-		}
 		if !a.enter() {
 			return errs.E(errs.Unavailable, "the instance is shutting down")
 		}
@@ -302,9 +278,6 @@ func (a *App) cloudEvent(f Function) func(context.Context, event.Event) error {
 // broken stack fails to start and its tests can reach the store, the
 // reconciler and the clients the functions use.
 func (a *App) Build(ctx context.Context) (Parts, error) {
-	if _, err := a.config(); err != nil {
-		return Parts{}, err
-	}
 	for _, f := range registered {
 		if _, err := a.handlers[f.Name].get(ctx); err != nil {
 			return Parts{}, fmt.Errorf("build %s: %w", f.Name, err)
@@ -352,11 +325,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errList = append(errList, fmt.Errorf("requests still in flight at shutdown: %w", ctx.Err()))
 	}
-	// config synchronizes with the build of a.b.
-	if _, err := a.config(); err == nil {
-		if err := a.b.Close(ctx); err != nil {
-			errList = append(errList, err)
-		}
+	if err := a.b.Close(ctx); err != nil {
+		errList = append(errList, err)
 	}
 	// Last, so that what the closing recorded is exported too.
 	if a.ownTel {

@@ -84,8 +84,12 @@ func newTestApp(t *testing.T, environment map[string]string, b *fakeBuilder) (*A
 	if b.serve == nil {
 		b.serve = ok
 	}
+	cfg, err := LoadConfig(env(environment))
+	if err != nil {
+		t.Fatalf("LoadConfig = %v", err)
+	}
 	logs := &bytes.Buffer{}
-	a := newApp(env(environment), &syncWriter{w: logs}, nil, func(Config, *slog.Logger, *telemetry.Telemetry) builder { return b })
+	a := newApp(cfg, &syncWriter{w: logs}, Options{}, func(Config, *slog.Logger, *telemetry.Telemetry) builder { return b })
 	return a, logs
 }
 
@@ -109,7 +113,7 @@ func call(t *testing.T, a *App, name, path string, header http.Header) (int, str
 		req.Header[k] = v
 	}
 	rec := httptest.NewRecorder()
-	a.handler(functionByName[name]).ServeHTTP(rec, req)
+	a.Handler(name).ServeHTTP(rec, req)
 	var env struct {
 		Error struct{ Code string } `json:"error"`
 	}
@@ -143,20 +147,53 @@ func TestFailedBuildAnswers503AndIsRetried(t *testing.T) {
 	}
 }
 
-func TestBrokenConfigurationAnswers503WithoutBuilding(t *testing.T) {
-	b := &fakeBuilder{}
-	a, logs := newTestApp(t, with(map[string]string{"TASKS_QUEUE": ""}), b)
-	for range 2 {
-		status, code, _ := call(t, a, "watchdog", "/", nil)
-		if status != http.StatusServiceUnavailable || code != "UNAVAILABLE" {
-			t.Fatalf("request with a broken configuration = %d %q, want 503 UNAVAILABLE", status, code)
-		}
+// TestNewRefusesABrokenConfiguration checks that a Config made in code is
+// held to what LoadConfig holds the environment to, naming each broken
+// setting by its variable.
+func TestNewRefusesABrokenConfiguration(t *testing.T) {
+	good, err := LoadConfig(env(complete()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := b.count("watchdog"); got != 0 {
-		t.Errorf("builds = %d, want 0", got)
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string // variables the error names; none: accepted
+	}{
+		{"as loaded", func(*Config) {}, nil},
+		{"no queue", func(c *Config) { c.TasksQueue = "" }, []string{"TASKS_QUEUE"}},
+		{"zero Config", func(c *Config) { *c = Config{} }, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "FIRESTORE_DATABASE", "CONVERGING_INTERVAL", "TELEMETRY", "RECONCILE_ISSUER_URL"}},
+		{"defaults only", func(c *Config) { *c = Defaults() }, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "AUTH_AUDIENCE"}},
+		{"no tasks audience", func(c *Config) { c.TasksAudience = "" }, []string{"TASKS_AUDIENCE"}},
+		{"zero lease", func(c *Config) { c.LeaseTTL = 0 }, []string{"LEASE_TTL"}},
+		{"no instances", func(c *Config) { c.ReconcileInstances = 0 }, []string{"RECONCILE_MAX_INSTANCES"}},
+		{"share above one", func(c *Config) { c.ProviderQuotaShare = 1.5 }, []string{"PROVIDER_QUOTA_SHARE"}},
+		{"no quota", func(c *Config) { c.ProviderQuota = 0 }, nil},
+		{"unknown function", func(c *Config) { c.Function = "nothing" }, []string{"FUNCTION_TARGET"}},
 	}
-	if !strings.Contains(logs.String(), "TASKS_QUEUE") {
-		t.Errorf("logs do not name TASKS_QUEUE:\n%s", logs)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good
+			tt.change(&cfg)
+			a, err := New(cfg, Options{Log: slog.New(slog.DiscardHandler)})
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("New = %v, want an app", err)
+				}
+				if err := a.Shutdown(context.Background()); err != nil {
+					t.Errorf("Shutdown = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New = an app, want an error naming %v", tt.want)
+			}
+			for _, name := range tt.want {
+				if !strings.Contains(err.Error(), name+":") {
+					t.Errorf("New = %v, want it to name %s", err, name)
+				}
+			}
+		})
 	}
 }
 
@@ -361,9 +398,10 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 
 // TestFrameworkServesEveryFunction starts the Functions Framework as the
 // server command does (without FUNCTION_TARGET, every function on its own
-// path) and checks that each name reaches this package's edge. The
-// framework offers no way to stop its server; it lives until the test
-// binary exits.
+// path) and checks that each name reaches the registered app's edge, and
+// that before an app is registered each answers 503 in the error envelope.
+// The framework offers no way to stop its server; it lives until the test
+// binary exits, and a later run of the test starts another.
 func TestFrameworkServesEveryFunction(t *testing.T) {
 	if os.Getenv("FUNCTION_TARGET") != "" {
 		t.Skip("FUNCTION_TARGET is set: the framework would serve one function only")
@@ -376,7 +414,7 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 	lis.Close()
 	go func() { _ = funcframework.StartHostPort("127.0.0.1", port) }()
 	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(base + "/nothing-here")
 		if err == nil {
@@ -391,12 +429,41 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	post := func(name string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatalf("POST /%s: %v", name, err)
+		}
+		defer resp.Body.Close()
+		var got struct {
+			Served string
+			Error  struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		return resp.StatusCode, got.Served, got.Error.Code
+	}
+
+	Register(nil)
+	for _, f := range Functions() {
+		if f.Topics != nil {
+			continue
+		}
+		if status, _, code := post(f.Name); status != http.StatusServiceUnavailable || code != "UNAVAILABLE" {
+			t.Errorf("POST /%s before an app is registered = %d %q, want 503 UNAVAILABLE", f.Name, status, code)
+		}
+	}
+
+	a, _ := newTestApp(t, complete(), &fakeBuilder{})
+	Register(a)
+	t.Cleanup(func() { Register(nil) })
 	for _, f := range Functions() {
 		name := f.Name
 		if f.Topics != nil {
 			// A CloudEvent function gets what a push subscription sends,
-			// converted by the framework; unconfigured, it fails the
-			// event, so that Pub/Sub delivers it again.
+			// converted by the framework; the fake function is no
+			// consumer, so it fails the event, and Pub/Sub would deliver
+			// it again.
 			push := `{"message": {"data": "e30=", "attributes": {"ce-type": "compute.pool.updated"}, "messageId": "1"},
 				"subscription": "projects/bc-prod/subscriptions/s"}`
 			resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader(push))
@@ -409,19 +476,8 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 			}
 			continue
 		}
-		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))
-		if err != nil {
-			t.Fatalf("POST /%s: %v", name, err)
-		}
-		var env struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&env)
-		resp.Body.Close()
-		// The test environment configures nothing: every function
-		// answers from this package's edge, 503 in the error envelope.
-		if resp.StatusCode != http.StatusServiceUnavailable || err != nil || env.Error.Code != "UNAVAILABLE" {
-			t.Errorf("POST /%s = %d %q (%v), want 503 UNAVAILABLE from the function", name, resp.StatusCode, env.Error.Code, err)
+		if status, served, code := post(name); status != http.StatusOK || served != name {
+			t.Errorf("POST /%s = %d %q %q, want 200 from the registered app's %s", name, status, served, code, name)
 		}
 	}
 }

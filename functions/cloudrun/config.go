@@ -12,9 +12,12 @@ import (
 	"time"
 )
 
-// Config is everything a function instance reads from its environment.
-// LoadConfig is its only source; no other code of the project reads the
-// environment of a deployed function.
+// Config is everything a function instance is configured with: what a
+// deployed one reads from its environment (LoadConfig, called by the
+// server command only; no other code of the project reads the
+// environment of a deployed function), and what the devstack sets in
+// code. New validates it as LoadConfig does. Each field names the
+// variable that sets it.
 type Config struct {
 	// Function is FUNCTION_TARGET, the one function this instance serves
 	// on Cloud Run; empty when every function is served on its own path
@@ -167,6 +170,26 @@ var (
 	serviceAccountRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}@[a-z0-9.:-]+\.gserviceaccount\.com$`)
 )
 
+// Defaults returns the configuration of an environment that sets none of
+// the optional settings: what LoadConfig starts from, and what a process
+// building its Config in code (the devstack) should start from too.
+func Defaults() Config {
+	return Config{
+		FirestoreDatabase:          DefaultFirestoreDatabase,
+		ReconcileIssuerURL:         DefaultReconcileIssuerURL,
+		ConvergingInterval:         DefaultConvergingInterval,
+		SteadyInterval:             DefaultSteadyInterval,
+		LeaseTTL:                   DefaultLeaseTTL,
+		WatchdogGrace:              DefaultWatchdogGrace,
+		ImpersonationTokenLifetime: DefaultImpersonationTokenLifetime,
+		ProviderQuota:              DefaultProviderQuota,
+		ProviderQuotaShare:         DefaultProviderQuotaShare,
+		ReconcileInstances:         DefaultReconcileInstances,
+		LogLevel:                   slog.LevelInfo,
+		Telemetry:                  TelemetryOff,
+	}
+}
+
 // LoadConfig reads the configuration through lookup (os.LookupEnv in the
 // server), applies the defaults and validates it. What is required depends
 // on FUNCTION_TARGET: the API functions need the tenant token settings, the
@@ -196,6 +219,8 @@ func Variables(function string) (read, required []string) {
 // loaded records the variables a load read and those it required.
 type loaded struct{ read, required []string }
 
+// load parses the environment over the defaults, then validates the
+// result as New does.
 func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	get := func(name string) string {
 		rec.read = append(rec.read, name)
@@ -206,33 +231,113 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	bad := func(name, format string, args ...any) {
 		problems = append(problems, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
-	c := Config{
-		Function:              get("FUNCTION_TARGET"),
-		Project:               get("GOOGLE_CLOUD_PROJECT"),
-		FirestoreDatabase:     get("FIRESTORE_DATABASE"),
-		AuthIssuerURL:         get("AUTH_ISSUER_URL"),
-		AuthAudience:          get("AUTH_AUDIENCE"),
-		TasksQueue:            get("TASKS_QUEUE"),
-		TasksSteadyQueue:      get("TASKS_STEADY_QUEUE"),
-		ReconcileURL:          get("RECONCILE_URL"),
-		TasksServiceAccount:   get("TASKS_SERVICE_ACCOUNT"),
-		TasksAudience:         get("TASKS_AUDIENCE"),
-		ReconcileIssuerURL:    get("RECONCILE_ISSUER_URL"),
-		ReconcileAudience:     get("RECONCILE_AUDIENCE"),
-		FirestoreEmulatorHost: get("FIRESTORE_EMULATOR_HOST"),
-		PubSubEmulatorHost:    get("PUBSUB_EMULATOR_HOST"),
-		TasksEmulatorHost:     get("CLOUD_TASKS_EMULATOR_HOST"),
-		GKEEmulatorHost:       get("GKE_EMULATOR_HOST"),
-		NodeServiceAccount:    get("NODE_SERVICE_ACCOUNT"),
-		BcdImage:              get("BCD_IMAGE"),
-		JoinURL:               get("SUBSTRATE_JOIN_URL"),
-		KubernetesToken:       get("KUBERNETES_TOKEN"),
+	c := Defaults()
+	c.Function = get("FUNCTION_TARGET")
+	c.Project = get("GOOGLE_CLOUD_PROJECT")
+	if v := get("FIRESTORE_DATABASE"); v != "" {
+		c.FirestoreDatabase = v
+	}
+	c.AuthIssuerURL = get("AUTH_ISSUER_URL")
+	c.AuthAudience = get("AUTH_AUDIENCE")
+	c.TasksQueue = get("TASKS_QUEUE")
+	c.TasksSteadyQueue = get("TASKS_STEADY_QUEUE")
+	c.ReconcileURL = get("RECONCILE_URL")
+	c.TasksServiceAccount = get("TASKS_SERVICE_ACCOUNT")
+	if c.TasksAudience = get("TASKS_AUDIENCE"); c.TasksAudience == "" {
+		c.TasksAudience = c.ReconcileURL
+	}
+	if v := get("RECONCILE_ISSUER_URL"); v != "" {
+		c.ReconcileIssuerURL = v
+	}
+	c.ReconcileAudience = get("RECONCILE_AUDIENCE")
+	c.FirestoreEmulatorHost = get("FIRESTORE_EMULATOR_HOST")
+	c.PubSubEmulatorHost = get("PUBSUB_EMULATOR_HOST")
+	c.TasksEmulatorHost = get("CLOUD_TASKS_EMULATOR_HOST")
+	c.GKEEmulatorHost = get("GKE_EMULATOR_HOST")
+	c.NodeServiceAccount = get("NODE_SERVICE_ACCOUNT")
+	c.BcdImage = get("BCD_IMAGE")
+	c.JoinURL = get("SUBSTRATE_JOIN_URL")
+	c.KubernetesToken = get("KUBERNETES_TOKEN")
+	c.ReconcilerServiceAccount = get("RECONCILER_SERVICE_ACCOUNT")
+	c.IAMCredentialsEmulatorHost = get("IAM_CREDENTIALS_EMULATOR_HOST")
+	c.EmulatorAccessToken = get("EMULATOR_ACCESS_TOKEN")
 
-		ReconcilerServiceAccount:   get("RECONCILER_SERVICE_ACCOUNT"),
-		IAMCredentialsEmulatorHost: get("IAM_CREDENTIALS_EMULATOR_HOST"),
-		EmulatorAccessToken:        get("EMULATOR_ACCESS_TOKEN"),
+	// A value that cannot be parsed keeps its default, so that the
+	// validation below does not report it a second time.
+	duration := func(name string, d *time.Duration) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		if p, err := time.ParseDuration(v); err != nil || p <= 0 {
+			bad(name, "%q is not a positive duration such as 30s or 5m", v)
+		} else {
+			*d = p
+		}
+	}
+	duration("CONVERGING_INTERVAL", &c.ConvergingInterval)
+	duration("STEADY_INTERVAL", &c.SteadyInterval)
+	duration("LEASE_TTL", &c.LeaseTTL)
+	duration("WATCHDOG_GRACE", &c.WatchdogGrace)
+	duration("IMPERSONATION_TOKEN_LIFETIME", &c.ImpersonationTokenLifetime)
+
+	if v := get("PROVIDER_QUOTA_PER_MINUTE"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			bad("PROVIDER_QUOTA_PER_MINUTE", "%q is not a count of calls per minute (0: no budget)", v)
+		} else {
+			c.ProviderQuota = n
+		}
+	}
+	if v := get("PROVIDER_QUOTA_SHARE"); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || f > 1 {
+			bad("PROVIDER_QUOTA_SHARE", "%q is not a fraction above 0 and at most 1", v)
+		} else {
+			c.ProviderQuotaShare = f
+		}
+	}
+	if v := get("RECONCILE_MAX_INSTANCES"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			bad("RECONCILE_MAX_INSTANCES", "%q is not a positive count", v)
+		} else {
+			c.ReconcileInstances = n
+		}
 	}
 
+	if v := get("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("LOG_LEVEL", "%q is not DEBUG, INFO, WARN or ERROR", v)
+		}
+	}
+
+	c.Service = get("K_SERVICE")
+	if v := get("TELEMETRY"); v != "" {
+		c.Telemetry = v
+	} else if c.Service != "" {
+		c.Telemetry = TelemetryCloud
+	}
+
+	problems = append(problems, c.problems(rec)...)
+	if len(problems) > 0 {
+		return Config{}, fmt.Errorf("configuration: %w", errors.Join(problems...))
+	}
+	return c, nil
+}
+
+// validate returns an error naming every broken setting of c, by the
+// environment variable that sets it.
+func (c Config) validate() error {
+	if problems := c.problems(&loaded{}); len(problems) > 0 {
+		return fmt.Errorf("configuration: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
+// problems checks c, recording in rec the variables it requires.
+func (c Config) problems(rec *loaded) []error {
+	var problems []error
+	bad := func(name, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
 	api, internal, reconciles := true, true, true
 	if c.Function != "" {
 		f, ok := functionByName[c.Function]
@@ -258,9 +363,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	if required("GOOGLE_CLOUD_PROJECT", c.Project) && !projectRE.MatchString(c.Project) {
 		bad("GOOGLE_CLOUD_PROJECT", "%q is not a project ID", c.Project)
 	}
-	if c.FirestoreDatabase == "" {
-		c.FirestoreDatabase = DefaultFirestoreDatabase
-	} else if c.FirestoreDatabase != DefaultFirestoreDatabase && !databaseRE.MatchString(c.FirestoreDatabase) {
+	if c.FirestoreDatabase != DefaultFirestoreDatabase && !databaseRE.MatchString(c.FirestoreDatabase) {
 		bad("FIRESTORE_DATABASE", "%q is not a database ID", c.FirestoreDatabase)
 	}
 	if required("TASKS_QUEUE", c.TasksQueue) && !queueRE.MatchString(c.TasksQueue) {
@@ -277,8 +380,10 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	if required("TASKS_SERVICE_ACCOUNT", c.TasksServiceAccount) && !strings.Contains(c.TasksServiceAccount, "@") {
 		bad("TASKS_SERVICE_ACCOUNT", "%q is not a service account email", c.TasksServiceAccount)
 	}
-	if c.TasksAudience == "" {
-		c.TasksAudience = c.ReconcileURL
+	// LoadConfig defaults it to RECONCILE_URL; a Config made in code
+	// must say it.
+	if c.TasksAudience == "" && c.ReconcileURL != "" {
+		bad("TASKS_AUDIENCE", "empty: the reconcile tasks' tokens would name no audience")
 	}
 	if api {
 		if required("AUTH_ISSUER_URL", c.AuthIssuerURL) {
@@ -288,9 +393,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		}
 		required("AUTH_AUDIENCE", c.AuthAudience)
 	}
-	if c.ReconcileIssuerURL == "" {
-		c.ReconcileIssuerURL = DefaultReconcileIssuerURL
-	} else if err := checkURL(c.ReconcileIssuerURL); err != nil {
+	if err := checkURL(c.ReconcileIssuerURL); err != nil {
 		bad("RECONCILE_ISSUER_URL", "%v", err)
 	}
 	if internal {
@@ -321,63 +424,33 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		bad("EMULATOR_ACCESS_TOKEN", "set without GKE_EMULATOR_HOST or IAM_CREDENTIALS_EMULATOR_HOST: it is for emulators only")
 	}
 
-	duration := func(name string, def time.Duration) time.Duration {
-		v := get(name)
-		if v == "" {
-			return def
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"CONVERGING_INTERVAL", c.ConvergingInterval},
+		{"STEADY_INTERVAL", c.SteadyInterval},
+		{"LEASE_TTL", c.LeaseTTL},
+		{"WATCHDOG_GRACE", c.WatchdogGrace},
+	} {
+		if d.v <= 0 {
+			bad(d.name, "%v is not a positive duration", d.v)
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			bad(name, "%q is not a positive duration such as 30s or 5m", v)
-			return def
-		}
-		return d
 	}
-	c.ConvergingInterval = duration("CONVERGING_INTERVAL", DefaultConvergingInterval)
-	c.SteadyInterval = duration("STEADY_INTERVAL", DefaultSteadyInterval)
-	c.LeaseTTL = duration("LEASE_TTL", DefaultLeaseTTL)
-	c.WatchdogGrace = duration("WATCHDOG_GRACE", DefaultWatchdogGrace)
-	c.ImpersonationTokenLifetime = duration("IMPERSONATION_TOKEN_LIFETIME", DefaultImpersonationTokenLifetime)
 	if c.ImpersonationTokenLifetime < time.Second || c.ImpersonationTokenLifetime > time.Hour {
 		bad("IMPERSONATION_TOKEN_LIFETIME", "%v is not between 1s and 1h", c.ImpersonationTokenLifetime)
 	}
-
-	c.ProviderQuota, c.ProviderQuotaShare, c.ReconcileInstances = DefaultProviderQuota, DefaultProviderQuotaShare, DefaultReconcileInstances
-	if v := get("PROVIDER_QUOTA_PER_MINUTE"); v != "" {
-		if n, err := strconv.Atoi(v); err != nil || n < 0 {
-			bad("PROVIDER_QUOTA_PER_MINUTE", "%q is not a count of calls per minute (0: no budget)", v)
-		} else {
-			c.ProviderQuota = n
-		}
+	if c.ProviderQuota < 0 {
+		bad("PROVIDER_QUOTA_PER_MINUTE", "%d is not a count of calls per minute (0: no budget)", c.ProviderQuota)
 	}
-	if v := get("PROVIDER_QUOTA_SHARE"); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 || f > 1 {
-			bad("PROVIDER_QUOTA_SHARE", "%q is not a fraction above 0 and at most 1", v)
-		} else {
-			c.ProviderQuotaShare = f
-		}
+	if c.ProviderQuotaShare <= 0 || c.ProviderQuotaShare > 1 {
+		bad("PROVIDER_QUOTA_SHARE", "%v is not a fraction above 0 and at most 1", c.ProviderQuotaShare)
 	}
-	if v := get("RECONCILE_MAX_INSTANCES"); v != "" {
-		if n, err := strconv.Atoi(v); err != nil || n < 1 {
-			bad("RECONCILE_MAX_INSTANCES", "%q is not a positive count", v)
-		} else {
-			c.ReconcileInstances = n
-		}
+	if c.ReconcileInstances < 1 {
+		bad("RECONCILE_MAX_INSTANCES", "%d is not a positive count", c.ReconcileInstances)
 	}
 
-	if v := get("LOG_LEVEL"); v != "" {
-		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			bad("LOG_LEVEL", "%q is not DEBUG, INFO, WARN or ERROR", v)
-		}
-	}
-
-	c.Service = get("K_SERVICE")
-	switch c.Telemetry = get("TELEMETRY"); c.Telemetry {
-	case "":
-		c.Telemetry = TelemetryOff
-		if c.Service != "" {
-			c.Telemetry = TelemetryCloud
-		}
+	switch c.Telemetry {
 	case TelemetryCloud, TelemetryStdout, TelemetryOff:
 	default:
 		bad("TELEMETRY", "%q is not cloud, stdout or off", c.Telemetry)
@@ -397,11 +470,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 			bad(e.name, "%q is not host:port", e.v)
 		}
 	}
-
-	if len(problems) > 0 {
-		return Config{}, fmt.Errorf("configuration: %w", errors.Join(problems...))
-	}
-	return c, nil
+	return problems
 }
 
 // checkURL accepts an absolute https URL, or an http one on the loopback

@@ -50,7 +50,7 @@ func TestEdgeTracesRequests(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}}
 	a, logs := newTestApp(t, complete(), b)
-	a.baseTel = rec.Telemetry
+	a.tel, a.ownTel = rec.Telemetry, false
 	const traceID = "105445aa7843bc8bf206b12000100000"
 	call(t, a, "kubernetesClusters-create", "/", http.Header{"X-Cloud-Trace-Context": {traceID + "/1;o=1"}})
 

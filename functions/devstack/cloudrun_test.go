@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,34 +18,29 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 )
 
-// frameworkRan is set once TestServedAsOnCloudRun configured the process's
-// functions: a process reads its configuration once.
-var frameworkRan atomic.Bool
-
 // TestServedAsOnCloudRun serves every function with the Functions Framework
 // as the Cloud Run server does (functions/cloudrun's registration, each
-// function on /<name>), configured with the stack's own environment, and
-// checks that bad requests get the same answer there as on the stack's
-// routes: status, headers, request ID and error envelope, byte for byte.
-// Both are one code path: the function built by cloudrun, behind its edge.
+// function on /<name>), with an app of its own built from the stack's
+// configuration, and checks that bad requests get the same answer there as
+// on the stack's routes: status, headers, request ID and error envelope,
+// byte for byte. Both are one code path: the function built by cloudrun,
+// behind its edge.
 func TestServedAsOnCloudRun(t *testing.T) {
-	if !frameworkRan.CompareAndSwap(false, true) {
-		t.Skip("the process's functions read their configuration once; this test ran already")
-	}
 	e := startEnv(t, fastConfig())
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
+	t.Setenv("FUNCTION_TARGET", "") // the framework serves every function, each on its own path
+	cfg := e.FunctionsConfig()
+	cfg.LogLevel = slog.LevelError // the app logs to stdout, as on Cloud Run
+	app, err := cloudrun.New(cfg, cloudrun.Options{})
+	if err != nil {
+		t.Fatalf("the stack's configuration does not configure the Cloud Run functions: %v", err)
 	}
-	t.Setenv("FUNCTION_TARGET", "") // every function, each on its own path
-	t.Setenv("LOG_LEVEL", "ERROR")  // the process logs to stdout
-	if err := cloudrun.Check(); err != nil {
-		t.Fatalf("the stack's environment does not configure the Cloud Run functions: %v", err)
-	}
+	cloudrun.Register(app)
 	t.Cleanup(func() {
+		cloudrun.Register(nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := cloudrun.Shutdown(ctx); err != nil {
-			t.Errorf("cloudrun.Shutdown: %v", err)
+		if err := app.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
 		}
 	})
 	framework := startFramework(t)

@@ -23,7 +23,7 @@ func TestEdge(t *testing.T) {
 	}{
 		{"GET", "/healthz", "", http.StatusOK, ""},
 		{"GET", "/healthz", "given-id", http.StatusOK, ""},
-		{"POST", "/healthz", "", http.StatusNotFound, "NOT_FOUND"},
+		{"POST", "/healthz", "", http.StatusMethodNotAllowed, "INVALID_INPUT"},
 		{"GET", "/.well-known/openid-configuration", "", http.StatusOK, ""},
 		{"POST", "/internal/watchdog", "given-id", http.StatusUnauthorized, "UNAUTHENTICATED"},
 		{"POST", "/api/compute/kubernetesNodePools/resize", "", http.StatusNotFound, "NOT_FOUND"},

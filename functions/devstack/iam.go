@@ -1,17 +1,16 @@
 package devstack
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
-	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 )
 
@@ -90,14 +89,14 @@ func (s *Stack) iamOptions() []gkeemu.Option {
 	return []gkeemu.Option{gkeemu.WithIAM(gkeemu.IAM{Projects: s.iamPolicy(), Identify: s.IAM.Identify})}
 }
 
-// iamEnvironment points the reconciler's impersonation at the IAM
+// iamConfig points the reconciler's impersonation at the IAM
 // Credentials emulator and gives it its own identity's token.
-func (s *Stack) iamEnvironment(env map[string]string) {
-	env["IAM_CREDENTIALS_EMULATOR_HOST"] = s.IAM.Addr()
-	env["EMULATOR_ACCESS_TOKEN"] = s.platformToken
-	env["RECONCILER_SERVICE_ACCOUNT"] = s.cfg.ReconcilerServiceAccount()
+func (s *Stack) iamConfig(c *cloudrun.Config) {
+	c.IAMCredentialsEmulatorHost = s.IAM.Addr()
+	c.EmulatorAccessToken = s.platformToken
+	c.ReconcilerServiceAccount = s.cfg.ReconcilerServiceAccount()
 	if s.cfg.ImpersonationTokenLifetime > 0 {
-		env["IMPERSONATION_TOKEN_LIFETIME"] = s.cfg.ImpersonationTokenLifetime.String()
+		c.ImpersonationTokenLifetime = s.cfg.ImpersonationTokenLifetime
 	}
 }
 
@@ -114,11 +113,16 @@ func (s *Stack) accessToken(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Principal string `json:"principal"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		httpapi.WriteError(r.Context(), w, errs.E(errs.Invalid, "body: want {\"principal\": email}: %v", err))
+	body, ok := httpapi.ReadBody(r.Context(), w, r)
+	if !ok {
 		return
+	}
+	// No body asks for the reconciler's token, as {} does.
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := httpapi.DecodeJSON(body, &req); err != nil {
+			httpapi.WriteError(r.Context(), w, err)
+			return
+		}
 	}
 	if req.Principal == "" {
 		req.Principal = s.cfg.ReconcilerServiceAccount()

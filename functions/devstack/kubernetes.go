@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 )
@@ -57,14 +58,14 @@ func (s *Stack) kubernetesOptions() []gke.Option {
 	return []gke.Option{gke.WithKubernetes(k)}
 }
 
-// kubernetesEnvironment adds the reconciler's token to the functions'
-// environment. In production the reconciler presents its own Google OAuth
+// kubernetesConfig adds the reconciler's token to the functions'
+// configuration. In production the reconciler presents its own Google OAuth
 // token to each cluster, as GKE accepts; the simulated clusters take only
 // static tokens, so the devstack makes one and registers it with every
 // cluster's API server.
-func (s *Stack) kubernetesEnvironment(env map[string]string) {
+func (s *Stack) kubernetesConfig(c *cloudrun.Config) {
 	if s.kube != nil {
-		env["KUBERNETES_TOKEN"] = s.kube.token
+		c.KubernetesToken = s.kube.token
 	}
 }
 

@@ -72,7 +72,7 @@ func TestKubernetes(t *testing.T) {
 		t.Fatalf("parse kubeconfig: %v\n%s", err, kc)
 	}
 	reconciler := rest.CopyConfig(admin)
-	reconciler.BearerToken = e.Env()["KUBERNETES_TOKEN"]
+	reconciler.BearerToken = e.FunctionsConfig().KubernetesToken
 	if reconciler.BearerToken == "" || reconciler.BearerToken == admin.BearerToken {
 		t.Fatalf("KUBERNETES_TOKEN = %q, want a token of its own", reconciler.BearerToken)
 	}
@@ -116,7 +116,7 @@ func TestKubernetesOff(t *testing.T) {
 	if status != http.StatusServiceUnavailable || health.Ready || health.Progress == "" {
 		t.Errorf("GET /healthz/kubernetes without Kubernetes = %d %+v, want 503 saying why", status, health)
 	}
-	if _, ok := e.Env()["KUBERNETES_TOKEN"]; ok {
+	if e.FunctionsConfig().KubernetesToken != "" {
 		t.Errorf("KUBERNETES_TOKEN is set without Kubernetes")
 	}
 	if status, body := getKubeconfig(t, e.URL, "kcl_x"); status != http.StatusNotFound {

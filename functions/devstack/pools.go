@@ -138,23 +138,20 @@ const (
 func (s *Stack) poolsHandler(typ string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBody))
-		if err != nil {
-			httpapi.WriteError(ctx, w, errs.E(errs.Invalid, "the request body must be at most 1 MiB"))
+		body, ok := httpapi.ReadBody(ctx, w, r)
+		if !ok {
 			return
 		}
 		// Only JSON is checked: what the pool says is for the consumer
 		// to judge, so that malformed events can be tried too.
-		var head struct {
-			ID       any `json:"id"`
-			TenantID any `json:"tenantId"`
-		}
-		if err := json.Unmarshal(body, &head); err != nil {
-			httpapi.WriteError(ctx, w, errs.E(errs.Invalid, "the request body must be a JSON object: %v", err))
+		var head map[string]json.RawMessage
+		if err := httpapi.DecodeJSON(body, &head); err != nil {
+			httpapi.WriteError(ctx, w, err)
 			return
 		}
-		id, _ := head.ID.(string)
-		tenant, _ := head.TenantID.(string)
+		var id, tenant string
+		_ = json.Unmarshal(head["id"], &id)
+		_ = json.Unmarshal(head["tenantId"], &tenant)
 		attrs := map[string]string{
 			"ce-specversion": "1.0",
 			"ce-id":          resource.NewID("evt"),

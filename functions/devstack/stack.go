@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +59,7 @@ const DefaultReadTimeout = 5 * time.Second
 
 // Config configures a stack. Empty addresses mean a free port on
 // 127.0.0.1; zero durations mean the defaults of the functions'
-// configuration (cloudrun.LoadConfig) and of the emulators.
+// configuration (cloudrun.Defaults) and of the emulators.
 type Config struct {
 	Addr          string // the functions, /healthz, /dev/token, the issuer
 	PubSubAddr    string
@@ -100,7 +99,7 @@ type Config struct {
 	// Kubernetes gives the GKE simulator's clusters a real Kubernetes API
 	// (API.md §8; kubernetes.go): the API server is built in the
 	// background from start-up (several minutes, once per machine), and
-	// the functions get KUBERNETES_TOKEN, accepted by every cluster.
+	// the functions get a KubernetesToken accepted by every cluster.
 	Kubernetes bool
 	// KubernetesAtCreate starts a simulated cluster's API server when the
 	// cluster is created, as GKE's control plane, instead of on demand
@@ -171,14 +170,14 @@ type Stack struct {
 	ReconcileHandler http.Handler
 	Queue            *tasks.Queue
 
-	cfg   Config
-	env   map[string]string
-	log   *slog.Logger
-	lis   net.Listener
-	app   *cloudrun.App
-	http  *http.Server
-	fresh freshConns
-	ready atomic.Bool
+	cfg       Config
+	functions cloudrun.Config
+	log       *slog.Logger
+	lis       net.Listener
+	app       *cloudrun.App
+	http      *http.Server
+	fresh     freshConns
+	ready     atomic.Bool
 
 	saver      *saver
 	issuerData *savedIssuer
@@ -259,15 +258,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 
-	s.env = s.environment()
+	s.functions = s.functionsConfig()
 	fsOpts := make([]option.ClientOption, len(cfg.FirestoreDialOptions))
 	for i, o := range cfg.FirestoreDialOptions {
 		fsOpts[i] = option.WithGRPCDialOption(o)
 	}
-	s.app = cloudrun.NewApp(func(k string) (string, bool) { v, ok := s.env[k]; return v, ok },
-		cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts, Telemetry: cfg.Telemetry})
-	if err := s.app.Check(); err != nil {
-		return nil, err
+	if s.app, err = cloudrun.New(s.functions, cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts, Telemetry: cfg.Telemetry}); err != nil {
+		return nil, fmt.Errorf("the functions: %w", err)
 	}
 	mux := s.app.Mux()
 	mux.Handle("/.well-known/", s.Issuer.Handler())
@@ -277,11 +274,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	s.kubernetesRoutes(mux)
-	// Any other path answers in the API's error envelope, not net/http's
-	// plain text.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
-	})
+	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
 	readTimeout := s.cfg.ReadTimeout
 	if readTimeout <= 0 {
@@ -344,58 +337,71 @@ func (s *Stack) restartChains(ctx context.Context) error {
 	return nil
 }
 
-// Env returns the configuration the stack's functions are built from, as
-// the environment cloudrun.LoadConfig reads: what a function of this
-// repository (go run ./functions/cmd/server) needs to join the stack.
-func (s *Stack) Env() map[string]string {
-	env := make(map[string]string, len(s.env))
-	for k, v := range s.env {
-		env[k] = v
-	}
-	return env
-}
+// FunctionsConfig returns the configuration the stack's functions are
+// built from.
+func (s *Stack) FunctionsConfig() cloudrun.Config { return s.functions }
 
-// environment is the configuration of the stack's functions: the Cloud Run
-// settings, pointed at the emulators and the development issuer, which
-// signs both the tenants' tokens and the tasks' OIDC tokens.
-func (s *Stack) environment() map[string]string {
-	env := map[string]string{
-		"GOOGLE_CLOUD_PROJECT":      s.cfg.Project,
-		"AUTH_ISSUER_URL":           s.URL,
-		"AUTH_AUDIENCE":             s.URL,
-		"TASKS_QUEUE":               s.cfg.Queue(),
-		"TASKS_STEADY_QUEUE":        s.cfg.SteadyQueue(),
-		"RECONCILE_URL":             s.URL + functionPath(cloudrun.ReconcileFunction),
-		"TASKS_SERVICE_ACCOUNT":     "reconciler@" + s.cfg.Project + ".iam.gserviceaccount.com",
-		"TASKS_AUDIENCE":            s.URL,
-		"RECONCILE_ISSUER_URL":      s.URL,
-		"RECONCILE_AUDIENCE":        s.URL,
-		"FIRESTORE_EMULATOR_HOST":   s.Firestore.Addr,
-		"PUBSUB_EMULATOR_HOST":      s.PubSub.Addr,
-		"CLOUD_TASKS_EMULATOR_HOST": s.Tasks.Addr(),
-		"GKE_EMULATOR_HOST":         s.GKE.Addr(),
-		// bcd runs nowhere here: the GKE simulator plays it from the
-		// DaemonSet's environment.
-		"BCD_IMAGE":          "bcd.invalid/bcd:dev",
-		"SUBSTRATE_JOIN_URL": s.URL + "/api/compute/kubernetesSubstrates/join",
-	}
+// functionsConfig is the configuration of the stack's functions: the
+// Cloud Run settings, pointed at the emulators and the development
+// issuer, which signs both the tenants' tokens and the tasks' OIDC tokens.
+func (s *Stack) functionsConfig() cloudrun.Config {
+	c := cloudrun.Defaults()
+	c.Project = s.cfg.Project
+	c.AuthIssuerURL, c.AuthAudience = s.URL, s.URL
+	c.TasksQueue, c.TasksSteadyQueue = s.cfg.Queue(), s.cfg.SteadyQueue()
+	c.ReconcileURL = s.URL + functionPath(cloudrun.ReconcileFunction)
+	c.TasksServiceAccount = s.cfg.ReconcilerServiceAccount()
+	c.TasksAudience = s.URL
+	c.ReconcileIssuerURL, c.ReconcileAudience = s.URL, s.URL
+	c.FirestoreEmulatorHost = s.Firestore.Addr
+	c.PubSubEmulatorHost = s.PubSub.Addr
+	c.TasksEmulatorHost = s.Tasks.Addr()
+	c.GKEEmulatorHost = s.GKE.Addr()
+	// bcd runs nowhere here: the GKE simulator plays it from the
+	// DaemonSet's environment.
+	c.BcdImage = "bcd.invalid/bcd:dev"
+	c.JoinURL = s.URL + "/api/compute/kubernetesSubstrates/join"
 	// One instance serves every run: it may spend the reconciler's whole
 	// share of the simulator's quota.
-	env["PROVIDER_QUOTA_PER_MINUTE"] = strconv.Itoa(s.cfg.GKERequestQuota)
-	env["RECONCILE_MAX_INSTANCES"] = "1"
-	s.kubernetesEnvironment(env)
-	s.iamEnvironment(env)
-	for name, d := range map[string]time.Duration{
-		"CONVERGING_INTERVAL": s.cfg.ConvergingInterval,
-		"STEADY_INTERVAL":     s.cfg.SteadyInterval,
-		"LEASE_TTL":           s.cfg.LeaseTTL,
-		"WATCHDOG_GRACE":      s.cfg.WatchdogGrace,
+	c.ProviderQuota = s.cfg.GKERequestQuota
+	c.ReconcileInstances = 1
+	s.kubernetesConfig(&c)
+	s.iamConfig(&c)
+	for _, d := range []struct {
+		dst *time.Duration
+		v   time.Duration
+	}{
+		{&c.ConvergingInterval, s.cfg.ConvergingInterval},
+		{&c.SteadyInterval, s.cfg.SteadyInterval},
+		{&c.LeaseTTL, s.cfg.LeaseTTL},
+		{&c.WatchdogGrace, s.cfg.WatchdogGrace},
 	} {
-		if d > 0 {
-			env[name] = d.String()
+		if d.v > 0 {
+			*d.dst = d.v
 		}
 	}
-	return env
+	return c
+}
+
+// otherRoutes answers what no route of mux serves in the API's error
+// envelope, not net/http's plain text, as the API does (API.md §1): 405
+// with an Allow header for a path that a route serves for another method
+// (the stack's own routes each take one), 404 for any other path.
+func otherRoutes(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, method := range []string{http.MethodPost, http.MethodGet} {
+			if method == r.Method {
+				continue
+			}
+			other := r.Clone(r.Context())
+			other.Method = method
+			if _, pattern := mux.Handler(other); pattern != "/" {
+				httpapi.Allow(w, r, method)
+				return
+			}
+		}
+		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
+	}
 }
 
 // functionPath is where the named function is served.

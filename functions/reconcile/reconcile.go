@@ -1,7 +1,10 @@
-// Package reconcile serves the reconcile chain's two functions: the run
-// that Cloud Tasks calls for one subject (a cluster), and the watchdog that
-// Cloud Scheduler calls every minute to restart dead chains and drain the
-// outbox. The work is package chain's; this is its HTTP edge.
+// Package reconcile serves the reconcile chains' two functions: the run
+// that Cloud Tasks calls for one subject (a cluster or a substrate), and
+// the watchdog that Cloud Scheduler calls every minute to restart the dead
+// chains of both and drain the outbox. The work is package chain's; this
+// is its HTTP edge. Both accept only POST, the method of Cloud Tasks'
+// tasks and of the Scheduler's job (infra/), and answer any other 405 in
+// the API's error envelope.
 package reconcile
 
 import (
@@ -33,9 +36,7 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
-		if req.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			httpapi.WriteJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": map[string]string{"code": "INVALID_INPUT", "message": "use POST"}})
+		if !httpapi.Allow(w, req, http.MethodPost) {
 			return
 		}
 		if _, err := auth.Verify(ctx, req.Header.Get("Authorization")); err != nil {
@@ -83,6 +84,9 @@ func WatchdogHandler(auth httpapi.Authenticator, w Ticker) (http.Handler, error)
 	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
+		if !httpapi.Allow(rw, req, http.MethodPost) {
+			return
+		}
 		if _, err := auth.Verify(ctx, req.Header.Get("Authorization")); err != nil {
 			httpapi.WriteError(ctx, rw, err)
 			return

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -139,5 +141,74 @@ func TestWatchdogHandler(t *testing.T) {
 	}
 	if _, err := WatchdogHandler(fakeAuth{}, nil); err == nil {
 		t.Errorf("WatchdogHandler without a watchdog = nil error, want one")
+	}
+}
+
+// TestOtherMethodsAre405 checks that both functions take only POST, the
+// method of Cloud Tasks' tasks and of the Scheduler's job, and answer any
+// other 405 in the API's error envelope, before looking at the token.
+func TestOtherMethodsAre405(t *testing.T) {
+	w, r := &fakeWatchdog{}, &fakeRunner{}
+	watchdog, err := WatchdogHandler(fakeAuth{}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Handler(fakeAuth{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]http.Handler{"watchdog": watchdog, "reconcile": run} {
+		for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			req := httptest.NewRequest(method, "/", strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer good")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var env struct {
+				Error struct{ Code, Message string } `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+				t.Errorf("%s %s: answer %q is not JSON: %v", method, name, rec.Body, err)
+			}
+			if rec.Code != http.StatusMethodNotAllowed || env.Error.Code != "INVALID_INPUT" || !strings.Contains(env.Error.Message, method) {
+				t.Errorf("%s %s = %d %+v, want 405 INVALID_INPUT naming %s", method, name, rec.Code, env.Error, method)
+			}
+			if got := rec.Header().Get("Allow"); got != http.MethodPost {
+				t.Errorf("%s %s: Allow = %q, want POST", method, name, got)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("%s %s: Content-Type = %q, want application/json", method, name, ct)
+			}
+		}
+	}
+	if w.passes != 0 || len(r.kicks) != 0 {
+		t.Errorf("passes = %d, runs = %d, want none", w.passes, len(r.kicks))
+	}
+}
+
+// TestSchedulerSendsPost checks that the method the functions accept is
+// the one the infrastructure's Scheduler job sends.
+func TestSchedulerSendsPost(t *testing.T) {
+	files, err := filepath.Glob("../../infra/*.tf")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Terraform in ../../infra: %v", err)
+	}
+	re := regexp.MustCompile(`http_method\s*=\s*"([A-Z]+)"`)
+	var methods []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			methods = append(methods, string(m[1]))
+		}
+	}
+	if len(methods) == 0 {
+		t.Fatal("no http_method in the Terraform: the Scheduler job's method is not stated")
+	}
+	for _, m := range methods {
+		if m != http.MethodPost {
+			t.Errorf("the Terraform sends %s; the watchdog accepts only POST", m)
+		}
 	}
 }

@@ -2,12 +2,15 @@
 // a JSON body of at most 1 MiB, the bearer token, the error envelope and
 // status codes of API.md §2; and Edge, which every request of a process
 // passes through once: request IDs, one structured log line per call, and
-// panics recovered with a generic answer.
+// panics recovered with a generic answer. Allow, ReadBody and DecodeJSON
+// are those checks on their own, for the other endpoints that answer as
+// the API does (the reconciler's functions, the devstack's own routes).
 //
 // The order of checks is API.md §3's: the token (401, with a
 // WWW-Authenticate: Bearer challenge) before a byte of the body is read,
-// then the input's shape (decoding: 400, a body over 1 MiB: 413); membership, lookups, permission and business rules are
-// the method's own, in that order.
+// then the input's shape (decoding: 400, a body over 1 MiB: 413);
+// membership, lookups, permission and business rules are the method's
+// own, in that order.
 package httpapi
 
 import (
@@ -105,9 +108,7 @@ func Edge(h http.Handler) http.Handler {
 }
 
 func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, auth Authenticator, m Method[In]) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeEnvelope(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed: use POST", r.Method))
+	if !Allow(w, r, http.MethodPost) {
 		return
 	}
 	// The token first, before a byte of the body is read (API.md §3): an
@@ -126,14 +127,8 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 	// names application/json, but refusing the form type that curl -d
 	// sends by default would only break callers, and the strict decoding
 	// refuses a body that is not a JSON object anyway.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeEnvelope(w, http.StatusRequestEntityTooLarge, errs.E(errs.Invalid, "request body is larger than %d bytes", MaxBody))
-			return
-		}
-		WriteError(ctx, w, errs.Wrap(errs.Invalid, err, "cannot read the request body"))
+	body, ok := ReadBody(ctx, w, r)
+	if !ok {
 		return
 	}
 	in, err := m.Decode(body)
@@ -147,6 +142,39 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	WriteJSON(w, http.StatusOK, out)
+}
+
+// Allow reports whether r's method is method (or HEAD, for GET, as
+// net/http serves it), and otherwise answers 405 INVALID_INPUT in the
+// error envelope with an Allow header (API.md §1).
+func Allow(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method || method == http.MethodGet && r.Method == http.MethodHead {
+		return true
+	}
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	w.Header().Set("Allow", allow)
+	writeEnvelope(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed: use %s", r.Method, method))
+	return false
+}
+
+// ReadBody reads r's body, at most MaxBody bytes. When it cannot, it
+// answers (413 INVALID_INPUT for a longer body, API.md §1; 400 when the
+// body cannot be read) and returns false.
+func ReadBody(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeEnvelope(w, http.StatusRequestEntityTooLarge, errs.E(errs.Invalid, "request body is larger than %d bytes", MaxBody))
+			return nil, false
+		}
+		WriteError(ctx, w, errs.Wrap(errs.Invalid, err, "cannot read the request body"))
+		return nil, false
+	}
+	return body, true
 }
 
 // Status returns the HTTP status of an error kind (API.md §2).

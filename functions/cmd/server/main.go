@@ -5,7 +5,8 @@
 // /<name>, which is how to run them all locally (against the emulators,
 // see cloudrun.Config).
 //
-// The configuration is checked before the port opens, so a revision with a
+// The configuration is read from the environment here, and only here
+// (cloudrun.LoadConfig), before the port opens, so a revision with a
 // broken environment fails to start with the reason in its logs. On
 // SIGTERM (Cloud Run's notice before stopping an instance) requests in
 // flight finish and queued events are published before the process exits.
@@ -30,10 +31,18 @@ const shutdownGrace = 8 * time.Second
 
 func main() {
 	log := logging.New(os.Stdout, slog.LevelInfo)
-	if err := cloudrun.Check(); err != nil {
-		log.Error("Refusing to start: the configuration is invalid", "error", err, "target", os.Getenv("FUNCTION_TARGET"))
+	target := os.Getenv("FUNCTION_TARGET")
+	cfg, err := cloudrun.LoadConfig(os.LookupEnv)
+	if err != nil {
+		log.Error("Refusing to start: the configuration is invalid", "error", err, "target", target)
 		os.Exit(1)
 	}
+	app, err := cloudrun.New(cfg, cloudrun.Options{})
+	if err != nil {
+		log.Error("Refusing to start: the configuration is invalid", "error", err, "target", target)
+		os.Exit(1)
+	}
+	cloudrun.Register(app)
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -43,7 +52,7 @@ func main() {
 
 	served := make(chan error, 1)
 	go func() { served <- funcframework.Start(port) }()
-	log.Info("Serving functions", "port", port, "target", os.Getenv("FUNCTION_TARGET"))
+	log.Info("Serving functions", "port", port, "target", target)
 
 	select {
 	case err := <-served:
@@ -54,7 +63,7 @@ func main() {
 	log.Info("Shutting down: finishing requests and publishing queued events")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := cloudrun.Shutdown(sctx); err != nil {
+	if err := app.Shutdown(sctx); err != nil {
 		log.Warn("Shutdown incomplete; unpublished events stay in the outbox for the watchdog", "error", err)
 	}
 }

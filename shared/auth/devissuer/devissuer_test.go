@@ -210,7 +210,7 @@ func TestTokenHandler(t *testing.T) {
 		{"blank sub and bad ttl", http.MethodPost, `{"sub": " ", "ttl": "forever"}`, http.StatusBadRequest, "", []string{"sub", "ttl"}},
 		{"ttl too long", http.MethodPost, `{"sub": "a", "ttl": "48h"}`, http.StatusBadRequest, "", []string{"ttl"}},
 		{"negative ttl", http.MethodPost, `{"sub": "a", "ttl": "-1m"}`, http.StatusBadRequest, "", []string{"ttl"}},
-		{"unknown field", http.MethodPost, `{"sub": "a", "role": "admin"}`, http.StatusBadRequest, "", nil},
+		{"unknown field", http.MethodPost, `{"sub": "a", "role": "admin"}`, http.StatusBadRequest, "", []string{"role"}},
 		{"malformed JSON", http.MethodPost, `{"sub": `, http.StatusBadRequest, "", nil},
 		{"trailing data", http.MethodPost, `{"sub": "a"} {}`, http.StatusBadRequest, "", nil},
 		{"not an object", http.MethodPost, `["a"]`, http.StatusBadRequest, "", nil},

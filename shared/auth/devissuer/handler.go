@@ -1,10 +1,8 @@
 package devissuer
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,11 +10,9 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 )
-
-// maxBody is the API's request size limit (API.md §1).
-const maxBody = 1 << 20
 
 // TokenRequest is the body of POST /dev/token. Unknown fields are refused.
 type TokenRequest struct {
@@ -35,24 +31,23 @@ type TokenResponse struct {
 }
 
 // TokenHandler serves POST /dev/token: {"sub": "alice"} → {"token": "<JWT>"}.
-// Errors use the API's envelope: 400 INVALID_INPUT for malformed JSON, an
-// unknown field, a missing sub or a bad ttl (with details naming the
-// field), 413 for a body over 1 MiB, 405 for another method.
+// It checks the method and body with the API's own helpers (httpapi),
+// so that errors use the API's envelope: 400 INVALID_INPUT for malformed
+// JSON, an unknown field, a missing sub or a bad ttl (with details naming
+// the field), 413 for a body over 1 MiB, 405 for another method.
 func (i *Issuer) TokenHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeError(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed; use POST", r.Method))
+		ctx := r.Context()
+		if !httpapi.Allow(w, r, http.MethodPost) {
 			return
 		}
-		req, err := decode(w, r)
-		if err != nil {
-			status := http.StatusBadRequest
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				status = http.StatusRequestEntityTooLarge
-			}
-			writeError(w, status, err)
+		body, ok := httpapi.ReadBody(ctx, w, r)
+		if !ok {
+			return
+		}
+		var req TokenRequest
+		if err := httpapi.DecodeJSON(body, &req); err != nil {
+			httpapi.WriteError(ctx, w, err)
 			return
 		}
 		ttl := i.ttl
@@ -68,7 +63,7 @@ func (i *Issuer) TokenHandler() http.Handler {
 			ttl = d
 		}
 		if len(bad) > 0 {
-			writeError(w, http.StatusBadRequest, errs.InvalidFields(bad))
+			httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
 			return
 		}
 		aud := req.Aud
@@ -77,55 +72,13 @@ func (i *Issuer) TokenHandler() http.Handler {
 		}
 		tok, err := i.Token(req.Sub, aud, ttl)
 		if err != nil {
-			logging.FromContext(r.Context()).ErrorContext(r.Context(), "Minting a development token failed", "error", err)
-			writeError(w, http.StatusInternalServerError, errs.E(errs.Internal, "internal error"))
+			httpapi.WriteError(ctx, w, fmt.Errorf("mint a development token: %w", err))
 			return
 		}
-		logging.FromContext(r.Context()).InfoContext(r.Context(), "Minted a development token", "sub", req.Sub, "aud", aud, "ttl", ttl)
-		w.Header().Set("Content-Type", "application/json")
+		logging.FromContext(ctx).InfoContext(ctx, "Minted a development token", "sub", req.Sub, "aud", aud, "ttl", ttl)
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(TokenResponse{Token: tok})
+		httpapi.WriteJSON(w, http.StatusOK, TokenResponse{Token: tok})
 	})
-}
-
-// decode reads one strict JSON object: no unknown fields, nothing after it.
-func decode(w http.ResponseWriter, r *http.Request) (*TokenRequest, error) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	var req TokenRequest
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, errs.Wrap(errs.Invalid, err, "request body over %d bytes", maxBody)
-		}
-		return nil, errs.Wrap(errs.Invalid, err, "malformed JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errs.E(errs.Invalid, "malformed JSON body: data after the object")
-	}
-	return &req, nil
-}
-
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string            `json:"code"`
-	Message string            `json:"message"`
-	Details []errs.FieldError `json:"details,omitempty"`
-}
-
-// writeError writes err in the API's error envelope (API.md §2).
-func writeError(w http.ResponseWriter, status int, err error) {
-	body := errorBody{Error: errorDetail{Code: errs.Internal.Code(), Message: "internal error"}}
-	var e *errs.Error
-	if errors.As(err, &e) {
-		body.Error = errorDetail{Code: e.Kind.Code(), Message: e.Message, Details: e.Fields}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
 }
 
 // Server is an Issuer serving its documents and POST /dev/token on its own
