@@ -69,10 +69,10 @@ func (s *Store) LoadSeed(ctx context.Context, seed *Seed) error {
 	}
 	b := s.fs.Batch()
 	for _, a := range seed.Accounts {
-		b.Set(s.fs.Collection("accounts").Doc(a.ID), a)
+		b.Set(s.accountRef(a.ID), a)
 	}
 	for _, p := range seed.Pools {
-		b.Set(s.fs.Collection("pools").Doc(p.ID), p)
+		b.Set(s.poolRef(p.ID), p)
 	}
 	for k, m := range members {
 		b.Set(s.memberRef(k.TenantID, k.Principal), m)

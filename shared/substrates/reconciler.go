@@ -6,16 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -36,9 +37,10 @@ type Config struct {
 	JoinURL string
 }
 
-// Reconciler is the substrates' chain.Subject.
+// Reconciler is the substrates' chain.Subject: the store reads a run's
+// documents and saves its outcome (store.SubstrateSubject); the run steps.
 type Reconciler struct {
-	fs     *firestore.Client
+	store.SubstrateSubject
 	store  *store.Store
 	kube   Connector
 	events EventSender
@@ -62,78 +64,31 @@ func New(s *store.Store, kube Connector, events EventSender, kick Kicker, cfg Co
 	if now == nil {
 		now = time.Now
 	}
-	return &Reconciler{fs: s.Client(), store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}, nil
+	r := &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}
+	r.SubstrateSubject = store.SubstrateSubject{Store: s, NewRun: r.newRun}
+	return r, nil
 }
 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-// Ref is the document of the kick's substrate.
-func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
-	return substrateRef(r.fs, k.TenantID, k.ID)
-}
-
-// Load reads the substrate's cluster and pools, and its previous
-// substrate while it waits for it.
-func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	u := &run{r: r}
-	if err := snap.DataTo(&u.before); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
-	}
-	s := &u.before
-	if s.Spec.After != "" && !s.Spec.Deleting {
-		prev, err := rd.Get(substrateRef(r.fs, s.TenantID, s.Spec.After))
-		if err != nil {
-			return nil, fmt.Errorf("read previous substrate: %w", err)
-		}
-		var p Substrate
-		if prev.Exists() {
-			if err := prev.DataTo(&p); err != nil {
-				return nil, fmt.Errorf("decode previous substrate: %w", err)
-			}
-		}
-		u.prevGone = !prev.Exists() || !p.Active
-	}
-	clusterID := s.Status.ClusterID
-	if clusterID == "" && s.Spec.Mode == resource.SubstrateAdopt {
-		clusterID = s.Spec.AdoptClusterID
-	}
-	if clusterID == "" {
-		return u, nil
-	}
-	cs, err := rd.Get(r.store.ClusterRef(s.TenantID, clusterID))
-	if err != nil {
-		return nil, fmt.Errorf("read cluster %s: %w", clusterID, err)
-	}
-	if !cs.Exists() {
-		return u, nil
-	}
-	var c struct {
-		lifecycle.Cluster
-		Substrates map[string]string `firestore:"substrates"`
-	}
-	if err := cs.DataTo(&c); err != nil {
-		return nil, fmt.Errorf("decode cluster %s: %w", clusterID, err)
-	}
-	u.cluster = &c.Cluster
-	u.adopted = c.Substrates[s.ID] == s.PoolID
-	if u.pools, err = r.store.LoadNodePools(rd, cs.Ref); err != nil {
-		return nil, err
-	}
-	return u, nil
+func (r *Reconciler) newRun(sr *store.SubstrateRun) chain.Run {
+	rd := &sr.Read
+	return &run{SubstrateRun: sr, r: r, before: rd.Substrate, prevGone: rd.PreviousGone, cluster: rd.Cluster, adopted: rd.Adopted, pools: rd.Pools}
 }
 
 // run is one run of a substrate.
 type run struct {
+	*store.SubstrateRun
 	r        *Reconciler
-	before   Substrate
+	before   lifecycle.Substrate
 	prevGone bool
 	cluster  *lifecycle.Cluster // nil: none yet, or gone
 	adopted  bool               // the cluster records the substrate's adoption
 	pools    []lifecycle.NodePool
 
 	// What the step leaves, for Save.
-	s       Substrate
+	s       lifecycle.Substrate
 	events  []outbox.Event
 	left    []string // nodes that left
 	revoked []string // hashes of revoked tokens
@@ -158,6 +113,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	if err != nil || out.NeedsLease {
 		return out, err
 	}
+	u.Leave = store.SubstrateLeave{Substrate: u.s, Left: u.left, Revoked: u.revoked, Events: u.events}
 	out.Changed = out.Changed || !reflect.DeepEqual(u.s.Status, u.before.Status) || u.s.Active != u.before.Active ||
 		len(u.events) > 0 || len(u.left) > 0 || len(u.revoked) > 0
 	out.Converged = u.converged()
@@ -369,17 +325,18 @@ func (u *run) applyObjects(ctx context.Context, lease *chain.Lease) (chain.Outco
 			return chain.Outcome{}, err
 		}
 	}
-	err = api.Apply(ctx, objs)
-	if errors.Is(err, ErrSecretMissing) {
+	_, err = api.Apply(ctx, objs)
+	if errors.Is(err, kubeapply.ErrJoinSecretMissing) {
 		logging.FromContext(ctx).Warn("The join token's Secret is missing or emptied; minting a new token")
 		if objs.Token, err = u.mint(ctx, lease); err != nil {
 			return chain.Outcome{}, err
 		}
-		err = api.Apply(ctx, objs)
+		_, err = api.Apply(ctx, objs)
 	}
 	switch {
-	case errors.Is(err, ErrForeign):
-		return u.fail(err.Error()), nil
+	case isForeign(err):
+		// Every foreign object is named, on one line.
+		return u.fail("an object of the same name is not the substrate's: " + strings.ReplaceAll(err.Error(), "\n", "; ")), nil
 	case err != nil:
 		return chain.Outcome{}, fmt.Errorf("apply bcd's objects: %w", err)
 	}
@@ -427,7 +384,7 @@ func (u *run) unchanged(ctx context.Context) (bool, error) {
 }
 
 // nodes lists the Nodes of the substrate's pools.
-func (u *run) nodes(ctx context.Context, api KubeAPI) ([]Node, error) {
+func (u *run) nodes(ctx context.Context, api KubeAPI) ([]kubeapply.Node, error) {
 	names := make([]string, len(u.s.Spec.Flavors))
 	for i, f := range u.s.Spec.Flavors {
 		names[i] = f.NodePool.Name
@@ -441,7 +398,7 @@ func (u *run) nodes(ctx context.Context, api KubeAPI) ([]Node, error) {
 
 // followNodes notes the joined nodes that are no longer among the Nodes
 // of the substrate's pools: they leave.
-func (u *run) followNodes(ctx context.Context, nodes []Node) error {
+func (u *run) followNodes(ctx context.Context, nodes []kubeapply.Node) error {
 	present := map[string]bool{}
 	for _, n := range nodes {
 		present[n.Name] = true
@@ -459,17 +416,7 @@ func (u *run) followNodes(ctx context.Context, nodes []Node) error {
 }
 
 func (u *run) joined(ctx context.Context) ([]resource.SubstrateNode, error) {
-	snaps, err := nodesRef(u.r.fs, u.s.TenantID, u.s.ID).Documents(ctx).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("read joined nodes: %w", err)
-	}
-	nodes := make([]resource.SubstrateNode, len(snaps))
-	for i, sn := range snaps {
-		if err := sn.DataTo(&nodes[i]); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", sn.Ref.Path, err)
-		}
-	}
-	return nodes, nil
+	return u.r.store.JoinedNodes(ctx, u.s.TenantID, u.s.ID, "", 0)
 }
 
 func (u *run) leave(n resource.SubstrateNode) {
@@ -490,22 +437,10 @@ func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 	}
 	token := "bcj_" + base64.RawURLEncoding.EncodeToString(b)
 	s := &u.s
-	t := Token{Hash: HashToken(token), MintedAt: u.r.now()}
+	t := lifecycle.JoinToken{Hash: HashToken(token), MintedAt: u.r.now()}
 	old := s.Status.Token.Hash
-	err := lease.Write(ctx, func(tx *firestore.Transaction) error {
-		grant := tokenGrant{TenantID: s.TenantID, SubstrateID: s.ID, PoolID: s.PoolID}
-		if err := tx.Set(tokenRef(u.r.fs, t.Hash), grant); err != nil {
-			return err
-		}
-		if old != "" {
-			if err := tx.Delete(tokenRef(u.r.fs, old)); err != nil {
-				return err
-			}
-		}
-		return tx.Update(substrateRef(u.r.fs, s.TenantID, s.ID), []firestore.Update{{Path: "status.token", Value: t}})
-	})
-	if err != nil {
-		return "", fmt.Errorf("record a new join token: %w", err)
+	if err := u.r.store.RecordJoinToken(ctx, lease, s, t); err != nil {
+		return "", err
 	}
 	logging.FromContext(ctx).Info("Minted a join token", "revokedOld", old != "")
 	s.Status.Token = t
@@ -534,7 +469,7 @@ func (u *run) teardown(ctx context.Context, lease *chain.Lease) (chain.Outcome, 
 	}
 	if h := s.Status.Token.Hash; h != "" {
 		u.revoked = append(u.revoked, h)
-		s.Status.Token = Token{}
+		s.Status.Token = lifecycle.JoinToken{}
 	}
 	caller := u.caller()
 	c := u.cluster
@@ -598,48 +533,6 @@ func (u *run) teardown(ctx context.Context, lease *chain.Lease) (chain.Outcome, 
 
 func (u *run) tearing() chain.Outcome {
 	return chain.Outcome{Converging: true}
-}
-
-// Save writes the run's status whole, removes the nodes that left and the
-// revoked tokens, and returns the events to commit. The substrate's state
-// events are dropped when its spec changed during the run (a new event of
-// its pool came): they announce a state it no longer shows.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
-	var cur Substrate
-	if err := now.DataTo(&cur); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
-	}
-	s := &u.s
-	updates := []firestore.Update{
-		{Path: "status", Value: s.Status},
-		{Path: "active", Value: s.Active},
-		{Path: "expireAt", Value: s.ExpireAt},
-	}
-	if len(u.left) > 0 {
-		updates = append(updates, firestore.Update{Path: "joined", Value: firestore.Increment(-len(u.left))})
-	}
-	if err := tx.Update(now.Ref, updates); err != nil {
-		return nil, err
-	}
-	for _, n := range u.left {
-		if err := tx.Delete(nodesRef(u.r.fs, s.TenantID, s.ID).Doc(n)); err != nil {
-			return nil, err
-		}
-	}
-	for _, h := range u.revoked {
-		if err := tx.Delete(tokenRef(u.r.fs, h)); err != nil {
-			return nil, err
-		}
-	}
-	stale := cur.Spec.Generation != u.before.Spec.Generation
-	var events []outbox.Event
-	for _, e := range u.events {
-		if stale && e.Type != outbox.SubstrateNodeLeft {
-			continue
-		}
-		events = append(events, e)
-	}
-	return events, nil
 }
 
 // States and their events.
@@ -774,8 +667,8 @@ func (u *run) connect() (KubeAPI, error) {
 	return u.r.kube.Connect(c.Status.Endpoint, ca)
 }
 
-func (u *run) objects() Objects {
-	o := Objects{PoolID: u.s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
+func (u *run) objects() kubeapply.Desired {
+	o := kubeapply.Desired{PoolID: u.s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
 	seen := map[resource.Taint]bool{}
 	for _, f := range u.s.Spec.Flavors {
 		o.NodePools = append(o.NodePools, f.NodePool.Name)
@@ -787,7 +680,7 @@ func (u *run) objects() Objects {
 		for _, t := range taints {
 			if !seen[t] {
 				seen[t] = true
-				o.Taints = append(o.Taints, t)
+				o.Tolerations = append(o.Tolerations, t)
 			}
 		}
 	}
@@ -817,24 +710,22 @@ func toResource(s lifecycle.NodePoolSpec) resource.NodePool {
 	return p
 }
 
-// tokenGrant is a join token's record, at joinTokens/{sha256 of the
-// token}: the token itself is never stored.
-type tokenGrant struct {
-	TenantID    string `firestore:"tenantId"`
-	SubstrateID string `firestore:"substrateId"`
-	PoolID      string `firestore:"poolId"`
-}
-
 // HashToken is the hex SHA-256 of a join token: its record's ID.
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
 
-func tokenRef(fs *firestore.Client, hash string) *firestore.DocumentRef {
-	return fs.Collection("joinTokens").Doc(hash)
+// isForeign reports whether err holds a *kubeapply.ForeignError.
+func isForeign(err error) bool {
+	_, ok := errors.AsType[*kubeapply.ForeignError](err)
+	return ok
 }
 
-func nodesRef(fs *firestore.Client, tenantID, substrateID string) *firestore.CollectionRef {
-	return substrateRef(fs, tenantID, substrateID).Collection("nodes")
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	return b
 }
