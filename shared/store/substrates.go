@@ -332,3 +332,9 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 	}
 	return events, nil
 }
+
+// ActiveNodePools returns a cluster's node pools that are not deleted, by
+// creation, read afresh (a substrate's run, after it changed one).
+func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string) ([]lifecycle.NodePool, error) {
+	return s.LoadNodePools(chain.NewReader(ctx, nil), s.ClusterRef(tenantID, clusterID))
+}

@@ -53,8 +53,7 @@ func TestSubstrateConverged(t *testing.T) {
 		{"back from the cluster's upgrade", sub(resource.StateUpdating, 2), sub(resource.StateReady, 2), time.Time{}},
 		{"applied but failed", sub(resource.StateUpdating, 1), sub(resource.StateError, 2), time.Time{}},
 	} {
-		u := &run{before: c.before, s: c.after}
-		if got := u.converged(); !got.Equal(c.want) {
+		if got := converged(&c.before, &c.after); !got.Equal(c.want) {
 			t.Errorf("%s: converged %v, want %v", c.name, got, c.want)
 		}
 	}
