@@ -58,8 +58,9 @@ var queryClauses = map[string]int{
 	// and every reconcile run).
 	"shared/store/nodepools.go": 2,
 	// Where, Where (poolId), OrderBy: kubernetesSubstrates-list, with and
-	// without poolId; OrderBy (document ID): kubernetesSubstrates-listNodes.
-	"shared/substrates/query.go": 4,
+	// without poolId; OrderBy (document ID): kubernetesSubstrates-listNodes
+	// and the substrates' runs.
+	"shared/store/substrates.go": 4,
 	// CollectionGroup, Where: GET /dev/clusters/{id}/kubeconfig finds a
 	// cluster by ID. The devstack's alone: functions/cmd/server, the
 	// deployed image, does not import functions/devstack, so it runs only

@@ -33,6 +33,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
@@ -486,7 +487,7 @@ func consumerNeeds() (firestore, kicks, publishes bool) {
 	for k := range ctor.NumIn() {
 		in := ctor.In(k)
 		switch {
-		case in == reflect.TypeFor[*gfirestore.Client]():
+		case in == reflect.TypeFor[*gfirestore.Client]() || in == reflect.TypeFor[*store.Store]():
 			firestore = true
 		case in.Implements(kicker) || in == kicker:
 			kicks = true

@@ -20,15 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
-)
 
-// Where the product installs bcd, and the environment it gives it.
-const (
-	bcdNamespace = "better-compute-system"
-	bcdName      = "bcd"
-	envJoinURL   = "BCD_JOIN_URL"
-	envPoolID    = "BCD_POOL_ID"
-	envToken     = "BCD_TOKEN"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 )
 
 // joinTimeout bounds one join call.
@@ -54,13 +47,13 @@ type bcdConfig struct {
 // selecting (or a DaemonSet that goes) is forgotten, so that it joins
 // again when selected again, as a new bcd Pod would.
 func (k *kubeCluster) syncBCD(ctx context.Context, cs kubernetes.Interface, st *syncState) error {
-	ds, err := cs.AppsV1().DaemonSets(bcdNamespace).Get(ctx, bcdName, metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{})
 	if isNotFound(err) || (err == nil && ds.DeletionTimestamp != nil) {
 		clear(st.joins)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get daemonset %s/%s: %w", bcdNamespace, bcdName, err)
+		return fmt.Errorf("get daemonset %s/%s: %w", kubeapply.Namespace, kubeapply.DaemonSetName, err)
 	}
 	cfg, err := readBCDConfig(ctx, cs, ds)
 	if err != nil {
@@ -136,16 +129,16 @@ func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.Daem
 			continue // bcd reads none of the other sources
 		}
 		switch e.Name {
-		case envJoinURL:
+		case kubeapply.EnvJoinURL:
 			cfg.url = v
-		case envPoolID:
+		case kubeapply.EnvPoolID:
 			cfg.poolID = v
-		case envToken:
+		case kubeapply.EnvToken:
 			cfg.token = v
 		}
 	}
 	var missing []string
-	for name, v := range map[string]string{envJoinURL: cfg.url, envToken: cfg.token} {
+	for name, v := range map[string]string{kubeapply.EnvJoinURL: cfg.url, kubeapply.EnvToken: cfg.token} {
 		if v == "" {
 			missing = append(missing, name)
 		}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 )
 
 // testToken is a static token of the test's clusters, as the devstack
@@ -331,16 +332,16 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	js.failNode = nodes["a"][0].Name
 	js.mu.Unlock()
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bcdNamespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeapply.Namespace}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bcd-join", Namespace: bcdNamespace}, Data: map[string][]byte{"token": []byte("tok1")}}
-	if _, err := cs.CoreV1().Secrets(bcdNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bcd-join", Namespace: kubeapply.Namespace}, Data: map[string][]byte{"token": []byte("tok1")}}
+	if _, err := cs.CoreV1().Secrets(kubeapply.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create secret: %v", err)
 	}
 	ds := bcdDaemonSet(js.URL+"/join", "a", "t")
-	if ds, err := cs.AppsV1().DaemonSets(bcdNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+	if ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create daemonset %v: %v", ds, err)
 	}
 
@@ -361,12 +362,12 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	}
 
 	// Tolerating the taint brings t's node in.
-	ds, err := cs.AppsV1().DaemonSets(bcdNamespace).Get(ctx, bcdName, metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get daemonset: %v", err)
 	}
 	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule}}
-	if _, err := cs.AppsV1().DaemonSets(bcdNamespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update daemonset: %v", err)
 	}
 	want[nodes["t"][0].Name] = []string{"tok1"}
@@ -374,7 +375,7 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 
 	// A new token makes every node join again.
 	secret.Data["token"] = []byte("tok2")
-	if _, err := cs.CoreV1().Secrets(bcdNamespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(kubeapply.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update secret: %v", err)
 	}
 	for n := range want {
@@ -383,14 +384,14 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	waitJoined(t, js, want)
 
 	// Deleting the namespace deletes what it holds, then the namespace.
-	if err := cs.CoreV1().Namespaces().Delete(ctx, bcdNamespace, metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Namespaces().Delete(ctx, kubeapply.Namespace, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete namespace: %v", err)
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, bcdNamespace, metav1.GetOptions{})
+		_, err := cs.CoreV1().Namespaces().Get(ctx, kubeapply.Namespace, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "get deleted namespace: " + errString(err)
 	})
-	if _, err := cs.AppsV1().DaemonSets(bcdNamespace).Get(ctx, bcdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get daemonset of the deleted namespace = %v, want NotFound", err)
 	}
 }
@@ -423,7 +424,7 @@ func waitJoined(t *testing.T, js *joinServer, want map[string][]string) {
 func bcdDaemonSet(joinURL string, pools ...string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": "bcd"}
 	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: bcdName, Namespace: bcdNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: kubeapply.DaemonSetName, Namespace: kubeapply.Namespace},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
@@ -438,9 +439,9 @@ func bcdDaemonSet(joinURL string, pools ...string) *appsv1.DaemonSet {
 						Name:  "bcd",
 						Image: "bcd:dev",
 						Env: []corev1.EnvVar{
-							{Name: envJoinURL, Value: joinURL},
-							{Name: envPoolID, Value: "pool-gpu"},
-							{Name: envToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+							{Name: kubeapply.EnvJoinURL, Value: joinURL},
+							{Name: kubeapply.EnvPoolID, Value: "pool-gpu"},
+							{Name: kubeapply.EnvToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 								LocalObjectReference: corev1.LocalObjectReference{Name: "bcd-join"}, Key: "token",
 							}}},
 						},

@@ -119,7 +119,7 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		if err != nil {
 			return nil, err
 		}
-		cons, err := substrates.NewConsumer(k.fs, k.queue, nil)
+		cons, err := substrates.NewConsumer(k.store, k.queue)
 		if err != nil {
 			return nil, err
 		}

@@ -462,7 +462,7 @@ func TestPubSubDown(t *testing.T) {
 				t.Errorf("redelivered events = %d, want none (all: %s)", dups, e.events.summary(cl.ID))
 			}
 			eventually(t, "the outbox empty", func() (bool, string) {
-				docs, err := e.Store.Client().CollectionGroup(outbox.Collection).Documents(context.Background()).GetAll()
+				docs, err := e.FirestoreClient.CollectionGroup(outbox.Collection).Documents(context.Background()).GetAll()
 				return err == nil && len(docs) == 0, fmt.Sprintf("%d documents, %v", len(docs), err)
 			})
 		})

@@ -19,7 +19,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/telemetry"
+	"github.com/better-compute/kubernetes/shared/telemetry/telemetrytest"
 )
 
 // The substrates' end-to-end tests run on a stack whose simulated
@@ -27,12 +30,20 @@ import (
 
 const substrateLabel = "better-compute.dev/substrate-pool"
 
+// kubeWait bounds each wait on a simulated cluster's Kubernetes API (a
+// node registering, bcd joining it, objects applied): sized for a cold,
+// loaded 2-core machine, where one API server among many answers slowly.
+const kubeWait = 3 * time.Minute
+
 // kubeEnv starts a stack with Kubernetes and waits until its API server
-// is built.
-func kubeEnv(t *testing.T) *env {
+// is built. configure, when not nil, changes the stack's configuration.
+func kubeEnv(t *testing.T, configure func(*devstack.Config)) *env {
 	t.Helper()
 	cfg := fastConfig()
 	cfg.Kubernetes = true
+	if configure != nil {
+		configure(&cfg)
+	}
 	e := startEnv(t, cfg)
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
@@ -102,11 +113,27 @@ func (c *client) substrates(poolID string) ([]resource.Substrate, error) {
 	return out.Substrates, err
 }
 
+// waitKube waits up to kubeWait for cond, as eventually does.
+func waitKube(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(kubeWait)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last: %s", kubeWait, what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitSubstrate waits until the pool's substrate satisfies ok.
 func (c *client) waitSubstrate(t testing.TB, poolID, what string, ok func(resource.Substrate) bool) resource.Substrate {
 	t.Helper()
 	var got resource.Substrate
-	eventually(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
+	waitKube(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
 		list, err := c.substrates(poolID)
 		if err != nil {
 			return false, err.Error()
@@ -210,7 +237,8 @@ func nodesOf(t testing.TB, cs *kubernetes.Clientset, pool string) []corev1.Node 
 // duplicate and stale events, to its archive.
 func TestSubstrateCreateMode(t *testing.T) {
 	t.Parallel()
-	e := kubeEnv(t)
+	rec := telemetrytest.New(t)
+	e := kubeEnv(t, func(cfg *devstack.Config) { cfg.Telemetry = rec.Telemetry })
 	pool := fmt.Sprintf("pool-c%d", poolSeq.Add(1))
 	putPool(t, e, createPolicy(pool, 1, flavor("cpu", 1), map[string]any{"name": "gpu", "machineType": "g2-standard-8",
 		"nodeCount": 1, "zones": []string{"us-central1-a"}, "accelerators": map[string]any{"type": "nvidia-l4", "count": 1}}))
@@ -253,8 +281,16 @@ func TestSubstrateCreateMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Runs of a ready substrate apply nothing new and write nothing: wait
-	// for two steady runs and compare.
-	time.Sleep(2 * fastConfig().SteadyInterval)
+	// until the chain has made two more runs that found nothing to change
+	// (a dead chain fails the wait), and compare.
+	steadyRuns := func() float64 {
+		return rec.Collect(t).Sum(telemetry.ReconcileRuns, telemetrytest.Attrs{telemetry.KeyKind: "substrates", telemetry.KeyOutcome: chain.OutcomeSteady})
+	}
+	from := steadyRuns()
+	waitKube(t, "two steady runs of the substrates", func() (bool, string) {
+		n := steadyRuns()
+		return n >= from+2, fmt.Sprintf("%v steady runs, from %v", n, from)
+	})
 	if after := substrateObjects(t, cs, pool); jsonOf(after) != jsonOf(before) {
 		t.Errorf("steady runs changed the objects: %v then %v", before, after)
 	}
@@ -297,7 +333,7 @@ func TestSubstrateCreateMode(t *testing.T) {
 	}
 
 	archivePool(t, e, pool, 4)
-	eventually(t, "substrate deleted", func() (bool, string) {
+	waitKube(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})
@@ -319,7 +355,7 @@ func TestSubstrateCreateMode(t *testing.T) {
 // archives: only what the substrate made is gone.
 func TestSubstrateAdoptMode(t *testing.T) {
 	t.Parallel()
-	e := kubeEnv(t)
+	e := kubeEnv(t, nil)
 	pool := fmt.Sprintf("pool-a%d", poolSeq.Add(1))
 	cl := e.api.createCluster(t, "tenant", poolSpec("own", 1))
 	cl = e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
@@ -403,7 +439,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a new token in the Secret", func() (bool, string) {
+	waitKube(t, "a new token in the Secret", func() (bool, string) {
 		tok := joinToken(t, cs)
 		return tok != "" && tok != token, "token " + tok
 	})
@@ -413,7 +449,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 
 	newToken := joinToken(t, cs)
 	archivePool(t, e, pool, 2)
-	eventually(t, "substrate deleted", func() (bool, string) {
+	waitKube(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})

@@ -15,6 +15,8 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // Desired is what a substrate's objects should say.
@@ -26,27 +28,17 @@ type Desired struct {
 	// runs on. At least one. Order and repeats do not matter.
 	NodePools []string
 	// Tolerations are the taints of the flavors' node pools, which the
-	// daemon tolerates. Order and repeats do not matter.
-	Tolerations []Taint
+	// daemon tolerates, their effects spelled as Kubernetes and the
+	// product do (API.md §5). Order and repeats do not matter.
+	Tolerations []resource.Taint
 	// Token is the join token, set only on the run that just minted it:
 	// the Secret is written then and only then. Empty: the Secret must
 	// already hold a token (else ErrJoinSecretMissing).
 	Token string
 }
 
-// Taint is a node pool taint as the product spells it (API.md §5).
-type Taint struct {
-	Key    string
-	Value  string
-	Effect string // NO_SCHEDULE, PREFER_NO_SCHEDULE or NO_EXECUTE
-}
-
-// effects maps the product's taint effects to Kubernetes'.
-var effects = map[string]corev1.TaintEffect{
-	"NO_SCHEDULE":        corev1.TaintEffectNoSchedule,
-	"PREFER_NO_SCHEDULE": corev1.TaintEffectPreferNoSchedule,
-	"NO_EXECUTE":         corev1.TaintEffectNoExecute,
-}
+// effects are the taint effects a toleration may name.
+var effects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
 
 // Environment of the join daemon.
 const (
@@ -84,7 +76,7 @@ func build(d Desired) (objects, error) {
 	pools = slices.Compact(pools)
 
 	taints := slices.Clone(d.Tolerations)
-	slices.SortFunc(taints, func(a, b Taint) int {
+	slices.SortFunc(taints, func(a, b resource.Taint) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value), cmp.Compare(a.Effect, b.Effect))
 	})
 	taints = slices.Compact(taints)
@@ -96,7 +88,7 @@ func build(d Desired) (objects, error) {
 			WithKey(t.Key).
 			WithOperator(corev1.TolerationOpEqual).
 			WithValue(t.Value).
-			WithEffect(effects[t.Effect])
+			WithEffect(corev1.TaintEffect(t.Effect))
 	}
 
 	o := objects{
@@ -177,8 +169,8 @@ func validate(d Desired) error {
 		}
 	}
 	for _, t := range d.Tolerations {
-		if _, ok := effects[t.Effect]; !ok {
-			errs = append(errs, fmt.Errorf("taint %s=%s: effect %q is not NO_SCHEDULE, PREFER_NO_SCHEDULE or NO_EXECUTE", t.Key, t.Value, t.Effect))
+		if !slices.Contains(effects, corev1.TaintEffect(t.Effect)) {
+			errs = append(errs, fmt.Errorf("taint %s=%s: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Key, t.Value, t.Effect))
 		}
 		if msgs := validation.IsQualifiedName(t.Key); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("taint key %q: %s", t.Key, strings.Join(msgs, "; ")))

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 func validDesired() Desired {
@@ -16,10 +18,10 @@ func validDesired() Desired {
 		Image:     "example.com/bcd:1",
 		JoinURL:   "https://api.example.com/api/compute/kubernetesSubstrates/join",
 		NodePools: []string{"bc-pool-gpu-l4", "bc-pool-gpu-a100"},
-		Tolerations: []Taint{
-			{Key: "nvidia.com/gpu", Value: "present", Effect: "NO_SCHEDULE"},
-			{Key: "team", Value: "ml", Effect: "PREFER_NO_SCHEDULE"},
-			{Key: "dedicated", Effect: "NO_EXECUTE"},
+		Tolerations: []resource.Taint{
+			{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"},
+			{Key: "team", Value: "ml", Effect: "PreferNoSchedule"},
+			{Key: "dedicated", Effect: "NoExecute"},
 		},
 		Token: "t0ken",
 	}
@@ -42,7 +44,7 @@ func TestBuildValidates(t *testing.T) {
 		{"no join URL", func(d *Desired) { d.JoinURL = "" }, false},
 		{"no node pools", func(d *Desired) { d.NodePools = nil }, false},
 		{"empty node pool", func(d *Desired) { d.NodePools = []string{"a", ""} }, false},
-		{"Kubernetes effect spelling", func(d *Desired) { d.Tolerations[0].Effect = "NoSchedule" }, false},
+		{"GKE effect spelling", func(d *Desired) { d.Tolerations[0].Effect = "NO_SCHEDULE" }, false},
 		{"empty effect", func(d *Desired) { d.Tolerations[0].Effect = "" }, false},
 		{"bad taint key", func(d *Desired) { d.Tolerations[0].Key = "a b" }, false},
 		{"bad taint value", func(d *Desired) { d.Tolerations[0].Value = "a b" }, false},
@@ -79,7 +81,7 @@ func TestBuildTolerationsAndOrder(t *testing.T) {
 
 	shuffled := d
 	shuffled.NodePools = []string{"bc-pool-gpu-a100", "bc-pool-gpu-l4", "bc-pool-gpu-a100"}
-	shuffled.Tolerations = []Taint{d.Tolerations[2], d.Tolerations[0], d.Tolerations[1], d.Tolerations[0]}
+	shuffled.Tolerations = []resource.Taint{d.Tolerations[2], d.Tolerations[0], d.Tolerations[1], d.Tolerations[0]}
 	o2, err := build(shuffled)
 	if err != nil {
 		t.Fatal(err)

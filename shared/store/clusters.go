@@ -149,7 +149,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			// creation in the order the request gave them (their IDs
 			// need not sort so within one millisecond).
 			at := now.Add(time.Duration(i) * time.Microsecond)
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, c.managed(lifecycle.NodePoolSpecOf(spec)), at)
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.Managed(lifecycle.NodePoolSpecOf(spec), c.Substrate, c.Pool), at)
 			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
 				return err
 			}
@@ -228,7 +228,7 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 	if err != nil {
 		return nil, "", err
 	}
-	q := s.tenant(c.TenantID).Collection("clusters").Where("active", "==", true)
+	q := s.clusters(c.TenantID).Where("active", "==", true)
 	if req.PoolID != "" {
 		q = q.Where("spec.poolId", "==", req.PoolID)
 	}
@@ -314,10 +314,10 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err := c.require(member, auth.PermDelete, clusterID); err != nil {
 			return err
 		}
-		if err := c.mayChange(cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
+		if err := lifecycle.MayChange(c.Substrate, cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
 			return err
 		}
-		if err := cl.usedBy(); err != nil {
+		if err := lifecycle.MayDeleteCluster(&cl.Cluster, cl.Substrates); err != nil {
 			return err
 		}
 		now := s.timestamp()

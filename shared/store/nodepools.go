@@ -104,9 +104,8 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 				return nil
 			}
 		}
-		if m := cluster.Spec.ManagedBy; m != "" && m != c.Substrate {
-			// A substrate's cluster holds its node pools and no other.
-			return c.mayChange(m, cluster.Spec.ManagedPool, "cluster", cluster.Spec.Name)
+		if err := lifecycle.MayAddNodePool(c.Substrate, &cluster.Cluster); err != nil {
+			return err
 		}
 		if err := lifecycle.AddNodePool(&cluster.Cluster, req.Spec.Name, snaps[2].Exists(), now); err != nil {
 			return err
@@ -114,7 +113,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err := req.CheckZones(cluster.Spec.Region, cluster.Spec.Zones); err != nil {
 			return err
 		}
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, c.managed(lifecycle.NodePoolSpecOf(req.Spec)), now)
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.Managed(lifecycle.NodePoolSpecOf(req.Spec), c.Substrate, c.Pool), now)
 		if err := tx.Create(s.NodePoolRef(c.TenantID, cluster.ID, p.ID), p); err != nil {
 			return err
 		}
@@ -267,7 +266,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 		if err := c.require(member, auth.PermUpdate, clusterID); err != nil {
 			return err
 		}
-		if err := c.mayChange(p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
+		if err := lifecycle.MayChange(c.Substrate, p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
 			return err
 		}
 		now := s.timestamp()

@@ -16,9 +16,18 @@
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
 //	tenants/{t}/outbox/{eventId}                      outbox.Event
+//	tenants/{t}/substratePools/{poolId}               poolIndex: a pool's last
+//	                                                  version and substrates
+//	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State
+//	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
+//	joinTokens/{sha256 of the token}                  JoinGrant
 //
 // Each {...} is DocID of the value (paths.go): the value itself unless
 // Firestore could not store it as it stands.
+//
+// Every document path is built by the functions below; no other package
+// spells a collection's name (outbox.Ref aside: the chain writes events
+// through it, and the store cannot be its dependency).
 package store
 
 import (
@@ -63,9 +72,6 @@ func New(fs *firestore.Client, opts ...Option) (*Store, error) {
 	}
 	return s, nil
 }
-
-// Client returns the Firestore client of the store.
-func (s *Store) Client() *firestore.Client { return s.fs }
 
 // Account is a provider account: which provider, which cloud project, the
 // zones of each region enabled on it, and how the reconciler acts in it.
@@ -143,7 +149,7 @@ func (s *Store) memberRef(t, principal string) *firestore.DocumentRef {
 
 // ClusterRef returns the document of a cluster.
 func (s *Store) ClusterRef(t, clusterID string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("clusters").Doc(DocID(clusterID))
+	return s.clusters(t).Doc(DocID(clusterID))
 }
 
 // NodePoolRef returns the document of a node pool.
@@ -157,6 +163,34 @@ func (s *Store) poolNameRef(t, clusterID, name string) *firestore.DocumentRef {
 
 func (s *Store) clusterNameRef(t, name string) *firestore.DocumentRef {
 	return s.tenant(t).Collection("clusterNames").Doc(DocID(name))
+}
+
+func (s *Store) clusters(t string) *firestore.CollectionRef {
+	return s.tenant(t).Collection(ClustersKind)
+}
+
+// SubstratesKind is the chain kind of substrates: the collection of their
+// documents under each tenant, and the Kind of their kicks.
+const SubstratesKind = "substrates"
+
+func (s *Store) substrates(t string) *firestore.CollectionRef {
+	return s.tenant(t).Collection(SubstratesKind)
+}
+
+func (s *Store) substrateRef(t, id string) *firestore.DocumentRef {
+	return s.substrates(t).Doc(DocID(id))
+}
+
+func (s *Store) substrateNodes(t, substrateID string) *firestore.CollectionRef {
+	return s.substrateRef(t, substrateID).Collection("nodes")
+}
+
+func (s *Store) substratePoolRef(t, poolID string) *firestore.DocumentRef {
+	return s.tenant(t).Collection("substratePools").Doc(DocID(poolID))
+}
+
+func (s *Store) joinTokenRef(hash string) *firestore.DocumentRef {
+	return s.fs.Collection("joinTokens").Doc(hash)
 }
 
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {

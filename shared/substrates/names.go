@@ -5,6 +5,8 @@ import (
 	"encoding/base32"
 	"regexp"
 	"strings"
+
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // validName is the node pool and cluster name rule of API.md §5.
@@ -44,3 +46,7 @@ func validNameFor(name, key string) string {
 	h := strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))
 	return string(b) + "-" + h[:6]
 }
+
+// Kind is the chain kind of substrates: the collection of their documents
+// under each tenant, and the Kind of their kicks.
+const Kind = store.SubstratesKind

@@ -4,24 +4,21 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // Queries answers kubernetesSubstrates.get, list and listNodes.
 type Queries struct {
-	fs    *firestore.Client
 	store *store.Store
 }
 
-// NewQueries returns the substrates' queries over the store's Firestore.
-func NewQueries(s *store.Store) *Queries { return &Queries{fs: s.Client(), store: s} }
+// NewQueries returns the substrates' queries over the store.
+func NewQueries(s *store.Store) *Queries { return &Queries{store: s} }
 
 // Get returns a substrate that is not deleted. Reading it takes
 // compute:kubernetes:read on its cluster, or on the tenant while it has
@@ -42,22 +39,15 @@ func (q *Queries) Get(ctx context.Context, c store.Caller, id string) (resource.
 	return v, nil
 }
 
-func (q *Queries) get(ctx context.Context, tenantID, id string) (*Substrate, error) {
-	snap, err := substrateRef(q.fs, tenantID, id).Get(ctx)
-	if err != nil && !isNotFound(err) {
-		return nil, errs.Wrap(errs.Unavailable, err, "read substrate")
+func (q *Queries) get(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error) {
+	d, err := q.store.Substrate(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
 	}
-	var d Substrate
-	if snap == nil || !snap.Exists() {
+	if d == nil || !d.Active {
 		return nil, errs.E(errs.NotFound, "substrate %s not found", id)
 	}
-	if err := snap.DataTo(&d); err != nil {
-		return nil, fmt.Errorf("decode substrate %s: %w", id, err)
-	}
-	if !d.Active {
-		return nil, errs.E(errs.NotFound, "substrate %s not found", id)
-	}
-	return &d, nil
+	return d, nil
 }
 
 // List returns the tenant's substrates that are not deleted and that the
@@ -67,20 +57,12 @@ func (q *Queries) List(ctx context.Context, c store.Caller, poolID string) ([]re
 	if err != nil {
 		return nil, err
 	}
-	query := q.fs.Collection("tenants").Doc(c.TenantID).Collection(Kind).Where("active", "==", true)
-	if poolID != "" {
-		query = query.Where("poolId", "==", poolID)
-	}
-	snaps, err := query.OrderBy("createdAt", firestore.Asc).Documents(ctx).GetAll()
+	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID, poolID)
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "list substrates")
+		return nil, err
 	}
 	out := []resource.Substrate{}
-	for _, snap := range snaps {
-		var d Substrate
-		if err := snap.DataTo(&d); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
-		}
+	for _, d := range subs {
 		v := d.View()
 		if m.Allows(auth.PermRead, v.ClusterID) {
 			out = append(out, v)
@@ -116,7 +98,7 @@ func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, page
 	if err := m.Require(auth.PermRead, d.View().ClusterID); err != nil {
 		return nil, "", err
 	}
-	query := nodesRef(q.fs, c.TenantID, id).OrderBy(firestore.DocumentID, firestore.Asc).Limit(pageSize + 1)
+	after := ""
 	if pageToken != "" {
 		var p nodesPage
 		b, err := base64.RawURLEncoding.DecodeString(pageToken)
@@ -126,24 +108,17 @@ func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, page
 		if err != nil || p.TenantID != c.TenantID || p.SubstrateID != id || p.After == "" {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
-		query = query.StartAfter(p.After)
+		after = p.After
 	}
-	snaps, err := query.Documents(ctx).GetAll()
+	nodes, err := q.store.JoinedNodes(ctx, c.TenantID, id, after, pageSize+1)
 	if err != nil {
-		return nil, "", errs.Wrap(errs.Unavailable, err, "list nodes")
+		return nil, "", err
 	}
 	next := ""
-	if len(snaps) > pageSize {
-		snaps = snaps[:pageSize]
-		b, _ := json.Marshal(nodesPage{TenantID: c.TenantID, SubstrateID: id, After: snaps[len(snaps)-1].Ref.ID})
+	if len(nodes) > pageSize {
+		nodes = nodes[:pageSize]
+		b, _ := json.Marshal(nodesPage{TenantID: c.TenantID, SubstrateID: id, After: nodes[len(nodes)-1].Name})
 		next = base64.RawURLEncoding.EncodeToString(b)
-	}
-	nodes := make([]resource.SubstrateNode, len(snaps))
-	for i, snap := range snaps {
-		if err := snap.DataTo(&nodes[i]); err != nil {
-			return nil, "", fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
-		}
-		nodes[i].JoinedAt = nodes[i].JoinedAt.UTC()
 	}
 	return nodes, next, nil
 }

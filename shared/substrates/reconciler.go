@@ -6,16 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
-
-	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -36,9 +37,11 @@ type Config struct {
 	JoinURL string
 }
 
-// Reconciler is the substrates' chain.Subject.
+// Reconciler is the substrates' chain.Subject: the store reads a run's
+// documents and saves what it leaves (store.SubstrateSubject); a run
+// plans (Plan) and carries out the plan's actions.
 type Reconciler struct {
-	fs     *firestore.Client
+	store.SubstrateSubject
 	store  *store.Store
 	kube   Connector
 	events EventSender
@@ -62,663 +65,285 @@ func New(s *store.Store, kube Connector, events EventSender, kick Kicker, cfg Co
 	if now == nil {
 		now = time.Now
 	}
-	return &Reconciler{fs: s.Client(), store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}, nil
+	r := &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}
+	r.SubstrateSubject = store.SubstrateSubject{Store: s, NewRun: r.newRun}
+	return r, nil
 }
 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-// Ref is the document of the kick's substrate.
-func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
-	return substrateRef(r.fs, k.TenantID, k.ID)
-}
-
-// Load reads the substrate's cluster and pools, and its previous
-// substrate while it waits for it.
-func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	u := &run{r: r}
-	if err := snap.DataTo(&u.before); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
-	}
-	s := &u.before
-	if s.Spec.After != "" && !s.Spec.Deleting {
-		prev, err := rd.Get(substrateRef(r.fs, s.TenantID, s.Spec.After))
-		if err != nil {
-			return nil, fmt.Errorf("read previous substrate: %w", err)
-		}
-		var p Substrate
-		if prev.Exists() {
-			if err := prev.DataTo(&p); err != nil {
-				return nil, fmt.Errorf("decode previous substrate: %w", err)
-			}
-		}
-		u.prevGone = !prev.Exists() || !p.Active
-	}
-	clusterID := s.Status.ClusterID
-	if clusterID == "" && s.Spec.Mode == resource.SubstrateAdopt {
-		clusterID = s.Spec.AdoptClusterID
-	}
-	if clusterID == "" {
-		return u, nil
-	}
-	cs, err := rd.Get(r.store.ClusterRef(s.TenantID, clusterID))
-	if err != nil {
-		return nil, fmt.Errorf("read cluster %s: %w", clusterID, err)
-	}
-	if !cs.Exists() {
-		return u, nil
-	}
-	var c struct {
-		lifecycle.Cluster
-		Substrates map[string]string `firestore:"substrates"`
-	}
-	if err := cs.DataTo(&c); err != nil {
-		return nil, fmt.Errorf("decode cluster %s: %w", clusterID, err)
-	}
-	u.cluster = &c.Cluster
-	u.adopted = c.Substrates[s.ID] == s.PoolID
-	if u.pools, err = r.store.LoadNodePools(rd, cs.Ref); err != nil {
-		return nil, err
-	}
-	return u, nil
+func (r *Reconciler) newRun(sr *store.SubstrateRun) chain.Run {
+	rd := &sr.Read
+	in := Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
+	return &run{SubstrateRun: sr, r: r, in: in}
 }
 
 // run is one run of a substrate.
 type run struct {
-	r        *Reconciler
-	before   Substrate
-	prevGone bool
-	cluster  *lifecycle.Cluster // nil: none yet, or gone
-	adopted  bool               // the cluster records the substrate's adoption
-	pools    []lifecycle.NodePool
-
-	// What the step leaves, for Save.
-	s       Substrate
-	events  []outbox.Event
-	left    []string // nodes that left
-	revoked []string // hashes of revoked tokens
+	*store.SubstrateRun
+	r  *Reconciler
+	in Input // as read, with what the run saw and did
+	// acted: the run made an action (the store or the cluster changed).
+	acted bool
 }
 
-// Step moves the substrate one step towards its spec. Every step that
-// changes anything (a cluster or pool through the store, objects in the
-// cluster, a token) holds the lease; so does every run once the cluster
-// and its pools are ready, since it checks and applies the objects.
+// maxActions bounds the actions of one run: one per node pool of the
+// most flavors a pool may have, and a few more.
+const maxActions = 32
+
+// Step plans, reads what the plan needs and plans again, then carries out
+// the plan's actions one at a time, each followed by a plan of what it
+// left, until the plan has none for this run. Without a lease it only
+// reads: a plan that acts, or tears down, asks for the lease.
 func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
-	u.s = u.before
-	u.s.Status.NodePools = slices.Clone(u.before.Status.NodePools)
-	u.events, u.left, u.revoked = nil, nil, nil
-	ctx = logging.With(ctx, "substrateId", u.s.ID, "poolId", u.s.PoolID)
-	var out chain.Outcome
-	var err error
-	if u.s.Spec.Deleting {
-		out, err = u.teardown(ctx, lease)
-	} else {
-		out, err = u.converge(ctx, lease)
-	}
-	if err != nil || out.NeedsLease {
-		return out, err
-	}
-	out.Changed = out.Changed || !reflect.DeepEqual(u.s.Status, u.before.Status) || u.s.Active != u.before.Active ||
-		len(u.events) > 0 || len(u.left) > 0 || len(u.revoked) > 0
-	out.Converged = u.converged()
-	return out, nil
-}
-
-var needLease = chain.Outcome{NeedsLease: true}
-
-// converge makes the cluster and pools, then the objects.
-func (u *run) converge(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
-	s := &u.s
-	if s.Spec.Problem != "" {
-		return u.fail(s.Spec.Problem), nil
-	}
-	if s.Spec.After != "" && !u.prevGone {
-		return u.wait(fmt.Sprintf("waiting for the pool's previous substrate %s to be deleted", s.Spec.After)), nil
-	}
-	caller := u.caller()
-	switch s.Spec.Mode {
-	case resource.SubstrateCreate:
-		if s.Status.ClusterID == "" {
-			if lease == nil {
-				return needLease, nil
-			}
-			id, err := u.createCluster(ctx, caller)
+	ctx = logging.With(ctx, "substrateId", u.in.Substrate.ID, "poolId", u.in.Substrate.PoolID)
+	var d Decision
+	for i := range maxActions + 1 {
+		if i == maxActions {
+			// What is left is done by the next run, soon.
+			d.Converging = true
+			break
+		}
+		d = Plan(u.in, u.r.now())
+		if d.Observe {
+			seen, err := u.observe(ctx)
 			if err != nil {
-				return u.refused(err)
+				return chain.Outcome{}, err
 			}
-			s.Status.ClusterID = id
-			return u.progress(), nil
-		}
-		if u.cluster == nil || !u.cluster.Active {
-			return u.fail(fmt.Sprintf("the substrate's cluster %s is gone", s.Status.ClusterID)), nil
-		}
-	case resource.SubstrateAdopt:
-		if u.cluster == nil || !u.cluster.Active {
-			return u.fail(fmt.Sprintf("cluster %s to adopt does not exist", s.Spec.AdoptClusterID)), nil
-		}
-		if !u.adopted {
-			if lease == nil {
-				return needLease, nil
-			}
-			if _, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID); err != nil {
-				return u.refused(err)
-			}
-			s.Status.ClusterID = s.Spec.AdoptClusterID
-			return u.progress(), nil
-		}
-		s.Status.ClusterID = s.Spec.AdoptClusterID
-	}
-	c := u.cluster
-	switch st, msg := lifecycle.ClusterState(c); st {
-	case resource.StateError:
-		return u.fail(fmt.Sprintf("cluster %s: %s", c.Spec.Name, msg)), nil
-	case resource.StateDeleting, resource.StateDeleted:
-		return u.fail(fmt.Sprintf("cluster %s is being deleted", c.Spec.Name)), nil
-	}
-
-	acted, out, err := u.nodePools(ctx, lease)
-	if err != nil || out != nil {
-		if out != nil {
-			return *out, err
-		}
-		return chain.Outcome{}, err
-	}
-	if acted {
-		return u.progress(), nil
-	}
-	if st, _ := lifecycle.ClusterState(c); st != resource.StateReady {
-		return u.wait(""), nil
-	}
-	for _, p := range s.Status.NodePools {
-		if p.State != resource.StateReady {
-			return u.wait(""), nil
-		}
-	}
-	if lease == nil {
-		// A ready substrate whose objects are as applied and whose
-		// joined nodes are all there is confirmed by reading only: the
-		// run writes nothing. Anything else, or a failed read, is looked
-		// at under the lease.
-		if ok, err := u.unchanged(ctx); err != nil || !ok {
-			return needLease, nil
-		}
-		return chain.Outcome{}, nil
-	}
-	return u.applyObjects(ctx, lease)
-}
-
-// nodePools makes, resizes and deletes the substrate's node pools so that
-// there is one per flavor, and records them in the status. acted: a change
-// was made (the run converges); out: the step ends here.
-func (u *run) nodePools(ctx context.Context, lease *chain.Lease) (acted bool, out *chain.Outcome, err error) {
-	s := &u.s
-	c := u.cluster
-	byName := map[string]*lifecycle.NodePool{}
-	for i := range u.pools {
-		byName[u.pools[i].Spec.Name] = &u.pools[i]
-	}
-	ask := func() (bool, *chain.Outcome, error) { o := needLease; return false, &o, nil }
-	caller := u.caller()
-	s.Status.NodePools = nil
-	wanted := map[string]bool{}
-	for _, f := range s.Spec.Flavors {
-		name := f.NodePool.Name
-		wanted[name] = true
-		ref := resource.SubstrateNodePool{Flavor: f.Name, Name: name, State: resource.StatePending}
-		p := byName[name]
-		switch {
-		case p == nil:
-			if lease == nil {
-				return ask()
-			}
-			spec := toResource(f.NodePool)
-			req := store.CreateNodePoolRequest{ClusterID: c.ID, Spec: spec,
-				IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, f.Name, s.Spec.Generation),
-				RequestHash:    store.RequestHash(mustJSON(spec)),
-				CheckZones:     func(string, []string) error { return nil }}
-			res, err := u.r.store.CreateNodePool(ctx, caller, req)
-			if err != nil {
-				o, err := u.refused(err)
-				return false, &o, err
-			}
-			u.afterCommit(ctx, res.Events, res.Kick)
-			ref.NodePoolID = res.NodePool.ID
-			acted = true
-		case p.Spec.ManagedBy != s.ID:
-			o := u.fail(fmt.Sprintf("node pool %s of cluster %s exists and was not made by the substrate", name, c.Spec.Name))
-			return false, &o, nil
-		default:
-			ref.NodePoolID = p.ID
-			ref.State, _ = lifecycle.NodePoolState(p)
-			if p.Spec.Deleting {
-				break // replaced: made again once it is deleted
-			}
-			if !sameShape(p.Spec, f.NodePool) {
-				if lease == nil {
-					return ask()
-				}
-				if err := u.deletePool(ctx, caller, p); err != nil {
-					o, err := u.refused(err)
-					return false, &o, err
-				}
-				ref.State, acted = resource.StateDeleting, true
-				break
-			}
-			if p.Spec.NodeCount != f.NodePool.NodeCount || !reflect.DeepEqual(p.Spec.Autoscaling, f.NodePool.Autoscaling) {
-				if lease == nil {
-					return ask()
-				}
-				want := f.NodePool
-				res, err := u.r.store.UpdateNodePool(ctx, caller, c.ID, p.ID, func(np resource.NodePool) (resource.NodePool, error) {
-					np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
-					return np, nil
-				})
-				if err != nil {
-					o, err := u.refused(err)
-					return false, &o, err
-				}
-				u.afterCommit(ctx, res.Events, res.Kick)
-				ref.State, acted = res.NodePool.State, true
-			}
-		}
-		if ref.State == resource.StateError {
-			msg := ""
-			if p != nil {
-				_, msg = lifecycle.NodePoolState(p)
-			}
-			s.Status.NodePools = append(s.Status.NodePools, ref)
-			o := u.fail(fmt.Sprintf("node pool %s: %s", name, msg))
-			return false, &o, nil
-		}
-		s.Status.NodePools = append(s.Status.NodePools, ref)
-	}
-	for i := range u.pools {
-		p := &u.pools[i]
-		if p.Spec.ManagedBy != s.ID || wanted[p.Spec.Name] || p.Spec.Deleting {
+			u.in.Seen = seen
 			continue
 		}
-		if lease == nil {
-			return ask()
+		if d.Lease && lease == nil {
+			return chain.Outcome{NeedsLease: true}, nil
 		}
-		if err := u.deletePool(ctx, caller, p); err != nil {
-			o, err := u.refused(err)
-			return false, &o, err
+		if d.Action == nil {
+			break
 		}
-		acted = true
-	}
-	return acted, nil, nil
-}
-
-// applyObjects applies bcd's objects with a token (minted when there is
-// none, or when its Secret went missing), then follows the nodes.
-func (u *run) applyObjects(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
-	s := &u.s
-	api, err := u.connect()
-	if err != nil {
-		return chain.Outcome{}, err
-	}
-	// Reading the Nodes first makes sure the API answers before a token
-	// is minted that an unreachable API would leave unused.
-	nodes, err := u.nodes(ctx, api)
-	if err != nil {
-		return chain.Outcome{}, err
-	}
-	objs := u.objects()
-	if s.Status.Token.Hash == "" {
-		if objs.Token, err = u.mint(ctx, lease); err != nil {
+		again, err := u.act(ctx, lease, &d)
+		if err != nil {
 			return chain.Outcome{}, err
 		}
-	}
-	err = api.Apply(ctx, objs)
-	if errors.Is(err, ErrSecretMissing) {
-		logging.FromContext(ctx).Warn("The join token's Secret is missing or emptied; minting a new token")
-		if objs.Token, err = u.mint(ctx, lease); err != nil {
-			return chain.Outcome{}, err
-		}
-		err = api.Apply(ctx, objs)
-	}
-	switch {
-	case errors.Is(err, ErrForeign):
-		return u.fail(err.Error()), nil
-	case err != nil:
-		return chain.Outcome{}, fmt.Errorf("apply bcd's objects: %w", err)
-	}
-	s.Status.Applied = s.Spec.Generation
-	if err := u.followNodes(ctx, nodes); err != nil {
-		return chain.Outcome{}, err
-	}
-	u.ready()
-	return chain.Outcome{}, nil
-}
-
-// unchanged reports whether the ready substrate's cluster holds its objects
-// as applied for its spec, with its token's Secret, and every joined node
-// is still a Node of its pools.
-func (u *run) unchanged(ctx context.Context) (bool, error) {
-	s := &u.s
-	if s.Status.State != resource.StateReady || s.Status.Token.Hash == "" || s.Status.Applied != s.Spec.Generation {
-		return false, nil
-	}
-	api, err := u.connect()
-	if err != nil {
-		return false, err
-	}
-	if ok, err := api.Check(ctx, u.objects()); err != nil || !ok {
-		return false, err
-	}
-	nodes, err := u.nodes(ctx, api)
-	if err != nil {
-		return false, err
-	}
-	present := map[string]bool{}
-	for _, n := range nodes {
-		present[n.Name] = true
-	}
-	joined, err := u.joined(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, n := range joined {
-		if !present[n.Name] {
-			return false, nil
+		u.acted = true
+		if !again {
+			break
 		}
 	}
-	return true, nil
+	before := &u.Read.Substrate
+	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
+	return chain.Outcome{
+		Changed: u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || d.Substrate.Active != before.Active ||
+			len(d.Events) > 0 || len(d.Left) > 0 || len(d.Revoked) > 0,
+		Converging: d.Converging,
+		Done:       d.Done,
+		Converged:  converged(before, &d.Substrate),
+	}, nil
 }
 
-// nodes lists the Nodes of the substrate's pools.
-func (u *run) nodes(ctx context.Context, api KubeAPI) ([]Node, error) {
-	names := make([]string, len(u.s.Spec.Flavors))
-	for i, f := range u.s.Spec.Flavors {
-		names[i] = f.NodePool.Name
-	}
-	nodes, err := api.Nodes(ctx, names)
-	if err != nil {
-		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
-	}
-	return nodes, nil
-}
-
-// followNodes notes the joined nodes that are no longer among the Nodes
-// of the substrate's pools: they leave.
-func (u *run) followNodes(ctx context.Context, nodes []Node) error {
-	present := map[string]bool{}
-	for _, n := range nodes {
-		present[n.Name] = true
-	}
-	joined, err := u.joined(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range joined {
-		if !present[n.Name] {
-			u.leave(n)
-		}
-	}
-	return nil
-}
-
-func (u *run) joined(ctx context.Context) ([]resource.SubstrateNode, error) {
-	snaps, err := nodesRef(u.r.fs, u.s.TenantID, u.s.ID).Documents(ctx).GetAll()
+// observe reads the substrate's joined nodes, and unless it is torn down,
+// what its cluster's Kubernetes API holds: whether bcd's objects are as
+// applied, and the Nodes of its pools (read before any token is minted,
+// so that an unreachable API leaves no token unused).
+func (u *run) observe(ctx context.Context) (*Seen, error) {
+	s := &u.in.Substrate
+	joined, err := u.r.store.JoinedNodes(ctx, s.TenantID, s.ID, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("read joined nodes: %w", err)
 	}
-	nodes := make([]resource.SubstrateNode, len(snaps))
-	for i, sn := range snaps {
-		if err := sn.DataTo(&nodes[i]); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", sn.Ref.Path, err)
+	seen := &Seen{Joined: joined}
+	if s.Spec.Deleting {
+		return seen, nil
+	}
+	api, err := u.connect()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := api.Nodes(ctx, u.nodePools())
+	if err != nil {
+		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
+	}
+	for _, n := range nodes {
+		seen.Nodes = append(seen.Nodes, n.Name)
+	}
+	if s.Status.Token.Hash != "" {
+		if seen.Held, err = api.Check(ctx, u.objects()); err != nil {
+			return nil, fmt.Errorf("check bcd's objects: %w", err)
 		}
 	}
-	return nodes, nil
+	return seen, nil
 }
 
-func (u *run) leave(n resource.SubstrateNode) {
-	u.left = append(u.left, n.Name)
-	view := u.s.View()
-	view.JoinedNodes -= int64(len(u.left))
-	u.events = append(u.events, outbox.SubstrateNodeEvent(outbox.SubstrateNodeLeft, view, n, u.r.now()))
+// act carries out the decision's action under the lease. again: the
+// action's outcome is folded into the run's input, to be planned again;
+// otherwise d is the run's outcome. A change the store or the cluster
+// refused leaves the substrate in error; any other failure is returned,
+// and the run is retried.
+func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again bool, err error) {
+	a := d.Action
+	s := &u.in.Substrate
+	caller := store.Caller{TenantID: s.TenantID, Principal: "substrate:" + s.ID, Substrate: s.ID, Pool: s.PoolID}
+	log := logging.FromContext(ctx)
+	switch a.Kind {
+	case CreateCluster:
+		id, err := u.createCluster(ctx, caller)
+		if err != nil {
+			return false, u.refused(d, err)
+		}
+		d.Substrate.Status.ClusterID = id
+		return false, nil
+	case AdoptCluster:
+		if _, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID); err != nil {
+			return false, u.refused(d, err)
+		}
+		d.Substrate.Status.ClusterID = s.Spec.AdoptClusterID
+		return false, nil
+	case CreateNodePool:
+		f := s.Spec.Flavors[a.Flavor]
+		spec := toResource(f.NodePool)
+		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
+			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, f.Name, s.Spec.Generation),
+			RequestHash:    store.RequestHash(mustJSON(spec)),
+			CheckZones:     func(string, []string) error { return nil }}
+		res, err := u.r.store.CreateNodePool(ctx, caller, req)
+		if err != nil {
+			return false, u.refused(d, err)
+		}
+		u.afterCommit(ctx, res.Events, res.Kick)
+		log.Info("Created a substrate node pool", "nodePool", f.NodePool.Name)
+		return true, u.poolsChanged(ctx)
+	case ResizeNodePool:
+		p, want := &u.in.Pools[a.Pool], s.Spec.Flavors[a.Flavor].NodePool
+		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np resource.NodePool) (resource.NodePool, error) {
+			np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
+			return np, nil
+		})
+		if err != nil {
+			return false, u.refused(d, err)
+		}
+		u.afterCommit(ctx, res.Events, res.Kick)
+		log.Info("Resized a substrate node pool", "nodePool", p.Spec.Name)
+		return true, u.poolsChanged(ctx)
+	case DeleteNodePool:
+		p := &u.in.Pools[a.Pool]
+		res, err := u.r.store.DeleteNodePool(ctx, caller, p.ClusterID, p.ID)
+		if err != nil {
+			return false, u.refused(d, err)
+		}
+		u.afterCommit(ctx, res.Events, res.Kick)
+		log.Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
+		return true, u.poolsChanged(ctx)
+	case ApplyObjects:
+		foreign, err := u.apply(ctx, lease, a.Mint)
+		if err != nil {
+			return false, err
+		}
+		if foreign != "" {
+			Refused(d, foreign)
+			return false, nil
+		}
+		u.in.Substrate.Status.Applied = s.Spec.Generation
+		u.in.Seen.Held = true
+		return true, nil
+	case DeleteCluster:
+		res, err := u.r.store.DeleteCluster(ctx, caller, u.in.Cluster.ID)
+		if err != nil {
+			return false, u.refused(d, err)
+		}
+		u.afterCommit(ctx, res.Events, res.Kick)
+		return false, nil
+	case RemoveObjects:
+		api, err := u.connect()
+		if err != nil {
+			return false, err
+		}
+		gone, err := api.Remove(ctx, s.PoolID)
+		if err != nil {
+			return false, fmt.Errorf("remove bcd's objects: %w", err)
+		}
+		u.in.Tried, u.in.Removed = true, gone
+		return true, nil
+	case ReleaseCluster:
+		if err := u.r.store.ReleaseCluster(ctx, s.TenantID, u.in.Cluster.ID, s.ID); err != nil {
+			return false, err
+		}
+		u.in.Adopted = false
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// poolsChanged reads the cluster's node pools again after the run changed
+// one, for the next plan.
+func (u *run) poolsChanged(ctx context.Context) error {
+	pools, err := u.r.store.ActiveNodePools(ctx, u.in.Cluster.TenantID, u.in.Cluster.ID)
+	if err != nil {
+		return err
+	}
+	u.in.Pools = pools
+	u.in.Acted = true
+	return nil
+}
+
+// refused turns what the store refused into the substrate's error; any
+// other failure is transient, and returned.
+func (u *run) refused(d *Decision, err error) error {
+	switch errs.KindOf(err) {
+	case errs.Invalid, errs.InvalidState, errs.Conflict, errs.NotFound, errs.Unsupported, errs.Quota:
+		Refused(d, err.Error())
+		return nil
+	}
+	return err
+}
+
+// apply applies bcd's objects with a token: a new one when mint is set,
+// or when its Secret went missing. foreign, when set, is why an object of
+// the same name is not the substrate's (nothing was written).
+func (u *run) apply(ctx context.Context, lease *chain.Lease, mint bool) (foreign string, err error) {
+	api, err := u.connect()
+	if err != nil {
+		return "", err
+	}
+	objs := u.objects()
+	if mint {
+		if objs.Token, err = u.mint(ctx, lease); err != nil {
+			return "", err
+		}
+	}
+	_, err = api.Apply(ctx, objs)
+	if errors.Is(err, kubeapply.ErrJoinSecretMissing) {
+		logging.FromContext(ctx).Warn("The join token's Secret is missing or emptied; minting a new token")
+		if objs.Token, err = u.mint(ctx, lease); err != nil {
+			return "", err
+		}
+		_, err = api.Apply(ctx, objs)
+	}
+	if _, ok := errors.AsType[*kubeapply.ForeignError](err); ok {
+		// Every foreign object is named, on one line.
+		return "an object of the same name is not the substrate's: " + strings.ReplaceAll(err.Error(), "\n", "; "), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("apply bcd's objects: %w", err)
+	}
+	return "", nil
 }
 
 // mint makes a new join token and records its hash (revoking the old
-// one) before the token is put in the Secret: a run killed in between
-// leaves a token that nobody holds, and the next run finds the Secret
-// missing and mints again.
+// one) before the token is put in the Secret (store.RecordJoinToken).
 func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
 	token := "bcj_" + base64.RawURLEncoding.EncodeToString(b)
-	s := &u.s
-	t := Token{Hash: HashToken(token), MintedAt: u.r.now()}
+	s := &u.in.Substrate
+	t := lifecycle.JoinToken{Hash: HashToken(token), MintedAt: u.r.now()}
 	old := s.Status.Token.Hash
-	err := lease.Write(ctx, func(tx *firestore.Transaction) error {
-		grant := tokenGrant{TenantID: s.TenantID, SubstrateID: s.ID, PoolID: s.PoolID}
-		if err := tx.Set(tokenRef(u.r.fs, t.Hash), grant); err != nil {
-			return err
-		}
-		if old != "" {
-			if err := tx.Delete(tokenRef(u.r.fs, old)); err != nil {
-				return err
-			}
-		}
-		return tx.Update(substrateRef(u.r.fs, s.TenantID, s.ID), []firestore.Update{{Path: "status.token", Value: t}})
-	})
-	if err != nil {
-		return "", fmt.Errorf("record a new join token: %w", err)
+	if err := u.r.store.RecordJoinToken(ctx, lease, s, t); err != nil {
+		return "", err
 	}
 	logging.FromContext(ctx).Info("Minted a join token", "revokedOld", old != "")
 	s.Status.Token = t
-	u.before.Status.Token = t // written already
 	return token, nil
-}
-
-// teardown undoes what the substrate made, then deletes it.
-func (u *run) teardown(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
-	s := &u.s
-	s.Status.Message = ""
-	if s.Status.State != resource.StateDeleting {
-		u.setState(resource.StateDeleting, "")
-	}
-	if lease == nil {
-		return needLease, nil
-	}
-	// Nodes leave and the token is revoked first: nothing joins a
-	// substrate on its way out.
-	joined, err := u.joined(ctx)
-	if err != nil {
-		return chain.Outcome{}, err
-	}
-	for _, n := range joined {
-		u.leave(n)
-	}
-	if h := s.Status.Token.Hash; h != "" {
-		u.revoked = append(u.revoked, h)
-		s.Status.Token = Token{}
-	}
-	caller := u.caller()
-	c := u.cluster
-	gone := c == nil || !c.Active
-	switch {
-	case s.Status.ClusterID == "" || gone:
-	case s.Spec.Mode == resource.SubstrateCreate:
-		if !c.Spec.Deleting {
-			res, err := u.r.store.DeleteCluster(ctx, caller, c.ID)
-			if err != nil {
-				return u.refused(err)
-			}
-			u.afterCommit(ctx, res.Events, res.Kick)
-		}
-		return u.tearing(), nil
-	default:
-		if st, _ := lifecycle.ClusterState(c); st == resource.StateReady || st == resource.StateUpdating {
-			api, err := u.connect()
-			if err != nil {
-				return chain.Outcome{}, err
-			}
-			removed, err := api.Remove(ctx, s.PoolID)
-			if err != nil {
-				return chain.Outcome{}, fmt.Errorf("remove bcd's objects: %w", err)
-			}
-			if !removed {
-				return u.tearing(), nil
-			}
-		}
-		busy := false
-		for i := range u.pools {
-			p := &u.pools[i]
-			if p.Spec.ManagedBy != s.ID {
-				continue
-			}
-			busy = true
-			if !p.Spec.Deleting {
-				if err := u.deletePool(ctx, caller, p); err != nil {
-					return u.refused(err)
-				}
-			}
-		}
-		if busy {
-			return u.tearing(), nil
-		}
-		if u.adopted {
-			if err := u.r.store.ReleaseCluster(ctx, s.TenantID, c.ID, s.ID); err != nil {
-				return chain.Outcome{}, err
-			}
-		}
-	}
-	now := u.r.now()
-	s.Status.NodePools = nil
-	u.setState(resource.StateDeleted, "")
-	s.Active = false
-	expire := now.Add(lifecycle.DeletedTTL)
-	s.ExpireAt = &expire
-	u.events = append(u.events, outbox.SubstrateEvent(outbox.SubstrateDeleted, u.s.View(), now))
-	return chain.Outcome{Done: true}, nil
-}
-
-func (u *run) tearing() chain.Outcome {
-	return chain.Outcome{Converging: true}
-}
-
-// Save writes the run's status whole, removes the nodes that left and the
-// revoked tokens, and returns the events to commit. The substrate's state
-// events are dropped when its spec changed during the run (a new event of
-// its pool came): they announce a state it no longer shows.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
-	var cur Substrate
-	if err := now.DataTo(&cur); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
-	}
-	s := &u.s
-	updates := []firestore.Update{
-		{Path: "status", Value: s.Status},
-		{Path: "active", Value: s.Active},
-		{Path: "expireAt", Value: s.ExpireAt},
-	}
-	if len(u.left) > 0 {
-		updates = append(updates, firestore.Update{Path: "joined", Value: firestore.Increment(-len(u.left))})
-	}
-	if err := tx.Update(now.Ref, updates); err != nil {
-		return nil, err
-	}
-	for _, n := range u.left {
-		if err := tx.Delete(nodesRef(u.r.fs, s.TenantID, s.ID).Doc(n)); err != nil {
-			return nil, err
-		}
-	}
-	for _, h := range u.revoked {
-		if err := tx.Delete(tokenRef(u.r.fs, h)); err != nil {
-			return nil, err
-		}
-	}
-	stale := cur.Spec.Generation != u.before.Spec.Generation
-	var events []outbox.Event
-	for _, e := range u.events {
-		if stale && e.Type != outbox.SubstrateNodeLeft {
-			continue
-		}
-		events = append(events, e)
-	}
-	return events, nil
-}
-
-// States and their events.
-
-func (u *run) progress() chain.Outcome {
-	u.wait("")
-	return chain.Outcome{Converging: true}
-}
-
-// wait shows the substrate on its way: provisioning the first time,
-// updating after it was ready once; pending while it waits for its
-// previous substrate.
-func (u *run) wait(msg string) chain.Outcome {
-	st := resource.StateProvisioning
-	switch {
-	case msg != "":
-		st = resource.StatePending
-	case u.s.Status.EverReady:
-		st = resource.StateUpdating
-	}
-	u.setState(st, msg)
-	u.s.Status.ObservedGeneration = u.s.Spec.Generation
-	return chain.Outcome{Converging: true}
-}
-
-// fail puts the substrate in error with msg; kubernetes.substrate.error
-// follows when it enters that error.
-func (u *run) fail(msg string) chain.Outcome {
-	s := &u.s
-	s.Status.ObservedGeneration = s.Spec.Generation
-	if s.Status.State == resource.StateError && s.Status.Message == msg {
-		return chain.Outcome{}
-	}
-	u.setState(resource.StateError, msg)
-	if s.Status.Announced != msg {
-		s.Status.Announced = msg
-		u.events = append(u.events, outbox.SubstrateEvent(outbox.SubstrateError, s.View(), u.r.now()))
-	}
-	return chain.Outcome{}
-}
-
-// ready: kubernetes.substrate.ready the first time, updated when ready
-// again after a change.
-func (u *run) ready() {
-	s := &u.s
-	s.Status.ObservedGeneration = s.Spec.Generation
-	if s.Status.State == resource.StateReady {
-		return
-	}
-	u.setState(resource.StateReady, "")
-	s.Status.Announced = ""
-	typ := outbox.SubstrateUpdated
-	if !s.Status.EverReady {
-		typ = outbox.SubstrateReady
-		s.Status.EverReady = true
-	}
-	u.events = append(u.events, outbox.SubstrateEvent(typ, s.View(), u.r.now()))
-}
-
-func (u *run) setState(st resource.State, msg string) {
-	s := &u.s.Status
-	if s.State == st && s.Message == msg {
-		return
-	}
-	s.State, s.Message, s.UpdatedAt = st, msg, u.r.now()
-}
-
-// refused turns what the store refused into the substrate's error; any
-// other failure is transient.
-func (u *run) refused(err error) (chain.Outcome, error) {
-	switch errs.KindOf(err) {
-	case errs.Invalid, errs.InvalidState, errs.Conflict, errs.NotFound, errs.Unsupported, errs.Quota:
-		return u.fail(err.Error()), nil
-	}
-	return chain.Outcome{}, err
-}
-
-func (u *run) caller() store.Caller {
-	return store.Caller{TenantID: u.s.TenantID, Principal: "substrate:" + u.s.ID, Substrate: u.s.ID, Pool: u.s.PoolID}
 }
 
 // afterCommit hands a store change's events to the relay and kicks the
@@ -733,7 +358,7 @@ func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chai
 }
 
 func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, error) {
-	s := &u.s
+	s := &u.in.Substrate
 	spec := resource.Cluster{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
 		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}}
 	pools := make([]resource.NodePool, len(s.Spec.Flavors))
@@ -752,18 +377,8 @@ func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, e
 	return res.Cluster.ID, nil
 }
 
-func (u *run) deletePool(ctx context.Context, caller store.Caller, p *lifecycle.NodePool) error {
-	res, err := u.r.store.DeleteNodePool(ctx, caller, p.ClusterID, p.ID)
-	if err != nil {
-		return err
-	}
-	u.afterCommit(ctx, res.Events, res.Kick)
-	logging.FromContext(ctx).Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
-	return nil
-}
-
 func (u *run) connect() (KubeAPI, error) {
-	c := u.cluster
+	c := u.in.Cluster
 	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: its CA certificate is not base64: %w", c.ID, err)
@@ -774,11 +389,21 @@ func (u *run) connect() (KubeAPI, error) {
 	return u.r.kube.Connect(c.Status.Endpoint, ca)
 }
 
-func (u *run) objects() Objects {
-	o := Objects{PoolID: u.s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
+// nodePools are the GKE names of the substrate's node pools.
+func (u *run) nodePools() []string {
+	names := make([]string, len(u.in.Substrate.Spec.Flavors))
+	for i, f := range u.in.Substrate.Spec.Flavors {
+		names[i] = f.NodePool.Name
+	}
+	return names
+}
+
+// objects are bcd's objects as the substrate's spec asks for them.
+func (u *run) objects() kubeapply.Desired {
+	s := &u.in.Substrate
+	o := kubeapply.Desired{PoolID: s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL, NodePools: u.nodePools()}
 	seen := map[resource.Taint]bool{}
-	for _, f := range u.s.Spec.Flavors {
-		o.NodePools = append(o.NodePools, f.NodePool.Name)
+	for _, f := range s.Spec.Flavors {
 		taints := f.NodePool.Taints
 		if f.NodePool.Accelerators != nil {
 			// GKE taints the nodes of GPU pools itself.
@@ -787,7 +412,7 @@ func (u *run) objects() Objects {
 		for _, t := range taints {
 			if !seen[t] {
 				seen[t] = true
-				o.Taints = append(o.Taints, t)
+				o.Tolerations = append(o.Tolerations, t)
 			}
 		}
 	}
@@ -797,44 +422,16 @@ func (u *run) objects() Objects {
 // gpuTaint is the taint GKE puts on every node with GPUs.
 var gpuTaint = resource.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}
 
-// sameShape reports whether a pool's spec has the flavor's fields that a
-// pool cannot change in place (all but its size).
-func sameShape(a, b lifecycle.NodePoolSpec) bool {
-	shape := func(s lifecycle.NodePoolSpec) resource.NodePool {
-		p := toResource(s)
-		p.NodeCount, p.Autoscaling, p.Name, p.ManagedBy = 0, nil, "", ""
-		p.Normalize()
-		return p
-	}
-	return reflect.DeepEqual(shape(a), shape(b))
-}
-
-func toResource(s lifecycle.NodePoolSpec) resource.NodePool {
-	p := resource.NodePool{Name: s.Name, MachineType: s.MachineType, NodeCount: s.NodeCount, Autoscaling: s.Autoscaling,
-		DiskGiB: s.DiskGiB, DiskType: s.DiskType, Spot: s.Spot, Accelerators: s.Accelerators,
-		Zones: slices.Clone(s.Zones), Labels: s.Labels, Taints: slices.Clone(s.Taints)}
-	p.Normalize()
-	return p
-}
-
-// tokenGrant is a join token's record, at joinTokens/{sha256 of the
-// token}: the token itself is never stored.
-type tokenGrant struct {
-	TenantID    string `firestore:"tenantId"`
-	SubstrateID string `firestore:"substrateId"`
-	PoolID      string `firestore:"poolId"`
-}
-
 // HashToken is the hex SHA-256 of a join token: its record's ID.
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
 
-func tokenRef(fs *firestore.Client, hash string) *firestore.DocumentRef {
-	return fs.Collection("joinTokens").Doc(hash)
-}
-
-func nodesRef(fs *firestore.Client, tenantID, substrateID string) *firestore.CollectionRef {
-	return substrateRef(fs, tenantID, substrateID).Collection("nodes")
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -52,15 +53,15 @@ func joinResult(err error) string {
 	return JoinError
 }
 
-// converged returns when the desired change that the run takes the
+// converged returns when the desired change that a run takes the
 // substrate to ready with was asked (its spec's updatedAt): a run that
 // applies a generation newer than the one applied before (Status.Applied)
 // and leaves the substrate ready converged it. Zero when the run converges
 // no desired change: nothing new applied (a steady run, the substrate back
 // from its cluster's upgrade), or not ready.
-func (u *run) converged() time.Time {
-	if u.s.Status.State != resource.StateReady || u.s.Status.Applied <= u.before.Status.Applied {
+func converged(before, after *lifecycle.Substrate) time.Time {
+	if after.Status.State != resource.StateReady || after.Status.Applied <= before.Status.Applied {
 		return time.Time{}
 	}
-	return u.s.Spec.UpdatedAt
+	return after.Spec.UpdatedAt
 }

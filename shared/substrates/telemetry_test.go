@@ -10,6 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/input"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -38,12 +39,12 @@ func TestJoinResult(t *testing.T) {
 // converged the change that asked for it; any other run, none.
 func TestSubstrateConverged(t *testing.T) {
 	asked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	sub := func(st resource.State, applied int64) Substrate {
-		return Substrate{Spec: Spec{Generation: 2, UpdatedAt: asked}, Status: Status{State: st, Applied: applied}}
+	sub := func(st resource.State, applied int64) lifecycle.Substrate {
+		return lifecycle.Substrate{Spec: lifecycle.SubstrateSpec{Generation: 2, UpdatedAt: asked}, Status: lifecycle.SubstrateStatus{State: st, Applied: applied}}
 	}
 	for _, c := range []struct {
 		name          string
-		before, after Substrate
+		before, after lifecycle.Substrate
 		want          time.Time
 	}{
 		{"first ready", sub(resource.StateProvisioning, 0), sub(resource.StateReady, 2), asked},
@@ -52,8 +53,7 @@ func TestSubstrateConverged(t *testing.T) {
 		{"back from the cluster's upgrade", sub(resource.StateUpdating, 2), sub(resource.StateReady, 2), time.Time{}},
 		{"applied but failed", sub(resource.StateUpdating, 1), sub(resource.StateError, 2), time.Time{}},
 	} {
-		u := &run{before: c.before, s: c.after}
-		if got := u.converged(); !got.Equal(c.want) {
+		if got := converged(&c.before, &c.after); !got.Equal(c.want) {
 			t.Errorf("%s: converged %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -71,18 +71,20 @@ func (c *joinCounts) JoinCall(_ context.Context, result string) {
 }
 
 // nodes is a cluster's Kubernetes API that has the Nodes it holds.
-type nodes map[string]Node
+type nodes map[string]kubeapply.Node
 
-func (n nodes) Connect(string, []byte) (KubeAPI, error)       { return n, nil }
-func (nodes) Apply(context.Context, Objects) error            { return nil }
-func (nodes) Check(context.Context, Objects) (bool, error)    { return true, nil }
-func (nodes) Remove(context.Context, string) (bool, error)    { return true, nil }
-func (nodes) Nodes(context.Context, []string) ([]Node, error) { return nil, nil }
-func (n nodes) Node(_ context.Context, name string) (Node, error) {
+func (n nodes) Connect(string, []byte) (KubeAPI, error) { return n, nil }
+func (nodes) Apply(context.Context, kubeapply.Desired) (kubeapply.Applied, error) {
+	return kubeapply.Applied{}, nil
+}
+func (nodes) Check(context.Context, kubeapply.Desired) (bool, error)    { return true, nil }
+func (nodes) Remove(context.Context, string) (bool, error)              { return true, nil }
+func (nodes) Nodes(context.Context, []string) ([]kubeapply.Node, error) { return nil, nil }
+func (n nodes) Node(_ context.Context, name string) (kubeapply.Node, error) {
 	if nd, ok := n[name]; ok {
 		return nd, nil
 	}
-	return Node{}, ErrNoNode
+	return kubeapply.Node{}, kubeapply.ErrNodeNotFound
 }
 
 type sent struct{}
@@ -106,17 +108,18 @@ func TestJoinCounts(t *testing.T) {
 	}
 	const token = "bcj_test"
 	hash := HashToken(token)
-	if _, err := tokenRef(fs, hash).Set(ctx, tokenGrant{TenantID: "acme", SubstrateID: "ksb_1", PoolID: "pool-gpu"}); err != nil {
+	// Fixtures, written where the store keeps them.
+	if _, err := fs.Doc("joinTokens/"+hash).Set(ctx, store.JoinGrant{TenantID: "acme", SubstrateID: "ksb_1", PoolID: "pool-gpu"}); err != nil {
 		t.Fatal(err)
 	}
-	s := Substrate{ID: "ksb_1", TenantID: "acme", PoolID: "pool-gpu", Active: true,
-		Spec:   Spec{Flavors: []Flavor{{Name: "cpu", NodePool: lifecycle.NodePoolSpec{Name: "bc-cpu"}}}},
-		Status: Status{ClusterID: "kcl_1"}}
-	if _, err := substrateRef(fs, "acme", "ksb_1").Set(ctx, s); err != nil {
+	s := lifecycle.Substrate{ID: "ksb_1", TenantID: "acme", PoolID: "pool-gpu", Active: true,
+		Spec:   lifecycle.SubstrateSpec{Flavors: []lifecycle.Flavor{{Name: "cpu", NodePool: lifecycle.NodePoolSpec{Name: "bc-cpu"}}}},
+		Status: lifecycle.SubstrateStatus{ClusterID: "kcl_1"}}
+	if _, err := fs.Doc("tenants/acme/substrates/ksb_1").Set(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	c := lifecycle.Cluster{ID: "kcl_1", TenantID: "acme", Status: lifecycle.ClusterStatus{Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
-	if _, err := st.ClusterRef("acme", "kcl_1").Set(ctx, c); err != nil {
+	if _, err := fs.Doc("tenants/acme/clusters/kcl_1").Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 
@@ -132,7 +135,18 @@ func TestJoinCounts(t *testing.T) {
 	call("Bearer "+token, "node-2")
 	call("Bearer "+token, "node-1")
 	call("Bearer "+token, "node-1") // joined already: ok again
-	want := map[string]int{JoinUnauthenticated: 2, JoinDenied: 1, JoinOK: 2}
+	// A node that is not the substrate's is refused with no word of the
+	// cluster, the node's pool or its provider ID.
+	principal, err := j.Verify(ctx, "Bearer "+token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube["node-9"] = kubeapply.Node{Name: "node-9", NodePool: "tenants-own", Zone: "us-central1-a", ProviderID: "gce://p/us-central1-a/node-9"}
+	_, err = j.Join(ctx, principal, &input.Join{NodeName: "node-9", ProviderID: "gce://p/us-central1-a/node-9"})
+	if e, ok := errors.AsType[*errs.Error](err); !ok || e.Kind != errs.PermissionDenied || e.Message != "node node-9 is not one of the substrate's nodes" {
+		t.Errorf("join of another pool's node = %v, want PERMISSION_DENIED saying only that it is not the substrate's", err)
+	}
+	want := map[string]int{JoinUnauthenticated: 2, JoinDenied: 2, JoinOK: 2}
 	if !maps.Equal(counts.n, want) {
 		t.Errorf("join calls counted %v, want %v", counts.n, want)
 	}

@@ -1,35 +1,25 @@
-// Package substrates is the kubernetes.substrates reconciler (API.md §9):
-// pool substrates recorded from the pools module's events, converged by a
-// chain of runs per substrate that makes (or adopts) a cluster through the
-// clusters machinery, gives it one node pool per flavor, server-side
-// applies bcd into its Kubernetes API with a join token, and follows the
-// nodes that join.
-//
-// A substrate is stored as the clusters are: a spec that only the pool
-// events write (Consume), and a status that only its runs write, whole.
-package substrates
+package lifecycle
 
 import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// Kind is the chain kind of substrates: the collection of their documents
-// under each tenant, and the Kind of their kicks.
-const Kind = "substrates"
+// A substrate is stored as the clusters are: a spec that only its pool's
+// events write, and a status that only its runs write, whole (API.md §9).
 
 // Flavor is one of a pool's flavors: a node pool spec whose Name is the
-// flavor's name.
+// flavor's node pool's name.
 type Flavor struct {
-	Name     string                 `firestore:"name"`
-	NodePool lifecycle.NodePoolSpec `firestore:"nodePool"`
+	Name     string       `firestore:"name"`
+	NodePool NodePoolSpec `firestore:"nodePool"`
 }
 
-// Spec is what the pool's last applied event asks of the substrate.
-type Spec struct {
+// SubstrateSpec is what the pool's last applied event asks of the
+// substrate.
+type SubstrateSpec struct {
 	PoolVersion int64  `firestore:"poolVersion"`
 	AccountID   string `firestore:"accountId"`
 	Mode        string `firestore:"mode"`
@@ -53,14 +43,14 @@ type Spec struct {
 	UpdatedAt  time.Time `firestore:"updatedAt"`
 }
 
-// Token is the join token the substrate's Secret holds, by its hash.
-type Token struct {
+// JoinToken is the join token the substrate's Secret holds, by its hash.
+type JoinToken struct {
 	Hash     string    `firestore:"hash"`
 	MintedAt time.Time `firestore:"mintedAt"`
 }
 
-// Status is what the substrate's runs last saw and did.
-type Status struct {
+// SubstrateStatus is what the substrate's runs last saw and did.
+type SubstrateStatus struct {
 	State              resource.State `firestore:"state"`
 	Message            string         `firestore:"message"`
 	ObservedGeneration int64          `firestore:"observedGeneration"`
@@ -68,7 +58,7 @@ type Status struct {
 	// run recorded it.
 	ClusterID string                       `firestore:"clusterId"`
 	NodePools []resource.SubstrateNodePool `firestore:"nodePools"`
-	Token     Token                        `firestore:"token"`
+	Token     JoinToken                    `firestore:"token"`
 	// Applied is the spec generation whose objects are applied in the
 	// cluster's Kubernetes API.
 	Applied   int64 `firestore:"applied"`
@@ -78,7 +68,7 @@ type Status struct {
 	UpdatedAt time.Time `firestore:"updatedAt"`
 }
 
-// Substrate is a stored substrate, at tenants/{tenantId}/substrates/{id}.
+// Substrate is a stored substrate.
 type Substrate struct {
 	ID        string     `firestore:"id"`
 	TenantID  string     `firestore:"tenantId"`
@@ -89,9 +79,9 @@ type Substrate struct {
 	// Joined counts the joined nodes. Joins and runs change it with
 	// increments, outside spec and status, so neither overwrites the
 	// other's.
-	Joined int64  `firestore:"joined"`
-	Spec   Spec   `firestore:"spec"`
-	Status Status `firestore:"status"`
+	Joined int64           `firestore:"joined"`
+	Spec   SubstrateSpec   `firestore:"spec"`
+	Status SubstrateStatus `firestore:"status"`
 }
 
 // View is the substrate as the API returns it.
@@ -123,16 +113,25 @@ func (s *Substrate) View() resource.Substrate {
 	return v
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// ClusterID is the substrate's cluster: the one it made, or the one it
+// adopts; "" while it has none.
+func (s *Substrate) ClusterID() string {
+	if s.Status.ClusterID == "" && s.Spec.Mode == resource.SubstrateAdopt {
+		return s.Spec.AdoptClusterID
 	}
-	return b
+	return s.Status.ClusterID
+}
+
+// Clone is a deep copy of the substrate's status (the spec is never
+// changed by a run).
+func (s Substrate) Clone() Substrate {
+	s.Status.NodePools = slices.Clone(s.Status.NodePools)
+	return s
 }
 
 // SameChoice reports whether two specs put the substrate on the same
 // account and cluster: a change of either builds a new substrate.
-func SameChoice(a, b Spec) bool {
+func SameChoice(a, b SubstrateSpec) bool {
 	return a.AccountID == b.AccountID && a.Mode == b.Mode && a.Region == b.Region &&
 		slices.Equal(a.Zones, b.Zones) && a.ReleaseChannel == b.ReleaseChannel &&
 		a.AdoptClusterID == b.AdoptClusterID

@@ -1,0 +1,340 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// substrateDoc is a substrate's document: the object and its reconcile
+// chain.
+type substrateDoc struct {
+	lifecycle.Substrate
+	Reconcile chain.State `firestore:"reconcile"`
+}
+
+// Substrate returns a stored substrate, deleted or not; nil when there is
+// none.
+func (s *Store) Substrate(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error) {
+	snap, err := s.substrateRef(tenantID, id).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, errs.Wrap(errs.Unavailable, err, "read substrate")
+	}
+	if snap == nil || !snap.Exists() {
+		return nil, nil
+	}
+	var d lifecycle.Substrate
+	if err := snap.DataTo(&d); err != nil {
+		return nil, fmt.Errorf("decode substrate %s: %w", id, err)
+	}
+	return &d, nil
+}
+
+// ActiveSubstrates returns the tenant's substrates that are not deleted,
+// of one pool when poolID is set, by creation.
+func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]lifecycle.Substrate, error) {
+	q := s.substrates(tenantID).Where("active", "==", true)
+	if poolID != "" {
+		q = q.Where("poolId", "==", poolID)
+	}
+	snaps, err := q.OrderBy("createdAt", firestore.Asc).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "list substrates")
+	}
+	out := make([]lifecycle.Substrate, len(snaps))
+	for i, snap := range snaps {
+		if err := snap.DataTo(&out[i]); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		}
+	}
+	return out, nil
+}
+
+// JoinedNodes returns up to limit (0: all) of the substrate's joined
+// nodes, by name, after the node named after.
+func (s *Store) JoinedNodes(ctx context.Context, tenantID, substrateID, after string, limit int) ([]resource.SubstrateNode, error) {
+	q := s.substrateNodes(tenantID, substrateID).OrderBy(firestore.DocumentID, firestore.Asc)
+	if after != "" {
+		q = q.StartAfter(after)
+	}
+	if limit > 0 {
+		q = q.Limit(limit)
+	}
+	snaps, err := q.Documents(ctx).GetAll()
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "read joined nodes")
+	}
+	nodes := make([]resource.SubstrateNode, len(snaps))
+	for i, snap := range snaps {
+		if err := snap.DataTo(&nodes[i]); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		}
+		nodes[i].JoinedAt = nodes[i].JoinedAt.UTC()
+	}
+	return nodes, nil
+}
+
+// Cluster returns a stored cluster, deleted or not; nil when there is
+// none. It checks no permission: it is for the substrates' own reads.
+func (s *Store) Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cluster, error) {
+	snap, err := s.ClusterRef(tenantID, id).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, errs.Wrap(errs.Unavailable, err, "read cluster")
+	}
+	if snap == nil || !snap.Exists() {
+		return nil, nil
+	}
+	var c lifecycle.Cluster
+	if err := snap.DataTo(&c); err != nil {
+		return nil, fmt.Errorf("decode cluster %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// SubstrateRead is what a substrate's run reads when it starts.
+type SubstrateRead struct {
+	Substrate lifecycle.Substrate
+	// PreviousGone: the substrate waits for none (Spec.After), or the one
+	// it waits for is deleted.
+	PreviousGone bool
+	// Cluster is the substrate's cluster; nil while it has none, or when
+	// it is gone.
+	Cluster *lifecycle.Cluster
+	// Adopted: the cluster records the substrate's adoption.
+	Adopted bool
+	// Pools are the cluster's node pools that are not deleted, by
+	// creation.
+	Pools []lifecycle.NodePool
+}
+
+// SubstrateLeave is what a substrate's run leaves, for its Save.
+type SubstrateLeave struct {
+	// Substrate is the substrate as the run leaves it: its status,
+	// active and expireAt are written (never its spec).
+	Substrate lifecycle.Substrate
+	// Left names the joined nodes that left; Revoked are the hashes of
+	// the join tokens revoked.
+	Left    []string
+	Revoked []string
+	Events  []outbox.Event
+}
+
+// SubstrateRun is one run of a substrate as the store reads and saves it;
+// it is the chain.Run's Save (the reconciler's run embeds it).
+type SubstrateRun struct {
+	store *Store
+	Read  SubstrateRead
+	// Leave is set by the run's step.
+	Leave SubstrateLeave
+}
+
+// SubstrateSubject is the part of the substrates' chain.Subject that is
+// the store's: where a substrate is and what its run reads. The
+// reconciler embeds it, with NewRun making its run of what was read.
+type SubstrateSubject struct {
+	Store  *Store
+	NewRun func(*SubstrateRun) chain.Run
+}
+
+// Ref is the document of the kick's substrate.
+func (u SubstrateSubject) Ref(k chain.Kick) *firestore.DocumentRef {
+	return u.Store.substrateRef(k.TenantID, k.ID)
+}
+
+// Load reads the substrate's cluster and pools, and its previous
+// substrate while it waits for it.
+func (u SubstrateSubject) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	r, err := u.Store.loadSubstrateRun(rd, snap)
+	if err != nil {
+		return nil, err
+	}
+	return u.NewRun(r), nil
+}
+
+func (s *Store) loadSubstrateRun(rd *chain.Reader, snap *firestore.DocumentSnapshot) (*SubstrateRun, error) {
+	r := &SubstrateRun{store: s, Read: SubstrateRead{PreviousGone: true}}
+	if err := snap.DataTo(&r.Read.Substrate); err != nil {
+		return nil, fmt.Errorf("decode substrate: %w", err)
+	}
+	sub := &r.Read.Substrate
+	if sub.Spec.After != "" && !sub.Spec.Deleting {
+		prev, err := rd.Get(s.substrateRef(sub.TenantID, sub.Spec.After))
+		if err != nil {
+			return nil, fmt.Errorf("read previous substrate: %w", err)
+		}
+		var p lifecycle.Substrate
+		if prev.Exists() {
+			if err := prev.DataTo(&p); err != nil {
+				return nil, fmt.Errorf("decode previous substrate: %w", err)
+			}
+		}
+		r.Read.PreviousGone = !prev.Exists() || !p.Active
+	}
+	clusterID := sub.ClusterID()
+	if clusterID == "" {
+		return r, nil
+	}
+	cs, err := rd.Get(s.ClusterRef(sub.TenantID, clusterID))
+	if err != nil {
+		return nil, fmt.Errorf("read cluster %s: %w", clusterID, err)
+	}
+	if !cs.Exists() {
+		return r, nil
+	}
+	var c clusterDoc
+	if err := cs.DataTo(&c); err != nil {
+		return nil, fmt.Errorf("decode cluster %s: %w", clusterID, err)
+	}
+	r.Read.Cluster = &c.Cluster
+	r.Read.Adopted = c.Substrates[sub.ID] == sub.PoolID
+	if r.Read.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Save writes the run's status whole, removes the nodes that left and the
+// revoked tokens, and returns the events to commit. The substrate's state
+// events are dropped when its spec changed during the run (a new event of
+// its pool came): they announce a state it no longer shows.
+func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
+	var cur lifecycle.Substrate
+	if err := now.DataTo(&cur); err != nil {
+		return nil, fmt.Errorf("decode substrate: %w", err)
+	}
+	l := &r.Leave
+	sub := &l.Substrate
+	updates := statusUpdates(sub.Status, sub.Active, sub.ExpireAt)
+	if len(l.Left) > 0 {
+		updates = append(updates, firestore.Update{Path: "joined", Value: firestore.Increment(-len(l.Left))})
+	}
+	if err := tx.Update(now.Ref, updates); err != nil {
+		return nil, err
+	}
+	for _, n := range l.Left {
+		if err := tx.Delete(r.store.substrateNodes(sub.TenantID, sub.ID).Doc(DocID(n))); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range l.Revoked {
+		if err := tx.Delete(r.store.joinTokenRef(h)); err != nil {
+			return nil, err
+		}
+	}
+	stale := cur.Spec.Generation != r.Read.Substrate.Spec.Generation
+	var events []outbox.Event
+	for _, e := range l.Events {
+		if stale && e.Type != outbox.SubstrateNodeLeft {
+			continue
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// RecordJoinToken records, under the run's lease, the substrate's new join
+// token (by its hash) and revokes its old one, before the token is put in
+// the cluster's Secret: a run killed in between leaves a token nobody
+// holds, and the next run finds the Secret missing and mints again.
+func (s *Store) RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error {
+	old := sub.Status.Token.Hash
+	err := lease.Write(ctx, func(tx *firestore.Transaction) error {
+		grant := JoinGrant{TenantID: sub.TenantID, SubstrateID: sub.ID, PoolID: sub.PoolID}
+		if err := tx.Set(s.joinTokenRef(t.Hash), grant); err != nil {
+			return err
+		}
+		if old != "" {
+			if err := tx.Delete(s.joinTokenRef(old)); err != nil {
+				return err
+			}
+		}
+		return tx.Update(s.substrateRef(sub.TenantID, sub.ID), []firestore.Update{{Path: "status.token", Value: t}})
+	})
+	if err != nil {
+		return fmt.Errorf("record a new join token: %w", err)
+	}
+	return nil
+}
+
+// JoinGrant is a join token's record, at joinTokens/{sha256 of the
+// token}: the token itself is never stored.
+type JoinGrant struct {
+	TenantID    string `firestore:"tenantId"`
+	SubstrateID string `firestore:"substrateId"`
+	PoolID      string `firestore:"poolId"`
+}
+
+// JoinGrant returns the record of the join token of hash; nil when the
+// token is unknown or revoked.
+func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) {
+	snap, err := s.joinTokenRef(hash).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, errs.Wrap(errs.Unavailable, err, "read join token")
+	}
+	if snap == nil || !snap.Exists() {
+		return nil, nil
+	}
+	var g JoinGrant
+	if err := snap.DataTo(&g); err != nil {
+		return nil, fmt.Errorf("decode join token: %w", err)
+	}
+	return &g, nil
+}
+
+// RecordJoin records the node as joined to the substrate of the join
+// token of hash, once (kubernetes.substrate.node.joined), and returns the
+// events committed: none when the node joined already. A token revoked
+// meanwhile is UNAUTHENTICATED.
+func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]outbox.Event, error) {
+	var events []outbox.Event
+	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(DocID(n.Name))
+	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		events = nil
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.joinTokenRef(hash), subRef, nodeRef})
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if !snaps[0].Exists() {
+			return errs.E(errs.Unauthenticated, "the join token is unknown or revoked")
+		}
+		if snaps[2].Exists() {
+			return nil // joined already: idempotent
+		}
+		var cur lifecycle.Substrate
+		if err := snaps[1].DataTo(&cur); err != nil {
+			return fmt.Errorf("decode substrate: %w", err)
+		}
+		if err := tx.Create(nodeRef, n); err != nil {
+			return err
+		}
+		if err := tx.Update(subRef, []firestore.Update{{Path: "joined", Value: firestore.Increment(1)}}); err != nil {
+			return err
+		}
+		view := cur.View()
+		view.JoinedNodes++
+		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
+		return s.writeEvents(tx, events)
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*errs.Error](err); ok {
+			return nil, err
+		}
+		return nil, errs.Wrap(errs.Unavailable, err, "record the join")
+	}
+	return events, nil
+}
+
+// ActiveNodePools returns a cluster's node pools that are not deleted, by
+// creation, read afresh (a substrate's run, after it changed one).
+func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string) ([]lifecycle.NodePool, error) {
+	return s.LoadNodePools(chain.NewReader(ctx, nil), s.ClusterRef(tenantID, clusterID))
+}

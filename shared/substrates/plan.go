@@ -1,0 +1,199 @@
+package substrates
+
+import (
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// Plan is pure: from the stored substrate, its cluster and pools, and what
+// the run saw of its joined nodes and its cluster's Kubernetes API, it
+// decides the one next action and the substrate as it should be. The run
+// (reconciler.go) reads, plans, acts, and plans again with what the action
+// did, until the plan has no action left for the run.
+//
+// Files: plan.go (the decision and its states), plan_cluster.go (the
+// cluster to make or adopt), plan_pools.go (one node pool per flavor),
+// plan_objects.go (bcd's objects in the cluster's Kubernetes API),
+// plan_nodes.go (the nodes that join and leave), plan_teardown.go
+// (undoing what the substrate made).
+
+// Kinds of actions.
+const (
+	CreateCluster  = "createCluster"
+	AdoptCluster   = "adoptCluster"
+	CreateNodePool = "createNodePool"
+	ResizeNodePool = "resizeNodePool"
+	DeleteNodePool = "deleteNodePool"
+	ApplyObjects   = "applyObjects"
+	DeleteCluster  = "deleteCluster"
+	RemoveObjects  = "removeObjects"
+	ReleaseCluster = "releaseCluster"
+)
+
+// Action is the one change a run makes next, through the store or in the
+// cluster's Kubernetes API.
+type Action struct {
+	Kind string
+	// Flavor is the index in the spec's flavors of the node pool to
+	// create or resize; Pool the index in Input.Pools of the pool to
+	// resize or delete.
+	Flavor int
+	Pool   int
+	// Mint: a new join token is minted before the objects are applied
+	// (ApplyObjects).
+	Mint bool
+}
+
+// Seen is what a run read besides the documents.
+type Seen struct {
+	// Joined are the substrate's joined nodes.
+	Joined []resource.SubstrateNode
+	// Held: the cluster's Kubernetes API holds bcd's objects as the spec
+	// asks, its Secret with a token (not read in a teardown).
+	Held bool
+	// Nodes are the names of the Nodes of the substrate's node pools.
+	Nodes []string
+}
+
+// Input is what a run knows when it plans.
+type Input struct {
+	Substrate lifecycle.Substrate
+	// PreviousGone: the substrate waits for no previous one, or it is
+	// deleted.
+	PreviousGone bool
+	// Cluster is the substrate's cluster; nil while it has none, or gone.
+	Cluster *lifecycle.Cluster
+	// Adopted: the cluster records the substrate's adoption.
+	Adopted bool
+	// Pools are the cluster's node pools that are not deleted, by
+	// creation.
+	Pools []lifecycle.NodePool
+	// Seen is nil until the run read it (Decision.Observe).
+	Seen *Seen
+	// Acted: the run changed the node pools already; they are looked at
+	// again by the next run before anything else.
+	Acted bool
+	// Removed: a RemoveObjects of this run found bcd's objects gone;
+	// Tried: it was made.
+	Removed, Tried bool
+}
+
+// Decision is a plan: the next action, or that the run must read Seen
+// first, with the substrate as it should be and what to save with it.
+type Decision struct {
+	Action *Action
+	// Observe: the run reads Seen and plans again.
+	Observe   bool
+	Substrate lifecycle.Substrate
+	Events    []outbox.Event
+	// Left names the joined nodes that left; Revoked the hashes of the
+	// join tokens revoked.
+	Left    []string
+	Revoked []string
+	// Lease: only a run holding the substrate's lease may carry the
+	// decision out (it acts, or tears the substrate down).
+	Lease bool
+	// Converging: the next run comes at the converging pace.
+	Converging bool
+	// Done: the substrate is deleted; its chain ends.
+	Done bool
+	now  time.Time
+}
+
+// Plan decides the next step of a substrate. It never mutates in.
+func Plan(in Input, now time.Time) Decision {
+	p := &planner{in: &in, d: Decision{Substrate: in.Substrate.Clone(), now: now}}
+	if in.Substrate.Spec.Deleting {
+		p.planTeardown()
+	} else {
+		p.planCluster()
+	}
+	if p.d.Action != nil {
+		p.d.Lease = true
+	}
+	return p.d
+}
+
+type planner struct {
+	in *Input
+	d  Decision
+}
+
+// act chooses the next action.
+func (p *planner) act(a Action) {
+	p.d.Action = &a
+}
+
+// Refused is the decision once the store or the cluster refused its
+// action with msg: the substrate is in error with it.
+func Refused(d *Decision, msg string) {
+	d.Action = nil
+	d.fail(msg)
+}
+
+// progress shows the substrate on its way, converging.
+func (d *Decision) progress() {
+	d.wait("")
+}
+
+// wait shows the substrate on its way: provisioning the first time,
+// updating after it was ready once; pending with msg while it waits for
+// its previous substrate.
+func (d *Decision) wait(msg string) {
+	st := resource.StateProvisioning
+	switch {
+	case msg != "":
+		st = resource.StatePending
+	case d.Substrate.Status.EverReady:
+		st = resource.StateUpdating
+	}
+	d.setState(st, msg)
+	d.Substrate.Status.ObservedGeneration = d.Substrate.Spec.Generation
+	d.Converging = true
+}
+
+// fail puts the substrate in error with msg; kubernetes.substrate.error
+// follows when it enters that error. The next run comes at the steady
+// pace: only a new event of the pool, or the tenant, changes the outcome.
+func (d *Decision) fail(msg string) {
+	s := &d.Substrate
+	s.Status.ObservedGeneration = s.Spec.Generation
+	d.Converging = false
+	if s.Status.State == resource.StateError && s.Status.Message == msg {
+		return
+	}
+	d.setState(resource.StateError, msg)
+	if s.Status.Announced != msg {
+		s.Status.Announced = msg
+		d.Events = append(d.Events, outbox.SubstrateEvent(outbox.SubstrateError, s.View(), d.now))
+	}
+}
+
+// ready: kubernetes.substrate.ready the first time, updated when ready
+// again after a change.
+func (d *Decision) ready() {
+	s := &d.Substrate
+	s.Status.ObservedGeneration = s.Spec.Generation
+	if s.Status.State == resource.StateReady {
+		return
+	}
+	d.setState(resource.StateReady, "")
+	s.Status.Announced = ""
+	typ := outbox.SubstrateUpdated
+	if !s.Status.EverReady {
+		typ = outbox.SubstrateReady
+		s.Status.EverReady = true
+	}
+	d.Events = append(d.Events, outbox.SubstrateEvent(typ, s.View(), d.now))
+}
+
+func (d *Decision) setState(st resource.State, msg string) {
+	s := &d.Substrate.Status
+	if s.State == st && s.Message == msg {
+		return
+	}
+	s.State, s.Message, s.UpdatedAt = st, msg, d.now
+}

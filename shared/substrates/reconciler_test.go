@@ -1,0 +1,369 @@
+package substrates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// The runs of a substrate on the Firestore emulator, through the store,
+// with one settable clock and an in-memory Kubernetes API.
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// kubeAPI is a cluster's Kubernetes API that holds bcd's objects as the
+// last Apply left them. hook, when set, is called by Apply first: a
+// non-nil error is Apply's.
+type kubeAPI struct {
+	mu      sync.Mutex
+	applied *kubeapply.Desired
+	secret  string
+	applies int
+	hook    func(kubeapply.Desired) error
+}
+
+func (k *kubeAPI) Connect(string, []byte) (KubeAPI, error) { return k, nil }
+
+func (k *kubeAPI) Apply(_ context.Context, d kubeapply.Desired) (kubeapply.Applied, error) {
+	k.mu.Lock()
+	hook := k.hook
+	k.mu.Unlock()
+	if hook != nil {
+		if err := hook(d); err != nil {
+			return kubeapply.Applied{}, err
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.applies++
+	if d.Token == "" && k.secret == "" {
+		return kubeapply.Applied{}, kubeapply.ErrJoinSecretMissing
+	}
+	if d.Token != "" {
+		k.secret = d.Token
+	}
+	d.Token = ""
+	k.applied = &d
+	return kubeapply.Applied{}, nil
+}
+
+func (k *kubeAPI) Check(_ context.Context, d kubeapply.Desired) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d.Token = ""
+	return k.applied != nil && reflect.DeepEqual(*k.applied, d) && k.secret != "", nil
+}
+
+func (k *kubeAPI) Remove(context.Context, string) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.applied, k.secret = nil, ""
+	return true, nil
+}
+
+func (k *kubeAPI) Nodes(context.Context, []string) ([]kubeapply.Node, error) { return nil, nil }
+
+func (k *kubeAPI) Node(context.Context, string) (kubeapply.Node, error) {
+	return kubeapply.Node{}, kubeapply.ErrNodeNotFound
+}
+
+func (k *kubeAPI) token() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.secret
+}
+
+type nopScheduler struct{}
+
+func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) error { return nil }
+
+type nopDeliverer struct{}
+
+func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+	return len(events), nil
+}
+
+const leaseTTL = 30 * time.Second
+
+type runEnv struct {
+	clk    *clock
+	fs     *firestore.Client
+	st     *store.Store
+	kube   *kubeAPI
+	runner *chain.Runner
+	kick   chain.Kick // the consumer's kick of the substrate
+	id     string
+}
+
+// newRunEnv records a pool whose substrate adopts the tenant's ready
+// cluster kcl_00000000000000000000000001, and runs it until it is ready.
+func newRunEnv(t *testing.T) *runEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &runEnv{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, kube: &kubeAPI{}}
+	e.fs = fsemu.ForTest(t, "runs")
+	var err error
+	if e.st, err = store.New(e.fs, store.WithNow(e.clk.now)); err != nil {
+		t.Fatal(err)
+	}
+	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{
+		{ID: "acc-gcp", Provider: "gcp", Project: "p", Regions: map[string][]string{"us-central1": {"us-central1-a"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tenant's cluster, as the clusters' runs leave it ready (a
+	// fixture, where the store keeps it).
+	c := lifecycle.Cluster{ID: "kcl_00000000000000000000000001", TenantID: "acme", Active: true,
+		Spec: lifecycle.ClusterSpec{AccountID: "acc-gcp", Name: "own", Mode: resource.ModeStandard, Region: "us-central1",
+			Zones: []string{"us-central1-a"}, Generation: 1},
+		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1, Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
+	if _, err := e.fs.Doc("tenants/acme/clusters/kcl_00000000000000000000000001").Set(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	k := &kicks{}
+	cons, err := NewConsumer(e.st, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 1,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
+			"cluster": map[string]any{"adopt": map[string]any{"clusterId": "kcl_00000000000000000000000001"}}}},
+		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
+	if err := cons.Handle(ctx, PoolUpdated, b); err != nil || len(k.list) != 1 {
+		t.Fatalf("Handle = %v, kicks %v", err, k.list)
+	}
+	e.kick, e.id = k.list[0], k.list[0].ID
+	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.now,
+	}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Adopt, then make the pool; the pool made ready, apply.
+	e.run(t)
+	e.run(t)
+	e.settle(t)
+	e.run(t)
+	if s := e.substrate(t); s.Status.State != resource.StateReady || HashToken(e.kube.token()) != s.Status.Token.Hash {
+		t.Fatalf("substrate after its runs: %+v; Secret's token %q", s.Status, e.kube.token())
+	}
+	return e
+}
+
+// run runs the substrate's chain once, as Cloud Tasks would deliver it.
+func (e *runEnv) run(t *testing.T) {
+	t.Helper()
+	e.clk.add(leaseTTL + time.Second)
+	if err := e.runner.Run(context.Background(), e.current(t), ""); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// current is the kick with the chain token the substrate holds now.
+func (e *runEnv) current(t *testing.T) chain.Kick {
+	t.Helper()
+	snap, err := e.fs.Doc("tenants/acme/substrates/" + e.id).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := snap.DataAt(chain.Field + ".token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := e.kick
+	k.Token = tok.(string)
+	return k
+}
+
+// settle makes the cluster and its pools ready at their generations, as
+// the clusters' runs would.
+func (e *runEnv) settle(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	pools, err := e.st.ActiveNodePools(ctx, "acme", "kcl_00000000000000000000000001")
+	if err != nil || len(pools) == 0 {
+		t.Fatalf("the substrate's pools: %v, %v", pools, err)
+	}
+	for _, p := range pools {
+		_, err := e.fs.Doc("tenants/acme/clusters/kcl_00000000000000000000000001/nodePools/"+p.ID).Update(ctx, []firestore.Update{
+			{Path: "status.state", Value: resource.StateReady}, {Path: "status.observedGeneration", Value: p.Spec.Generation}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := e.st.Cluster(ctx, "acme", "kcl_00000000000000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Doc("tenants/acme/clusters/kcl_00000000000000000000000001").Update(ctx, []firestore.Update{{Path: "status.observedGeneration", Value: c.Spec.Generation}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *runEnv) substrate(t *testing.T) *lifecycle.Substrate {
+	t.Helper()
+	s, err := e.st.Substrate(context.Background(), "acme", e.id)
+	if err != nil || s == nil {
+		t.Fatalf("substrate %s: %v, %v", e.id, s, err)
+	}
+	return s
+}
+
+func (e *runEnv) updated(t *testing.T) time.Time {
+	t.Helper()
+	snap, err := e.fs.Doc("tenants/acme/substrates/" + e.id).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.UpdateTime
+}
+
+// takeLease writes another run's lease on the substrate, unexpired.
+func (e *runEnv) takeLease(t *testing.T) {
+	t.Helper()
+	_, err := e.fs.Doc("tenants/acme/substrates/"+e.id).Update(context.Background(), []firestore.Update{
+		{Path: chain.Field + ".leaseOwner", Value: "another"}, {Path: chain.Field + ".leaseExpiry", Value: e.clk.now().Add(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A ready substrate's run confirms by reading only: it writes nothing.
+func TestRunSteady(t *testing.T) {
+	e := newRunEnv(t)
+	e.run(t) // hands the chain to a steady one
+	before, applies := e.updated(t), e.kube.applies
+	e.run(t)
+	if after := e.updated(t); !after.Equal(before) || e.kube.applies != applies {
+		t.Errorf("a steady run wrote the substrate (updated %v, then %v) or applied (%d, then %d)", before, after, applies, e.kube.applies)
+	}
+}
+
+// A task of an older chain ends quietly and changes nothing.
+func TestRunStaleToken(t *testing.T) {
+	e := newRunEnv(t)
+	e.kube.Remove(context.Background(), "pool-gpu") // a run would apply again
+	before := e.updated(t)
+	stale := e.kick
+	stale.Token = "0123456789abcdef01234567"
+	if err := e.runner.Run(context.Background(), stale, ""); err != nil {
+		t.Errorf("Run of a stale task = %v, want nil", err)
+	}
+	if after := e.updated(t); !after.Equal(before) || e.kube.token() != "" {
+		t.Errorf("a stale task changed the substrate (updated %v, then %v) or applied", before, after)
+	}
+}
+
+// A run that must act while another run holds the lease acts not, and
+// asks for its task again.
+func TestRunBusy(t *testing.T) {
+	e := newRunEnv(t)
+	e.kube.Remove(context.Background(), "pool-gpu")
+	token := e.substrate(t).Status.Token
+	e.takeLease(t)
+	if err := e.runner.Run(context.Background(), e.current(t), ""); !errors.Is(err, chain.ErrBusy) {
+		t.Errorf("Run while another holds the lease = %v, want ErrBusy", err)
+	}
+	if s := e.substrate(t); s.Status.Token != token || e.kube.token() != "" {
+		t.Errorf("a busy run minted or applied: token %+v, then %+v; Secret %q", token, s.Status.Token, e.kube.token())
+	}
+}
+
+// A run that lost its lease before it recorded a new token stops: no
+// token is recorded or put in the Secret.
+func TestRunLeaseLost(t *testing.T) {
+	e := newRunEnv(t)
+	ctx := context.Background()
+	token := e.substrate(t).Status.Token
+	// The Secret is emptied: the run applies, finds it missing and must
+	// mint. Meanwhile its lease expires and another run takes it.
+	e.kube.Remove(ctx, "pool-gpu")
+	e.kube.applied = &kubeapply.Desired{}
+	e.kube.hook = func(d kubeapply.Desired) error {
+		e.kube.hook = nil
+		e.clk.add(leaseTTL + time.Second)
+		e.takeLease(t)
+		return nil
+	}
+	if err := e.runner.Run(ctx, e.current(t), ""); !errors.Is(err, chain.ErrLeaseLost) {
+		t.Fatalf("Run = %v, want ErrLeaseLost", err)
+	}
+	if s := e.substrate(t); s.Status.Token != token || e.kube.token() != "" {
+		t.Errorf("a run without its lease minted: token %+v, then %+v; Secret %q", token, s.Status.Token, e.kube.token())
+	}
+	if g, err := e.st.JoinGrant(ctx, token.Hash); err != nil || g == nil {
+		t.Errorf("the old token was revoked by a run without its lease: %v, %v", g, err)
+	}
+}
+
+// A run killed after it recorded a new token, before the Secret held it,
+// leaves a token nobody holds: the next run finds the Secret missing,
+// mints again and revokes the unused one.
+func TestRunKilledAfterMint(t *testing.T) {
+	e := newRunEnv(t)
+	ctx := context.Background()
+	old := e.substrate(t).Status.Token.Hash
+	e.kube.Remove(ctx, "pool-gpu")
+	e.kube.hook = func(d kubeapply.Desired) error {
+		if d.Token == "" {
+			return nil
+		}
+		e.kube.hook = nil
+		return errors.New("killed")
+	}
+	if err := e.runner.Run(ctx, e.current(t), ""); err != nil {
+		t.Fatalf("Run = %v, want the failure recorded for a retry", err)
+	}
+	unused := e.substrate(t).Status.Token.Hash
+	if unused == old || unused == "" || e.kube.token() != "" {
+		t.Fatalf("after the killed run: token %q (old %q), Secret %q; want a new token recorded, none in the Secret", unused, old, e.kube.token())
+	}
+	e.clk.add(time.Hour) // past the backoff
+	e.run(t)
+	s := e.substrate(t)
+	if s.Status.State != resource.StateReady || s.Status.Token.Hash != HashToken(e.kube.token()) || s.Status.Token.Hash == unused {
+		t.Errorf("after the next run: %+v, Secret's token hash %s; want ready with a third token", s.Status, HashToken(e.kube.token()))
+	}
+	for _, h := range []string{old, unused} {
+		if g, err := e.st.JoinGrant(ctx, h); err != nil || g != nil {
+			t.Errorf("token %s still valid: %v, %v", h, g, err)
+		}
+	}
+	if g, err := e.st.JoinGrant(ctx, s.Status.Token.Hash); err != nil || g == nil {
+		t.Errorf("the Secret's token is unknown: %v, %v", g, err)
+	}
+}
