@@ -8,7 +8,7 @@
 // Layout:
 //
 //	accounts/{accountId}                              Account
-//	pools/{poolId}                                    Pool
+//	pools/{poolId}                                    Pool, its first tenant's
 //	tenants/{t}/members/{principal}                   auth.Member
 //	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
 //	tenants/{t}/clusters/{kcl}/nodePools/{knp}        lifecycle.NodePool
@@ -22,9 +22,10 @@
 //	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
 //	joinTokens/{sha256 of the token}                  JoinGrant
 //
-// Every document path is built by the functions below; no other package
-// spells a collection's name (outbox.Ref aside: the chain writes events
-// through it, and the store cannot be its dependency).
+// Every document path is built by the path functions of this file; no
+// other package spells a collection's name, but for the outbox's
+// (outbox.Ref: the chain and the relay write and clear events through it,
+// and the store cannot be their dependency).
 package store
 
 import (
