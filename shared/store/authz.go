@@ -49,3 +49,20 @@ func (s *Store) Member(ctx context.Context, c Caller) (*auth.Member, error) {
 	}
 	return decodeMember(snap)
 }
+
+// member returns the caller's member document; a substrate has none and
+// needs none.
+func (c Caller) member(snap *firestore.DocumentSnapshot) (*auth.Member, error) {
+	if c.Substrate != "" {
+		return nil, nil
+	}
+	return decodeMember(snap)
+}
+
+// require checks the member's permission; a substrate acts for its tenant.
+func (c Caller) require(m *auth.Member, perm auth.Permission, clusterID string) error {
+	if c.Substrate != "" {
+		return nil
+	}
+	return m.Require(perm, clusterID)
+}

@@ -8,7 +8,7 @@
 // Layout:
 //
 //	accounts/{accountId}                              Account
-//	pools/{poolId}                                    Pool
+//	pools/{poolId}                                    Pool, its first tenant's
 //	tenants/{t}/members/{principal}                   auth.Member
 //	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
 //	tenants/{t}/clusters/{kcl}/nodePools/{knp}        lifecycle.NodePool
@@ -25,9 +25,10 @@
 // Each {...} is DocID of the value (paths.go): the value itself unless
 // Firestore could not store it as it stands.
 //
-// Every document path is built by the functions below; no other package
-// spells a collection's name (outbox.Ref aside: the chain writes events
-// through it, and the store cannot be its dependency).
+// Every document path is built by the path functions of this file; no
+// other package spells a collection's name, but for the outbox's
+// (outbox.Ref: the chain and the relay write and clear events through it,
+// and the store cannot be their dependency).
 package store
 
 import (
@@ -190,7 +191,7 @@ func (s *Store) substratePoolRef(t, poolID string) *firestore.DocumentRef {
 }
 
 func (s *Store) joinTokenRef(hash string) *firestore.DocumentRef {
-	return s.fs.Collection("joinTokens").Doc(hash)
+	return s.fs.Collection("joinTokens").Doc(DocID(hash))
 }
 
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {

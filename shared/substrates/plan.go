@@ -1,3 +1,25 @@
+// Package substrates is the kubernetes.substrates reconciler (API.md §9):
+// pool substrates recorded from the pools module's events (Consumer),
+// converged by a chain of runs per substrate that makes (or adopts) a
+// cluster through the clusters machinery, gives it one node pool per
+// flavor, server-side applies bcd into its Kubernetes API with a join
+// token, and follows the nodes that join (Joiner).
+//
+// The store keeps every substrate document; the substrate and the rules of
+// what it manages are lifecycle's. Plan is pure: from what a run read, it
+// decides the one next action and the substrate as it should be.
+// Reconciler is the chain's Subject: a run reads, plans, acts and plans
+// again, and the store saves what it leaves.
+//
+// Files: consume.go (pool events), plan.go (the decision and its states),
+// plan_cluster.go (the cluster to make or adopt), plan_pools.go (one node
+// pool per flavor), plan_objects.go (bcd's objects in the cluster's
+// Kubernetes API), plan_nodes.go (the nodes that join and leave),
+// plan_teardown.go (undoing what the substrate made), reconciler.go (the
+// run), kube.go (what a run asks of a cluster's Kubernetes API), join.go
+// (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
+// (the names of what a substrate makes), telemetry.go (join counts, the
+// reconcile lag).
 package substrates
 
 import (
@@ -7,18 +29,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
-
-// Plan is pure: from the stored substrate, its cluster and pools, and what
-// the run saw of its joined nodes and its cluster's Kubernetes API, it
-// decides the one next action and the substrate as it should be. The run
-// (reconciler.go) reads, plans, acts, and plans again with what the action
-// did, until the plan has no action left for the run.
-//
-// Files: plan.go (the decision and its states), plan_cluster.go (the
-// cluster to make or adopt), plan_pools.go (one node pool per flavor),
-// plan_objects.go (bcd's objects in the cluster's Kubernetes API),
-// plan_nodes.go (the nodes that join and leave), plan_teardown.go
-// (undoing what the substrate made).
 
 // Kinds of actions.
 const (

@@ -1,0 +1,50 @@
+package lifecycle
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+func TestManagedRules(t *testing.T) {
+	standard := func() *Cluster {
+		return &Cluster{ID: "kcl_1", Spec: ClusterSpec{Name: "c", Mode: resource.ModeStandard, AccountID: "acc"}}
+	}
+	managed := func() *Cluster {
+		c := standard()
+		c.Spec.ManagedBy, c.Spec.ManagedPool = "ksb_1", "pool-gpu"
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string // "" for no error; else a part of the INVALID_STATE message
+	}{
+		{"a tenant changes its own", MayChange("", "", "", "node pool", "a"), ""},
+		{"a substrate changes its own", MayChange("ksb_1", "ksb_1", "pool-gpu", "node pool", "a"), ""},
+		{"a tenant changes a substrate's", MayChange("", "ksb_1", "pool-gpu", "node pool", "a"), "managed by substrate ksb_1 of pool pool-gpu"},
+		{"a substrate changes another's", MayChange("ksb_2", "ksb_1", "pool-gpu", "node pool", "a"), "managed by substrate ksb_1"},
+		{"a substrate changes a tenant's", MayChange("ksb_1", "", "", "node pool", "own"), "node pool own is not managed by substrate ksb_1"},
+		{"a tenant adds a pool to its cluster", MayAddNodePool("", standard()), ""},
+		{"a substrate adds a pool to its cluster", MayAddNodePool("ksb_1", managed()), ""},
+		{"a substrate adds a pool to an adopted cluster", MayAddNodePool("ksb_1", standard()), ""},
+		{"a tenant adds a pool to a substrate's cluster", MayAddNodePool("", managed()), "cluster c is managed by substrate ksb_1"},
+		{"delete of an unused cluster", MayDeleteCluster(standard(), nil), ""},
+		{"delete of an adopted cluster", MayDeleteCluster(standard(), map[string]string{"ksb_2": "p2", "ksb_1": "p1"}),
+			"cluster c is used by substrate ksb_1 of pool p1, substrate ksb_2 of pool p2"},
+		{"adopt a standard cluster of the account", MayAdopt(standard(), "acc"), ""},
+		{"adopt an autopilot cluster", MayAdopt(&Cluster{ID: "kcl_1", Spec: ClusterSpec{Mode: resource.ModeAutopilot, AccountID: "acc"}}, "acc"), "adopts only a standard cluster"},
+		{"adopt a cluster of another account", MayAdopt(standard(), "acc-2"), "not on the substrate's account acc-2"},
+		{"adopt a cluster being deleted", MayAdopt(func() *Cluster { c := standard(); c.Spec.Deleting = true; return c }(), "acc"), "is being deleted"},
+		{"adopt a substrate's cluster", MayAdopt(managed(), "acc"), "managed by substrate ksb_1 of pool pool-gpu"},
+	} {
+		switch {
+		case c.want == "" && c.err != nil:
+			t.Errorf("%s: %v, want no error", c.name, c.err)
+		case c.want != "" && (!errs.Is(c.err, errs.InvalidState) || !strings.Contains(c.err.Error(), c.want)):
+			t.Errorf("%s: %v, want INVALID_STATE holding %q", c.name, c.err, c.want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// RecordJoinToken records, under the run's lease, the substrate's new join
+// token (by its hash) and revokes its old one, before the token is put in
+// the cluster's Secret: a run killed in between leaves a token nobody
+// holds, and the next run finds the Secret missing and mints again.
+func (s *Store) RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error {
+	old := sub.Status.Token.Hash
+	err := lease.Write(ctx, func(tx *firestore.Transaction) error {
+		grant := JoinGrant{TenantID: sub.TenantID, SubstrateID: sub.ID, PoolID: sub.PoolID}
+		if err := tx.Set(s.joinTokenRef(t.Hash), grant); err != nil {
+			return err
+		}
+		if old != "" {
+			if err := tx.Delete(s.joinTokenRef(old)); err != nil {
+				return err
+			}
+		}
+		return tx.Update(s.substrateRef(sub.TenantID, sub.ID), []firestore.Update{{Path: "status.token", Value: t}})
+	})
+	if err != nil {
+		return fmt.Errorf("record a new join token: %w", err)
+	}
+	return nil
+}
+
+// JoinGrant is a join token's record, at joinTokens/{sha256 of the
+// token}: the token itself is never stored.
+type JoinGrant struct {
+	TenantID    string `firestore:"tenantId"`
+	SubstrateID string `firestore:"substrateId"`
+	PoolID      string `firestore:"poolId"`
+}
+
+// JoinGrant returns the record of the join token of hash; nil when the
+// token is unknown or revoked.
+func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) {
+	snap, err := s.joinTokenRef(hash).Get(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, errs.Wrap(errs.Unavailable, err, "read join token")
+	}
+	if snap == nil || !snap.Exists() {
+		return nil, nil
+	}
+	var g JoinGrant
+	if err := snap.DataTo(&g); err != nil {
+		return nil, fmt.Errorf("decode join token: %w", err)
+	}
+	return &g, nil
+}
+
+// RecordJoin records the node as joined to the substrate of the join
+// token of hash, once (kubernetes.substrate.node.joined), and returns the
+// events committed: none when the node joined already. A token revoked
+// meanwhile is UNAUTHENTICATED.
+func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]outbox.Event, error) {
+	var events []outbox.Event
+	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(DocID(n.Name))
+	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
+	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		events = nil
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.joinTokenRef(hash), subRef, nodeRef})
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if !snaps[0].Exists() {
+			return errs.E(errs.Unauthenticated, "the join token is unknown or revoked")
+		}
+		if snaps[2].Exists() {
+			return nil // joined already: idempotent
+		}
+		var cur lifecycle.Substrate
+		if err := snaps[1].DataTo(&cur); err != nil {
+			return fmt.Errorf("decode substrate: %w", err)
+		}
+		if err := tx.Create(nodeRef, n); err != nil {
+			return err
+		}
+		if err := tx.Update(subRef, []firestore.Update{{Path: "joined", Value: firestore.Increment(1)}}); err != nil {
+			return err
+		}
+		view := cur.View()
+		view.JoinedNodes++
+		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
+		return s.writeEvents(tx, events)
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*errs.Error](err); ok {
+			return nil, err
+		}
+		return nil, errs.Wrap(errs.Unavailable, err, "record the join")
+	}
+	return events, nil
+}
