@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 func devStack(t *testing.T) *devstack.Stack {
 	t.Helper()
 	stackOnce.Do(func() {
-		b, err := os.ReadFile("../../emulators/seed/devstack.json")
+		b, err := os.ReadFile("../../../emulators/seed/devstack.json")
 		if err != nil {
 			stackErr = err
 			return
@@ -453,9 +453,10 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	u := loggedIn(t)
-	fi, err := os.Stat(u.env["BC_CONFIG"])
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("config file mode = %v (%v), want 0600: it holds a token", fi.Mode(), err)
+	if fi, err := os.Stat(u.env["BC_CONFIG"]); err != nil {
+		t.Errorf("config file: %v", err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("config file mode = %v, want 0600: it holds a token", fi.Mode())
 	}
 	if res := u.run("config", "set", "tenant", "other"); res.code != 0 {
 		t.Fatalf("bc config set = %d: %s", res.code, res.stderr)
