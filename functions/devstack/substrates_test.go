@@ -20,6 +20,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // The substrates' end-to-end tests run on a stack whose simulated
@@ -106,7 +107,7 @@ func (c *client) substrates(poolID string) ([]resource.Substrate, error) {
 func (c *client) waitSubstrate(t testing.TB, poolID, what string, ok func(resource.Substrate) bool) resource.Substrate {
 	t.Helper()
 	var got resource.Substrate
-	eventually(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
+	wait.For(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
 		list, err := c.substrates(poolID)
 		if err != nil {
 			return false, err.Error()
@@ -297,7 +298,7 @@ func TestSubstrateCreateMode(t *testing.T) {
 	}
 
 	archivePool(t, e, pool, 4)
-	eventually(t, "substrate deleted", func() (bool, string) {
+	wait.For(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})
@@ -403,7 +404,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a new token in the Secret", func() (bool, string) {
+	wait.For(t, "a new token in the Secret", func() (bool, string) {
 		tok := joinToken(t, cs)
 		return tok != "" && tok != token, "token " + tok
 	})
@@ -413,7 +414,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 
 	newToken := joinToken(t, cs)
 	archivePool(t, e, pool, 2)
-	eventually(t, "substrate deleted", func() (bool, string) {
+	wait.For(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})
