@@ -29,6 +29,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // rpcCounter counts the Firestore RPCs a client makes, by method.
@@ -91,6 +92,10 @@ type nopKicker struct{}
 
 func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
 
+// noKubernetes is the join method's connector, never called by the node
+// pool methods these benchmarks time.
+type noKubernetes struct{ substrates.Connector }
+
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
 	prev := slog.Default()
@@ -151,7 +156,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	routes, err := api.Routes(api.Deps{Auth: v, Store: st, Events: nopEvents{}, Kicker: nopKicker{}})
+	joiner, err := substrates.NewJoiner(st, noKubernetes{}, nopEvents{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	routes, err := api.Routes(api.Deps{Auth: v, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
+		Substrates: substrates.NewQueries(st), Joiner: joiner})
 	if err != nil {
 		b.Fatal(err)
 	}
