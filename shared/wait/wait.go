@@ -19,14 +19,16 @@ import (
 // slower (a Kubernetes API server's start above all).
 const Timeout = 2 * time.Minute
 
-// For polls cond until it reports true. After Timeout, or shortly before
+// For polls cond until it reports true, every few milliseconds (as often
+// as the tests' own waits did, so that what they time keeps its
+// resolution). After Timeout, or shortly before
 // the test binary's own deadline, it fails t with what it waited for and
 // cond's last description of what it saw.
 func For(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	start := time.Now()
 	deadline := deadlineOf(t, start)
-	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+	for pause := time.Millisecond; ; pause = min(2*pause, 25*time.Millisecond) {
 		ok, last := cond()
 		if ok {
 			return
