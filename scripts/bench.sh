@@ -12,7 +12,7 @@ trap 'rm -f "$log"' EXIT
 
 bench() {
   local status=0
-  go test -run='^$' "$@" -count="$count" >"$log" 2>&1 &
+  go test -timeout=60m -run='^$' "$@" -count="$count" >"$log" 2>&1 &
   local pid=$!
   tail -n +1 --pid="$pid" -f "$log" | grep --line-buffered -E '^(Benchmark|ok|FAIL|--- FAIL)' || true
   wait "$pid" || status=$?
