@@ -2,14 +2,30 @@
 # Runs the benchmarks that the README quotes, several times each, so that
 # medians can be read off (benchstat, if installed, summarizes them):
 #   scripts/bench.sh [count]
+# It prints the benchmarks' lines as they come; when a benchmark fails it
+# prints go test's whole output and exits non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-5}
-go test -run='^$' -bench=. -skip=BenchmarkSubstrateJoined -benchtime=300x -count="$count" \
-  ./shared/store/ ./shared/chain/ ./shared/clusters/ ./functions/devstack/ ./emulators/firestore/ 2>/dev/null \
-  | grep -E '^(Benchmark|ok|FAIL)'
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+bench() {
+  local status=0
+  go test -timeout=60m -run='^$' "$@" -count="$count" >"$log" 2>&1 &
+  local pid=$!
+  tail -n +1 --pid="$pid" -f "$log" | grep --line-buffered -E '^(Benchmark|ok|FAIL|--- FAIL)' || true
+  wait "$pid" || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "--- bench.sh: go test $* failed (exit $status); its output:" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+}
+
+bench -bench=. -skip=BenchmarkSubstrateJoined -benchtime=300x \
+  ./shared/store/ ./shared/chain/ ./shared/clusters/ ./functions/devstack/ ./emulators/firestore/
 # A substrate from its pool's event to its nodes joined takes seconds
 # (a simulated provider operation, a Kubernetes API server): a few
 # iterations each.
-go test -run='^$' -bench=BenchmarkSubstrateJoined -benchtime=5x -count="$count" ./functions/devstack/ 2>/dev/null \
-  | grep -E '^(Benchmark|ok|FAIL)'
+bench -bench=BenchmarkSubstrateJoined -benchtime=5x ./functions/devstack/

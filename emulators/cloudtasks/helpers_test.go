@@ -128,18 +128,6 @@ func waitIdle(t *testing.T, srv *Server) {
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func code(err error) codes.Code { return status.Code(err) }
 
 // received is one request seen by a recorder.

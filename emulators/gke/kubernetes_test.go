@@ -25,6 +25,7 @@ import (
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // testToken is a static token of the test's clusters, as the devstack
@@ -67,23 +68,6 @@ func kubeClient(t *testing.T, c *containerpb.Cluster, token string) kubernetes.I
 	return cs
 }
 
-// eventually polls cond until it holds, failing t with its last
-// description after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, desc)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // nodesByPool lists the cluster's Nodes, by node pool.
 func nodesByPool(ctx context.Context, cs kubernetes.Interface) (map[string][]corev1.Node, error) {
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -102,7 +86,7 @@ func nodesByPool(ctx context.Context, cs kubernetes.Interface) (map[string][]cor
 func waitNodes(t *testing.T, cs kubernetes.Interface, want map[string]int) map[string][]corev1.Node {
 	t.Helper()
 	var got map[string][]corev1.Node
-	eventually(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the Nodes of each pool", func() (bool, string) {
 		var err error
 		got, err = nodesByPool(context.Background(), cs)
 		if err != nil {
@@ -247,7 +231,7 @@ func TestKubernetesEndpointAndNodes(t *testing.T) {
 		t.Fatalf("DeleteCluster: %v", err)
 	}
 	e.wait(t, op)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the deleted cluster's directory removed", func() (bool, string) {
 		_, err := os.Stat(clusterDir)
 		return os.IsNotExist(err), "the deleted cluster's directory is still there"
 	})
@@ -387,7 +371,7 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	if err := cs.CoreV1().Namespaces().Delete(ctx, kubeapply.Namespace, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete namespace: %v", err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the namespace deleted", func() (bool, string) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, kubeapply.Namespace, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "get deleted namespace: " + errString(err)
 	})
@@ -411,7 +395,7 @@ func waitJoined(t *testing.T, js *joinServer, want map[string][]string) {
 		got := js.joined()
 		return jsonString(got) == jsonString(want), "joins = " + jsonString(got) + ", want " + jsonString(want)
 	}
-	eventually(t, 30*time.Second, check)
+	wait.For(t, "the nodes joined", check)
 	// No more calls come in the next passes: a node joins once per token.
 	waitPasses(t, js.srv, 3)
 	if ok, desc := check(); !ok {
@@ -532,7 +516,7 @@ func waitPasses(t *testing.T, srv *Server, n int64) {
 		return out
 	}
 	start := passes()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the sync loops' passes", func() (bool, string) {
 		for k, p := range passes() {
 			if p < start[k]+n {
 				return false, "the sync loop of " + k.name + " makes no passes"

@@ -729,18 +729,6 @@ func tenantDocs(t testing.TB, tenantID, collection string) []string {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // unknownCluster is a well-formed cluster ID that names nothing.
 func unknownCluster() string { return resource.NewClusterID() }
 

@@ -347,7 +347,11 @@ func markPoolDeleted(t testing.TB, tenantID, clusterID string, p resource.NodePo
 		if err != nil {
 			return err
 		}
-		before, err := h.store.LoadClusterRun(chain.NewReader(ctx, tx), snap)
+		before := store.ClusterRun{}
+		if err := snap.DataTo(&before.Cluster); err != nil {
+			return err
+		}
+		before.Pools, err = h.store.LoadNodePools(chain.NewReader(ctx, tx), snap.Ref)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // published returns the Pub/Sub messages whose ce-id is id.
@@ -94,7 +95,7 @@ func TestEventsPublished(t *testing.T) {
 	var p resource.NodePool
 	call(t, admin, "kubernetesNodePools/create", createBody(tn, c.ID, "np")).decode(t, &p)
 	var clusterMsg, poolMsg *pstest.Message
-	waitFor(t, "both events published", func() bool {
+	wait.Until(t, "both events published", func() bool {
 		for _, m := range h.ps.Messages() {
 			switch {
 			case m.Attributes["tenantId"] != tn.ID:
@@ -108,7 +109,7 @@ func TestEventsPublished(t *testing.T) {
 	})
 	checkMessage(t, clusterMsg, outbox.ClusterCreated, tn.ID, c.ID, "", c.CreatedAt, c)
 	checkMessage(t, poolMsg, outbox.NodePoolCreated, tn.ID, c.ID, p.ID, p.CreatedAt, p)
-	waitFor(t, "the outbox emptied", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
+	wait.Until(t, "the outbox emptied", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
 }
 
 // TestOutboxSurvivesPublishFailure checks that an event whose publish
@@ -117,13 +118,13 @@ func TestEventsPublished(t *testing.T) {
 func TestOutboxSurvivesPublishFailure(t *testing.T) {
 	tn := newTenant(t)
 	c := newCluster(t, tn)
-	waitFor(t, "the cluster's event published", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
+	wait.Until(t, "the cluster's event published", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
 
 	h.setFailPublish(tn.ID, true)
 	t.Cleanup(func() { h.setFailPublish(tn.ID, false) })
 	var p resource.NodePool
 	call(t, admin, "kubernetesNodePools/create", createBody(tn, c.ID, "np")).decode(t, &p)
-	waitFor(t, "a failed publish", func() bool { return h.publishFailureCount(tn.ID) > 0 })
+	wait.Until(t, "a failed publish", func() bool { return h.publishFailureCount(tn.ID) > 0 })
 
 	events := outboxEvents(t, tn.ID)
 	if len(events) != 1 {

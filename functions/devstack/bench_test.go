@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // rpcCounter counts the RPCs of a gRPC connection by method, and the
@@ -132,7 +133,7 @@ func newRefreshBench(b *testing.B, clusters int) *refreshBench {
 		e.api.waitCluster(b, id, resource.StateReady, nil)
 		// A ready cluster's refreshes are a steady chain's.
 		var k chain.Kick
-		eventually(b, "a steady chain for "+id, func() (bool, string) {
+		wait.For(b, "a steady chain for "+id, func() (bool, string) {
 			k = chain.Kick{Kind: store.ClustersKind, TenantID: "acme", ID: id, Token: e.clusterDoc(b, id).Reconcile.Token}
 			return k.Steady(), "chain token " + k.Token
 		})

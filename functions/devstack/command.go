@@ -126,7 +126,7 @@ Try:
     -H 'Content-Type: application/json' \
     -d '{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",
          "nodePools":[{"name":"default","machineType":"e2-standard-4","nodeCount":1}]}'
-or with bc (go install ./cmd/bc):
+or with bc (go install ./functions/cmd/bc):
   bc login --dev --url %[1]s --tenant acme --pubsub-emulator %[3]s
   bc clusters create --name prod --pool pool-dev --region us-central1 \
     --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait

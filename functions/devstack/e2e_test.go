@@ -10,6 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestLifecycle creates a cluster, resizes a pool, deletes one and reuses
@@ -48,7 +49,7 @@ func TestLifecycle(t *testing.T) {
 	if d := c.deletePool(t, cl.ID, b.ID); d.State != resource.StateDeleting {
 		t.Errorf("delete node pool = %s, want deleting", d.State)
 	}
-	eventually(t, "node pool b gone from the list", func() (bool, string) {
+	wait.For(t, "node pool b gone from the list", func() (bool, string) {
 		ps, err := c.listPools(cl.ID)
 		if err != nil {
 			return false, err.Error()
@@ -69,7 +70,7 @@ func TestLifecycle(t *testing.T) {
 	if d := c.deleteCluster(t, cl.ID); d.State != resource.StateDeleting {
 		t.Errorf("delete cluster = %s, want deleting", d.State)
 	}
-	eventually(t, "cluster gone", func() (bool, string) {
+	wait.For(t, "cluster gone", func() (bool, string) {
 		_, err := c.getCluster(cl.ID)
 		var ae *apiError
 		return errors.As(err, &ae) && ae.Code == "NOT_FOUND", c.clusterState(cl.ID)
@@ -226,7 +227,7 @@ func TestReleaseChannelUpgrade(t *testing.T) {
 	if _, err := e.GKE.UpgradeMaster(providerName(cl), next); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new version shown", func() (bool, string) {
+	wait.For(t, "the new version shown", func() (bool, string) {
 		got, err := c.getCluster(cl.ID)
 		if err != nil {
 			return false, err.Error()

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // newRunner is a reconcile runner of the stack's clusters of its own: its
@@ -80,7 +81,7 @@ func (e *env) poolDoc(t testing.TB, clusterID, poolID string) lifecycle.NodePool
 // pool shows error meanwhile.
 func (c *client) waitNeverError(t *testing.T, id string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("cluster %s ready, never in error", id), func() (bool, string) {
+	wait.For(t, fmt.Sprintf("cluster %s ready, never in error", id), func() (bool, string) {
 		cl, err := c.getCluster(id)
 		if err != nil {
 			return false, err.Error()
@@ -300,7 +301,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 	})
 	// The chain goes on as one: one task is waiting for the cluster, the
 	// steady refresh.
-	eventually(t, "one pending task for the cluster", func() (bool, string) {
+	wait.For(t, "one pending task for the cluster", func() (bool, string) {
 		var names []string
 		for _, tk := range e.pendingTasks() {
 			if bytes.Contains(tk.GetHttpRequest().GetBody(), []byte(cl.ID)) {
@@ -351,7 +352,7 @@ func TestKilledRun(t *testing.T) {
 		e.GKE.SetLatency("CreateNodePool", cfg.LeaseTTL*3/2)
 		before := e.GKE.Calls("CreateNodePool")
 		c.createPool(t, cl.ID, poolSpec("slow", 1))
-		eventually(t, "the slow call made", func() (bool, string) {
+		wait.For(t, "the slow call made", func() (bool, string) {
 			return e.GKE.Calls("CreateNodePool") > before, "no call yet"
 		})
 		e.GKE.SetLatency("CreateNodePool", 0)
@@ -461,7 +462,7 @@ func TestPubSubDown(t *testing.T) {
 			if _, dups := e.events.distinct(cl.ID); tt.exactOnce && dups != 0 {
 				t.Errorf("redelivered events = %d, want none (all: %s)", dups, e.events.summary(cl.ID))
 			}
-			eventually(t, "the outbox empty", func() (bool, string) {
+			wait.For(t, "the outbox empty", func() (bool, string) {
 				docs, err := e.FirestoreClient.CollectionGroup(outbox.Collection).Documents(context.Background()).GetAll()
 				return err == nil && len(docs) == 0, fmt.Sprintf("%d documents, %v", len(docs), err)
 			})
@@ -516,7 +517,7 @@ func TestClusterLostAtProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the provider's delete done", func() (bool, string) {
+	wait.For(t, "the provider's delete done", func() (bool, string) {
 		_, err := e.GKE.Cluster(providerName(cl))
 		return err != nil, "still there: " + op.GetName()
 	})
@@ -526,7 +527,7 @@ func TestClusterLostAtProvider(t *testing.T) {
 	if !strings.Contains(got.Message, "no longer has cluster") || !strings.Contains(got.Message, "delete this cluster") {
 		t.Errorf("cluster message = %q, want it to say the provider lost it and what to do", got.Message)
 	}
-	eventually(t, "the deleting pool deleted", func() (bool, string) {
+	wait.For(t, "the deleting pool deleted", func() (bool, string) {
 		pools, err := c.listPools(cl.ID)
 		return err == nil && len(pools) == 1 && pools[0].ID == a.ID, fmt.Sprintf("%+v %v", pools, err)
 	})
@@ -541,7 +542,7 @@ func TestClusterLostAtProvider(t *testing.T) {
 	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolDeleted + "/" + b.ID: 1})
 
 	c.deleteCluster(t, cl.ID)
-	eventually(t, "the cluster deleted", func() (bool, string) {
+	wait.For(t, "the cluster deleted", func() (bool, string) {
 		_, err := c.getCluster(cl.ID)
 		return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
 	})

@@ -25,12 +25,13 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
-// waitTime bounds every wait for a state: generous, because the race
-// detector on two shared cores slows everything down, while a healthy run
-// converges in well under a second.
-const waitTime = 20 * time.Second
+// waitTime bounds every wait for a state, as wait.For does: generous,
+// because a cold, loaded 2-core machine with the race detector slows
+// everything down, while a healthy run converges in well under a second.
+const waitTime = wait.Timeout
 
 // fastConfig is a stack with timings fit for tests: provider operations of
 // 30 ms, converging runs every 60 ms, and a steady refresh slower than the
@@ -303,23 +304,6 @@ func (c *client) deletePool(t testing.TB, clusterID, poolID string) resource.Nod
 	return p
 }
 
-// eventually polls cond until it reports true, failing the test with
-// cond's last description when waitTime passes.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitTime)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", waitTime, what, last)
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
-}
-
 // clusterState describes a cluster and its pools, for failure messages.
 func (c *client) clusterState(id string) string {
 	cl, err := c.getCluster(id)
@@ -340,7 +324,7 @@ func (c *client) clusterState(id string) string {
 func (c *client) waitCluster(t testing.TB, id string, st resource.State, pools map[string]resource.State) resource.Cluster {
 	t.Helper()
 	var cl resource.Cluster
-	eventually(t, fmt.Sprintf("cluster %s %s with pools %v", id, st, pools), func() (bool, string) {
+	wait.For(t, fmt.Sprintf("cluster %s %s with pools %v", id, st, pools), func() (bool, string) {
 		var err error
 		cl, err = c.getCluster(id)
 		if err != nil || cl.State != st {
@@ -496,7 +480,7 @@ func (c *collector) count(clusterID, typ, poolID string) int {
 // distinct events of each type ("type" or "type/nodePoolId").
 func (e *env) waitEvents(t testing.TB, clusterID string, want map[string]int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("events %v of %s", want, clusterID), func() (bool, string) {
+	wait.For(t, fmt.Sprintf("events %v of %s", want, clusterID), func() (bool, string) {
 		for k, n := range want {
 			typ, pool, _ := strings.Cut(k, "/")
 			if got := e.events.count(clusterID, typ, pool); got < n {

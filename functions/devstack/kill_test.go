@@ -36,6 +36,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // childEnv makes the test binary run the devstack command with its
@@ -52,9 +53,10 @@ func devstackChild() int {
 	return 0
 }
 
-// killWait bounds each wait of TestKillAndRestart: longer than waitTime,
-// since a restart, and the leases a killed run held, come on top.
-const killWait = 40 * time.Second
+// killWait bounds TestKillAndRestart's waits for a process: as long as
+// wait.For's, since a restart, and the leases a killed run held, come on
+// top of a loaded machine's slowness.
+const killWait = wait.Timeout
 
 // lossWindow bounds how long before a kill a change may be lost with it:
 // the save interval (a second) and the time a save takes, with room for
@@ -106,7 +108,7 @@ func TestKillAndRestart(t *testing.T) {
 	t.Cleanup(k.events.stop)
 	// A kill loses what changed in the last second, subscriptions too:
 	// act once the data file has them.
-	k.eventually("the subscriptions in the data file", func() (bool, string) {
+	wait.For(k.t, "the subscriptions in the data file", func() (bool, string) {
 		b, _ := os.ReadFile(data)
 		for _, typ := range outbox.Types {
 			if !bytes.Contains(b, []byte(subName(typ))) {
@@ -446,26 +448,10 @@ func (k *killTest) deleteCluster(name string) {
 	c.deleted, c.at = true, time.Now()
 }
 
-func (k *killTest) eventually(what string, cond func() (bool, string)) {
-	t := k.t
-	t.Helper()
-	deadline := time.Now().Add(killWait)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", killWait, what, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (k *killTest) waitClusterReady(name string) {
 	k.t.Helper()
 	c := k.clusters[name]
-	k.eventually("cluster "+name+" ready", func() (bool, string) {
+	wait.For(k.t, "cluster "+name+" ready", func() (bool, string) {
 		cl, err := k.api.getCluster(c.id)
 		return err == nil && cl.State == resource.StateReady, k.api.clusterState(c.id)
 	})
@@ -475,7 +461,7 @@ func (k *killTest) waitPoolReady(cluster, name string) {
 	k.t.Helper()
 	c := k.clusters[cluster]
 	p := c.pools[name]
-	k.eventually(fmt.Sprintf("node pool %s/%s ready with %d nodes", cluster, name, p.count()), func() (bool, string) {
+	wait.For(k.t, fmt.Sprintf("node pool %s/%s ready with %d nodes", cluster, name, p.count()), func() (bool, string) {
 		ps, err := k.api.listPools(c.id)
 		if err != nil {
 			return false, err.Error()
@@ -624,7 +610,7 @@ func (k *killTest) checkConverged() {
 	k.t.Helper()
 	for _, name := range slices.Sorted(maps.Keys(k.clusters)) {
 		c := k.clusters[name]
-		k.eventually("cluster "+name+" converged", func() (bool, string) {
+		wait.For(k.t, "cluster "+name+" converged", func() (bool, string) {
 			cl, err := k.api.getCluster(c.id)
 			if c.deleted {
 				var ae *apiError
@@ -679,7 +665,7 @@ func (k *killTest) checkProvider() {
 		}
 		slices.Sort(want[c.provider])
 	}
-	k.eventually("the GKE simulator converged", func() (bool, string) {
+	wait.For(k.t, "the GKE simulator converged", func() (bool, string) {
 		resp, err := gke.ListClusters(ctx, &containerpb.ListClustersRequest{Parent: "projects/bc-dev/locations/-"})
 		if err != nil {
 			return false, err.Error()
@@ -753,7 +739,7 @@ func (k *killTest) checkEvents() {
 		slices.Sort(out)
 		return out
 	}
-	k.eventually("every event", func() (bool, string) {
+	wait.For(k.t, "every event", func() (bool, string) {
 		m := missing()
 		return len(m) == 0, fmt.Sprintf("missing %v", m)
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestKubernetes creates a cluster through the API on a stack with
@@ -81,7 +82,7 @@ func TestKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewForConfig: %v", err)
 		}
-		eventually(t, name+" lists the cluster's nodes", func() (bool, string) {
+		wait.For(t, name+" lists the cluster's nodes", func() (bool, string) {
 			list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()

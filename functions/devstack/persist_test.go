@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestDataFile starts a stack with a data file, makes a cluster, and
@@ -40,7 +41,7 @@ func TestDataFile(t *testing.T) {
 
 	// The stack saves within a second, without being asked.
 	var saved []byte
-	eventually(t, "the data file with the cluster at GKE and the subscription", func() (bool, string) {
+	wait.For(t, "the data file with the cluster at GKE and the subscription", func() (bool, string) {
 		b, err := os.ReadFile(cfg.DataFile)
 		if err != nil {
 			return false, err.Error()
@@ -93,7 +94,7 @@ func TestDataFile(t *testing.T) {
 
 	// It goes on: the cluster can be deleted, at the provider too.
 	api.deleteCluster(t, cl.ID)
-	eventually(t, "cluster gone at the provider", func() (bool, string) {
+	wait.For(t, "cluster gone at the provider", func() (bool, string) {
 		_, err := s2.GKE.Cluster(providerName(cl))
 		return err != nil, api.clusterState(cl.ID)
 	})

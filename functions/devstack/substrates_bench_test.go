@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // BenchmarkSubstrateJoined times a create-mode substrate from its pool's
@@ -48,7 +50,7 @@ func BenchmarkSubstrateJoined(b *testing.B) {
 		took = append(took, time.Since(start))
 		b.StopTimer()
 		archivePool(b, e, pool, 2)
-		eventually(b, "substrate deleted", func() (bool, string) {
+		wait.For(b, "substrate deleted", func() (bool, string) {
 			list, err := e.api.substrates(pool)
 			return err == nil && len(list) == 0, jsonOf(list)
 		})

@@ -23,17 +23,13 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/telemetry"
 	"github.com/better-compute/kubernetes/shared/telemetry/telemetrytest"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // The substrates' end-to-end tests run on a stack whose simulated
 // clusters have real Kubernetes API servers (API.md §8-9).
 
 const substrateLabel = "better-compute.dev/substrate-pool"
-
-// kubeWait bounds each wait on a simulated cluster's Kubernetes API (a
-// node registering, bcd joining it, objects applied): sized for a cold,
-// loaded 2-core machine, where one API server among many answers slowly.
-const kubeWait = 3 * time.Minute
 
 // kubeEnv starts a stack with Kubernetes and waits until its API server
 // is built. configure, when not nil, changes the stack's configuration.
@@ -113,27 +109,11 @@ func (c *client) substrates(poolID string) ([]resource.Substrate, error) {
 	return out.Substrates, err
 }
 
-// waitKube waits up to kubeWait for cond, as eventually does.
-func waitKube(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(kubeWait)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", kubeWait, what, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitSubstrate waits until the pool's substrate satisfies ok.
 func (c *client) waitSubstrate(t testing.TB, poolID, what string, ok func(resource.Substrate) bool) resource.Substrate {
 	t.Helper()
 	var got resource.Substrate
-	waitKube(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
+	wait.For(t, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
 		list, err := c.substrates(poolID)
 		if err != nil {
 			return false, err.Error()
@@ -287,7 +267,7 @@ func TestSubstrateCreateMode(t *testing.T) {
 		return rec.Collect(t).Sum(telemetry.ReconcileRuns, telemetrytest.Attrs{telemetry.KeyKind: "substrates", telemetry.KeyOutcome: chain.OutcomeSteady})
 	}
 	from := steadyRuns()
-	waitKube(t, "two steady runs of the substrates", func() (bool, string) {
+	wait.For(t, "two steady runs of the substrates", func() (bool, string) {
 		n := steadyRuns()
 		return n >= from+2, fmt.Sprintf("%v steady runs, from %v", n, from)
 	})
@@ -333,7 +313,7 @@ func TestSubstrateCreateMode(t *testing.T) {
 	}
 
 	archivePool(t, e, pool, 4)
-	waitKube(t, "substrate deleted", func() (bool, string) {
+	wait.For(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})
@@ -439,7 +419,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitKube(t, "a new token in the Secret", func() (bool, string) {
+	wait.For(t, "a new token in the Secret", func() (bool, string) {
 		tok := joinToken(t, cs)
 		return tok != "" && tok != token, "token " + tok
 	})
@@ -449,7 +429,7 @@ func TestSubstrateAdoptMode(t *testing.T) {
 
 	newToken := joinToken(t, cs)
 	archivePool(t, e, pool, 2)
-	waitKube(t, "substrate deleted", func() (bool, string) {
+	wait.For(t, "substrate deleted", func() (bool, string) {
 		list, err := e.api.substrates(pool)
 		return err == nil && len(list) == 0, jsonOf(list)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/telemetry"
 	"github.com/better-compute/kubernetes/shared/telemetry/telemetrytest"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestTelemetry creates a cluster, waits for it to be ready, then reads
@@ -39,7 +40,7 @@ func TestTelemetry(t *testing.T) {
 	// The run that saved ready records the lag as it ends, just after its
 	// save made the cluster ready.
 	var s telemetrytest.Snapshot
-	eventually(t, "the reconcile lag recorded", func() (bool, string) {
+	wait.For(t, "the reconcile lag recorded", func() (bool, string) {
 		s = rec.Collect(t)
 		h := s.Histogram(telemetry.ReconcileLag, clusters)
 		return h.Count > 0, fmt.Sprintf("metrics %v", s.Names())
@@ -88,7 +89,7 @@ func TestTelemetry(t *testing.T) {
 	// Traces: the API call's span, and the runs of the cluster.
 	var call sdktrace.ReadOnlySpan
 	var runs []sdktrace.ReadOnlySpan
-	eventually(t, "the spans of the call and of the runs", func() (bool, string) {
+	wait.For(t, "the spans of the call and of the runs", func() (bool, string) {
 		call, runs = nil, nil
 		for _, sp := range rec.Spans.Ended() {
 			switch {

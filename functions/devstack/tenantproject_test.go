@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // The seed's tenant-owned account: acc-acme on the tenant's project
@@ -67,7 +68,7 @@ func TestTenantProject(t *testing.T) {
 	e.IAM.Revoke(provisioner, reconciler)
 	revoked := time.Now()
 	want := "Better Compute cannot act in project acme-prod: grant roles/iam.serviceAccountTokenCreator on " + provisioner + " to " + reconciler
-	eventually(t, "the cluster in error with what to grant", func() (bool, string) {
+	wait.For(t, "the cluster in error with what to grant", func() (bool, string) {
 		got, err := e.api.getCluster(cl.ID)
 		return err == nil && got.State == resource.StateError && got.Message == want, e.api.clusterState(cl.ID)
 	})
@@ -75,7 +76,7 @@ func TestTenantProject(t *testing.T) {
 	// The chain keeps looking: two more refused runs, and still one
 	// announcement.
 	refusals := e.IAM.Calls("GenerateAccessToken")
-	eventually(t, "two more runs of the cluster in error", func() (bool, string) {
+	wait.For(t, "two more runs of the cluster in error", func() (bool, string) {
 		n := e.IAM.Calls("GenerateAccessToken")
 		return n >= refusals+2, fmt.Sprintf("%d GenerateAccessToken calls since the error", n-refusals)
 	})

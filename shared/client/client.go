@@ -100,9 +100,6 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// BaseURL is the URL the client calls.
-func (c *Client) BaseURL() string { return c.base }
-
 // method is one API method as the client calls it.
 type method struct {
 	resource, verb string

@@ -13,6 +13,7 @@ import (
 
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 const (
@@ -145,7 +146,7 @@ func TestTokenCallersGivingUp(t *testing.T) {
 		leaderDone <- err
 	}()
 	// The waiters start once the leader's call is in flight.
-	waitFor(t, func() bool { return srv.Calls(rpc) == 1 })
+	wait.Until(t, "the first call", func() bool { return srv.Calls(rpc) == 1 })
 
 	quitter, cancelQuitter := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelQuitter()
@@ -205,14 +206,3 @@ func TestNewRefusesBadLifetimes(t *testing.T) {
 
 // fakeless is a Generator never called: New only checks its options.
 type fakeless struct{ impersonate.Generator }
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

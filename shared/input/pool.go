@@ -177,7 +177,3 @@ func (p *PoolArchived) decodeHead(f *fields) {
 	}
 	f.r.check("", p)
 }
-
-// Normalized returns the flavor's spec with its defaults applied, as a
-// node pool spec.
-func Normalized(s NodePoolSpec) NodePoolSpec { return s.normalized() }

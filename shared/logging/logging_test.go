@@ -300,14 +300,14 @@ func TestWithAttachesKeysOnce(t *testing.T) {
 	}
 }
 
-func TestMiddleware(t *testing.T) {
+// A request's context, as the edge makes it: the process's logger and the
+// request's trace, which every line logged from it then carries.
+func TestRequestContext(t *testing.T) {
 	var buf bytes.Buffer
-	h := Middleware(New(&buf, slog.LevelInfo), "bc-dev")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		FromContext(r.Context()).Info("handled")
-	}))
 	req := httptest.NewRequest(http.MethodPost, "/", nil)
 	req.Header.Set("X-Cloud-Trace-Context", "105445aa7843bc8bf206b12000100000/2;o=1")
-	h.ServeHTTP(httptest.NewRecorder(), req)
+	ctx := WithTrace(NewContext(req.Context(), New(&buf, slog.LevelInfo)), req.Header, "bc-dev")
+	FromContext(ctx).Info("handled")
 	e := decode(t, &buf)[0]
 	if got, want := e[KeyTrace], "projects/bc-dev/traces/105445aa7843bc8bf206b12000100000"; got != want {
 		t.Errorf("%s = %v, want %v", KeyTrace, got, want)

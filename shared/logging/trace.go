@@ -125,19 +125,6 @@ func traceFrom(ctx context.Context) (Trace, bool) {
 	return t, ok
 }
 
-// Middleware returns HTTP middleware that stores base (NewContext) and the
-// request's trace in project (WithTrace) in each request's context, so that
-// handlers log with FromContext(r.Context()).
-func Middleware(base *slog.Logger, project string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx := NewContext(r.Context(), base)
-			ctx = WithTrace(ctx, r.Header, project)
-			next.ServeHTTP(w, r.WithContext(ctx))
-		})
-	}
-}
-
 func isHex(s string, n int) bool {
 	if len(s) != n {
 		return false

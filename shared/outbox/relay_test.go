@@ -13,6 +13,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 type backlog struct {
@@ -69,8 +70,76 @@ func TestDrainRecordsTheBacklog(t *testing.T) {
 	}
 }
 
+// gate is a publisher that holds every publish until want of them are in
+// flight at once, then lets every publish through: a relay with fewer
+// workers than want cannot get past it before the deadline.
+type gate struct {
+	want     int
+	deadline context.Context
+	mu       sync.Mutex
+	inside   int
+	peak     int
+	open     chan struct{} // closed once want publishes were in flight together
+}
+
+func newGate(t *testing.T, want int) *gate {
+	deadline, cancel := context.WithTimeout(context.Background(), wait.Timeout)
+	t.Cleanup(cancel)
+	return &gate{want: want, deadline: deadline, open: make(chan struct{})}
+}
+
+func (g *gate) Publish(context.Context, outbox.Event) error {
+	g.mu.Lock()
+	g.inside++
+	g.peak = max(g.peak, g.inside)
+	if g.inside == g.want {
+		close(g.open)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-g.deadline.Done():
+	}
+	g.mu.Lock()
+	g.inside--
+	g.mu.Unlock()
+	return nil
+}
+
+// Send's events are published by the relay's 8 workers at once (the
+// README's figure): events of ever new clusters are sent until each
+// worker holds one in the gate. One worker, or fewer than 8, never opens it.
+func TestSendPublishesOnEightWorkersAtOnce(t *testing.T) {
+	fs := fsemu.ForTest(t, "outbox")
+	g := newGate(t, 8)
+	relay, err := outbox.NewRelay(fs, g, logging.New(t.Output(), slog.LevelWarn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay.Start()
+	defer relay.Close()
+	// A worker's queue holds more than 100 events: the clusters' hashes
+	// reach every worker long before one overflows.
+	sent := 0
+	for open := false; !open && sent < 1000; sent++ {
+		relay.Send([]outbox.Event{{ID: fmt.Sprintf("evt_%d", sent), Type: outbox.ClusterUpdated, TenantID: "acme", ClusterID: fmt.Sprintf("kcl_%d", sent), Time: time.Now().UTC()}})
+		select {
+		case <-g.open:
+			open = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case <-g.open:
+	case <-g.deadline.Done():
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		t.Fatalf("after %d clusters' events and %v, at most %d publishes were in flight at once, want %d", sent, wait.Timeout, g.peak, g.want)
+	}
+}
+
 // recorder is a publisher that records what it publishes, with a pause
-// that lets the relay's workers overlap.
+// that lets the relay's workers interleave.
 type recorder struct {
 	mu        sync.Mutex
 	published map[string][]string // cluster → event IDs

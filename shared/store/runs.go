@@ -19,18 +19,6 @@ type ClusterRun struct {
 	Pools   []lifecycle.NodePool
 }
 
-// LoadClusterRun reads through r the cluster of snap and its pools that
-// are not deleted.
-func (s *Store) LoadClusterRun(r *chain.Reader, snap *firestore.DocumentSnapshot) (ClusterRun, error) {
-	var run ClusterRun
-	if err := snap.DataTo(&run.Cluster); err != nil {
-		return run, fmt.Errorf("decode cluster: %w", err)
-	}
-	pools, err := s.LoadNodePools(r, snap.Ref)
-	run.Pools = pools
-	return run, err
-}
-
 // LoadNodePools reads through r the pools of the cluster at ref that are
 // not deleted, by creation.
 func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -79,13 +80,25 @@ func (e *runEnv) run(t *testing.T) store.ClusterRun {
 		if err != nil {
 			return err
 		}
-		run, err = e.st.LoadClusterRun(chain.NewReader(ctx, tx), snap)
+		run, err = loadRun(e.st, chain.NewReader(ctx, tx), snap)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("LoadClusterRun = %v", err)
+		t.Fatalf("load the cluster's run: %v", err)
 	}
 	return run
+}
+
+// loadRun reads through r the cluster of snap and its pools that are not
+// deleted, as the clusters' reconciler does when it takes the lease.
+func loadRun(st *store.Store, r *chain.Reader, snap *firestore.DocumentSnapshot) (store.ClusterRun, error) {
+	var run store.ClusterRun
+	if err := snap.DataTo(&run.Cluster); err != nil {
+		return run, fmt.Errorf("decode cluster: %w", err)
+	}
+	pools, err := st.LoadNodePools(r, snap.Ref)
+	run.Pools = pools
+	return run, err
 }
 
 // save saves after over before, as the end of a run does, and returns the
@@ -134,11 +147,11 @@ func decide(read store.ClusterRun, now time.Time) (store.ClusterRun, []outbox.Ev
 	return after, append(events, ev...)
 }
 
-func TestLoadClusterRun(t *testing.T) {
+func TestLoadNodePools(t *testing.T) {
 	e := newRunEnv(t)
 	run := e.run(t)
 	if run.Cluster.ID != e.cluster.ID || len(run.Pools) != 1 || run.Pools[0].ID != e.pool.ID {
-		t.Fatalf("LoadClusterRun = cluster %s, pools %+v; want %s with its pool %s", run.Cluster.ID, run.Pools, e.cluster.ID, e.pool.ID)
+		t.Fatalf("loaded cluster %s, pools %+v; want %s with its pool %s", run.Cluster.ID, run.Pools, e.cluster.ID, e.pool.ID)
 	}
 }
 

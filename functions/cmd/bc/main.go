@@ -16,9 +16,9 @@
 // test (bc help exit-codes). --wait prints each state change with the
 // time since the call and ends non-zero when the resource fails.
 //
-// It lives under cmd/ at the repository's root, not under functions/cmd
-// with the deployed functions: it is a tool for the API's users, built
-// and installed on their machines (go install .../cmd/bc), never deployed.
+// It sits beside the other commands in functions/cmd, but unlike server it
+// is never deployed: it is a tool for the API's users, built and installed
+// on their machines (go install .../functions/cmd/bc).
 package main
 
 import (

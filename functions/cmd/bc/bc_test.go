@@ -27,11 +27,12 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
-// waitTime bounds every wait of the tests: generous for the race
-// detector on two shared cores.
-const waitTime = 40 * time.Second
+// waitTime bounds every wait of the tests, as wait.For does: generous for
+// a cold, loaded 2-core machine with the race detector.
+const waitTime = wait.Timeout
 
 var (
 	stackOnce sync.Once
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 func devStack(t *testing.T) *devstack.Stack {
 	t.Helper()
 	stackOnce.Do(func() {
-		b, err := os.ReadFile("../../emulators/seed/devstack.json")
+		b, err := os.ReadFile("../../../emulators/seed/devstack.json")
 		if err != nil {
 			stackErr = err
 			return
@@ -354,7 +355,7 @@ func TestEventsTail(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"events", "tail", "--cluster", cl.ID, "-o", "json"}, u.lookup, &out, &errOut)
 	}()
-	eventually(t, "bc events tail listening", func() (bool, string) {
+	wait.For(t, "bc events tail listening", func() (bool, string) {
 		return strings.Contains(errOut.String(), fmt.Sprintf("Listening for %d event types", len(outbox.Types))), errOut.String()
 	})
 
@@ -370,7 +371,7 @@ func TestEventsTail(t *testing.T) {
 
 	want := map[string]bool{outbox.NodePoolCreated + "/" + p.ID: true, outbox.NodePoolReady + "/" + p.ID: true, outbox.ClusterUpdated + "/": true}
 	var lines []string
-	eventually(t, "the node pool's events in the tail", func() (bool, string) {
+	wait.For(t, "the node pool's events in the tail", func() (bool, string) {
 		lines = nonEmpty(out.String())
 		seen := map[string]bool{}
 		for _, l := range lines {
@@ -431,31 +432,15 @@ func nonEmpty(s string) []string {
 	return out
 }
 
-// eventually polls cond until it reports true, failing with its last
-// description when waitTime passes.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitTime)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", waitTime, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestConfig checks login writes a private config, config set and view,
 // and that flags beat the environment, which beats the file.
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	u := loggedIn(t)
-	fi, err := os.Stat(u.env["BC_CONFIG"])
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("config file mode = %v (%v), want 0600: it holds a token", fi.Mode(), err)
+	if fi, err := os.Stat(u.env["BC_CONFIG"]); err != nil {
+		t.Errorf("config file: %v", err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("config file mode = %v, want 0600: it holds a token", fi.Mode())
 	}
 	if res := u.run("config", "set", "tenant", "other"); res.code != 0 {
 		t.Fatalf("bc config set = %d: %s", res.code, res.stderr)
@@ -519,7 +504,7 @@ func TestSubstrates(t *testing.T) {
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
 
 	var list struct{ Substrates []client.Substrate }
-	eventually(t, "the pool's substrate in bc substrates list", func() (bool, string) {
+	wait.For(t, "the pool's substrate in bc substrates list", func() (bool, string) {
 		res := u.run("substrates", "list", "--pool", poolID, "-o", "json")
 		if res.code != 0 {
 			return false, res.stderr
@@ -584,7 +569,7 @@ func TestSubstrates(t *testing.T) {
 			"cluster": map[string]any{"create": map[string]any{"region": "fra"}}}},
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
 	var failed struct{ Substrates []client.Substrate }
-	eventually(t, "the pool's new substrate", func() (bool, string) {
+	wait.For(t, "the pool's new substrate", func() (bool, string) {
 		res := u.run("substrates", "list", "--pool", poolID, "-o", "json")
 		_ = json.Unmarshal([]byte(res.stdout), &failed)
 		return res.code == 0 && len(failed.Substrates) == 1 && failed.Substrates[0].ID != sub.ID, res.stdout + res.stderr
@@ -596,7 +581,7 @@ func TestSubstrates(t *testing.T) {
 	sub = failed.Substrates[0]
 
 	publishPool(t, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 3})
-	eventually(t, "the archived pool's substrate gone", func() (bool, string) {
+	wait.For(t, "the archived pool's substrate gone", func() (bool, string) {
 		res := u.run("substrates", "get", sub.ID)
 		return res.code == exitNotFound, res.stdout + res.stderr
 	})

@@ -1,0 +1,64 @@
+// Package wait is the tests' one way to wait for a condition that other
+// goroutines or processes bring about: poll it until it holds, and fail
+// the test, naming what it waited for and what it last saw, when it does
+// not hold in time.
+//
+// Every wait has the same generous deadline, sized for a cold 2-core
+// machine that compiles and tests other packages meanwhile, with the race
+// detector on: a condition that holds returns as soon as it does, so a
+// long deadline costs only the tests that fail.
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// Timeout bounds every wait. Waits that pass take milliseconds to a few
+// seconds on a quiet machine; a loaded one has made those many times
+// slower (a Kubernetes API server's start above all).
+const Timeout = 2 * time.Minute
+
+// For polls cond until it reports true, every few milliseconds (as often
+// as the tests' own waits did, so that what they time keeps its
+// resolution). After Timeout, or shortly before
+// the test binary's own deadline, it fails t with what it waited for and
+// cond's last description of what it saw.
+func For(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	start := time.Now()
+	deadline := deadlineOf(t, start)
+	for pause := time.Millisecond; ; pause = min(2*pause, 25*time.Millisecond) {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last: %s", time.Since(start).Round(time.Millisecond), what, last)
+			return
+		}
+		time.Sleep(pause)
+	}
+}
+
+// Until is For for a condition that has nothing to say but whether it
+// holds.
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	For(t, what, func() (bool, string) {
+		return cond(), "it did not hold"
+	})
+}
+
+// deadlineOf is when a wait begun at start gives up: after Timeout, or a
+// little before the test binary is killed (go test -timeout), so that the
+// failure names the wait rather than dumping every goroutine.
+func deadlineOf(t testing.TB, start time.Time) time.Time {
+	deadline := start.Add(Timeout)
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok && end.Add(-10*time.Second).Before(deadline) {
+			deadline = end.Add(-10 * time.Second)
+		}
+	}
+	return deadline
+}

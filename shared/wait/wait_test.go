@@ -1,0 +1,58 @@
+package wait
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recorder is a test whose binary ends at end, recording its failure.
+type recorder struct {
+	testing.TB
+	end    time.Time
+	failed string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
+
+func (r *recorder) Deadline() (time.Time, bool) { return r.end, true }
+
+func TestForReturnsOnceTheConditionHolds(t *testing.T) {
+	calls := 0
+	For(t, "the third call", func() (bool, string) {
+		calls++
+		return calls == 3, fmt.Sprintf("%d calls", calls)
+	})
+	if calls != 3 {
+		t.Errorf("cond called %d times, want 3", calls)
+	}
+}
+
+// A wait that times out names what it waited for and what it last saw,
+// before the test binary's deadline.
+func TestForFailsWithTheLastDescription(t *testing.T) {
+	r := &recorder{TB: t, end: time.Now().Add(10*time.Second + 50*time.Millisecond)}
+	calls := 0
+	For(r, "the pool ready", func() (bool, string) {
+		calls++
+		return false, fmt.Sprintf("state provisioning after %d looks", calls)
+	})
+	want := fmt.Sprintf("for the pool ready; last: state provisioning after %d looks", calls)
+	if !strings.Contains(r.failed, want) {
+		t.Errorf("failure = %q, want it to contain %q", r.failed, want)
+	}
+	if time.Now().After(r.end) {
+		t.Errorf("gave up after the binary's deadline")
+	}
+}
+
+func TestUntilFails(t *testing.T) {
+	r := &recorder{TB: t, end: time.Now().Add(10 * time.Second)}
+	Until(r, "never", func() bool { return false })
+	if !strings.Contains(r.failed, "for never; last: it did not hold") {
+		t.Errorf("failure = %q, want the condition named", r.failed)
+	}
+}
