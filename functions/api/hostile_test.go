@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -79,10 +80,10 @@ func TestHostileSubjects(t *testing.T) {
 	c := newCluster(t, tn)
 	p := listPools(t, tn, c.ID)[0]
 	// "~YS9i" is the stored form of "a/b": binding one binds not the other.
-	bind(t, auth.Binding{TenantID: tn.ID, Principal: store.DocID("a/b"), Role: auth.RoleAdmin})
+	bind(t, auth.Binding{TenantID: tn.ID, Principal: docpath.ID("a/b"), Role: auth.RoleAdmin})
 	n := 0
 	for _, sub := range hostileSubjects {
-		if sub == store.DocID("a/b") {
+		if sub == docpath.ID("a/b") {
 			continue
 		}
 		for _, method := range allMethods {
@@ -132,7 +133,7 @@ func TestHostileIDsServed(t *testing.T) {
 		t.Errorf("deleted cluster is %s, want deleting", c.State)
 	}
 	// Its neighbours in the path are other principals.
-	for _, other := range []string{"alice/..", "alice/../bob/", "alice/../bo", "~" + sub, store.DocID(sub)} {
+	for _, other := range []string{"alice/..", "alice/../bob/", "alice/../bo", "~" + sub, docpath.ID(sub)} {
 		wantError(t, call(t, other, "kubernetesClusters/delete", obj{"tenantId": tn.ID, "clusterId": c.ID}), http.StatusForbidden, "PERMISSION_DENIED")
 	}
 
@@ -140,8 +141,12 @@ func TestHostileIDsServed(t *testing.T) {
 	n := h.seq.Add(1)
 	tenantID := fmt.Sprintf("__hostile-%d__", n)
 	metal := fmt.Sprintf("__metal-%d__", n)
+	gcp := fmt.Sprintf("__gcp-%d__", n)
 	if err := h.store.LoadSeed(t.Context(), &store.Seed{
-		Pools:        []store.Pool{{ID: metal, TenantID: tenantID, AccountID: "acc-metal"}},
+		Pools: []store.Pool{
+			{ID: metal, TenantID: tenantID, AccountID: "acc-metal"},
+			{ID: gcp, TenantID: tenantID, AccountID: "acc-gcp"},
+		},
 		RoleBindings: []auth.Binding{{TenantID: tenantID, Principal: "a/b", Role: auth.RoleAdmin}},
 	}); err != nil {
 		t.Fatalf("LoadSeed: %v", err)
@@ -159,6 +164,19 @@ func TestHostileIDsServed(t *testing.T) {
 	wantError(t, call(t, "a/b", "kubernetesNodePools/list", ref), http.StatusNotFound, "NOT_FOUND")
 	autopilot := obj{"tenantId": tenantID, "poolId": metal, "name": "c", "mode": "autopilot", "region": "fra", "idempotencyKey": "k"}
 	wantError(t, call(t, "a/b", "kubernetesClusters/create", autopilot), http.StatusUnprocessableEntity, "UNSUPPORTED")
+	// A create there writes its documents and its outbox event under the
+	// tenant's stored ID.
+	hostile := tenant{ID: tenantID, Pool: gcp}
+	var hc resource.Cluster
+	call(t, "a/b", "kubernetesClusters/create", standardCluster(hostile, "c")).decode(t, &hc)
+	call(t, "a/b", "kubernetesNodePools/create", createBody(hostile, hc.ID, "extra")).decode(t, &np)
+	var pools struct {
+		NodePools []resource.NodePool `json:"nodePools"`
+	}
+	call(t, "a/b", "kubernetesNodePools/list", obj{"tenantId": tenantID, "clusterId": hc.ID}).decode(t, &pools)
+	if len(pools.NodePools) != 2 {
+		t.Errorf("the hostile tenant's cluster has %d pools, want 2", len(pools.NodePools))
+	}
 	// Another tenant's pool is not found from here.
 	wantError(t, call(t, "a/b", "kubernetesClusters/create", with(autopilot, "poolId", tn.Pool)), http.StatusNotFound, "NOT_FOUND")
 	wantError(t, call(t, admin, "kubernetesClusters/list", obj{"tenantId": tenantID}), http.StatusForbidden, "PERMISSION_DENIED")

@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -47,7 +48,7 @@ var Types = []string{
 }
 
 // Collection is the name of the outbox collection under each tenant.
-const Collection = "outbox"
+const Collection = docpath.OutboxCollection
 
 // Event is a CloudEvent waiting in a tenant's outbox. ID is its ce-id, fixed
 // when the event is written so that every publish of it carries the same one.
@@ -125,7 +126,7 @@ func substrateEvent(typ string, s resource.Substrate, t time.Time, data any) Eve
 
 // Ref returns the outbox document of e.
 func Ref(fs *firestore.Client, e Event) *firestore.DocumentRef {
-	return fs.Collection("tenants").Doc(e.TenantID).Collection(Collection).Doc(e.ID)
+	return docpath.Outbox(fs, e.TenantID, e.ID)
 }
 
 // Source is the ce-source of the tenant's events.

@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -69,7 +70,7 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 // meanwhile is UNAUTHENTICATED.
 func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]outbox.Event, error) {
 	var events []outbox.Event
-	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(DocID(n.Name))
+	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		events = nil

@@ -22,7 +22,7 @@
 //	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
 //	joinTokens/{sha256 of the token}                  JoinGrant
 //
-// Each {...} is DocID of the value (paths.go): the value itself unless
+// Each {...} is docpath.ID of the value: the value itself unless
 // Firestore could not store it as it stands.
 //
 // Every document path is built by the path functions of this file; no
@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
@@ -129,41 +130,41 @@ type idempotencyRecord struct {
 }
 
 // The refs below are the store's paths: every element that comes from
-// outside goes through DocID, so that any ID the contract accepts can be
+// outside goes through docpath.ID, so that any ID the contract accepts can be
 // stored.
 
 func (s *Store) accountRef(id string) *firestore.DocumentRef {
-	return s.fs.Collection("accounts").Doc(DocID(id))
+	return s.fs.Collection("accounts").Doc(docpath.ID(id))
 }
 
 func (s *Store) poolRef(id string) *firestore.DocumentRef {
-	return s.fs.Collection("pools").Doc(DocID(id))
+	return s.fs.Collection("pools").Doc(docpath.ID(id))
 }
 
 func (s *Store) tenant(t string) *firestore.DocumentRef {
-	return s.fs.Collection("tenants").Doc(DocID(t))
+	return docpath.Tenant(s.fs, t)
 }
 
 func (s *Store) memberRef(t, principal string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("members").Doc(DocID(principal))
+	return s.tenant(t).Collection("members").Doc(docpath.ID(principal))
 }
 
 // ClusterRef returns the document of a cluster.
 func (s *Store) ClusterRef(t, clusterID string) *firestore.DocumentRef {
-	return s.clusters(t).Doc(DocID(clusterID))
+	return s.clusters(t).Doc(docpath.ID(clusterID))
 }
 
 // NodePoolRef returns the document of a node pool.
 func (s *Store) NodePoolRef(t, clusterID, nodePoolID string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(DocID(nodePoolID))
+	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(docpath.ID(nodePoolID))
 }
 
 func (s *Store) poolNameRef(t, clusterID, name string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(DocID(name))
+	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(docpath.ID(name))
 }
 
 func (s *Store) clusterNameRef(t, name string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("clusterNames").Doc(DocID(name))
+	return s.tenant(t).Collection("clusterNames").Doc(docpath.ID(name))
 }
 
 func (s *Store) clusters(t string) *firestore.CollectionRef {
@@ -179,7 +180,7 @@ func (s *Store) substrates(t string) *firestore.CollectionRef {
 }
 
 func (s *Store) substrateRef(t, id string) *firestore.DocumentRef {
-	return s.substrates(t).Doc(DocID(id))
+	return s.substrates(t).Doc(docpath.ID(id))
 }
 
 func (s *Store) substrateNodes(t, substrateID string) *firestore.CollectionRef {
@@ -187,16 +188,16 @@ func (s *Store) substrateNodes(t, substrateID string) *firestore.CollectionRef {
 }
 
 func (s *Store) substratePoolRef(t, poolID string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("substratePools").Doc(DocID(poolID))
+	return s.tenant(t).Collection("substratePools").Doc(docpath.ID(poolID))
 }
 
 func (s *Store) joinTokenRef(hash string) *firestore.DocumentRef {
-	return s.fs.Collection("joinTokens").Doc(DocID(hash))
+	return s.fs.Collection("joinTokens").Doc(docpath.ID(hash))
 }
 
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {
 	h := sha256.Sum256([]byte(scope + "\x00" + caller + "\x00" + key))
-	return s.tenant(t).Collection("idempotency").Doc(DocID(hex.EncodeToString(h[:])))
+	return s.tenant(t).Collection("idempotency").Doc(docpath.ID(hex.EncodeToString(h[:])))
 }
 
 // timestamp returns the store's now at Firestore's precision, so that a

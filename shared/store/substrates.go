@@ -7,6 +7,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -62,7 +63,7 @@ func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) (
 func (s *Store) JoinedNodes(ctx context.Context, tenantID, substrateID, after string, limit int) ([]resource.SubstrateNode, error) {
 	q := s.substrateNodes(tenantID, substrateID).OrderBy(firestore.DocumentID, firestore.Asc)
 	if after != "" {
-		q = q.StartAfter(DocID(after))
+		q = q.StartAfter(docpath.ID(after))
 	}
 	if limit > 0 {
 		q = q.Limit(limit)
@@ -219,7 +220,7 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 		return nil, err
 	}
 	for _, n := range l.Left {
-		if err := tx.Delete(r.store.substrateNodes(sub.TenantID, sub.ID).Doc(DocID(n))); err != nil {
+		if err := tx.Delete(r.store.substrateNodes(sub.TenantID, sub.ID).Doc(docpath.ID(n))); err != nil {
 			return nil, err
 		}
 	}

@@ -1,15 +1,23 @@
-package store
+// Package docpath spells the Firestore paths that more than one package
+// builds: the tenant's document and its outbox, and ID, the one encoding
+// of every external string that becomes a document ID. The rest of the
+// data model's paths are the store's (shared/store); the outbox is here
+// because the chain and the relay write and clear events, and the store
+// depends on them.
+package docpath
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
 	"unicode/utf8"
+
+	"cloud.google.com/go/firestore"
 )
 
 // Firestore's rules for a document ID: valid UTF-8, at most 1,500 bytes,
 // no '/', not "." or "..", and not of the reserved form __.*__.
-const maxDocIDBytes = 1500
+const maxIDBytes = 1500
 
 // Encoded document IDs start with encodedPrefix, which no pattern of the
 // contract produces (tenant and pool IDs are [A-Za-z0-9._:-], names
@@ -22,9 +30,9 @@ const (
 
 // maxEncodedInput is the longest input whose base64url form, with the
 // prefix, still fits in a document ID.
-var maxEncodedInput = base64.RawURLEncoding.DecodedLen(maxDocIDBytes - len(encodedPrefix))
+var maxEncodedInput = base64.RawURLEncoding.DecodedLen(maxIDBytes - len(encodedPrefix))
 
-// DocID returns the Firestore document ID under which an external string
+// ID returns the Firestore document ID under which an external string
 // (a tenant ID, a principal, a pool, account or cluster name, a resource
 // ID...) is stored. Every string the contract accepts must be served, but
 // Firestore cannot store some of them as they stand: ".", "..", "__x__",
@@ -36,11 +44,11 @@ var maxEncodedInput = base64.RawURLEncoding.DecodedLen(maxDocIDBytes - len(encod
 // starts with '~' included, so that no encoded ID equals a string that was
 // kept as it is). A string whose base64url form would pass Firestore's
 // 1,500 bytes is "~~" and the base64url SHA-256 of it, which base64url
-// cannot start, so the three forms never meet. DocID is therefore
+// cannot start, so the three forms never meet. ID is therefore
 // injective (up to SHA-256 collisions, for strings over 1,124 bytes) and
 // stable: the same string always has the same ID.
-func DocID(s string) string {
-	if safeDocID(s) {
+func ID(s string) string {
+	if safeID(s) {
 		return s
 	}
 	if len(s) > maxEncodedInput {
@@ -50,11 +58,30 @@ func DocID(s string) string {
 	return encodedPrefix + base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
-// safeDocID reports whether s is stored as it stands: a valid document ID
+// safeID reports whether s is stored as it stands: a valid document ID
 // that is not of the encoded form.
-func safeDocID(s string) bool {
-	return s != "" && len(s) <= maxDocIDBytes && utf8.ValidString(s) &&
+func safeID(s string) bool {
+	return s != "" && len(s) <= maxIDBytes && utf8.ValidString(s) &&
 		s != "." && s != ".." && !strings.Contains(s, "/") &&
 		!strings.HasPrefix(s, encodedPrefix) &&
 		!(len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__"))
+}
+
+// Collection names spelled outside the store.
+const (
+	TenantsCollection = "tenants"
+	// OutboxCollection holds each tenant's events not yet published
+	// (tenants/{t}/outbox/{eventId}).
+	OutboxCollection = "outbox"
+)
+
+// Tenant returns the document of a tenant, under which all its documents
+// live.
+func Tenant(fs *firestore.Client, tenantID string) *firestore.DocumentRef {
+	return fs.Collection(TenantsCollection).Doc(ID(tenantID))
+}
+
+// Outbox returns the outbox document of a tenant's event.
+func Outbox(fs *firestore.Client, tenantID, eventID string) *firestore.DocumentRef {
+	return Tenant(fs, tenantID).Collection(OutboxCollection).Doc(ID(eventID))
 }

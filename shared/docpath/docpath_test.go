@@ -1,4 +1,4 @@
-package store
+package docpath
 
 import (
 	"encoding/base64"
@@ -7,18 +7,18 @@ import (
 	"unicode/utf8"
 )
 
-// decodeDocID returns the string DocID made id from, and false for an ID
-// DocID cannot have made or made by hashing (which keeps too little to
-// say). That every ID decodes back to its string proves DocID injective.
-func decodeDocID(id string) (string, bool) {
+// decodeID returns the string ID made id from, and false for an ID
+// ID cannot have made or made by hashing (which keeps too little to
+// say). That every ID decodes back to its string proves ID injective.
+func decodeID(id string) (string, bool) {
 	if !strings.HasPrefix(id, encodedPrefix) {
-		return id, safeDocID(id)
+		return id, safeID(id)
 	}
 	if strings.HasPrefix(id, hashedPrefix) {
 		return "", false
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(id[len(encodedPrefix):])
-	if err != nil || safeDocID(string(b)) {
+	if err != nil || safeID(string(b)) {
 		return "", false
 	}
 	return string(b), true
@@ -30,7 +30,7 @@ func validFirestoreID(id string) bool {
 		!strings.Contains(id, "/") && !(len(id) >= 4 && strings.HasPrefix(id, "__") && strings.HasSuffix(id, "__"))
 }
 
-func TestDocID(t *testing.T) {
+func TestID(t *testing.T) {
 	long := strings.Repeat("x", 1501)
 	tests := []struct {
 		in, want string
@@ -66,59 +66,59 @@ func TestDocID(t *testing.T) {
 		{"~", "~fg"},
 	}
 	for _, tt := range tests {
-		got := DocID(tt.in)
+		got := ID(tt.in)
 		if got != tt.want {
-			t.Errorf("DocID(%q) = %q, want %q", tt.in, got, tt.want)
+			t.Errorf("ID(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 		if !validFirestoreID(got) {
-			t.Errorf("DocID(%q) = %q, not a valid Firestore document ID", tt.in, got)
+			t.Errorf("ID(%q) = %q, not a valid Firestore document ID", tt.in, got)
 		}
 	}
-	if h := DocID(long); !strings.HasPrefix(h, "~~") || len(h) != 2+43 || h == DocID(long+"x") {
-		t.Errorf("DocID of 1,501 bytes = %q, want ~~ and a distinct hash", h)
+	if h := ID(long); !strings.HasPrefix(h, "~~") || len(h) != 2+43 || h == ID(long+"x") {
+		t.Errorf("ID of 1,501 bytes = %q, want ~~ and a distinct hash", h)
 	}
 	// The longest string encoded whole fills a document ID exactly.
 	edge := strings.Repeat("/", maxEncodedInput)
-	if got := DocID(edge); len(got) != 1500 || strings.HasPrefix(got, "~~") {
-		t.Errorf("DocID of %d bytes has %d bytes (%.3q...), want 1500, encoded whole", maxEncodedInput, len(got), got)
+	if got := ID(edge); len(got) != 1500 || strings.HasPrefix(got, "~~") {
+		t.Errorf("ID of %d bytes has %d bytes (%.3q...), want 1500, encoded whole", maxEncodedInput, len(got), got)
 	}
-	if got := DocID(edge + "/"); !strings.HasPrefix(got, "~~") {
-		t.Errorf("DocID of %d bytes = %.3q..., want hashed", maxEncodedInput+1, got)
+	if got := ID(edge + "/"); !strings.HasPrefix(got, "~~") {
+		t.Errorf("ID of %d bytes = %.3q..., want hashed", maxEncodedInput+1, got)
 	}
 }
 
-// FuzzDocID checks, for any two strings, that DocID gives a valid
+// FuzzID checks, for any two strings, that ID gives a valid
 // Firestore document ID, the same one each time, that decodes back to the
 // string (so no two strings share one), and that two strings of distinct
 // IDs are distinct.
-func FuzzDocID(f *testing.F) {
+func FuzzID(f *testing.F) {
 	for _, s := range []string{"", ".", "..", "__x__", "__acme__", "a/b", "alice/../bob", "~", "~YS9i", "~~", "acme", "\xff\xfe", strings.Repeat("é", 800)} {
 		f.Add(s, "~"+s)
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		for _, s := range []string{a, b} {
-			id := DocID(s)
+			id := ID(s)
 			if !validFirestoreID(id) {
-				t.Fatalf("DocID(%q) = %q, not a valid Firestore document ID", s, id)
+				t.Fatalf("ID(%q) = %q, not a valid Firestore document ID", s, id)
 			}
-			if again := DocID(s); again != id {
-				t.Fatalf("DocID(%q) = %q, then %q", s, id, again)
+			if again := ID(s); again != id {
+				t.Fatalf("ID(%q) = %q, then %q", s, id, again)
 			}
-			if safeDocID(s) && id != s {
-				t.Fatalf("DocID(%q) = %q, want the ID itself", s, id)
+			if safeID(s) && id != s {
+				t.Fatalf("ID(%q) = %q, want the ID itself", s, id)
 			}
 			if strings.HasPrefix(id, hashedPrefix) {
 				if len(s) <= maxEncodedInput {
-					t.Fatalf("DocID(%q) = %q, hashed though short enough to encode", s, id)
+					t.Fatalf("ID(%q) = %q, hashed though short enough to encode", s, id)
 				}
 				continue
 			}
-			if got, ok := decodeDocID(id); !ok || got != s {
-				t.Fatalf("DocID(%q) = %q, which decodes to %q, %v", s, id, got, ok)
+			if got, ok := decodeID(id); !ok || got != s {
+				t.Fatalf("ID(%q) = %q, which decodes to %q, %v", s, id, got, ok)
 			}
 		}
-		if a != b && DocID(a) == DocID(b) {
-			t.Fatalf("DocID(%q) = DocID(%q) = %q", a, b, DocID(a))
+		if a != b && ID(a) == ID(b) {
+			t.Fatalf("ID(%q) = ID(%q) = %q", a, b, ID(a))
 		}
 	})
 }
