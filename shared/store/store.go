@@ -25,10 +25,11 @@
 // Each {...} is docpath.ID of the value: the value itself unless
 // Firestore could not store it as it stands.
 //
-// Every document path is built by the path functions of this file; no
-// other package spells a collection's name, but for the outbox's
-// (outbox.Ref: the chain and the relay write and clear events through it,
-// and the store cannot be their dependency).
+// Every document path is built by the path functions of this file, on
+// the tenant's document of shared/docpath; no other package spells a
+// collection's name but docpath, which spells the tenants and their
+// outbox (the chain and the relay write and clear events there, and the
+// store cannot be their dependency).
 package store
 
 import (
