@@ -121,7 +121,7 @@ func TestAddNodePool(t *testing.T) {
 				tt.change(&c)
 			}
 			before := c
-			err := AddNodePool(&c, "np", tt.nameTaken, t0)
+			err := AddNodePool(&c, &NodePoolSpec{Name: "np"}, tt.nameTaken, t0)
 			var de *errs.Error
 			switch {
 			case tt.want == 0 && err != nil:
