@@ -203,7 +203,7 @@ func TestIntentLeftByAKilledRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := pool[0]
-			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p resource.NodePool) (resource.NodePool, error) {
+			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 				p.NodeCount = 3
 				return p, nil
 			})

@@ -77,7 +77,7 @@ func FuzzDecodeUpdateNodePool(f *testing.F) {
 	seed(f, with(updatePool, obj{"nodeCount": 3}), with(updatePool, obj{"autoscaling": nil}),
 		with(updatePool, obj{"autoscaling": obj{"minNodes": 1, "maxNodes": 2}, "nodeCount": 2}),
 		with(updatePool, obj{"zones": []any{}}))
-	stored := resource.NodePool{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
+	stored := lifecycle.NodePoolSpec{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := DecodeUpdateNodePool(body)
 		if err != nil {

@@ -352,11 +352,12 @@ func DecodeUpdateNodePool(body []byte) (*UpdateNodePool, error) {
 	return u, nil
 }
 
-// Apply returns p resized as u asks: nodeCount replaced when given,
-// autoscaling replaced (or removed) when given. The result shares no memory
-// with p or u. It is INVALID_INPUT when the resulting nodeCount lies outside
-// the resulting autoscaling bounds, naming the input field to change.
-func (u *UpdateNodePool) Apply(p resource.NodePool) (resource.NodePool, error) {
+// Apply returns the stored pool's spec p resized as u asks: nodeCount
+// replaced when given, autoscaling replaced (or removed) when given. The
+// result shares no memory with p or u. It is INVALID_INPUT when the
+// resulting nodeCount lies outside the resulting autoscaling bounds,
+// naming the input field to change.
+func (u *UpdateNodePool) Apply(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 	out := p
 	out.Zones = slices.Clone(p.Zones)
 	out.Labels = maps.Clone(p.Labels)
@@ -394,7 +395,7 @@ func (u *UpdateNodePool) Apply(p resource.NodePool) (resource.NodePool, error) {
 		fe = errs.FieldError{Field: "autoscaling.maxNodes", Reason: fmt.Sprintf(
 			"must not be below the pool's nodeCount (%d): raise it or give a nodeCount too", out.NodeCount)}
 	}
-	return resource.NodePool{}, errs.InvalidFields([]errs.FieldError{fe})
+	return lifecycle.NodePoolSpec{}, errs.InvalidFields([]errs.FieldError{fe})
 }
 
 // canonical marshals v, whose maps json sorts by key and whose structs have

@@ -77,9 +77,10 @@ func AddNodePool(c *Cluster, spec *NodePoolSpec, nameTaken bool, now time.Time) 
 	return nil
 }
 
-// Resize is an accepted change of a pool's size: it returns the pool with
-// the new node count and autoscaling, or an INVALID_INPUT error.
-type Resize func(resource.NodePool) (resource.NodePool, error)
+// Resize is an accepted change of a pool's size: given a copy of the
+// pool's spec, it returns it with the new node count and autoscaling (its
+// other fields are not read), or an INVALID_INPUT error.
+type Resize func(NodePoolSpec) (NodePoolSpec, error)
 
 // ResizeNodePool is kubernetesNodePools.update: the pool's version goes up
 // and it shows updating (pending stays pending), and so does its cluster.
@@ -91,7 +92,7 @@ func ResizeNodePool(c *Cluster, p *NodePool, resize Resize, now time.Time) error
 	if p.Spec.Deleting {
 		return errs.E(errs.InvalidState, "node pool %s is being deleted", p.ID)
 	}
-	resized, err := resize(p.View())
+	resized, err := resize(p.Spec.clone())
 	if err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func TestSaveClusterRunKeepsConcurrentChanges(t *testing.T) {
 	read := e.run(t)
 	after, events := decide(read, e.clk.t)
 	// The tenant resizes the pool during the run.
-	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p resource.NodePool) (resource.NodePool, error) {
+	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 		p.NodeCount = 5
 		return p, nil
 	})

@@ -211,7 +211,7 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return true, u.poolsChanged(ctx)
 	case ResizeNodePool:
 		p, want := &u.in.Pools[a.Pool], s.Spec.Flavors[a.Flavor].NodePool
-		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np resource.NodePool) (resource.NodePool, error) {
+		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 			np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
 			return np, nil
 		})
