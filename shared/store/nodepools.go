@@ -57,9 +57,10 @@ type CreateNodePoolRequest struct {
 // CreateNodePool adds a pool to a standard cluster in one transaction: it
 // reads the cluster, the caller's member document, the name reservation and
 // the idempotency record in one batch, checks the pool against the cluster
-// (lifecycle.AddNodePool: its zones among the cluster's), then writes the pool, its
-// reservation, the cluster's spec and chain, the idempotency record and
-// the kubernetes.nodepool.created event.
+// (lifecycle.AddNodePool, its zones among the cluster's included), then
+// writes the pool, its reservation, the cluster's spec and chain, the
+// idempotency record and the kubernetes.nodepool.created event. A
+// substrate's pools are held to the same rules as a tenant's.
 func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePoolRequest) (NodePoolResult, error) {
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID, req.ClusterID)
