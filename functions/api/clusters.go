@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
@@ -25,13 +24,10 @@ func (a *api) createCluster() httpapi.Method[*input.CreateCluster] {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "poolId", in.PoolID)
 			req := store.CreateClusterRequest{
 				PoolID:         in.PoolID,
-				Spec:           in.Cluster("", "", time.Time{}),
+				Spec:           in.Spec,
+				NodePools:      in.NodePools,
 				IdempotencyKey: in.IdempotencyKey,
 				RequestHash:    store.RequestHash(in.Canonical()),
-				CheckPlacement: in.CheckPlacement,
-			}
-			for i := range in.NodePools {
-				req.NodePools = append(req.NodePools, in.NodePools[i].NodePool("", in.TenantID, "", time.Time{}))
 			}
 			res, err := a.Store.CreateCluster(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, req)
 			if err != nil {

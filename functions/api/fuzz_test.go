@@ -87,7 +87,7 @@ func FuzzCreateNodePool(f *testing.F) {
 				t.Fatalf("create(%q) answered 200 with %s: %v", body, r.Body, err)
 			}
 			replay := in.IdempotencyKey != "" && p.State == resource.StateDeleted
-			if p.Name != in.Name || p.NodeCount != in.NodeCount || p.ClusterID != std.ID || (p.State != resource.StatePending && !replay) {
+			if p.Name != in.Spec.Name || p.NodeCount != in.Spec.NodeCount || p.ClusterID != std.ID || (p.State != resource.StatePending && !replay) {
 				t.Fatalf("create(%q) = %+v, want a pending pool as asked", body, p)
 			}
 			if !replay {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
@@ -24,10 +23,9 @@ func (a *api) createNodePool() httpapi.Method[*input.CreateNodePool] {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "clusterId", in.ClusterID)
 			res, err := a.Store.CreateNodePool(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, store.CreateNodePoolRequest{
 				ClusterID:      in.ClusterID,
-				Spec:           in.NodePool("", time.Time{}),
+				Spec:           in.Spec,
 				IdempotencyKey: in.IdempotencyKey,
 				RequestHash:    store.RequestHash(in.Canonical()),
-				CheckZones:     in.CheckZones,
 			})
 			if err != nil {
 				return nil, err

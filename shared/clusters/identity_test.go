@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -131,11 +132,10 @@ func gkeClient(t *testing.T, srv *gkeemu.Server, tok string) *container.ClusterM
 func (e *iamEnv) create(t *testing.T, pool, name string) resource.Cluster {
 	t.Helper()
 	res, err := e.st.CreateCluster(context.Background(), e.caller, store.CreateClusterRequest{
-		PoolID:         pool,
-		Spec:           resource.Cluster{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
-		RequestHash:    "h-" + name,
-		CheckPlacement: func(map[string][]string) error { return nil },
+		PoolID:      pool,
+		Spec:        lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash: "h-" + name,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -109,11 +109,10 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 		t.Fatal(err)
 	}
 	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
-		PoolID:         "pool",
-		Spec:           resource.Cluster{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
-		RequestHash:    "h",
-		CheckPlacement: func(map[string][]string) error { return nil },
+		PoolID:      "pool",
+		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash: "h",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +203,7 @@ func TestIntentLeftByAKilledRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := pool[0]
-			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p resource.NodePool) (resource.NodePool, error) {
+			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 				p.NodeCount = 3
 				return p, nil
 			})
@@ -265,11 +264,10 @@ func TestListingConfirmsOnly(t *testing.T) {
 	ctx := context.Background()
 	first := e.kick
 	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
-		PoolID:         "pool",
-		Spec:           resource.Cluster{Name: "d", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
-		RequestHash:    "h2",
-		CheckPlacement: func(map[string][]string) error { return nil },
+		PoolID:      "pool",
+		Spec:        lifecycle.ClusterSpec{Name: "d", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash: "h2",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ func TestConvergedOverRuns(t *testing.T) {
 		{"steady", func() time.Time { return run(30, obs(StatusRunning, 1, StatusRunning), nil) }, time.Time{}},
 		{"resize called", func() time.Time {
 			p := &pools[0]
-			err := lifecycle.ResizeNodePool(&c, p, func(np resource.NodePool) (resource.NodePool, error) { np.NodeCount = 2; return np, nil }, at(40))
+			err := lifecycle.ResizeNodePool(&c, p, func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) { np.NodeCount = 2; return np, nil }, at(40))
 			if err != nil {
 				t.Fatal(err)
 			}

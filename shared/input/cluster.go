@@ -3,10 +3,8 @@ package input
 import (
 	"fmt"
 	"maps"
-	"slices"
-	"time"
 
-	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -19,18 +17,33 @@ const (
 	DefaultReleaseChannel = ChannelRegular
 )
 
-// CreateCluster is the body of kubernetesClusters.create, with defaults
-// applied (ReleaseChannel).
+// CreateCluster is a decoded kubernetesClusters.create, with defaults
+// applied (the release channel): the tenant's cluster to make on a
+// provider pool, and the specs of its first node pools.
 type CreateCluster struct {
+	TenantID string
+	PoolID   string
+	// IdempotencyKey is "" when the body has none.
+	IdempotencyKey string
+	// Spec has the name, mode, region, release channel and labels the
+	// body gives; the store adds what the pool and its account say.
+	Spec lifecycle.ClusterSpec
+	// NodePools are a standard cluster's first node pools (1 to
+	// resource.MaxNodePools, names unique); an autopilot cluster has none.
+	NodePools []lifecycle.NodePoolSpec
+	body      createClusterBody
+}
+
+// createClusterBody is the body of kubernetesClusters.create.
+type createClusterBody struct {
 	TenantID       string `json:"tenantId" validate:"token"`
 	PoolID         string `json:"poolId" validate:"token"`
 	Name           string `json:"name" validate:"name"`
 	Mode           string `json:"mode" validate:"oneof=standard autopilot"`
 	Region         string `json:"region" validate:"region"`
 	ReleaseChannel string `json:"releaseChannel" validate:"oneof=rapid regular stable"`
-	// NodePools are a standard cluster's first node pools (1 to
-	// resource.MaxNodePools, names unique); an autopilot cluster has none.
-	NodePools []NodePoolSpec `json:"nodePools" validate:"-"`
+	// NodePools are checked on their own, at nodePools[i].
+	NodePools []nodePoolSpec `json:"nodePools" validate:"-"`
 	// Labels are checked by hand with Kubernetes' rules, as a pool's.
 	Labels map[string]string `json:"labels"`
 	// IdempotencyKey is "" when the body has none.
@@ -48,9 +61,9 @@ var clusterPoolReason = map[string]string{
 // DecodeCreateCluster decodes and validates the body of
 // kubernetesClusters.create. Any problem is an *errs.Error of kind
 // errs.Invalid listing every broken field. Whether the region and zones are
-// the account's is CheckPlacement's to say.
+// the account's is the store's to say (lifecycle.ClusterZones).
 func DecodeCreateCluster(body []byte) (*CreateCluster, error) {
-	c := &CreateCluster{}
+	c := createClusterBody{}
 	err := decode(body, func(f *fields) {
 		c.TenantID, _ = f.str("tenantId", true, false)
 		c.PoolID, _ = f.str("poolId", true, false)
@@ -63,7 +76,7 @@ func DecodeCreateCluster(body []byte) (*CreateCluster, error) {
 		}
 		pools := f.array("nodePools")
 		if pools != nil {
-			c.NodePools = make([]NodePoolSpec, len(pools))
+			c.NodePools = make([]nodePoolSpec, len(pools))
 		}
 		for i, v := range pools {
 			p := asObject(f.r, indexPath("nodePools", i), v)
@@ -86,10 +99,19 @@ func DecodeCreateCluster(body []byte) (*CreateCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	out := &CreateCluster{TenantID: c.TenantID, PoolID: c.PoolID, IdempotencyKey: c.IdempotencyKey, body: c}
+	labels := maps.Clone(c.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	out.Spec = lifecycle.ClusterSpec{Name: c.Name, Mode: c.Mode, Region: c.Region, ReleaseChannel: c.ReleaseChannel, Labels: labels}
+	for i := range c.NodePools {
+		out.NodePools = append(out.NodePools, c.NodePools[i].spec())
+	}
+	return out, nil
 }
 
-func (c *CreateCluster) check(r *report) {
+func (c *createClusterBody) check(r *report) {
 	r.check("", c)
 	for i := range c.NodePools {
 		c.NodePools[i].check(r, indexPath("nodePools", i))
@@ -129,61 +151,17 @@ func (c *CreateCluster) check(r *report) {
 // idempotency key, with defaults applied: two requests that ask for the same
 // cluster have equal Canonical forms. Node pools and zones keep their order.
 func (c *CreateCluster) Canonical() []byte {
-	n := *c
+	n := c.body
 	n.IdempotencyKey = ""
-	n.NodePools = make([]NodePoolSpec, len(c.NodePools))
-	for i, p := range c.NodePools {
+	n.NodePools = make([]nodePoolSpec, len(c.body.NodePools))
+	for i, p := range c.body.NodePools {
 		n.NodePools[i] = p.normalized()
 	}
-	n.Labels = maps.Clone(c.Labels)
+	n.Labels = maps.Clone(c.body.Labels)
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
 	return canonical(n)
-}
-
-// CheckPlacement checks the request's region and its node pools' zones
-// against the account's regions (region → zones enabled on the account):
-// an INVALID_INPUT *errs.Error naming each field outside them, or nil.
-func (c *CreateCluster) CheckPlacement(regions map[string][]string) error {
-	zones, ok := regions[c.Region]
-	if !ok {
-		names := slices.Sorted(maps.Keys(regions))
-		return errs.InvalidFields([]errs.FieldError{{
-			Field:  "region",
-			Reason: fmt.Sprintf("is not a region of the pool's account (%s)", listOrNone(names)),
-		}})
-	}
-	var fields []errs.FieldError
-	for i, p := range c.NodePools {
-		fields = append(fields, CheckZones(indexPath("nodePools", i)+".zones", p.Zones, c.Region, zones)...)
-	}
-	return fieldsError(fields)
-}
-
-// Cluster returns the cluster the request asks for on the pool's account,
-// pending at version 1, created at now, with its provider-side name derived
-// from id. Its node pools are built with NodePools[i].NodePool.
-func (c *CreateCluster) Cluster(id, accountID string, now time.Time) resource.Cluster {
-	labels := maps.Clone(c.Labels)
-	cl := resource.Cluster{
-		ID:             id,
-		TenantID:       c.TenantID,
-		PoolID:         c.PoolID,
-		AccountID:      accountID,
-		Name:           c.Name,
-		Mode:           c.Mode,
-		Region:         c.Region,
-		ReleaseChannel: c.ReleaseChannel,
-		ProviderName:   resource.ProviderClusterName(id),
-		Labels:         labels,
-		State:          resource.StatePending,
-		Version:        1,
-		CreatedAt:      now,
-		UpdatedAt:      now,
-	}
-	cl.Normalize()
-	return cl
 }
 
 // Page sizes of kubernetesClusters.list.

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -104,13 +104,13 @@ func TestDecodeCreateClusterValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeCreateCluster(%s): %v", body, err)
 	}
-	want := &CreateCluster{
-		TenantID: "acme", PoolID: "pool-dev", Name: "prod", Mode: "standard", Region: "us-central1",
-		ReleaseChannel: "regular", NodePools: []NodePoolSpec{{Name: "default", MachineType: "e2-standard-4", NodeCount: 1}},
-		Labels: map[string]string{"env": "prod"}, IdempotencyKey: "k1",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DecodeCreateCluster(%s) = %+v, want %+v", body, got, want)
+	spec := lifecycle.ClusterSpec{Name: "prod", Mode: "standard", Region: "us-central1", ReleaseChannel: "regular",
+		Labels: map[string]string{"env": "prod"}}
+	pools := []lifecycle.NodePoolSpec{{Name: "default", MachineType: "e2-standard-4", NodeCount: 1,
+		Zones: []string{}, Labels: map[string]string{}, Taints: []resource.Taint{}}}
+	if got.TenantID != "acme" || got.PoolID != "pool-dev" || got.IdempotencyKey != "k1" ||
+		!reflect.DeepEqual(got.Spec, spec) || !reflect.DeepEqual(got.NodePools, pools) {
+		t.Errorf("DecodeCreateCluster(%s) = %+v, want tenant acme, pool pool-dev, key k1, spec %+v and node pools %+v", body, got, spec, pools)
 	}
 }
 
@@ -153,59 +153,22 @@ func TestCreateClusterCanonical(t *testing.T) {
 	}
 }
 
-func TestCreateClusterCheckPlacement(t *testing.T) {
-	regions := map[string][]string{
-		"us-central1":  {"us-central1-a", "us-central1-b"},
-		"europe-west4": {"europe-west4-a"},
-	}
-	tests := []struct {
-		name string
-		set  obj
-		want []string
-	}{
-		{"no zones", nil, nil},
-		{"zones of the region", obj{"nodePools": []any{with(clusterPool, obj{"zones": []any{"us-central1-b", "us-central1-a"}})}}, nil},
-		{"region not the account's", obj{"region": "asia-east1"}, sorted("region")},
-		{"zones elsewhere", obj{"nodePools": []any{clusterPool, with(clusterPool, obj{"name": "b", "zones": []any{"us-central1-a", "europe-west4-a", "us-central1-c"}})}},
-			sorted("nodePools[1].zones[1]", "nodePools[1].zones[2]")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			body := marshal(t, with(createCluster, tt.set))
-			c, err := DecodeCreateCluster(body)
-			if err != nil {
-				t.Fatalf("DecodeCreateCluster(%s): %v", body, err)
-			}
-			if got := paths(t, c.CheckPlacement(regions)); !slices.Equal(got, tt.want) {
-				t.Errorf("CheckPlacement(%s) broken fields = %q, want %q", body, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCreateClusterResources(t *testing.T) {
-	body := marshal(t, with(createCluster, obj{"labels": obj{"env": "prod"}, "releaseChannel": "rapid"}))
-	c, err := DecodeCreateCluster(body)
+func TestCreateClusterLabels(t *testing.T) {
+	c, err := DecodeCreateCluster(marshal(t, createCluster))
 	if err != nil {
-		t.Fatalf("DecodeCreateCluster(%s): %v", body, err)
+		t.Fatal(err)
 	}
-	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	got := c.Cluster(clusterID, "acc-gcp", now)
-	want := resource.Cluster{
-		ID: clusterID, TenantID: "acme", PoolID: "pool-dev", AccountID: "acc-gcp", Name: "prod", Mode: "standard",
-		Region: "us-central1", ReleaseChannel: "rapid", ProviderName: resource.ProviderClusterName(clusterID),
-		Labels: map[string]string{"env": "prod"}, State: resource.StatePending, Version: 1, CreatedAt: now, UpdatedAt: now,
+	if c.Spec.Labels == nil {
+		t.Errorf("Spec.Labels of a body without labels = nil, want empty")
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Cluster() = %+v, want %+v", got, want)
+	body := marshal(t, with(createCluster, obj{"labels": obj{"env": "prod"}}))
+	c, err = DecodeCreateCluster(body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got.Labels["env"] = "changed"
-	if c.Labels["env"] != "prod" {
-		t.Errorf("Cluster() shares its labels with the request")
-	}
-	p := c.NodePools[0].NodePool(nodePoolID, "acme", clusterID, now)
-	if p.ClusterID != clusterID || p.TenantID != "acme" || p.Name != "default" || p.State != resource.StatePending || p.Version != 1 {
-		t.Errorf("NodePools[0].NodePool() = %+v", p)
+	c.Spec.Labels["env"] = "changed"
+	if c.body.Labels["env"] != "prod" {
+		t.Errorf("Spec shares its labels with the body")
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -67,9 +67,8 @@ func FuzzDecodeCreateNodePool(f *testing.F) {
 		if err != nil || !bytes.Equal(again.Canonical(), c.Canonical()) {
 			t.Fatalf("DecodeCreateNodePool(Canonical %s) = %v, %v; want the same request", c.Canonical(), again, err)
 		}
-		p := c.NodePool(nodePoolID, time.Unix(0, 0))
-		if p.Name != c.Name || p.State != resource.StatePending {
-			t.Fatalf("NodePool() = %+v from %+v", p, c)
+		if c.Spec.Name == "" || c.Spec.Zones == nil || c.Spec.Labels == nil || c.Spec.Taints == nil {
+			t.Fatalf("DecodeCreateNodePool(%q).Spec = %+v, want a name and empty collections rather than nil", body, c.Spec)
 		}
 	})
 }
@@ -78,7 +77,7 @@ func FuzzDecodeUpdateNodePool(f *testing.F) {
 	seed(f, with(updatePool, obj{"nodeCount": 3}), with(updatePool, obj{"autoscaling": nil}),
 		with(updatePool, obj{"autoscaling": obj{"minNodes": 1, "maxNodes": 2}, "nodeCount": 2}),
 		with(updatePool, obj{"zones": []any{}}))
-	stored := resource.NodePool{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
+	stored := lifecycle.NodePoolSpec{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := DecodeUpdateNodePool(body)
 		if err != nil {
@@ -113,11 +112,11 @@ func FuzzDecodeCreateCluster(f *testing.F) {
 		if err != nil || !bytes.Equal(again.Canonical(), c.Canonical()) {
 			t.Fatalf("DecodeCreateCluster(Canonical %s) = %v, %v; want the same request", c.Canonical(), again, err)
 		}
-		if err := c.CheckPlacement(regions); err != nil {
+		if _, err := lifecycle.ClusterZones(regions, &c.Spec, c.NodePools); err != nil {
 			checkRejection(t, body, err)
 		}
-		if (c.Mode == resource.ModeStandard) != (len(c.NodePools) > 0) {
-			t.Fatalf("DecodeCreateCluster(%q) = mode %s with %d node pools", body, c.Mode, len(c.NodePools))
+		if (c.Spec.Mode == resource.ModeStandard) != (len(c.NodePools) > 0) {
+			t.Fatalf("DecodeCreateCluster(%q) = mode %s with %d node pools", body, c.Spec.Mode, len(c.NodePools))
 		}
 	})
 }

@@ -10,9 +10,11 @@
 // nodePools[1].zones[0]), or, for a body that is not JSON at all, saying so
 // in its message.
 //
-// What needs stored data is left to the caller, with pure helpers: zones and
-// regions of the account (CheckZones, CreateCluster.CheckPlacement), and a
-// resize against the stored pool (UpdateNodePool.Apply).
+// What leaves the package for a node pool is its lifecycle.NodePoolSpec,
+// the one shape the store records. What needs stored data is left to the
+// caller: zones and regions of the account are the store's to check
+// (lifecycle.AddNodePool, lifecycle.ClusterZones), and a resize against
+// the stored pool is UpdateNodePool.Apply.
 package input
 
 import (

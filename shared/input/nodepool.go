@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -17,24 +17,27 @@ type Autoscaling struct {
 	MaxNodes int `json:"maxNodes" validate:"between=1:1000"`
 }
 
-// Accelerators are the GPUs attached to each node.
-type Accelerators struct {
+// accelerators are the GPUs attached to each node.
+type accelerators struct {
 	Type  string `json:"type" validate:"acceleratortype"`
 	Count int    `json:"count" validate:"between=1:16"`
 }
 
-// Taint is a Kubernetes taint put on every node of a pool. Key and Value
-// are checked with Kubernetes' own rules.
-type Taint struct {
+// taint is a Kubernetes taint put on every node of a pool. Key and Value
+// are checked with Kubernetes' own rules. Its effect is spelled as in
+// Kubernetes, as the stored spec keeps it.
+type taint struct {
 	Key    string `json:"key"`
 	Value  string `json:"value"`
 	Effect string `json:"effect" validate:"oneof=NoSchedule PreferNoSchedule NoExecute"`
 }
 
-// NodePoolSpec is what a tenant asks of a node pool: the body of
-// kubernetesNodePools.create without tenantId, clusterId and idempotencyKey,
-// and one element of kubernetesClusters.create's nodePools.
-type NodePoolSpec struct {
+// nodePoolSpec is a node pool spec as the body gives it, with the tags the
+// checks and the schemas read: the body of kubernetesNodePools.create
+// without tenantId, clusterId and idempotencyKey, one element of
+// kubernetesClusters.create's nodePools and one flavor of a pool event.
+// It does not leave the package: what does is its lifecycle.NodePoolSpec.
+type nodePoolSpec struct {
 	Name         string        `json:"name" validate:"name"`
 	MachineType  string        `json:"machineType" validate:"machinetype"`
 	NodeCount    int           `json:"nodeCount" validate:"between=0:1000"`
@@ -42,11 +45,11 @@ type NodePoolSpec struct {
 	DiskGiB      *int          `json:"diskGiB,omitempty" validate:"omitempty,between=10:65536"`
 	DiskType     string        `json:"diskType,omitempty" validate:"omitempty,disktype"`
 	Spot         bool          `json:"spot"`
-	Accelerators *Accelerators `json:"accelerators,omitempty"`
+	Accelerators *accelerators `json:"accelerators,omitempty"`
 	Zones        []string      `json:"zones" validate:"max=10,dive,zone"`
 	// Labels and Taints are checked by hand with Kubernetes' rules.
 	Labels map[string]string `json:"labels"`
-	Taints []Taint           `json:"taints" validate:"max=32,dive"`
+	Taints []taint           `json:"taints" validate:"max=32,dive"`
 }
 
 // nodePoolSpecKeys are the members of a NodePoolSpec: the fields update
@@ -58,7 +61,7 @@ var nodePoolSpecKeys = map[string]bool{
 }
 
 // decodeSpec reads the members of a node pool spec from f.
-func decodeSpec(f *fields, s *NodePoolSpec) {
+func decodeSpec(f *fields, s *nodePoolSpec) {
 	s.Name, _ = f.str("name", true, false)
 	s.MachineType, _ = f.str("machineType", true, false)
 	s.NodeCount, _ = f.int("nodeCount", true)
@@ -71,7 +74,7 @@ func decodeSpec(f *fields, s *NodePoolSpec) {
 	s.DiskType, _ = f.str("diskType", false, false)
 	s.Spot = f.bool("spot")
 	if a := f.object("accelerators", false); a != nil {
-		s.Accelerators = &Accelerators{}
+		s.Accelerators = &accelerators{}
 		s.Accelerators.Type, _ = a.str("type", true, false)
 		s.Accelerators.Count, _ = a.int("count", true)
 		a.rest(unknown)
@@ -80,7 +83,7 @@ func decodeSpec(f *fields, s *NodePoolSpec) {
 	s.Labels = f.stringMap("labels")
 	taints := f.array("taints")
 	if taints != nil {
-		s.Taints = make([]Taint, len(taints))
+		s.Taints = make([]taint, len(taints))
 	}
 	for i, v := range taints {
 		t := asObject(f.r, indexPath(keyPath(f.path, "taints"), i), v)
@@ -103,7 +106,7 @@ func decodeAutoscaling(f *fields) *Autoscaling {
 }
 
 // check reports every broken field of the spec at path.
-func (s *NodePoolSpec) check(r *report, path string) {
+func (s *nodePoolSpec) check(r *report, path string) {
 	r.check(path, s)
 	r.checkUnique(joinPath(path, "zones"), s.Zones)
 	r.checkLabels(joinPath(path, "labels"), s.Labels)
@@ -133,7 +136,7 @@ func checkBounds(r *report, path string, nodeCount int, a *Autoscaling) {
 
 // normalized returns a copy with the defaults applied and no nil
 // collections, so two requests that mean the same are equal.
-func (s NodePoolSpec) normalized() NodePoolSpec {
+func (s nodePoolSpec) normalized() nodePoolSpec {
 	n := s
 	if s.Autoscaling != nil {
 		a := *s.Autoscaling
@@ -152,18 +155,16 @@ func (s NodePoolSpec) normalized() NodePoolSpec {
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
-	n.Taints = append([]Taint{}, s.Taints...)
+	n.Taints = append([]taint{}, s.Taints...)
 	return n
 }
 
-// NodePool returns the node pool the spec asks for in the cluster, pending
-// at version 1, created at now. It shares no memory with s.
-func (s *NodePoolSpec) NodePool(id, tenantID, clusterID string, now time.Time) resource.NodePool {
+// spec is the lifecycle spec the body asks for, with the defaults applied
+// and empty collections rather than nil ones (as the pool is stored and
+// answered). It shares no memory with s.
+func (s *nodePoolSpec) spec() lifecycle.NodePoolSpec {
 	n := s.normalized()
-	p := resource.NodePool{
-		ID:          id,
-		TenantID:    tenantID,
-		ClusterID:   clusterID,
+	p := lifecycle.NodePoolSpec{
 		Name:        n.Name,
 		MachineType: n.MachineType,
 		NodeCount:   n.NodeCount,
@@ -172,10 +173,6 @@ func (s *NodePoolSpec) NodePool(id, tenantID, clusterID string, now time.Time) r
 		Zones:       n.Zones,
 		Labels:      n.Labels,
 		Taints:      make([]resource.Taint, len(n.Taints)),
-		State:       resource.StatePending,
-		Version:     1,
-		CreatedAt:   now,
-		UpdatedAt:   now,
 	}
 	if n.Autoscaling != nil {
 		p.Autoscaling = &resource.Autoscaling{MinNodes: n.Autoscaling.MinNodes, MaxNodes: n.Autoscaling.MaxNodes}
@@ -189,38 +186,48 @@ func (s *NodePoolSpec) NodePool(id, tenantID, clusterID string, now time.Time) r
 	for i, t := range n.Taints {
 		p.Taints[i] = resource.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 	}
-	p.Normalize()
 	return p
 }
 
-// CreateNodePool is the body of kubernetesNodePools.create.
+// CreateNodePool is a decoded kubernetesNodePools.create: the cluster of
+// a tenant, and the spec of the pool to add to it.
 type CreateNodePool struct {
-	TenantID  string `json:"tenantId" validate:"token"`
-	ClusterID string `json:"clusterId" validate:"clusterid"`
+	TenantID  string
+	ClusterID string
 	// IdempotencyKey is "" when the body has none.
+	IdempotencyKey string
+	Spec           lifecycle.NodePoolSpec
+	body           createNodePoolBody
+}
+
+// createNodePoolBody is the body of kubernetesNodePools.create.
+type createNodePoolBody struct {
+	TenantID       string `json:"tenantId" validate:"token"`
+	ClusterID      string `json:"clusterId" validate:"clusterid"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty" validate:"omitempty,token"`
-	// NodePoolSpec is checked on its own, so its paths have no prefix.
-	NodePoolSpec `validate:"-"`
+	// nodePoolSpec is checked on its own, so its paths have no prefix.
+	nodePoolSpec `validate:"-"`
 }
 
 // DecodeCreateNodePool decodes and validates the body of
 // kubernetesNodePools.create. Any problem is an *errs.Error of kind
-// errs.Invalid listing every broken field by its JSON path.
+// errs.Invalid listing every broken field by its JSON path. Whether the
+// zones are the cluster's is the store's to say (lifecycle.AddNodePool).
 func DecodeCreateNodePool(body []byte) (*CreateNodePool, error) {
-	c := &CreateNodePool{}
+	b := createNodePoolBody{}
 	err := decode(body, func(f *fields) {
-		c.TenantID, _ = f.str("tenantId", true, false)
-		c.ClusterID, _ = f.str("clusterId", true, false)
-		c.IdempotencyKey, _ = f.str("idempotencyKey", false, false)
-		decodeSpec(f, &c.NodePoolSpec)
+		b.TenantID, _ = f.str("tenantId", true, false)
+		b.ClusterID, _ = f.str("clusterId", true, false)
+		b.IdempotencyKey, _ = f.str("idempotencyKey", false, false)
+		decodeSpec(f, &b.nodePoolSpec)
 		f.rest(unknown)
-		f.r.check("", c)
-		c.NodePoolSpec.check(f.r, "")
+		f.r.check("", &b)
+		b.nodePoolSpec.check(f.r, "")
 	})
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return &CreateNodePool{TenantID: b.TenantID, ClusterID: b.ClusterID, IdempotencyKey: b.IdempotencyKey, Spec: b.spec(), body: b}, nil
 }
 
 // Canonical is the request in a deterministic JSON form without its
@@ -231,54 +238,8 @@ func (c *CreateNodePool) Canonical() []byte {
 	return canonical(struct {
 		TenantID  string `json:"tenantId"`
 		ClusterID string `json:"clusterId"`
-		NodePoolSpec
-	}{c.TenantID, c.ClusterID, c.NodePoolSpec.normalized()})
-}
-
-// NodePool returns the node pool the request asks for, pending at version
-// 1, created at now.
-func (c *CreateNodePool) NodePool(id string, now time.Time) resource.NodePool {
-	return c.NodePoolSpec.NodePool(id, c.TenantID, c.ClusterID, now)
-}
-
-// CheckZones checks the request's zones against the zones of the cluster's
-// region enabled on the account (an INVALID_INPUT *errs.Error, or nil).
-func (c *CreateNodePool) CheckZones(region string, allowed []string) error {
-	return fieldsError(CheckZones("zones", c.Zones, region, allowed))
-}
-
-// CheckZones returns a field error for every zone (at path[i]) that is not
-// among allowed, the zones of region enabled on the account. It only reads
-// its arguments.
-func CheckZones(path string, zones []string, region string, allowed []string) []errs.FieldError {
-	var out []errs.FieldError
-	for i, z := range zones {
-		if !slices.Contains(allowed, z) {
-			out = append(out, errs.FieldError{
-				Field:  indexPath(path, i),
-				Reason: fmt.Sprintf("is not a zone of region %s enabled on the account (%s)", region, listOrNone(allowed)),
-			})
-		}
-	}
-	return out
-}
-
-func listOrNone(list []string) string {
-	if len(list) == 0 {
-		return "none"
-	}
-	s := list[0]
-	for _, x := range list[1:] {
-		s += ", " + x
-	}
-	return s
-}
-
-func fieldsError(fields []errs.FieldError) error {
-	if len(fields) == 0 {
-		return nil
-	}
-	return errs.InvalidFields(fields)
+		nodePoolSpec
+	}{c.body.TenantID, c.body.ClusterID, c.body.nodePoolSpec.normalized()})
 }
 
 // ClusterRef is the body of kubernetesNodePools.list, kubernetesClusters.get
@@ -391,11 +352,12 @@ func DecodeUpdateNodePool(body []byte) (*UpdateNodePool, error) {
 	return u, nil
 }
 
-// Apply returns p resized as u asks: nodeCount replaced when given,
-// autoscaling replaced (or removed) when given. The result shares no memory
-// with p or u. It is INVALID_INPUT when the resulting nodeCount lies outside
-// the resulting autoscaling bounds, naming the input field to change.
-func (u *UpdateNodePool) Apply(p resource.NodePool) (resource.NodePool, error) {
+// Apply returns the stored pool's spec p resized as u asks: nodeCount
+// replaced when given, autoscaling replaced (or removed) when given. The
+// result shares no memory with p or u. It is INVALID_INPUT when the
+// resulting nodeCount lies outside the resulting autoscaling bounds,
+// naming the input field to change.
+func (u *UpdateNodePool) Apply(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 	out := p
 	out.Zones = slices.Clone(p.Zones)
 	out.Labels = maps.Clone(p.Labels)
@@ -433,7 +395,7 @@ func (u *UpdateNodePool) Apply(p resource.NodePool) (resource.NodePool, error) {
 		fe = errs.FieldError{Field: "autoscaling.maxNodes", Reason: fmt.Sprintf(
 			"must not be below the pool's nodeCount (%d): raise it or give a nodeCount too", out.NodeCount)}
 	}
-	return resource.NodePool{}, errs.InvalidFields([]errs.FieldError{fe})
+	return lifecycle.NodePoolSpec{}, errs.InvalidFields([]errs.FieldError{fe})
 }
 
 // canonical marshals v, whose maps json sorts by key and whose structs have

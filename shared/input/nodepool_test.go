@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -216,19 +216,15 @@ func TestDecodeCreateNodePoolValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeCreateNodePool(%s): %v", body, err)
 	}
-	disk := 200
-	want := &CreateNodePool{
-		TenantID: "acme", ClusterID: clusterID, IdempotencyKey: "req-1",
-		NodePoolSpec: NodePoolSpec{
-			Name: "gpu-l4", MachineType: "g2-standard-8", NodeCount: 2,
-			Autoscaling: &Autoscaling{MinNodes: 1, MaxNodes: 4}, DiskGiB: &disk, DiskType: "pd-balanced", Spot: true,
-			Accelerators: &Accelerators{Type: "nvidia-l4", Count: 1}, Zones: []string{"us-central1-b", "us-central1-a"},
-			Labels: map[string]string{"team": "ml"},
-			Taints: []Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}, {Key: "x", Effect: "NoExecute"}},
-		},
+	want := lifecycle.NodePoolSpec{
+		Name: "gpu-l4", MachineType: "g2-standard-8", NodeCount: 2,
+		Autoscaling: &resource.Autoscaling{MinNodes: 1, MaxNodes: 4}, DiskGiB: 200, DiskType: "pd-balanced", Spot: true,
+		Accelerators: &resource.Accelerators{Type: "nvidia-l4", Count: 1}, Zones: []string{"us-central1-b", "us-central1-a"},
+		Labels: map[string]string{"team": "ml"},
+		Taints: []resource.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}, {Key: "x", Effect: "NoExecute"}},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("DecodeCreateNodePool(%s) = %+v, want %+v", body, got, want)
+	if got.TenantID != "acme" || got.ClusterID != clusterID || got.IdempotencyKey != "req-1" || !reflect.DeepEqual(got.Spec, want) {
+		t.Errorf("DecodeCreateNodePool(%s) = %+v, want tenant acme, cluster %s, key req-1 and spec %+v", body, got, clusterID, want)
 	}
 }
 
@@ -361,7 +357,7 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
-func TestCreateNodePoolNodePool(t *testing.T) {
+func TestCreateNodePoolSpec(t *testing.T) {
 	body := marshal(t, with(createPool, obj{
 		"autoscaling": obj{"minNodes": 1, "maxNodes": 4}, "diskGiB": 200, "diskType": "pd-balanced",
 		"accelerators": obj{"type": "nvidia-l4", "count": 1}, "zones": []any{"us-central1-a"},
@@ -371,53 +367,20 @@ func TestCreateNodePoolNodePool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeCreateNodePool(%s): %v", body, err)
 	}
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
-	got := c.NodePool(nodePoolID, now)
-	want := resource.NodePool{
-		ID: nodePoolID, TenantID: "acme", ClusterID: clusterID, Name: "gpu-l4", MachineType: "g2-standard-8",
-		NodeCount: 2, Autoscaling: &resource.Autoscaling{MinNodes: 1, MaxNodes: 4}, DiskGiB: 200, DiskType: "pd-balanced",
-		Accelerators: &resource.Accelerators{Type: "nvidia-l4", Count: 1}, Zones: []string{"us-central1-a"},
-		Labels: map[string]string{"team": "ml"}, Taints: []resource.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}},
-		State: resource.StatePending, Version: 1, CreatedAt: now.UTC(), UpdatedAt: now.UTC(),
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("NodePool() = %+v, want %+v", got, want)
-	}
+	got := c.Spec
 	got.Zones[0] = "changed"
 	got.Labels["team"] = "changed"
 	got.Autoscaling.MinNodes = 0
-	if c.Zones[0] != "us-central1-a" || c.Labels["team"] != "ml" || c.Autoscaling.MinNodes != 1 {
-		t.Errorf("NodePool() shares memory with the request: %+v", c.NodePoolSpec)
+	if c.body.Zones[0] != "us-central1-a" || c.body.Labels["team"] != "ml" || c.body.Autoscaling.MinNodes != 1 {
+		t.Errorf("Spec shares memory with the body: %+v", c.body)
 	}
 
 	minimal, err := DecodeCreateNodePool(marshal(t, createPool))
 	if err != nil {
 		t.Fatalf("DecodeCreateNodePool(minimal): %v", err)
 	}
-	p := minimal.NodePool(nodePoolID, now)
+	p := minimal.Spec
 	if p.Zones == nil || p.Labels == nil || p.Taints == nil || p.Autoscaling != nil || p.Accelerators != nil || p.DiskGiB != 0 {
-		t.Errorf("NodePool() of a minimal request = %+v, want empty collections and no optional parts", p)
-	}
-}
-
-func TestCheckZones(t *testing.T) {
-	allowed := []string{"us-central1-a", "us-central1-b"}
-	tests := []struct {
-		zones []string
-		want  []string
-	}{
-		{nil, nil},
-		{[]string{"us-central1-a", "us-central1-b"}, nil},
-		{[]string{"us-central1-a", "us-central1-c", "europe-west4-a"}, []string{"zones[1]", "zones[2]"}},
-	}
-	for _, tt := range tests {
-		c := &CreateNodePool{NodePoolSpec: NodePoolSpec{Zones: tt.zones}}
-		err := c.CheckZones("us-central1", allowed)
-		if got := paths(t, err); !slices.Equal(got, tt.want) {
-			t.Errorf("CheckZones(%q) broken fields = %q, want %q", tt.zones, got, tt.want)
-		}
-	}
-	if got := CheckZones("nodePools[1].zones", []string{"x"}, "r", nil); len(got) != 1 || got[0].Field != "nodePools[1].zones[0]" {
-		t.Errorf("CheckZones(nodePools[1].zones, [x], none allowed) = %v, want one error at nodePools[1].zones[0]", got)
+		t.Errorf("Spec of a minimal request = %+v, want empty collections and no optional parts", p)
 	}
 }

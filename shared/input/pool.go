@@ -3,6 +3,8 @@ package input
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // A pool event (API.md §9) is another module's data, not a request to this
@@ -16,7 +18,9 @@ import (
 type PoolUpdated struct {
 	PoolArchived
 	Substrate *SubstratePolicy `json:"-" validate:"-"`
-	Flavors   []NodePoolSpec   `json:"-" validate:"-"`
+	// Flavors are the pool's flavors, each with its own name as its node
+	// pool's name (the consumer names the pool).
+	Flavors []lifecycle.Flavor `json:"-" validate:"-"`
 }
 
 // SubstratePolicy is policy.substrate of kind kubernetes: the account and
@@ -119,7 +123,7 @@ func decodeSubstrate(f *fields) *SubstratePolicy {
 
 // decodeFlavors reads the pool's flavors: 1 to MaxFlavors node pool specs
 // whose names follow the flavor rule and are unique.
-func decodeFlavors(f *fields) []NodePoolSpec {
+func decodeFlavors(f *fields) []lifecycle.Flavor {
 	list := f.array("flavors")
 	if list == nil {
 		if f.r.ok("flavors") {
@@ -130,7 +134,7 @@ func decodeFlavors(f *fields) []NodePoolSpec {
 	if len(list) == 0 || len(list) > MaxFlavors {
 		f.r.add("flavors", fmt.Sprintf("must have 1 to %d flavors", MaxFlavors))
 	}
-	out := make([]NodePoolSpec, len(list))
+	out := make([]nodePoolSpec, len(list))
 	seen := map[string]int{}
 	for i, v := range list {
 		path := indexPath("flavors", i)
@@ -158,7 +162,11 @@ func decodeFlavors(f *fields) []NodePoolSpec {
 		}
 		seen[name] = i
 	}
-	return out
+	flavors := make([]lifecycle.Flavor, len(out))
+	for i := range out {
+		flavors[i] = lifecycle.Flavor{Name: out[i].Name, NodePool: out[i].spec()}
+	}
+	return flavors
 }
 
 // DecodePoolArchived decodes and checks the data of compute.pool.archived.

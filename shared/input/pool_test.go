@@ -23,7 +23,7 @@ func TestDecodePoolUpdated(t *testing.T) {
 	}
 	if p.ID != "pool-gpu" || p.TenantID != "acme" || p.Version != 7 || p.Substrate == nil ||
 		p.Substrate.Account != "acc-gcp" || p.Substrate.Create == nil || p.Substrate.Create.Region != "us-central1" ||
-		len(p.Flavors) != 1 || p.Flavors[0].Name != "l4" || p.Flavors[0].Accelerators.Type != "nvidia-l4" {
+		len(p.Flavors) != 1 || p.Flavors[0].Name != "l4" || p.Flavors[0].NodePool.Name != "l4" || p.Flavors[0].NodePool.Accelerators.Type != "nvidia-l4" {
 		t.Fatalf("decoded %+v", p)
 	}
 

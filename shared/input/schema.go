@@ -32,19 +32,19 @@ func Schemas(ref func(name string) string) map[string]map[string]any {
 	autoscaling["description"] = "Bounds of the node count per zone; nodeCount is then the initial count."
 	autoscaling["x-rules"] = []any{rule(RuleAutoscalingOrder, "autoscaling.minNodes is not above autoscaling.maxNodes")}
 
-	accelerators := g.object(reflect.TypeFor[Accelerators](), "type", "count")
+	accelerators := g.object(reflect.TypeFor[accelerators](), "type", "count")
 	accelerators["description"] = "GPUs attached to each node (count per node)."
 
-	taint := g.object(reflect.TypeFor[Taint](), "key", "effect")
+	taint := g.object(reflect.TypeFor[taint](), "key", "effect")
 	taint["description"] = "A Kubernetes taint put on every node of the pool."
 	props(taint)["key"] = labelKeySchema("Taint key: a Kubernetes qualified name, with an optional DNS subdomain prefix.")
 	props(taint)["value"] = map[string]any{"$ref": ref("LabelValue")}
 
-	spec := g.object(reflect.TypeFor[NodePoolSpec](), nodePoolSpecRequired...)
+	spec := g.object(reflect.TypeFor[nodePoolSpec](), nodePoolSpecRequired...)
 	spec["description"] = "A node pool as a tenant asks for it (a node pool create body without tenantId, clusterId and idempotencyKey)."
 	spec["x-rules"] = nodePoolRules()
 
-	create := g.object(reflect.TypeFor[CreateNodePool](), append([]string{"tenantId", "clusterId"}, nodePoolSpecRequired...)...)
+	create := g.object(reflect.TypeFor[createNodePoolBody](), append([]string{"tenantId", "clusterId"}, nodePoolSpecRequired...)...)
 	create["x-rules"] = nodePoolRules()
 
 	update := g.object(reflect.TypeFor[UpdateNodePool](), "tenantId", "clusterId", "nodePoolId")
@@ -59,7 +59,7 @@ func Schemas(ref func(name string) string) map[string]map[string]any {
 	update["description"] = "A resize: at least one of nodeCount and autoscaling. Every other field of a node pool never changes (INVALID_INPUT)."
 	update["x-rules"] = []any{rule(RuleNodeCountInBounds, "when both are given, nodeCount lies within autoscaling.minNodes and autoscaling.maxNodes")}
 
-	cluster := g.object(reflect.TypeFor[CreateCluster](), "tenantId", "poolId", "name", "mode", "region")
+	cluster := g.object(reflect.TypeFor[createClusterBody](), "tenantId", "poolId", "name", "mode", "region")
 	cp := props(cluster)
 	cp["releaseChannel"].(map[string]any)["default"] = DefaultReleaseChannel
 	cp["nodePools"].(map[string]any)["description"] = fmt.Sprintf("A standard cluster's first node pools: 1 to %d (required); an autopilot cluster takes none.", resource.MaxNodePools)
@@ -258,7 +258,10 @@ func (g schemaGen) field(t reflect.Type, tag string) map[string]any {
 	case reflect.Map:
 		return map[string]any{"$ref": g.ref("Labels")}
 	case reflect.Struct:
-		return map[string]any{"$ref": g.ref(t.Name())}
+		// Schemas are named as the API documents them, whether or not
+		// the Go type is exported.
+		name := t.Name()
+		return map[string]any{"$ref": g.ref(strings.ToUpper(name[:1]) + name[1:])}
 	default:
 		panic(fmt.Sprintf("input: no schema for %v", t))
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -85,17 +86,17 @@ func TestDecodeUpdateNodePoolImmutableReason(t *testing.T) {
 }
 
 func TestUpdateNodePoolApply(t *testing.T) {
-	stored := resource.NodePool{
-		ID: nodePoolID, TenantID: "acme", ClusterID: clusterID, Name: "gpu", MachineType: "g2-standard-8",
+	stored := lifecycle.NodePoolSpec{
+		Name: "gpu", MachineType: "g2-standard-8",
 		NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4},
 		Zones: []string{"us-central1-a"}, Labels: map[string]string{"team": "ml"}, Taints: []resource.Taint{},
-		State: resource.StateReady, Version: 4,
+		Version: 4, Generation: 5,
 	}
 	manual := stored
 	manual.Autoscaling = nil
 	tests := []struct {
 		name       string
-		pool       resource.NodePool
+		pool       lifecycle.NodePoolSpec
 		body       obj
 		wantCount  int
 		wantScale  *resource.Autoscaling

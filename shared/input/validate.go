@@ -277,7 +277,7 @@ func reservedDomain(key string) string {
 // checkTaints applies Kubernetes' rules to taint keys and values: a key is a
 // qualified name, a value follows label values, and no two taints share a
 // key and an effect.
-func (r *report) checkTaints(path string, taints []Taint) {
+func (r *report) checkTaints(path string, taints []taint) {
 	type keyEffect struct{ key, effect string }
 	seen := map[keyEffect]int{}
 	for i, t := range taints {

@@ -121,7 +121,7 @@ func TestAddNodePool(t *testing.T) {
 				tt.change(&c)
 			}
 			before := c
-			err := AddNodePool(&c, "np", tt.nameTaken, t0)
+			err := AddNodePool(&c, &NodePoolSpec{Name: "np"}, tt.nameTaken, t0)
 			var de *errs.Error
 			switch {
 			case tt.want == 0 && err != nil:
@@ -142,7 +142,7 @@ func TestAddNodePool(t *testing.T) {
 }
 
 func TestResizeAndDeleteNodePool(t *testing.T) {
-	resize := func(p resource.NodePool) (resource.NodePool, error) { p.NodeCount = 3; return p, nil }
+	resize := func(p NodePoolSpec) (NodePoolSpec, error) { p.NodeCount = 3; return p, nil }
 	t.Run("resize", func(t *testing.T) {
 		c, p := cluster(ready, 1, 1), pool("a", ready, 1, 1)
 		if err := ResizeNodePool(&c, &p, resize, t0); err != nil {

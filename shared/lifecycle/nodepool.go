@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"slices"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -33,19 +32,31 @@ func NodePoolState(p *NodePool) (resource.State, string) {
 }
 
 // NewNodePool is a pool as its create (or its cluster's) records it:
-// pending, version 1.
+// pending, version 1, with empty collections rather than nil ones. It
+// shares no memory with spec.
 func NewNodePool(id, tenantID, clusterID string, spec NodePoolSpec, now time.Time) NodePool {
 	spec = spec.clone()
+	if spec.Zones == nil {
+		spec.Zones = []string{}
+	}
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	if spec.Taints == nil {
+		spec.Taints = []resource.Taint{}
+	}
 	spec.Deleting = false
 	spec.Version, spec.Generation = 1, 1
 	spec.UpdatedAt = now
 	return NodePool{ID: id, TenantID: tenantID, ClusterID: clusterID, CreatedAt: now, Active: true, Spec: spec}
 }
 
-// AddNodePool is kubernetesNodePools.create on the cluster, checked in the
-// contract's order: the cluster's mode and state (INVALID_STATE), the name
-// (CONFLICT), the quota. The cluster counts the pool and goes updating.
-func AddNodePool(c *Cluster, name string, nameTaken bool, now time.Time) error {
+// AddNodePool is kubernetesNodePools.create of the pool spec on the
+// cluster, checked in the contract's order: the cluster's mode and state
+// (INVALID_STATE), the name (CONFLICT), the quota, the zones (among the
+// cluster's, INVALID_INPUT naming zones[i]). The cluster counts the pool
+// and goes updating.
+func AddNodePool(c *Cluster, spec *NodePoolSpec, nameTaken bool, now time.Time) error {
 	if c.Spec.Mode != resource.ModeStandard {
 		return errs.E(errs.InvalidState, "cluster %s is %s: its nodes are run by the provider and it has no node pools", c.ID, c.Spec.Mode)
 	}
@@ -53,19 +64,23 @@ func AddNodePool(c *Cluster, name string, nameTaken bool, now time.Time) error {
 		return err
 	}
 	if nameTaken {
-		return errs.E(errs.Conflict, "node pool name %q is taken in cluster %s", name, c.ID)
+		return errs.E(errs.Conflict, "node pool name %q is taken in cluster %s", spec.Name, c.ID)
 	}
 	if ActiveNodePools(c) >= resource.MaxNodePools {
 		return errs.E(errs.Quota, "cluster %s has %d node pools, the most it may have", c.ID, resource.MaxNodePools)
+	}
+	if fields := CheckZones("zones", spec.Zones, c.Spec.Region, c.Spec.Zones); len(fields) > 0 {
+		return errs.InvalidFields(fields)
 	}
 	c.Spec.PoolsCreated++
 	touchCluster(c, now)
 	return nil
 }
 
-// Resize is an accepted change of a pool's size: it returns the pool with
-// the new node count and autoscaling, or an INVALID_INPUT error.
-type Resize func(resource.NodePool) (resource.NodePool, error)
+// Resize is an accepted change of a pool's size: given a copy of the
+// pool's spec, it returns it with the new node count and autoscaling (its
+// other fields are not read), or an INVALID_INPUT error.
+type Resize func(NodePoolSpec) (NodePoolSpec, error)
 
 // ResizeNodePool is kubernetesNodePools.update: the pool's version goes up
 // and it shows updating (pending stays pending), and so does its cluster.
@@ -77,7 +92,7 @@ func ResizeNodePool(c *Cluster, p *NodePool, resize Resize, now time.Time) error
 	if p.Spec.Deleting {
 		return errs.E(errs.InvalidState, "node pool %s is being deleted", p.ID)
 	}
-	resized, err := resize(p.View())
+	resized, err := resize(p.Spec.clone())
 	if err != nil {
 		return err
 	}
@@ -170,21 +185,4 @@ func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []outbox.Event {
 
 func setNodePoolState(p *NodePool, st resource.State, msg string, now time.Time) {
 	p.Status.State, p.Status.Message, p.Status.UpdatedAt = st, msg, now
-}
-
-// NodePoolSpecOf is the spec of a pool given in the API's shape.
-func NodePoolSpecOf(p resource.NodePool) NodePoolSpec {
-	return NodePoolSpec{
-		Name:         p.Name,
-		MachineType:  p.MachineType,
-		NodeCount:    p.NodeCount,
-		Autoscaling:  p.Autoscaling,
-		DiskGiB:      p.DiskGiB,
-		DiskType:     p.DiskType,
-		Spot:         p.Spot,
-		Accelerators: p.Accelerators,
-		Zones:        slices.Clone(p.Zones),
-		Labels:       p.Labels,
-		Taints:       slices.Clone(p.Taints),
-	}.clone()
 }

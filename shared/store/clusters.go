@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -28,25 +27,23 @@ type ClusterResult struct {
 }
 
 // CreateClusterRequest is a validated cluster create. Spec holds name, mode,
-// region, release channel and labels; NodePools the specs of its first
-// pools (standard clusters only).
+// region, release channel and labels, and, when set, the cluster's Zones:
+// some of its region's zones enabled on the account (a substrate's policy
+// may name them); the store sets the rest from the pool and its account.
+// NodePools are the specs of its first pools (standard clusters only).
 type CreateClusterRequest struct {
 	PoolID         string
-	Spec           resource.Cluster
-	NodePools      []resource.NodePool
+	Spec           lifecycle.ClusterSpec
+	NodePools      []lifecycle.NodePoolSpec
 	IdempotencyKey string
 	RequestHash    string
-	// Zones, when set, are the cluster's zones: some of its region's
-	// zones enabled on the account (a substrate's policy may name them).
-	Zones []string
-	// CheckPlacement says whether the region and the pools' zones are the
-	// account's (region → zones enabled on it), as an INVALID_INPUT error.
-	CheckPlacement func(regions map[string][]string) error
 }
 
 // CreateCluster records a new cluster, pending, with its first node pools.
 // It reads the member, the provider pool, the name reservation and the
-// idempotency record in one batch, then the pool's account.
+// idempotency record in one batch, then the pool's account, against whose
+// regions it checks the cluster's region and its pools' zones
+// (lifecycle.ClusterZones).
 func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRequest) (ClusterResult, error) {
 	var res ClusterResult
 	poolRef := s.poolRef(req.PoolID)
@@ -113,12 +110,9 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if !acc.ManagedKubernetes() {
 			return errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)
 		}
-		if err := req.CheckPlacement(acc.Regions); err != nil {
+		zones, err := lifecycle.ClusterZones(acc.Regions, &req.Spec, req.NodePools)
+		if err != nil {
 			return err
-		}
-		zones := acc.Regions[req.Spec.Region]
-		if len(req.Zones) > 0 {
-			zones = req.Zones
 		}
 		if snaps[2].Exists() {
 			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
@@ -133,7 +127,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			ReleaseChannel: req.Spec.ReleaseChannel,
 			Labels:         req.Spec.Labels,
 			Project:        acc.Project,
-			Zones:          slices.Clone(zones),
+			Zones:          zones,
 			// How to act in the project and what the nodes run as
 			// stay with the cluster, as its project does.
 			Impersonate:        acc.Impersonate,
@@ -150,7 +144,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			// creation in the order the request gave them (their IDs
 			// need not sort so within one millisecond).
 			at := now.Add(time.Duration(i) * time.Microsecond)
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.Managed(lifecycle.NodePoolSpecOf(spec), c.Substrate, c.Pool), at)
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.Managed(spec, c.Substrate, c.Pool), at)
 			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
 				return err
 			}

@@ -43,25 +43,24 @@ type NodePoolResult struct {
 	Kick     *chain.Kick
 }
 
-// CreateNodePoolRequest is a validated create: Spec holds the pool's spec
-// fields (name, machine type, counts, disks, accelerators, zones, labels,
-// taints); RequestHash is the hash of the canonical request, for
-// idempotency.
+// CreateNodePoolRequest is a validated create: Spec is the pool's spec as
+// the tenant asks for it (its version, generation and managing substrate
+// are the store's to set); RequestHash is the hash of the canonical
+// request, for idempotency.
 type CreateNodePoolRequest struct {
 	ClusterID      string
-	Spec           resource.NodePool
+	Spec           lifecycle.NodePoolSpec
 	IdempotencyKey string
 	RequestHash    string
-	// CheckZones says whether the pool's zones are among the zones of the
-	// cluster's region enabled on its account (an INVALID_INPUT error).
-	CheckZones func(region string, allowed []string) error
 }
 
 // CreateNodePool adds a pool to a standard cluster in one transaction: it
 // reads the cluster, the caller's member document, the name reservation and
-// the idempotency record in one batch, then writes the pool, its
-// reservation, the cluster's spec and chain, the idempotency record and
-// the kubernetes.nodepool.created event.
+// the idempotency record in one batch, checks the pool against the cluster
+// (lifecycle.AddNodePool, its zones among the cluster's included), then
+// writes the pool, its reservation, the cluster's spec and chain, the
+// idempotency record and the kubernetes.nodepool.created event. A
+// substrate's pools are held to the same rules as a tenant's.
 func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePoolRequest) (NodePoolResult, error) {
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID, req.ClusterID)
@@ -107,13 +106,10 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err := lifecycle.MayAddNodePool(c.Substrate, &cluster.Cluster); err != nil {
 			return err
 		}
-		if err := lifecycle.AddNodePool(&cluster.Cluster, req.Spec.Name, snaps[2].Exists(), now); err != nil {
+		if err := lifecycle.AddNodePool(&cluster.Cluster, &req.Spec, snaps[2].Exists(), now); err != nil {
 			return err
 		}
-		if err := req.CheckZones(cluster.Spec.Region, cluster.Spec.Zones); err != nil {
-			return err
-		}
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.Managed(lifecycle.NodePoolSpecOf(req.Spec), c.Substrate, c.Pool), now)
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.Managed(req.Spec, c.Substrate, c.Pool), now)
 		if err := tx.Create(s.NodePoolRef(c.TenantID, cluster.ID, p.ID), p); err != nil {
 			return err
 		}

@@ -52,11 +52,10 @@ func newRunEnv(t *testing.T) *runEnv {
 	}
 	e := &runEnv{fs: fs, st: st, clk: clk, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
 	res, err := st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
-		PoolID:         "pool",
-		Spec:           resource.Cluster{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:      []resource.NodePool{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
-		RequestHash:    "h",
-		CheckPlacement: func(map[string][]string) error { return nil },
+		PoolID:      "pool",
+		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		RequestHash: "h",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +238,7 @@ func TestSaveClusterRunKeepsConcurrentChanges(t *testing.T) {
 	read := e.run(t)
 	after, events := decide(read, e.clk.t)
 	// The tenant resizes the pool during the run.
-	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p resource.NodePool) (resource.NodePool, error) {
+	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 		p.NodeCount = 5
 		return p, nil
 	})
@@ -281,8 +280,8 @@ func TestSaveClusterRunDeletedPool(t *testing.T) {
 	}
 	// The name is free again.
 	_, err = e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
-		ClusterID: e.cluster.ID, Spec: resource.NodePool{Name: e.pool.Name, MachineType: "e2-standard-4", NodeCount: 1},
-		RequestHash: "h2", CheckZones: func(string, []string) error { return nil },
+		ClusterID: e.cluster.ID, Spec: lifecycle.NodePoolSpec{Name: e.pool.Name, MachineType: "e2-standard-4", NodeCount: 1},
+		RequestHash: "h2",
 	})
 	if err != nil {
 		t.Errorf("CreateNodePool with the freed name = %v", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -132,9 +131,8 @@ func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input
 	pol := p.Substrate
 	s := &lifecycle.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account}
 	for _, f := range p.Flavors {
-		np := f.NodePool("", head.TenantID, "", time.Time{})
-		np.Name = NodePoolName(p.ID, f.Name)
-		s.Flavors = append(s.Flavors, lifecycle.Flavor{Name: f.Name, NodePool: lifecycle.NodePoolSpecOf(np)})
+		f.NodePool.Name = NodePoolName(p.ID, f.Name)
+		s.Flavors = append(s.Flavors, f)
 	}
 	if pol.Create != nil {
 		s.Mode = resource.SubstrateCreate
@@ -168,7 +166,7 @@ func placement(s *lifecycle.SubstrateSpec, regions map[string][]string) string {
 	if !ok {
 		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
 	}
-	if fe := input.CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
+	if fe := lifecycle.CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
 		return fe[0].Field + " " + fe[0].Reason
 	}
 	zones := allowed
@@ -176,7 +174,7 @@ func placement(s *lifecycle.SubstrateSpec, regions map[string][]string) string {
 		zones = s.Zones
 	}
 	for i, f := range s.Flavors {
-		if fe := input.CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
+		if fe := lifecycle.CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
 			return fe[0].Field + " " + fe[0].Reason
 		}
 	}

@@ -3,7 +3,6 @@ package substrates
 import (
 	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -66,19 +65,22 @@ func (p *planner) planPools() bool {
 // sameShape reports whether a pool's spec has the flavor's fields that a
 // pool cannot change in place (all but its size).
 func sameShape(a, b lifecycle.NodePoolSpec) bool {
-	shape := func(s lifecycle.NodePoolSpec) resource.NodePool {
-		p := toResource(s)
-		p.NodeCount, p.Autoscaling, p.Name, p.ManagedBy = 0, nil, "", ""
-		p.Normalize()
-		return p
-	}
 	return reflect.DeepEqual(shape(a), shape(b))
 }
 
-func toResource(s lifecycle.NodePoolSpec) resource.NodePool {
-	p := resource.NodePool{Name: s.Name, MachineType: s.MachineType, NodeCount: s.NodeCount, Autoscaling: s.Autoscaling,
-		DiskGiB: s.DiskGiB, DiskType: s.DiskType, Spot: s.Spot, Accelerators: s.Accelerators,
-		Zones: slices.Clone(s.Zones), Labels: s.Labels, Taints: slices.Clone(s.Taints)}
-	p.Normalize()
+// shape is what of a pool's spec the tenant asks for and cannot change in
+// place, an empty collection the same as none.
+func shape(s lifecycle.NodePoolSpec) lifecycle.NodePoolSpec {
+	p := lifecycle.NodePoolSpec{MachineType: s.MachineType, DiskGiB: s.DiskGiB, DiskType: s.DiskType, Spot: s.Spot,
+		Accelerators: s.Accelerators, Zones: s.Zones, Labels: s.Labels, Taints: s.Taints}
+	if len(p.Zones) == 0 {
+		p.Zones = nil
+	}
+	if len(p.Labels) == 0 {
+		p.Labels = nil
+	}
+	if len(p.Taints) == 0 {
+		p.Taints = nil
+	}
 	return p
 }

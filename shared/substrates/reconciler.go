@@ -199,11 +199,9 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return false, nil
 	case CreateNodePool:
 		f := s.Spec.Flavors[a.Flavor]
-		spec := toResource(f.NodePool)
-		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
+		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: f.NodePool,
 			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, f.Name, s.Spec.Generation),
-			RequestHash:    store.RequestHash(mustJSON(spec)),
-			CheckZones:     func(string, []string) error { return nil }}
+			RequestHash:    store.RequestHash(mustJSON(f.NodePool))}
 		res, err := u.r.store.CreateNodePool(ctx, caller, req)
 		if err != nil {
 			return false, u.refused(d, err)
@@ -213,7 +211,7 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return true, u.poolsChanged(ctx)
 	case ResizeNodePool:
 		p, want := &u.in.Pools[a.Pool], s.Spec.Flavors[a.Flavor].NodePool
-		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np resource.NodePool) (resource.NodePool, error) {
+		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 			np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
 			return np, nil
 		})
@@ -359,15 +357,14 @@ func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chai
 
 func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, error) {
 	s := &u.in.Substrate
-	spec := resource.Cluster{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
-		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}}
-	pools := make([]resource.NodePool, len(s.Spec.Flavors))
+	spec := lifecycle.ClusterSpec{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
+		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}, Zones: s.Spec.Zones}
+	pools := make([]lifecycle.NodePoolSpec, len(s.Spec.Flavors))
 	for i, f := range s.Spec.Flavors {
-		pools[i] = toResource(f.NodePool)
+		pools[i] = f.NodePool
 	}
-	req := store.CreateClusterRequest{PoolID: s.PoolID, Spec: spec, NodePools: pools, Zones: s.Spec.Zones,
-		IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools, s.Spec.Zones})),
-		CheckPlacement: func(map[string][]string) error { return nil }}
+	req := store.CreateClusterRequest{PoolID: s.PoolID, Spec: spec, NodePools: pools,
+		IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools}))}
 	res, err := u.r.store.CreateCluster(ctx, caller, req)
 	if err != nil {
 		return "", err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,5 +366,37 @@ func TestRunKilledAfterMint(t *testing.T) {
 	}
 	if g, err := e.st.JoinGrant(ctx, s.Status.Token.Hash); err != nil || g == nil {
 		t.Errorf("the Secret's token is unknown: %v, %v", g, err)
+	}
+}
+
+// The store holds a substrate's node pools to the zone rule of any pool:
+// an adopted cluster's flavor in a zone the cluster does not have is
+// refused, naming the zone, and nothing is made of it.
+func TestRunFlavorZoneRefused(t *testing.T) {
+	e := newRunEnv(t)
+	ctx := context.Background()
+	cons, err := NewConsumer(e.st, &kicks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 2,
+		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
+			"cluster": map[string]any{"adopt": map[string]any{"clusterId": "kcl_00000000000000000000000001"}}}},
+		"flavors": []any{
+			map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1},
+			map[string]any{"name": "far", "machineType": "e2-standard-4", "nodeCount": 1, "zones": []any{"us-central1-b"}},
+		}})
+	if err := cons.Handle(ctx, PoolUpdated, b); err != nil {
+		t.Fatalf("Handle = %v", err)
+	}
+	e.run(t)
+	s := e.substrate(t)
+	want := "zones[0]: is not a zone of region us-central1 enabled on the account (us-central1-a)"
+	if s.Status.State != resource.StateError || !strings.Contains(s.Status.Message, want) {
+		t.Errorf("substrate after a flavor outside the cluster's zones: %s %q, want error naming %q", s.Status.State, s.Status.Message, want)
+	}
+	pools, err := e.st.ActiveNodePools(ctx, "acme", "kcl_00000000000000000000000001")
+	if err != nil || len(pools) != 1 {
+		t.Errorf("the cluster's pools = %d (%v), want the cpu flavor's only", len(pools), err)
 	}
 }
