@@ -239,7 +239,7 @@ func (g *GServer) queueTombstonedLocked(name string, now time.Time) bool {
 // deleted queue still holds, as Cloud Tasks does for up to 3 days.
 func (g *GServer) checkQueueTombstoneLocked(name string) error {
 	if g.queueTombstonedLocked(name, g.now()) {
-		return status.Errorf(codes.FailedPrecondition, "The queue cannot be created because a queue with this name existed too recently.")
+		return status.Error(codes.FailedPrecondition, "The queue cannot be created because a queue with this name existed too recently.")
 	}
 	return nil
 }

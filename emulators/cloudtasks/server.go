@@ -50,7 +50,8 @@
 //     "about". Tasks are never expired by age (the service deletes them
 //     after 31 days).
 //   - Duplicates come only from WithDuplicateRate, never by themselves,
-//     and only as simultaneous deliveries of one attempt.
+//     and only as simultaneous deliveries of one attempt; a duplicate is
+//     not held back by max_concurrent_dispatches or the rate limits.
 //   - Throttling is per task only: a 429 or 503 does not slow the rest of
 //     the queue, the higher error rates that throttle the real service do
 //     not, and a new or idle queue's dispatch does not ramp up.

@@ -35,7 +35,7 @@ func (g *GServer) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 	q, err := g.queueLocked(req.Parent)
 	if err != nil {
 		if g.queueTombstonedLocked(req.Parent, now) {
-			return nil, status.Errorf(codes.FailedPrecondition, "The queue no longer exists, though a queue with this name existed recently.")
+			return nil, status.Error(codes.FailedPrecondition, "The queue no longer exists, though a queue with this name existed recently.")
 		}
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (g *GServer) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 	}
 	g.sweepTombstonesLocked(now)
 	if at, ok := g.tombstones[tp.Name]; ok && now.Sub(at) < g.cfg.tombstone {
-		return nil, status.Errorf(codes.AlreadyExists, "The task cannot be created because a task with this name existed too recently. For more information about task de-duplication see https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create#body.request_body.FIELDS.task.")
+		return nil, status.Error(codes.AlreadyExists, "The task cannot be created because a task with this name existed too recently. For more information about task de-duplication see https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create#body.request_body.FIELDS.task.")
 	}
 	if tp.ScheduleTime == nil || tp.ScheduleTime.AsTime().Before(now) {
 		tp.ScheduleTime = timestamppb.New(now)
