@@ -51,7 +51,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("unexpected arguments %q", fl.Args())
 	}
 
-	if r := cfg.TasksDuplicateRate; r < 0 || r > 1 {
+	if r := cfg.TasksDuplicateRate; !(r >= 0 && r <= 1) { // NaN too
 		err := fmt.Errorf("-tasks-duplicate-rate %v: want a share from 0 to 1", r)
 		fmt.Fprintln(stderr, err)
 		return err

@@ -2,14 +2,18 @@ package devstack_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/tasks"
@@ -134,6 +138,17 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 			if w, _ := current(id); len(w) > 1 {
 				t.Fatalf("cluster %s has %d waiting tasks of its chain (%v), want one: the chain forked", id, len(w), w)
 			}
+		}
+	}
+}
+
+// A duplicate rate that is not a share is refused before anything starts.
+func TestTasksDuplicateRateFlag(t *testing.T) {
+	for _, v := range []string{"-0.1", "1.5", "NaN", "x"} {
+		var stderr bytes.Buffer
+		err := devstack.Command(context.Background(), []string{"-tasks-duplicate-rate", v}, io.Discard, &stderr)
+		if err == nil || !strings.Contains(stderr.String(), "tasks-duplicate-rate") {
+			t.Errorf("-tasks-duplicate-rate %s: %v (stderr %q), want it refused", v, err, stderr.String())
 		}
 	}
 }
