@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -211,28 +212,45 @@ func (g *GServer) startAttemptLocked(t *task, now time.Time) {
 		"url", a.req.Url, "attempt", t.pb.DispatchCount)
 	g.attempts.Add(1)
 	go g.run(a)
+	if r := g.cfg.duplicateRate; r > 0 && rand.Float64() < r {
+		// The same attempt again, headers and all, as Cloud Tasks sends
+		// a duplicate: both count as in flight, and the task's outcome is
+		// the first to succeed, or the last to finish.
+		t.inflight++
+		q.inflight++
+		g.inflight++
+		g.stats.Dispatched++
+		g.stats.Duplicated++
+		g.cfg.logger.Info("Dispatching task twice", "queue", q.pb.Name, "task", a.taskID, "attempt", t.pb.DispatchCount)
+		g.attempts.Add(1)
+		go g.run(a)
+	}
 	g.notifyLocked()
 }
 
 // run performs one attempt and records its outcome.
 func (g *GServer) run(a attempt) {
 	defer g.attempts.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), a.deadline)
+	deadline := a.deadline
+	if d := g.cfg.attemptTimeout; d > 0 && d < deadline {
+		deadline = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	code, err := g.send(ctx, a)
-	g.finish(a, code, err)
+	code, retryAfter, err := g.send(ctx, a)
+	g.finish(a, code, retryAfter, err)
 }
 
 // errToken marks a failure to mint the OIDC token: no request was sent.
 var errToken = errors.New("mint OIDC token")
 
 // send makes the HTTP request of an attempt and returns the response's
-// status code.
-func (g *GServer) send(ctx context.Context, a attempt) (int, error) {
+// status code and Retry-After header.
+func (g *GServer) send(ctx context.Context, a attempt) (code int, retryAfter string, err error) {
 	method := a.req.HttpMethod.String()
 	req, err := http.NewRequestWithContext(ctx, method, a.req.Url, bytes.NewReader(a.req.Body))
 	if err != nil {
-		return 0, fmt.Errorf("build request for %s: %w", a.req.Url, err)
+		return 0, "", fmt.Errorf("build request for %s: %w", a.req.Url, err)
 	}
 	for k, v := range a.req.Headers {
 		if !reservedHeader(k) {
@@ -255,22 +273,22 @@ func (g *GServer) send(ctx context.Context, a attempt) (int, error) {
 			audience = a.req.Url
 		}
 		if g.cfg.tokens == nil {
-			return 0, fmt.Errorf("%w for %s: no token source configured", errToken, oidc.ServiceAccountEmail)
+			return 0, "", fmt.Errorf("%w for %s: no token source configured", errToken, oidc.ServiceAccountEmail)
 		}
 		tok, err := g.cfg.tokens(ctx, audience, oidc.ServiceAccountEmail)
 		if err != nil {
-			return 0, fmt.Errorf("%w for %s: %w", errToken, oidc.ServiceAccountEmail, err)
+			return 0, "", fmt.Errorf("%w for %s: %w", errToken, oidc.ServiceAccountEmail, err)
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := g.cfg.httpClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, a.req.Url, err)
+		return 0, "", fmt.Errorf("%s %s: %w", method, a.req.Url, err)
 	}
 	defer resp.Body.Close()
 	// Drained so the connection is reused; bounded against huge replies.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, nil
+	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
 }
 
 // reservedHeader reports whether Cloud Tasks ignores or replaces a task
@@ -287,7 +305,7 @@ func reservedHeader(name string) bool {
 // finish records an attempt's outcome: a 2xx deletes the task; anything
 // else reschedules it after its backoff, or drops it once its retries are
 // exhausted.
-func (g *GServer) finish(a attempt, code int, err error) {
+func (g *GServer) finish(a attempt, code int, retryAfter string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := a.t
@@ -339,6 +357,9 @@ func (g *GServer) finish(a attempt, code int, err error) {
 		return
 	}
 	wait := backoff(rc, int(t.pb.DispatchCount))
+	if err == nil && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
+		wait = throttledBackoff(wait, retryAfter, now)
+	}
 	t.schedule(timestamppb.New(now.Add(wait)))
 	if t.inflight == 0 { // else the last attempt to finish decides
 		t.queue.wait(t)
@@ -400,6 +421,24 @@ func exhausted(rc *cloudtaskspb.RetryConfig, attempts int, elapsed time.Duration
 	}
 	return (!limitAttempts || attempts >= int(rc.MaxAttempts)) &&
 		(!limitDuration || elapsed >= maxDuration)
+}
+
+// throttledBackoff is the wait before the retry of an attempt answered
+// 429 or 503, whose plain backoff is wait. Cloud Tasks documents that it
+// then "uses a higher backoff rate" and that the Retry-After header "is
+// considered", without numbers: the emulator doubles the plain backoff
+// and waits at least what Retry-After asks (seconds, or an HTTP date read
+// on the emulator's clock), up to the 30 days a task may be scheduled
+// ahead.
+func throttledBackoff(wait time.Duration, retryAfter string, now time.Time) time.Duration {
+	wait *= 2
+	var asked time.Duration
+	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s > 0 {
+		asked = time.Duration(min(s, int(maxScheduleAhead/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(retryAfter); err == nil {
+		asked = at.Sub(now)
+	}
+	return min(max(wait, asked), maxScheduleAhead)
 }
 
 // backoff is the wait before the retry that follows the failures-th failed

@@ -151,8 +151,9 @@ func TestRetryWithBackoff(t *testing.T) {
 	}{
 		{0, "0", "0", "", codes.Internal, 10 * time.Second, 1, false},
 		{10 * time.Second, "1", "0", "500", codes.NotFound, 20 * time.Second, 2, false},
-		{20 * time.Second, "2", "1", "404", codes.Unavailable, 40 * time.Second, 3, false},
-		{40 * time.Second, "3", "1", "503", codes.OK, 0, 4, true},
+		// A 503 is throttled: twice the plain backoff.
+		{20 * time.Second, "2", "1", "404", codes.Unavailable, 80 * time.Second, 3, false},
+		{80 * time.Second, "3", "1", "503", codes.OK, 0, 4, true},
 	}
 	for i, st := range steps {
 		// Just before the retry is due nothing happens.
@@ -368,7 +369,9 @@ func TestFailedAttempts(t *testing.T) {
 	}{
 		{"dispatch deadline", func() *cloudtaskspb.Task {
 			task := httpTask("", blocked.URL)
-			task.DispatchDeadline = durationpb.New(50 * time.Millisecond)
+			// The shortest deadline Cloud Tasks takes, which the
+			// emulator's attempt timeout cuts to 50 ms.
+			task.DispatchDeadline = durationpb.New(15 * time.Second)
 			return task
 		}, nil, codes.DeadlineExceeded},
 		{"connection refused", func() *cloudtaskspb.Task { return httpTask("", closedURL) }, nil, codes.Unavailable},
@@ -388,7 +391,7 @@ func TestFailedAttempts(t *testing.T) {
 			// A frozen clock keeps the retry from running, so the first
 			// attempt's outcome can be read.
 			clock := newFakeClock()
-			srv, c := start(t, WithNow(clock.Now), WithTokenSource(tt.tokens))
+			srv, c := start(t, WithNow(clock.Now), WithTokenSource(tt.tokens), WithAttemptTimeout(50*time.Millisecond))
 			createQueue(t, c, nil)
 			task := createTask(t, c, tt.task())
 			waitIdle(t, srv)

@@ -26,6 +26,7 @@ const (
 	maxConcurrent      = 5000
 	maxTaskSize        = 100 * 1024
 	maxScheduleAhead   = 30 * 24 * time.Hour
+	minDispatchTimeout = 15 * time.Second
 	maxDispatchTimeout = 30 * time.Minute
 	defaultDeadline    = 10 * time.Minute
 	maxQueuePage       = 9800

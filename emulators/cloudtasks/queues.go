@@ -3,6 +3,7 @@ package cloudtasks
 import (
 	"context"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"google.golang.org/grpc/codes"
@@ -40,6 +41,9 @@ func (g *GServer) CreateQueue(_ context.Context, req *cloudtaskspb.CreateQueueRe
 	defer g.mu.Unlock()
 	if _, ok := g.queues[qp.Name]; ok {
 		return nil, status.Errorf(codes.AlreadyExists, "queue %q already exists", qp.Name)
+	}
+	if err := g.checkQueueTombstoneLocked(qp.Name); err != nil {
+		return nil, err
 	}
 	g.addQueueLocked(qp)
 	return copyQueue(qp), nil
@@ -171,6 +175,9 @@ func (g *GServer) UpdateQueue(_ context.Context, req *cloudtaskspb.UpdateQueueRe
 		return nil, err
 	}
 	if !exists {
+		if err := g.checkQueueTombstoneLocked(in.Name); err != nil {
+			return nil, err
+		}
 		g.addQueueLocked(updated)
 		return copyQueue(updated), nil
 	}
@@ -212,8 +219,29 @@ func (g *GServer) DeleteQueue(_ context.Context, req *cloudtaskspb.DeleteQueueRe
 		g.removeTaskLocked(t)
 	}
 	delete(g.queues, req.Name)
+	g.queueTombstones[req.Name] = g.now()
 	g.notifyLocked()
 	return &emptypb.Empty{}, nil
+}
+
+// queueTombstonedLocked says whether a queue of that name was deleted
+// within the queue tombstone period before now.
+func (g *GServer) queueTombstonedLocked(name string, now time.Time) bool {
+	at, ok := g.queueTombstones[name]
+	if ok && now.Sub(at) >= g.cfg.queueTombstone {
+		delete(g.queueTombstones, name)
+		return false
+	}
+	return ok
+}
+
+// checkQueueTombstoneLocked refuses to create a queue whose name a
+// deleted queue still holds, as Cloud Tasks does for up to 3 days.
+func (g *GServer) checkQueueTombstoneLocked(name string) error {
+	if g.queueTombstonedLocked(name, g.now()) {
+		return status.Error(codes.FailedPrecondition, "The queue cannot be created because a queue with this name existed too recently.")
+	}
+	return nil
 }
 
 // PurgeQueue deletes every task of a queue and records the purge time.

@@ -9,22 +9,57 @@
 // DeleteQueue, PauseQueue, ResumeQueue, PurgeQueue, CreateTask, GetTask,
 // ListTasks, DeleteTask and RunTask. Every other RPC returns UNIMPLEMENTED.
 //
+// How Cloud Tasks delivers, as its documentation says and the emulator
+// models it:
+//   - Delivery is at least once: "a non-zero number of duplicate
+//     executions do occur" (more than 99.999% of tasks run once). With
+//     WithDuplicateRate (or Server.SetDuplicateRate) that share of the
+//     attempts is delivered twice at the same moment, with the same
+//     headers; the task completes with the first success. RunTask starts
+//     an attempt even while one is running, so the two overlap.
+//   - A CreateTask that succeeded can look failed to its caller (a
+//     deadline, UNAVAILABLE), whose retry then meets ALREADY_EXISTS:
+//     Server.LoseNext and LoseShare (package faults) make the emulator
+//     create the task and answer the caller with an error.
+//   - dispatch_deadline must be between 15 seconds and 30 minutes
+//     (INVALID_ARGUMENT otherwise); WithAttemptTimeout cuts attempts
+//     shorter in real time, for tests.
+//   - On 429 and 503 answers Cloud Tasks "uses a higher backoff rate" and
+//     considers Retry-After. The documentation gives no numbers: the
+//     emulator waits twice the queue's backoff, and at least what
+//     Retry-After asks.
+//   - A task's name stays reserved about an hour after the task is
+//     deleted, executed or dropped (DefaultTombstone, WithTombstone;
+//     about nine days for queues made from queue.yaml, which the emulator
+//     does not have), answered ALREADY_EXISTS with Cloud Tasks' message.
+//   - A deleted queue's name cannot be used again for 3 days
+//     (DefaultQueueTombstone, WithQueueTombstone): CreateQueue answers
+//     FAILED_PRECONDITION, and CreateTask in it FAILED_PRECONDITION "The
+//     queue no longer exists, though a queue with this name existed
+//     recently."
+//
 // Differences from the real service:
 //   - Only HTTP tasks (HttpRequest) are supported; App Engine tasks, OAuth
 //     tokens and queue-level HttpTarget overrides return UNIMPLEMENTED.
 //   - ListQueues filters are not supported (UNIMPLEMENTED). Tasks are
 //     listed in name order, queues in lexicographic order.
 //   - Durations (backoffs, dispatch deadlines) are used as given, not
-//     truncated to seconds or milliseconds, and dispatch_deadline may be
-//     shorter than 15 s, so tests can run retries in milliseconds.
-//   - The names of deleted, executed and dropped tasks are kept for the
-//     tombstone period set with WithTombstone (1 h by default; the real
-//     service keeps them for up to 24 h). Deleted queue names are reusable at
-//     once. Tasks are never expired by age.
-//   - There is no system throttling on 429 or 503 responses; redirects are
-//     followed as net/http follows them; max_burst_size is
+//     truncated to seconds or milliseconds, so tests can run retries in
+//     milliseconds.
+//   - Tombstones last exactly their period, where the service says
+//     "about". Tasks are never expired by age (the service deletes them
+//     after 31 days).
+//   - Duplicates come only from WithDuplicateRate, never by themselves,
+//     and only as simultaneous deliveries of one attempt; a duplicate is
+//     not held back by max_concurrent_dispatches or the rate limits.
+//   - Throttling is per task only: a 429 or 503 does not slow the rest of
+//     the queue, the higher error rates that throttle the real service do
+//     not, and a new or idle queue's dispatch does not ramp up.
+//     Redirects are followed as net/http follows them; max_burst_size is
 //     min(100, ceil(max_dispatches_per_second)); the response body is not
 //     kept and X-CloudTasks-TaskRetryReason is not sent.
+//   - The queue tombstone message of CreateQueue is worded as gcloud
+//     shows it, not checked against a recording.
 //   - State is in memory, sized for tests and development (tens of
 //     thousands of tasks, not millions): creating, deleting and starting a
 //     task cost O(log n) in its queue, but each dispatcher pass visits every
@@ -42,12 +77,13 @@
 // delayed and counted as in every emulator of this repository (package
 // faults says how): FailNext fails the next n calls of an RPC with the
 // code and message given, SetLatency delays its calls, AddReactor
-// installs any Reactor, and Calls counts the calls. A call they answer
-// changes nothing. The official client retries some RPCs on UNAVAILABLE
-// (GetTask, ListTasks, DeleteTask, GetQueue, ListQueues, DeleteQueue) but
-// not CreateTask; each attempt is a call. Faults of dispatch are the
-// task handler's to make: its HTTP status, or its delay past the
-// dispatch deadline.
+// installs any Reactor, Calls counts the calls, and LoseNext and
+// LoseShare lose the answers of calls the emulator served. A call that
+// FailNext or a reactor answers changes nothing. The official client
+// retries some RPCs on UNAVAILABLE (GetTask, ListTasks, DeleteTask,
+// GetQueue, ListQueues, DeleteQueue) but not CreateTask; each attempt is a
+// call. Faults of dispatch are the task handler's to make (its HTTP
+// status, its delay past the dispatch deadline), besides duplicates.
 package cloudtasks
 
 import (
@@ -79,12 +115,15 @@ type TokenSource func(ctx context.Context, audience, serviceAccount string) (str
 type Option func(*config)
 
 type config struct {
-	addr       string
-	now        func() time.Time
-	tombstone  time.Duration
-	tokens     TokenSource
-	httpClient *http.Client
-	logger     *slog.Logger
+	addr           string
+	now            func() time.Time
+	tombstone      time.Duration
+	queueTombstone time.Duration
+	attemptTimeout time.Duration
+	duplicateRate  float64
+	tokens         TokenSource
+	httpClient     *http.Client
+	logger         *slog.Logger
 }
 
 // WithAddr makes the server listen on addr (host:port) instead of
@@ -98,8 +137,26 @@ func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now
 
 // WithTombstone sets how long the name of a deleted, executed or dropped
 // task stays reserved: CreateTask with that name returns ALREADY_EXISTS
-// until then. The default is one hour; zero frees names at once.
+// until then. The default is DefaultTombstone; zero frees names at once.
 func WithTombstone(d time.Duration) Option { return func(c *config) { c.tombstone = d } }
+
+// WithQueueTombstone sets how long the name of a deleted queue stays
+// reserved: CreateQueue with that name returns FAILED_PRECONDITION until
+// then. The default is DefaultQueueTombstone; zero frees names at once.
+func WithQueueTombstone(d time.Duration) Option { return func(c *config) { c.queueTombstone = d } }
+
+// WithAttemptTimeout bounds each HTTP attempt by d of real time when d is
+// shorter than the task's dispatch_deadline (which Cloud Tasks keeps
+// between 15 s and 30 min), so that a test sees a deadline pass in
+// milliseconds. The attempt ends as one past its deadline does. Zero (the
+// default) means the dispatch deadline alone.
+func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.attemptTimeout = d } }
+
+// WithDuplicateRate makes the dispatcher deliver that share (0 to 1) of
+// its attempts twice, at the same moment, as Cloud Tasks occasionally
+// does (fewer than 0.001% of tasks in production, by its documentation).
+// The default is 0. Server.SetDuplicateRate changes it later.
+func WithDuplicateRate(f float64) Option { return func(c *config) { c.duplicateRate = f } }
 
 // WithTokenSource sets the function that mints OIDC tokens for tasks with an
 // oidc_token.
@@ -131,20 +188,35 @@ type Server struct {
 
 // Stats counts dispatch outcomes since the server started.
 type Stats struct {
-	Dispatched int // HTTP attempts started, RunTask included
+	Dispatched int // HTTP attempts started, RunTask and duplicates included
 	Succeeded  int // attempts answered with a 2xx status
 	Failed     int // attempts that got another status, an error or timed out
 	Dropped    int // tasks deleted after exhausting their retries
+	Duplicated int // attempts delivered a second time (WithDuplicateRate)
 }
+
+// Durations of the real service, the defaults of WithTombstone and
+// WithQueueTombstone.
+const (
+	// DefaultTombstone: "another task with the same name can't be created
+	// for ~1 hour after the original task was deleted or executed"
+	// (CreateTaskRequest; ~9 days for queues made from queue.yaml, which
+	// the emulator does not have).
+	DefaultTombstone = time.Hour
+	// DefaultQueueTombstone: a deleted queue's name can be used again
+	// after 3 days (Cloud Tasks' "Issues and limitations").
+	DefaultQueueTombstone = 72 * time.Hour
+)
 
 // NewServer starts an emulator listening on 127.0.0.1:0 (or WithAddr)
 // and its dispatcher. Stop it with Close.
 func NewServer(opts ...Option) (*Server, error) {
 	cfg := config{
-		addr:      "127.0.0.1:0",
-		now:       time.Now,
-		tombstone: time.Hour,
-		logger:    slog.Default(),
+		addr:           "127.0.0.1:0",
+		now:            time.Now,
+		tombstone:      DefaultTombstone,
+		queueTombstone: DefaultQueueTombstone,
+		logger:         slog.Default(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -243,6 +315,15 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 	}
 }
 
+// SetDuplicateRate makes the dispatcher deliver that share (0 to 1) of
+// its later attempts twice (WithDuplicateRate).
+func (s *Server) SetDuplicateRate(f float64) {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cfg.duplicateRate = f
+}
+
 // Wake makes the dispatcher read the clock again and send the tasks now
 // due. Call it after moving a clock injected with WithNow.
 func (s *Server) Wake() { s.GServer.wakeDispatcher() }
@@ -259,11 +340,13 @@ type GServer struct {
 	queues     map[string]*queue // by full queue name
 	tasks      map[string]*task  // by full task name
 	tombstones map[string]time.Time
-	lastSweep  time.Time
-	stats      Stats
-	inflight   int
-	changed    chan struct{} // closed and replaced on every state change
-	closed     bool
+	// queueTombstones holds when each deleted queue was deleted.
+	queueTombstones map[string]time.Time
+	lastSweep       time.Time
+	stats           Stats
+	inflight        int
+	changed         chan struct{} // closed and replaced on every state change
+	closed          bool
 
 	wake     chan struct{} // buffered; nudges the dispatcher
 	done     chan struct{} // closed by close
@@ -304,14 +387,15 @@ type task struct {
 
 func newGServer(cfg config) *GServer {
 	return &GServer{
-		cfg:        cfg,
-		queues:     map[string]*queue{},
-		tasks:      map[string]*task{},
-		tombstones: map[string]time.Time{},
-		changed:    make(chan struct{}),
-		wake:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		loopDone:   make(chan struct{}),
+		cfg:             cfg,
+		queues:          map[string]*queue{},
+		tasks:           map[string]*task{},
+		tombstones:      map[string]time.Time{},
+		queueTombstones: map[string]time.Time{},
+		changed:         make(chan struct{}),
+		wake:            make(chan struct{}, 1),
+		done:            make(chan struct{}),
+		loopDone:        make(chan struct{}),
 	}
 }
 

@@ -31,11 +31,14 @@ func (g *GServer) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now()
 	q, err := g.queueLocked(req.Parent)
 	if err != nil {
+		if g.queueTombstonedLocked(req.Parent, now) {
+			return nil, status.Error(codes.FailedPrecondition, "The queue no longer exists, though a queue with this name existed recently.")
+		}
 		return nil, err
 	}
-	now := g.now()
 	if tp.Name == "" {
 		tp.Name = req.Parent + "/tasks/" + strconv.FormatUint(rand.Uint64(), 10)
 	}
@@ -44,7 +47,7 @@ func (g *GServer) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 	}
 	g.sweepTombstonesLocked(now)
 	if at, ok := g.tombstones[tp.Name]; ok && now.Sub(at) < g.cfg.tombstone {
-		return nil, status.Errorf(codes.AlreadyExists, "task %q existed recently (%v ago)", tp.Name, now.Sub(at))
+		return nil, status.Error(codes.AlreadyExists, "The task cannot be created because a task with this name existed too recently. For more information about task de-duplication see https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks/create#body.request_body.FIELDS.task.")
 	}
 	if tp.ScheduleTime == nil || tp.ScheduleTime.AsTime().Before(now) {
 		tp.ScheduleTime = timestamppb.New(now)
@@ -85,8 +88,8 @@ func (g *GServer) checkNewTask(queueName string, tp *cloudtaskspb.Task) error {
 		return err
 	}
 	if d := tp.DispatchDeadline; d != nil {
-		if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 || d.AsDuration() > maxDispatchTimeout {
-			return status.Errorf(codes.InvalidArgument, "dispatch_deadline %v: must be in (0, %v]", d, maxDispatchTimeout)
+		if err := d.CheckValid(); err != nil || d.AsDuration() < minDispatchTimeout || d.AsDuration() > maxDispatchTimeout {
+			return status.Errorf(codes.InvalidArgument, "dispatch_deadline %v: must be between 15 seconds and 30 minutes", d.AsDuration())
 		}
 	}
 	if tp.RetryConfig != nil {

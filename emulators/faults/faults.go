@@ -21,7 +21,11 @@
 //     (AddReactor, FailNext); the first that handles it answers it, and
 //     the emulator never sees it: nothing is authenticated, charged to a
 //     quota or changed;
-//  4. otherwise goes on to the emulator.
+//  4. otherwise goes on to the emulator;
+//  5. if the emulator served it successfully, may lose its answer
+//     (LoseNext, LoseShare): the emulator's work is done, and the caller
+//     gets an error, as when a deadline passes after the service
+//     accepted a call, so that its retry meets what it did (ALREADY_EXISTS).
 //
 // A reactor of FailNext handles its next n calls and is then removed, so
 // FailNext calls add up: FailNext(m, 2, ...) twice fails the next four
@@ -83,6 +87,8 @@ type method struct {
 	calls    int
 	latency  time.Duration
 	reactors []*entry
+	losses   []*loss
+	lost     int
 }
 
 // entry is a reactor in a method's list.
@@ -124,13 +130,14 @@ func (in *Injector) Calls(method string) int {
 	return in.method(method).calls
 }
 
-// RemoveFaults removes every reactor and latency of every method. The
-// call counts stay.
+// RemoveFaults removes every reactor, latency and loss of answers
+// (LoseNext, LoseShare) of every method. The counts of calls and of lost
+// answers stay.
 func (in *Injector) RemoveFaults() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, m := range in.methods {
-		m.latency, m.reactors = 0, nil
+		m.latency, m.reactors, m.losses = 0, nil, nil
 	}
 }
 
@@ -209,7 +216,13 @@ func (in *Injector) UnaryInterceptor(ctx context.Context, req any, info *grpc.Un
 	handled, resp, err := in.before(ctx, name, req)
 	switch {
 	case !handled:
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		if err == nil {
+			if lost := in.lose(name); lost != nil {
+				return nil, lost
+			}
+		}
+		return resp, err
 	case err == nil && resp == nil:
 		return nil, status.Errorf(codes.Internal, "faults: a reactor handled %s with neither a response nor an error", name)
 	case err != nil:

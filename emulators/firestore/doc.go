@@ -85,7 +85,9 @@
 //   - Error codes follow Firestore. Messages follow Firestore's where
 //     clients and users match on them ("No document to update: ",
 //     "Document already exists: ", "the stored version (N) does not match
-//     the required base version (M)", "maximum number of aggregations");
+//     the required base version (M)", "maximum number of aggregations",
+//     "Aggregations can not be empty.", "Aggregation aliases contain
+//     duplicate alias: A.", as other clients' system tests match them);
 //     the others are the emulator's own wording. An update_time
 //     precondition on a missing document answers NOT_FOUND.
 //   - BatchGetDocuments answers in request order (each document once);

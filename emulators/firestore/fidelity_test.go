@@ -424,8 +424,15 @@ func TestErrorsAsFirestore(t *testing.T) {
 			codes.NotFound, "No document to update: " + testDB + "/documents/e/none", ""},
 		{"create existing", func() error { _, err := doc.Create(ctx, map[string]any{"v": 2}); return err },
 			codes.AlreadyExists, "Document already exists: " + testDB + "/documents/e/doc", ""},
-		{"no aggregations", func() error { return runAgg() }, codes.InvalidArgument, "", "at least one aggregation"},
-		{"duplicate alias", func() error { return runAgg(count("a"), count("a")) }, codes.InvalidArgument, "", "unique across all aggregation aliases"},
+		// Firestore's wording, which the Python client's system tests
+		// match (googleapis/python-firestore, tests/system/test_system.py:
+		// test_count_query_get_empty_aggregation and
+		// test_count_query_get_multiple_aggregations_duplicated_alias).
+		{"no aggregations", func() error { return runAgg() }, codes.InvalidArgument, "Aggregations can not be empty", ""},
+		{"duplicate alias", func() error { return runAgg(count("a"), count("a")) }, codes.InvalidArgument,
+			"Aggregation aliases contain duplicate alias", ": a."},
+		{"duplicate default alias", func() error { return runAgg(count(""), count("field_1")) }, codes.InvalidArgument,
+			"Aggregation aliases contain duplicate alias", ": field_1."},
 		{"too many aggregations", func() error {
 			return runAgg(count("a"), count("b"), count("c"), count("d"), count("e"), count("f"))
 		}, codes.InvalidArgument, "", "maximum number of aggregations"},

@@ -596,7 +596,7 @@ func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream
 	aggs := saq.GetAggregations()
 	switch {
 	case len(aggs) == 0:
-		return status.Errorf(codes.InvalidArgument, "an aggregation query requires at least one aggregation")
+		return status.Errorf(codes.InvalidArgument, "Aggregations can not be empty.")
 	case len(aggs) > maxAggregations:
 		return status.Errorf(codes.InvalidArgument, "the query has %d aggregations, more than the maximum number of aggregations (%d)", len(aggs), maxAggregations)
 	}
@@ -605,7 +605,7 @@ func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream
 	for i, a := range aggs {
 		alias := aliases[i]
 		if seen[alias] {
-			return status.Errorf(codes.InvalidArgument, "aggregation alias %q is used twice: an alias must be unique across all aggregation aliases", alias)
+			return status.Errorf(codes.InvalidArgument, "Aggregation aliases contain duplicate alias: %s.", alias)
 		}
 		seen[alias] = true
 		if isReserved(alias) || len(alias) > 1500 {

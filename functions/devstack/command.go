@@ -38,6 +38,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
 	fl.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
+	fl.Float64Var(&cfg.TasksDuplicateRate, "tasks-duplicate-rate", 0, "share (0 to 1) of the Cloud Tasks emulator's attempts delivered twice at the same moment, as Cloud Tasks occasionally does")
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	telemetryTo := fl.String("telemetry", "off", "the functions' metrics and traces: off, or stdout (JSON lines among the logs: the metrics every 30s, each span as it ends)")
@@ -48,6 +49,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "devstack: unexpected arguments %q\n", fl.Args())
 		fl.Usage()
 		return fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+
+	if r := cfg.TasksDuplicateRate; !(r >= 0 && r <= 1) { // NaN too
+		err := fmt.Errorf("-tasks-duplicate-rate %v: want a share from 0 to 1", r)
+		fmt.Fprintln(stderr, err)
+		return err
 	}
 
 	log, err := newLogger(*logFormat, stdout)

@@ -105,6 +105,10 @@ type Config struct {
 	// cluster is created, as GKE's control plane, instead of on demand
 	// (benchmarks of what the product adds to the provider's time).
 	KubernetesAtCreate bool
+	// TasksDuplicateRate is the share (0 to 1) of the Cloud Tasks
+	// emulator's attempts delivered twice at the same moment, as Cloud
+	// Tasks occasionally does (API.md §8, -tasks-duplicate-rate).
+	TasksDuplicateRate float64
 	// ImpersonationTokenLifetime is the lifetime of the tokens the
 	// reconciler mints of tenants' service accounts (the functions'
 	// default, an hour, when zero): how soon a revoked grant shows.
@@ -497,7 +501,8 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 		return s.Issuer.Token(serviceAccount, audience, 10*time.Minute)
 	}
 	// Closed by Close before the server, not with the other emulators.
-	if s.Tasks, err = ctemu.NewServer(ctemu.WithTokenSource(tokens), ctemu.WithLogger(s.log)); err != nil {
+	if s.Tasks, err = ctemu.NewServer(ctemu.WithTokenSource(tokens), ctemu.WithLogger(s.log),
+		ctemu.WithDuplicateRate(s.cfg.TasksDuplicateRate)); err != nil {
 		return fmt.Errorf("cloud tasks emulator: %w", err)
 	}
 	return nil
