@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/tasks"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestDuplicateDeliveryAndLostCreates runs the product under Cloud Tasks
@@ -62,7 +63,7 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 	}
 	gone := ids[n-1]
 	c.deleteCluster(t, gone)
-	eventually(t, "the deleted cluster gone", func() (bool, string) {
+	wait.For(t, "the deleted cluster gone", func() (bool, string) {
 		_, err := c.getCluster(gone)
 		return err != nil, fmt.Sprintf("still there (%v)", err)
 	})
@@ -119,12 +120,12 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 		return waiting, other
 	}
 	for _, id := range ids[:n-1] {
-		eventually(t, "one waiting task of cluster "+id, func() (bool, string) {
+		wait.For(t, "one waiting task of cluster "+id, func() (bool, string) {
 			w, o := current(id)
 			return len(w) == 1 && len(o) == 0, fmt.Sprintf("waiting %v, other %v", w, o)
 		})
 	}
-	eventually(t, "no task of the deleted cluster", func() (bool, string) {
+	wait.For(t, "no task of the deleted cluster", func() (bool, string) {
 		var names []string
 		for _, tk := range e.pendingTasks() {
 			if bytes.Contains(tk.GetHttpRequest().GetBody(), []byte(gone)) {
