@@ -39,7 +39,7 @@ func TestDuplicateDelivery(t *testing.T) {
 	checkWaiting(t, srv)
 
 	// The retry is delivered twice too; the first success completes it.
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	srv.Wake()
 	waitIdle(t, srv)
 	if n := len(rec.Requests()); n != 4 {
@@ -180,7 +180,7 @@ func TestTaskTombstone(t *testing.T) {
 	task := httpTask(testQueue+"/tasks/done", rec.URL())
 	createTask(t, c, task)
 	waitIdle(t, srv)
-	clock.Advance(DefaultTombstone - time.Second)
+	clock.Step(DefaultTombstone - time.Second)
 	_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task})
 	if code(err) != codes.AlreadyExists {
 		t.Fatalf("CreateTask within the tombstone = %v, want AlreadyExists", err)
@@ -188,7 +188,7 @@ func TestTaskTombstone(t *testing.T) {
 	if want := "The task cannot be created because a task with this name existed too recently."; !strings.Contains(err.Error(), want) {
 		t.Errorf("CreateTask within the tombstone = %v, want Cloud Tasks' message %q", err, want)
 	}
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	if _, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task}); err != nil {
 		t.Errorf("CreateTask after the tombstone = %v, want it created", err)
 	}
@@ -201,7 +201,7 @@ func TestQueueTombstone(t *testing.T) {
 	if err := c.DeleteQueue(ctx(t), &cloudtaskspb.DeleteQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("DeleteQueue: %v", err)
 	}
-	clock.Advance(DefaultQueueTombstone - time.Second)
+	clock.Step(DefaultQueueTombstone - time.Second)
 	q := &cloudtaskspb.Queue{Name: testQueue}
 	if _, err := c.CreateQueue(ctx(t), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: q}); code(err) != codes.FailedPrecondition {
 		t.Errorf("CreateQueue within the tombstone = %v, want FailedPrecondition", err)
@@ -212,7 +212,7 @@ func TestQueueTombstone(t *testing.T) {
 	if _, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: httpTask("", "http://example.test/x")}); code(err) != codes.FailedPrecondition {
 		t.Errorf("CreateTask in the deleted queue = %v, want FailedPrecondition", err)
 	}
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	if _, err := c.CreateQueue(ctx(t), &cloudtaskspb.CreateQueueRequest{Parent: testLocation, Queue: q}); err != nil {
 		t.Errorf("CreateQueue after the tombstone = %v, want it created", err)
 	}

@@ -106,7 +106,7 @@ func TestScheduleTime(t *testing.T) {
 		{time.Minute - time.Nanosecond, 0},
 		{time.Nanosecond, 1},
 	} {
-		clock.Advance(step.advance)
+		clock.Step(step.advance)
 		srv.Wake()
 		waitIdle(t, srv)
 		if got := len(rec.Requests()); got != step.want {
@@ -158,13 +158,13 @@ func TestRetryWithBackoff(t *testing.T) {
 	for i, st := range steps {
 		// Just before the retry is due nothing happens.
 		if st.wait > 0 {
-			clock.Advance(st.wait - time.Millisecond)
+			clock.Step(st.wait - time.Millisecond)
 			srv.Wake()
 			waitIdle(t, srv)
 			if got := len(rec.Requests()); got != i {
 				t.Fatalf("attempt %d: requests before backoff elapsed = %d, want %d", i+1, got, i)
 			}
-			clock.Advance(time.Millisecond)
+			clock.Step(time.Millisecond)
 			srv.Wake()
 		}
 		waitIdle(t, srv)
@@ -537,7 +537,7 @@ func TestLogs(t *testing.T) {
 	rec := newRecorder(t, 503, 500)
 	createTask(t, c, httpTask(testQueue+"/tasks/logged", rec.URL()))
 	waitIdle(t, srv)
-	clock.Advance(time.Hour)
+	clock.Step(time.Hour)
 	srv.Wake()
 	waitIdle(t, srv)
 
@@ -603,7 +603,7 @@ func TestDispatchOrder(t *testing.T) {
 		t.Fatalf("DeleteTask: %v", err)
 	}
 	checkWaiting(t, srv)
-	clock.Advance(3 * time.Second)
+	clock.Step(3 * time.Second)
 	if _, err := c.ResumeQueue(ctx(t), &cloudtaskspb.ResumeQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("ResumeQueue: %v", err)
 	}
@@ -614,7 +614,7 @@ func TestDispatchOrder(t *testing.T) {
 	waitIdle(t, srv)
 	checkWaiting(t, srv)
 	// The task run early is not sent again at its schedule time.
-	clock.Advance(time.Hour)
+	clock.Step(time.Hour)
 	srv.Wake()
 	waitIdle(t, srv)
 
@@ -661,7 +661,7 @@ func TestRunTaskInFlight(t *testing.T) {
 	releaseOnce.Do(func() { close(release) })
 	waitIdle(t, srv)
 	checkWaiting(t, srv)
-	clock.Advance(time.Hour)
+	clock.Step(time.Hour)
 	srv.Wake()
 	waitIdle(t, srv)
 	if s := srv.Stats(); s != (Stats{Dispatched: 3, Succeeded: 1, Failed: 2}) {

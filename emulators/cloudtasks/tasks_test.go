@@ -145,7 +145,7 @@ func TestTaskLifecycle(t *testing.T) {
 		{59 * time.Minute, codes.AlreadyExists},
 		{time.Minute, codes.OK},
 	} {
-		clock.Advance(step.advance)
+		clock.Step(step.advance)
 		named.ScheduleTime = timestamppb.New(clock.Now().Add(time.Hour))
 		_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: named})
 		if code(err) != step.want {

@@ -67,7 +67,7 @@ func TestClusterDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateCluster: %v", err)
 	}
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{ProjectId: project, Zone: "us-east1-b", ClusterId: "z1"})
 	if err != nil {
 		t.Fatalf("GetCluster: %v", err)
@@ -201,7 +201,7 @@ func TestConcurrency(t *testing.T) {
 	})
 
 	// Once they are done, a cluster-level operation blocks every pool.
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	id, err := e.srv.UpgradeMaster(clusterN, "1.33.5-gke.1200")
 	if err != nil {
 		t.Fatalf("UpgradeMaster: %v", err)
@@ -209,7 +209,7 @@ func TestConcurrency(t *testing.T) {
 	if err := resize("p6"); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), id) {
 		t.Errorf("resize during a master upgrade = %v, want FailedPrecondition naming %s", err, id)
 	}
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	if err := resize("p6"); err != nil {
 		t.Errorf("resize after the upgrade = %v, want nil", err)
 	}
@@ -233,7 +233,7 @@ func TestReleaseChannelUpgrade(t *testing.T) {
 	if err != nil || op.OperationType != containerpb.Operation_UPGRADE_MASTER {
 		t.Errorf("GetOperation(%s) = %v, %v; want UPGRADE_MASTER", id, op, err)
 	}
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	c, _ = e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
 	if c.Status != containerpb.Cluster_RUNNING || c.CurrentMasterVersion != "1.33.5-gke.1200" || c.CurrentNodeVersion != "1.33.4-gke.1000" {
 		t.Errorf("after upgrade = %v master %q node %q, want RUNNING 1.33.5-gke.1200, nodes still 1.33.4-gke.1000", c.Status, c.CurrentMasterVersion, c.CurrentNodeVersion)
@@ -297,7 +297,7 @@ func TestCancelOperation(t *testing.T) {
 			if np.Status != tt.wantStatus {
 				t.Errorf("pool status = %v, want %v", np.Status, tt.wantStatus)
 			}
-			e.clock.Advance(opTime)
+			e.clock.Step(opTime)
 			counts, _ := e.srv.NodeCounts(strings.TrimPrefix(op.TargetLink, apiBase))
 			if counts[zoneA] != tt.wantNodes {
 				t.Errorf("NodeCounts = %v, want %d in %s", counts, tt.wantNodes, zoneA)
@@ -343,7 +343,7 @@ func TestClusterCreateFailures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CreateCluster: %v", err)
 			}
-			e.clock.Advance(opTime)
+			e.clock.Step(opTime)
 			done, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: p + "/operations/" + op.Name})
 			if err != nil || done.Error == nil || done.StatusMessage == "" {
 				t.Errorf("GetOperation = %v, %v; want DONE with an error and statusMessage", done, err)
@@ -360,7 +360,7 @@ func TestClusterCreateFailures(t *testing.T) {
 			if _, err := e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: name}); err != nil {
 				t.Fatalf("DeleteCluster: %v", err)
 			}
-			e.clock.Advance(opTime)
+			e.clock.Step(opTime)
 			if _, err := e.srv.Cluster(name); err == nil {
 				t.Errorf("Cluster(%s) after delete exists, want gone", name)
 			}

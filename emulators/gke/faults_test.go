@@ -87,7 +87,7 @@ func TestFaultsComeFirst(t *testing.T) {
 	if _, err := platform.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/gone"}); code(err) != codes.FailedPrecondition {
 		t.Errorf("GetNodePool(gone) = %v, want the reactor's FailedPrecondition", err)
 	}
-	e.clock.Advance(time.Minute) // a new minute of quota
+	e.clock.Step(time.Minute) // a new minute of quota
 	if _, err := platform.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/other"}); code(err) != codes.NotFound {
 		t.Errorf("GetNodePool(other) = %v, want the simulator's NotFound", err)
 	}
@@ -168,7 +168,7 @@ func TestLostOperations(t *testing.T) {
 			if _, err := e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p0", NodeCount: 4}); code(err) != codes.FailedPrecondition {
 				t.Errorf("second resize during the lost one = %v, want FailedPrecondition", err)
 			}
-			e.clock.Advance(opTime)
+			e.clock.Step(opTime)
 			if got, _ := e.srv.NodeCounts(clusterN + "/nodePools/p0"); got[zoneA] != 3 {
 				t.Errorf("NodeCounts = %v, want 3 in %s", got, zoneA)
 			}

@@ -2,7 +2,6 @@ package gke
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // opTime is the operation time of test servers, on their fake clock.
@@ -28,35 +28,17 @@ const (
 	clusterN = "projects/proj/locations/us-central1/clusters/c1"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	srv    *Server
 	client *container.ClusterManagerClient
-	clock  *fakeClock
+	clock  *testingclock.FakeClock
 	ctx    context.Context
 }
 
 // newEnv starts a server on a fake clock and connects the official client.
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	srv, err := NewServer(append([]Option{WithNow(clock.Now), WithOperationTime(opTime)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
@@ -110,7 +92,7 @@ func (e *env) createCluster(t *testing.T, pools ...*containerpb.NodePool) *conta
 // wait advances the clock past op's end and returns it DONE.
 func (e *env) wait(t *testing.T, op *containerpb.Operation) *containerpb.Operation {
 	t.Helper()
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
 	if err != nil {
 		t.Fatalf("GetOperation(%s): %v", op.Name, err)

@@ -59,7 +59,7 @@ func busyEnv(t *testing.T, e *env) {
 	if _, err := e.srv.UpgradeMaster(parent+"/clusters/c4", DefaultVersions[containerpb.ReleaseChannel_RAPID]); err != nil {
 		t.Fatalf("UpgradeMaster: %v", err)
 	}
-	e.clock.Advance(opTime / 2)
+	e.clock.Step(opTime / 2)
 }
 
 // observe is what a client can see of a server: every cluster and every
@@ -119,7 +119,7 @@ func TestSnapshotRestore(t *testing.T) {
 	sameObservations(t, "after Restore", observe(t, e), observe(t, e2))
 
 	// Every operation ends, on both, with its effect.
-	e.clock.Advance(opTime)
+	e.clock.Step(opTime)
 	want := observe(t, e)
 	sameObservations(t, "once every operation ended", want, observe(t, e2))
 	if len(want[1].(*containerpb.ListOperationsResponse).Operations) == 0 {
@@ -197,7 +197,7 @@ func TestRestoreLate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	srv2, err := NewServer(WithNow(e.clock.Now), WithOperationTime(opTime))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)

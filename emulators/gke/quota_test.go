@@ -34,7 +34,7 @@ func TestRequestQuota(t *testing.T) {
 			}
 		}
 	}
-	e.clock.Advance(time.Minute)
+	e.clock.Step(time.Minute)
 	if err := get("small"); status.Code(err) != codes.NotFound {
 		t.Errorf("small's call in the next minute = %v, want it served", err)
 	}

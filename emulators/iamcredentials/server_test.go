@@ -2,7 +2,6 @@ package iamcredentials_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/better-compute/kubernetes/emulators/iamcredentials"
 )
@@ -21,27 +21,10 @@ const (
 	scope       = "https://www.googleapis.com/auth/cloud-platform"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func start(t *testing.T) (*iamcredentials.Server, *clock) {
+func start(t *testing.T) (*iamcredentials.Server, *testingclock.FakeClock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	srv, err := iamcredentials.NewServer(iamcredentials.WithNow(clk.now))
+	clk := testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	srv, err := iamcredentials.NewServer(iamcredentials.WithNow(clk.Now))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -85,7 +68,7 @@ func TestGenerateAccessTokenFollowsGrants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GenerateAccessToken after the grant: %v", err)
 	}
-	if got, want := resp.GetExpireTime().AsTime(), clk.now().Add(time.Hour); !got.Equal(want) {
+	if got, want := resp.GetExpireTime().AsTime(), clk.Now().Add(time.Hour); !got.Equal(want) {
 		t.Errorf("expireTime = %v, want %v (the default lifetime)", got, want)
 	}
 	if who, ok := srv.Identify(resp.GetAccessToken()); !ok || who != provisioner {
@@ -100,7 +83,7 @@ func TestGenerateAccessTokenFollowsGrants(t *testing.T) {
 	if _, ok := srv.Identify(resp.GetAccessToken()); !ok {
 		t.Errorf("a token minted before the revoke is no longer identified")
 	}
-	clk.add(time.Hour)
+	clk.Step(time.Hour)
 	if who, ok := srv.Identify(resp.GetAccessToken()); ok {
 		t.Errorf("Identify(expired) = %q, true; want false", who)
 	}
@@ -112,7 +95,7 @@ func TestGenerateAccessTokenFollowsGrants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GenerateAccessToken after granting again: %v", err)
 	}
-	if got, want := resp.GetExpireTime().AsTime(), clk.now().Add(10*time.Minute); !got.Equal(want) {
+	if got, want := resp.GetExpireTime().AsTime(), clk.Now().Add(10*time.Minute); !got.Equal(want) {
 		t.Errorf("expireTime = %v, want %v (the lifetime asked)", got, want)
 	}
 }
@@ -148,7 +131,7 @@ func TestGenerateAccessTokenRefusals(t *testing.T) {
 	ctx := context.Background()
 	expiring := srv.IssueToken(reconciler, time.Minute)
 	good := srv.IssueToken(reconciler, 10*time.Hour)
-	clk.add(time.Minute)
+	clk.Step(time.Minute)
 	long := request(provisioner)
 	long.Lifetime = durationpb.New(2 * time.Hour)
 	for _, tc := range []struct {

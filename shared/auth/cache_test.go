@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 )
@@ -14,7 +15,7 @@ import (
 // forgotten after cacheTTL.
 func TestCachedTokenStillExpires(t *testing.T) {
 	const iss = "https://issuer.example.test"
-	clock := &fakeClock{t: time.Now()}
+	clock := testingclock.NewFakeClock(time.Now())
 	v, err := NewStaticVerifier(Config{IssuerURL: iss, Audience: testAudience, Now: clock.Now, ClockSkew: -1}, &ecKey.PublicKey)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestCachedTokenStillExpires(t *testing.T) {
 	if _, ok := v.cache.get(tok, clock.Now()); !ok {
 		t.Fatalf("token not remembered after a successful Verify")
 	}
-	clock.Advance(2 * time.Minute)
+	clock.Step(2 * time.Minute)
 	if _, err := v.Verify(context.Background(), "Bearer "+tok); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("Verify(expired, cached) = %v, want UNAUTHENTICATED", err)
 	}

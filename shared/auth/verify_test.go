@@ -24,6 +24,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 )
@@ -125,23 +126,6 @@ func rawToken(header, claims map[string]any, signature func(signingInput string)
 	c, _ := json.Marshal(claims)
 	in := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
 	return in + "." + base64.RawURLEncoding.EncodeToString(signature(in))
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 func TestVerify(t *testing.T) {
@@ -251,7 +235,7 @@ func tamper(token string) string {
 
 func TestUnknownKidRefetchesKeys(t *testing.T) {
 	ti := newTestIssuer(t)
-	clock := &fakeClock{t: time.Now()}
+	clock := testingclock.NewFakeClock(time.Now())
 	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +249,7 @@ func TestUnknownKidRefetchesKeys(t *testing.T) {
 
 	// A rotated-in key is not cached yet: the verifier refetches, and
 	// refuses the token while the issuer does not publish the key.
-	clock.Advance(minKeyRefetch)
+	clock.Step(minKeyRefetch)
 	rotated := "Bearer " + sign(t, jose.RS256, "rsa-2", rsaOther, claims)
 	if _, err := v.Verify(ctx, rotated); !errs.Is(err, errs.Unauthenticated) {
 		t.Fatalf("Verify(unpublished kid) = %v, want UNAUTHENTICATED", err)
@@ -274,7 +258,7 @@ func TestUnknownKidRefetchesKeys(t *testing.T) {
 		t.Fatalf("JWKS fetches after an unknown kid = %d, want 1", got)
 	}
 	ti.addKey("rsa-2", jose.RS256, &rsaOther.PublicKey)
-	clock.Advance(minKeyRefetch)
+	clock.Step(minKeyRefetch)
 	if got, err := v.Verify(ctx, rotated); err != nil || got != "alice" {
 		t.Fatalf("Verify(rotated kid) = %q, %v, want alice", got, err)
 	}
@@ -291,7 +275,7 @@ func TestUnknownKidRefetchesKeys(t *testing.T) {
 func TestLazyDiscovery(t *testing.T) {
 	ti := newTestIssuer(t)
 	ti.down.Store(true)
-	clock := &fakeClock{t: time.Now()}
+	clock := testingclock.NewFakeClock(time.Now())
 	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
 	if err != nil {
 		t.Fatalf("NewVerifier with the issuer down = %v, want success", err)
@@ -323,7 +307,7 @@ func TestLazyDiscovery(t *testing.T) {
 		t.Errorf("Verify(Basic) = %v, want UNAUTHENTICATED", err)
 	}
 
-	clock.Advance(minBackoff)
+	clock.Step(minBackoff)
 	if got, err := v.Verify(ctx, token); err != nil || got != "alice" {
 		t.Fatalf("Verify(after backoff) = %q, %v, want alice", got, err)
 	}
@@ -432,7 +416,7 @@ func BenchmarkVerify(b *testing.B) {
 // accepted once that interval has passed.
 func TestForgedKidRefetchesAreRateLimited(t *testing.T) {
 	ti := newTestIssuer(t)
-	clock := &fakeClock{t: time.Now()}
+	clock := testingclock.NewFakeClock(time.Now())
 	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +440,7 @@ func TestForgedKidRefetchesAreRateLimited(t *testing.T) {
 
 	// The issuer rotates in a key just after a forged kid caused a fetch:
 	// it is accepted as soon as the interval allows another fetch.
-	clock.Advance(minKeyRefetch)
+	clock.Step(minKeyRefetch)
 	if _, err := v.Verify(ctx, "Bearer "+sign(t, jose.RS256, "forged-x", rsaOther, claims)); !errs.Is(err, errs.Unauthenticated) {
 		t.Fatalf("Verify(forged kid) = %v, want UNAUTHENTICATED", err)
 	}
@@ -465,7 +449,7 @@ func TestForgedKidRefetchesAreRateLimited(t *testing.T) {
 	if _, err := v.Verify(ctx, rotated); !errs.Is(err, errs.Unauthenticated) {
 		t.Fatalf("Verify(rotated kid, within the interval) = %v, want UNAUTHENTICATED", err)
 	}
-	clock.Advance(minKeyRefetch)
+	clock.Step(minKeyRefetch)
 	fetches = ti.jwksFetch.Load()
 	if got, err := v.Verify(ctx, rotated); err != nil || got != "alice" {
 		t.Fatalf("Verify(rotated kid, after the interval) = %q, %v, want alice", got, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -19,24 +20,6 @@ func newFirestore(t *testing.T) *firestore.Client {
 	t.Helper()
 	fs := fsemu.ForTest(t, "chain")
 	return fs
-}
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // thing is the subject of these tests: a document with a counter its
@@ -109,7 +92,7 @@ func (r *recorder) Deliver(_ context.Context, events []outbox.Event) (int, error
 
 type env struct {
 	fs     *firestore.Client
-	clk    *clock
+	clk    *testingclock.FakeClock
 	sub    *things
 	rec    *recorder
 	runner *chain.Runner
@@ -118,9 +101,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{fs: newFirestore(t), clk: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, rec: &recorder{}}
+	e := &env{fs: newFirestore(t), clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
 	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
-	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.now}
+	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now}
 	var err error
 	if e.runner, err = chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub); err != nil {
 		t.Fatal(err)
@@ -187,7 +170,7 @@ func TestRun(t *testing.T) {
 			if tt.kick != "" {
 				k.Token = tt.kick
 			}
-			now := e.clk.now()
+			now := e.clk.Now()
 			err := e.runner.Run(ctx, k, "task-1")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil && tt.err == nil) {
 				t.Fatalf("Run = %v, want %v", err, tt.wantErr)
@@ -237,7 +220,7 @@ func TestRunLeaseLost(t *testing.T) {
 			}
 			return chain.Outcome{Converging: true}, nil
 		}
-		e.clk.add(e.cfg.LeaseTTL + time.Second)
+		e.clk.Step(e.cfg.LeaseTTL + time.Second)
 		if err := other.Run(ctx, k, "task-2"); err != nil {
 			t.Errorf("the other run = %v", err)
 		}
@@ -275,7 +258,7 @@ func TestRunKickedMidRun(t *testing.T) {
 					return chain.Outcome{NeedsLease: true}, nil
 				}
 				th := e.get(t, k)
-				kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.now())
+				kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.Now())
 				_, err := e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: chain.Field, Value: th.Reconcile}})
 				return chain.Outcome{Changed: true}, err
 			}
@@ -287,7 +270,7 @@ func TestRunKickedMidRun(t *testing.T) {
 			if got.Saved != wantSaved || len(e.rec.scheduled) != 0 {
 				t.Errorf("saved %d, scheduled %+v; want saved %d, nothing scheduled", got.Saved, e.rec.scheduled, wantSaved)
 			}
-			if got.Reconcile.Token != kick.Token || !got.Reconcile.NextAt.Equal(e.clk.now()) || got.Reconcile.LeaseOwner != "" {
+			if got.Reconcile.Token != kick.Token || !got.Reconcile.NextAt.Equal(e.clk.Now()) || got.Reconcile.LeaseOwner != "" {
 				t.Errorf("chain = %+v, want the kick's token and deadline, no lease", got.Reconcile)
 			}
 		})
@@ -345,7 +328,7 @@ func TestRunHandsOverToASteadyChain(t *testing.T) {
 func TestRunNoopWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	k := e.put(t, "t1", chain.State{NextAt: e.clk.now().Add(time.Hour)})
+	k := e.put(t, "t1", chain.State{NextAt: e.clk.Now().Add(time.Hour)})
 	// The kick's chain hands the thing to a steady chain (written once).
 	if err := e.runner.Run(ctx, k, "task-kick"); err != nil {
 		t.Fatal(err)
@@ -360,7 +343,7 @@ func TestRunNoopWritesNothing(t *testing.T) {
 		if err := e.runner.Run(ctx, k, fmt.Sprintf("task-%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		e.clk.add(5 * time.Minute)
+		e.clk.Step(5 * time.Minute)
 	}
 	after, err := e.sub.Ref(k).Get(ctx)
 	if err != nil {
@@ -374,12 +357,12 @@ func TestRunNoopWritesNothing(t *testing.T) {
 	}
 	// Once its watchdog deadline would pass before the next run, a run
 	// writes the deadline a heartbeat ahead.
-	e.clk.add(time.Hour)
+	e.clk.Step(time.Hour)
 	if err := e.runner.Run(ctx, k, "task-late"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.get(t, k).Reconcile.NextAt; !got.After(e.clk.now().Add(time.Hour)) {
-		t.Errorf("deadline after a heartbeat = %v, want more than an hour past %v", got, e.clk.now())
+	if got := e.get(t, k).Reconcile.NextAt; !got.After(e.clk.Now().Add(time.Hour)) {
+		t.Errorf("deadline after a heartbeat = %v, want more than an hour past %v", got, e.clk.Now())
 	}
 }
 
@@ -462,7 +445,7 @@ func (d *fakeDrainer) Drain(_ context.Context, olderThan time.Duration, _ int) (
 func TestWatchdog(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	now := e.clk.now()
+	now := e.clk.Now()
 	put := func(id string, active bool, nextAt time.Time) {
 		t.Helper()
 		ref := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc(id)
@@ -475,7 +458,7 @@ func TestWatchdog(t *testing.T) {
 	put("gone", false, now.Add(-time.Hour))
 	k := &fakeKicker{}
 	d := &fakeDrainer{n: 3}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Now: e.clk.now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Now: e.clk.Now}
 
 	res, err := w.Tick(ctx)
 	if err != nil {
@@ -505,7 +488,7 @@ func TestWatchdog(t *testing.T) {
 	}
 	k.err = nil
 	k.kicks = nil
-	e.clk.add(2 * time.Minute)
+	e.clk.Step(2 * time.Minute)
 	res, err = w.Tick(ctx)
 	kicked := map[string]bool{}
 	for _, kk := range k.kicks {
@@ -523,12 +506,12 @@ func TestWatchdogRestartAll(t *testing.T) {
 	e := newEnv(t)
 	for i := range 150 {
 		ref := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc(fmt.Sprintf("t%d", i))
-		if _, err := ref.Set(ctx, thing{Active: i%50 != 0, Reconcile: chain.State{Token: "old", NextAt: e.clk.now().Add(time.Hour)}}); err != nil {
+		if _, err := ref.Set(ctx, thing{Active: i%50 != 0, Reconcile: chain.State{Token: "old", NextAt: e.clk.Now().Add(time.Hour)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Now: e.clk.now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Now: e.clk.Now}
 	res, err := w.RestartAll(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -550,12 +533,12 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 	e := newEnv(t)
 	ref := e.fs.Collection("tenants").Doc("~X194X18").Collection("things").Doc("~Li4")
 	doc := map[string]any{"tenantId": "__x__", "id": "..", "active": true,
-		"reconcile": chain.State{Token: "old", NextAt: e.clk.now().Add(-time.Hour)}}
+		"reconcile": chain.State{Token: "old", NextAt: e.clk.Now().Add(-time.Hour)}}
 	if _, err := ref.Set(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.Now}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestRunTelemetry(t *testing.T) {
 			}
 			out := tt.out
 			if tt.converged > 0 {
-				out.Converged = e.clk.now().Add(-tt.converged)
+				out.Converged = e.clk.Now().Add(-tt.converged)
 			}
 			e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
 				if l == nil && !tt.out.NeedsLease {
@@ -142,11 +142,11 @@ func TestWatchdogCountsRestarts(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	ref := e.fs.Collection("tenants").Doc("acme").Collection("things").Doc("dead")
-	if _, err := ref.Set(ctx, thing{Active: true, Reconcile: chain.State{Token: "old", NextAt: e.clk.now().Add(-time.Hour)}}); err != nil {
+	if _, err := ref.Set(ctx, thing{Active: true, Reconcile: chain.State{Token: "old", NextAt: e.clk.Now().Add(-time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	m := &metrics{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.now, Metrics: m}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.Now, Metrics: m}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
@@ -46,15 +47,15 @@ type iamEnv struct {
 func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &iamEnv{env: &env{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, caller: store.Caller{TenantID: "acme", Principal: "alice"}}}
+	e := &iamEnv{env: &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: store.Caller{TenantID: "acme", Principal: "alice"}}}
 	var err error
-	if e.iam, err = iamemu.NewServer(iamemu.WithNow(e.clk.now)); err != nil {
+	if e.iam, err = iamemu.NewServer(iamemu.WithNow(e.clk.Now)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.iam.Close() })
 	e.iam.Grant(provisionerSA, reconcilerSA)
 	e.fs = fsemu.ForTest(t, "p")
-	e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.now), gkeemu.WithOperationTime(opTime), gkeemu.WithIAM(gkeemu.IAM{
+	e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.Now), gkeemu.WithOperationTime(opTime), gkeemu.WithIAM(gkeemu.IAM{
 		Projects: map[string][]string{"p": {reconcilerSA}, "tp": {provisionerSA}},
 		Identify: e.iam.Identify,
 	}))
@@ -72,11 +73,11 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ic.Close() })
-	tokens, err := impersonate.New(ic, impersonate.WithNow(e.clk.now), impersonate.WithLifetime(tokenLifetime, tokenMargin))
+	tokens, err := impersonate.New(ic, impersonate.WithNow(e.clk.Now), impersonate.WithLifetime(tokenLifetime, tokenMargin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
 		t.Fatal(err)
 	}
 	regions := map[string][]string{"us-central1": {"us-central1-a"}}
@@ -95,12 +96,12 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 		clusters.WithNodeServiceAccount(platformNodes),
 		clusters.WithImpersonation(clusters.Impersonation{GKE: tenants, Tokens: tokens, Caller: reconcilerSA, Insecure: true}),
 	}, opts...)
-	rec, err := clusters.New(e.st, platform, e.clk.now, opts...)
+	rec, err := clusters.New(e.st, platform, e.clk.Now, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now,
 	}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestRevokedGrantShowsGuidanceAndRecovers(t *testing.T) {
 	e.iam.Revoke(provisionerSA, reconcilerSA)
 	// The token minted before the revoke lasts until the margin before
 	// its expiry, as a real one does.
-	e.clk.add(tokenLifetime - tokenMargin)
+	e.clk.Step(tokenLifetime - tokenMargin)
 	want := "Better Compute cannot act in project tp: grant roles/iam.serviceAccountTokenCreator on " + provisionerSA + " to " + reconcilerSA
 	for range 2 {
 		if c := e.run(t); c.State != resource.StateError || c.Message != want {
@@ -233,7 +234,7 @@ func TestProjectRolesRemovedShowGuidanceAndRecover(t *testing.T) {
 func TestListingActsAsTheAccount(t *testing.T) {
 	e := newIAMEnv(t, clusters.WithListing(time.Minute))
 	e.create(t, "pool-t", "ten")
-	e.clk.add(2 * time.Minute)
+	e.clk.Step(2 * time.Minute)
 	gets, lists := e.gke.Calls("GetCluster"), e.gke.Calls("ListClusters")
 	if c := e.run(t); c.State != resource.StateReady {
 		t.Fatalf("cluster after a steady refresh = %s %q", c.State, c.Message)

@@ -3,7 +3,6 @@ package clusters_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
@@ -25,25 +25,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// clock is the one settable clock of the store, the GKE simulator and the
-// runs, so that provider operations finish when the test says.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type nopScheduler struct{}
 
 func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) error { return nil }
@@ -55,7 +36,7 @@ func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, erro
 }
 
 type env struct {
-	clk    *clock
+	clk    *testingclock.FakeClock
 	fs     *firestore.Client
 	gke    *gkeemu.Server
 	st     *store.Store
@@ -71,10 +52,10 @@ const opTime = 10 * time.Second
 func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
+	e := &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: store.Caller{TenantID: "acme", Principal: "alice"}}
 	e.fs = fsemu.ForTest(t, "p")
 	var err error
-	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.now), gkeemu.WithOperationTime(opTime)); err != nil {
+	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.Now), gkeemu.WithOperationTime(opTime)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.gke.Close() })
@@ -87,7 +68,7 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gke.Close() })
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{
@@ -98,12 +79,12 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := clusters.New(e.st, gke, e.clk.now, opts...)
+	rec, err := clusters.New(e.st, gke, e.clk.Now, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now,
 	}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +141,7 @@ func (e *env) converge(t *testing.T) resource.Cluster {
 				return c
 			}
 		}
-		e.clk.add(opTime + time.Second)
+		e.clk.Step(opTime + time.Second)
 	}
 	t.Fatalf("cluster %s not ready after 20 runs", e.id)
 	return resource.Cluster{}
@@ -170,7 +151,7 @@ func (e *env) converge(t *testing.T) resource.Cluster {
 // right after recording it does.
 func (e *env) recordIntent(t *testing.T, poolID, kind string, nodeCount int) {
 	t.Helper()
-	in := lifecycle.Intent{Kind: kind, At: e.clk.now(), NodeCount: nodeCount}
+	in := lifecycle.Intent{Kind: kind, At: e.clk.Now(), NodeCount: nodeCount}
 	_, err := e.st.NodePoolRef("acme", e.id, poolID).Update(context.Background(), []firestore.Update{{Path: "status.provider.intent", Value: in}})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +256,7 @@ func TestListingConfirmsOnly(t *testing.T) {
 	second := *res.Kick
 	e.id, e.kick = res.Cluster.ID, second
 	e.converge(t)
-	e.clk.add(2 * time.Minute) // past any listing made while converging
+	e.clk.Step(2 * time.Minute) // past any listing made while converging
 	gets, lists := e.gke.Calls("GetCluster"), e.gke.Calls("ListClusters")
 	for _, k := range []chain.Kick{first, second, first} {
 		if err := e.runner.Run(ctx, e.current(t, k), ""); err != nil {
@@ -291,7 +272,7 @@ func TestListingConfirmsOnly(t *testing.T) {
 	if err := e.gke.BreakNodePool(pool, "repair failed"); err != nil {
 		t.Fatal(err)
 	}
-	e.clk.add(2 * time.Minute)
+	e.clk.Step(2 * time.Minute)
 	gets = e.gke.Calls("GetCluster")
 	if err := e.runner.Run(ctx, e.current(t, second), ""); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	credentials "cloud.google.com/go/iam/credentials/apiv1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	testingclock "k8s.io/utils/clock/testing"
 
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/shared/impersonate"
@@ -23,30 +24,13 @@ const (
 	rpc         = "GenerateAccessToken"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // setup starts the IAM Credentials emulator on clk, where the reconciler
 // may impersonate the provisioner, and Tokens over the official client
 // calling as the reconciler.
-func setup(t *testing.T, opts ...impersonate.Option) (*impersonate.Tokens, *iamemu.Server, *clock) {
+func setup(t *testing.T, opts ...impersonate.Option) (*impersonate.Tokens, *iamemu.Server, *testingclock.FakeClock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	srv, err := iamemu.NewServer(iamemu.WithNow(clk.now))
+	clk := testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	srv, err := iamemu.NewServer(iamemu.WithNow(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +41,7 @@ func setup(t *testing.T, opts ...impersonate.Option) (*impersonate.Tokens, *iame
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	toks, err := impersonate.New(c, append([]impersonate.Option{impersonate.WithNow(clk.now)}, opts...)...)
+	toks, err := impersonate.New(c, append([]impersonate.Option{impersonate.WithNow(clk.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +61,11 @@ func TestTokenCachedUntilNearExpiry(t *testing.T) {
 	if who, ok := srv.Identify(first.AccessToken); !ok || who != provisioner {
 		t.Fatalf("the token stands for %q (%v), want %q", who, ok, provisioner)
 	}
-	if want := clk.now().Add(impersonate.DefaultLifetime); !first.Expiry.Equal(want) {
+	if want := clk.Now().Add(impersonate.DefaultLifetime); !first.Expiry.Equal(want) {
 		t.Errorf("Expiry = %v, want %v", first.Expiry, want)
 	}
 	// Just before the margin: the same token, no call.
-	clk.add(impersonate.DefaultLifetime - impersonate.DefaultMargin - time.Second)
+	clk.Step(impersonate.DefaultLifetime - impersonate.DefaultMargin - time.Second)
 	again, err := toks.Token(ctx, provisioner)
 	if err != nil || again.AccessToken != first.AccessToken {
 		t.Errorf("Token before the margin = %v, %v; want the cached one", again, err)
@@ -95,7 +79,7 @@ func TestTokenCachedUntilNearExpiry(t *testing.T) {
 		t.Errorf("Token(other) = %v, %v; want a token of its own", o, err)
 	}
 	// Within the margin: a new one.
-	clk.add(2 * time.Second)
+	clk.Step(2 * time.Second)
 	renewed, err := toks.Token(ctx, provisioner)
 	if err != nil || renewed.AccessToken == first.AccessToken {
 		t.Errorf("Token within the margin = %v, %v; want a new token", renewed, err)

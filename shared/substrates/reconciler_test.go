@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -23,23 +24,6 @@ import (
 
 // The runs of a substrate on the Firestore emulator, through the store,
 // with one settable clock and an in-memory Kubernetes API.
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // kubeAPI is a cluster's Kubernetes API that holds bcd's objects as the
 // last Apply left them. hook, when set, is called by Apply first: a
@@ -116,7 +100,7 @@ func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, erro
 const leaseTTL = 30 * time.Second
 
 type runEnv struct {
-	clk    *clock
+	clk    *testingclock.FakeClock
 	fs     *firestore.Client
 	st     *store.Store
 	kube   *kubeAPI
@@ -130,10 +114,10 @@ type runEnv struct {
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &runEnv{clk: &clock{t: time.Now().UTC().Truncate(time.Microsecond)}, kube: &kubeAPI{}}
+	e := &runEnv{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}}
 	e.fs = fsemu.ForTest(t, "runs")
 	var err error
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{
@@ -164,12 +148,12 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatalf("Handle = %v, kicks %v", err, k.list)
 	}
 	e.kick, e.id = k.list[0], k.list[0].ID
-	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.now)
+	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.Now,
 	}, r)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +172,7 @@ func newRunEnv(t *testing.T) *runEnv {
 // run runs the substrate's chain once, as Cloud Tasks would deliver it.
 func (e *runEnv) run(t *testing.T) {
 	t.Helper()
-	e.clk.add(leaseTTL + time.Second)
+	e.clk.Step(leaseTTL + time.Second)
 	if err := e.runner.Run(context.Background(), e.current(t), ""); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
@@ -257,7 +241,7 @@ func (e *runEnv) updated(t *testing.T) time.Time {
 func (e *runEnv) takeLease(t *testing.T) {
 	t.Helper()
 	_, err := e.fs.Doc("tenants/acme/substrates/"+e.id).Update(context.Background(), []firestore.Update{
-		{Path: chain.Field + ".leaseOwner", Value: "another"}, {Path: chain.Field + ".leaseExpiry", Value: e.clk.now().Add(time.Hour)}})
+		{Path: chain.Field + ".leaseOwner", Value: "another"}, {Path: chain.Field + ".leaseExpiry", Value: e.clk.Now().Add(time.Hour)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +300,7 @@ func TestRunLeaseLost(t *testing.T) {
 	e.kube.applied = &kubeapply.Desired{}
 	e.kube.hook = func(d kubeapply.Desired) error {
 		e.kube.hook = nil
-		e.clk.add(leaseTTL + time.Second)
+		e.clk.Step(leaseTTL + time.Second)
 		e.takeLease(t)
 		return nil
 	}
@@ -353,7 +337,7 @@ func TestRunKilledAfterMint(t *testing.T) {
 	if unused == old || unused == "" || e.kube.token() != "" {
 		t.Fatalf("after the killed run: token %q (old %q), Secret %q; want a new token recorded, none in the Secret", unused, old, e.kube.token())
 	}
-	e.clk.add(time.Hour) // past the backoff
+	e.clk.Step(time.Hour) // past the backoff
 	e.run(t)
 	s := e.substrate(t)
 	if s.Status.State != resource.StateReady || s.Status.Token.Hash != HashToken(e.kube.token()) || s.Status.Token.Hash == unused {
