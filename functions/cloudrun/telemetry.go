@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,16 +27,16 @@ const stdoutInterval = 30 * time.Second
 const flushTimeout = 10 * time.Second
 
 // newTelemetry returns the telemetry cfg asks for (Config.Telemetry),
-// printing stdout's on out. Telemetry that cannot start (no credentials
-// for Cloud Monitoring) is logged and replaced by none: the functions
-// serve without it rather than not at all.
+// printing stdout's on out. Telemetry that cannot start (no Google
+// credentials for the Telemetry API) is logged and replaced by none: the
+// functions serve without it rather than not at all.
 func newTelemetry(cfg Config, out io.Writer, log *slog.Logger) *telemetry.Telemetry {
 	service := cmp.Or(cfg.Service, cfg.Function, "functions")
 	var t *telemetry.Telemetry
 	var err error
 	switch cfg.Telemetry {
 	case TelemetryCloud:
-		t, err = telemetry.NewCloud(cfg.Project, telemetry.Resource(service))
+		t, err = telemetry.NewCloud(context.Background(), telemetry.CloudOptions{Project: cfg.Project, Location: location(cfg)}, telemetry.Resource(service))
 	case TelemetryStdout:
 		t, err = telemetry.NewStdout(out, stdoutInterval, telemetry.Resource(service))
 	default:
@@ -46,6 +47,17 @@ func newTelemetry(cfg Config, out io.Writer, log *slog.Logger) *telemetry.Teleme
 		return telemetry.Off()
 	}
 	return t
+}
+
+// location is the region of the instance's metrics: that of the
+// reconcile queue, which Terraform puts with the services (var.region);
+// empty (global) without one. Read from the configuration rather than
+// Cloud Run's metadata server, so that starting costs no call.
+func location(cfg Config) string {
+	if p := strings.Split(cfg.TasksQueue, "/"); len(p) == 6 && p[2] == "locations" {
+		return p[3]
+	}
+	return ""
 }
 
 // serveTraced serves r with h under a server span: a child of the trace

@@ -41,6 +41,18 @@ func TestLoadConfigTelemetry(t *testing.T) {
 	}
 }
 
+func TestTelemetryLocation(t *testing.T) {
+	for _, c := range []struct{ queue, want string }{
+		{"projects/bc-prod/locations/europe-west1/queues/reconcile", "europe-west1"},
+		{"", ""},
+		{"reconcile", ""},
+	} {
+		if got := location(Config{TasksQueue: c.queue}); got != c.want {
+			t.Errorf("location(TasksQueue %q) = %q, want %q", c.queue, got, c.want)
+		}
+	}
+}
+
 // Every request is served under a span in the trace it came with (Cloud
 // Run's header), and its logs name that span.
 func TestEdgeTracesRequests(t *testing.T) {

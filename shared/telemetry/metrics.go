@@ -9,9 +9,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// The instruments' names. Cloud Monitoring's exporter writes each as the
-// metric type workload.googleapis.com/<name>, with its attributes as
-// labels; infra/telemetry.tf charts and alerts on them by those names.
+// The instruments' names. The Telemetry API writes each to Cloud
+// Monitoring as the metric type CloudMetricType(name), with its
+// attributes as labels; infra/telemetry.tf charts and alerts on them by
+// those types.
 const (
 	// ReconcileLag (histogram, seconds; kind): from a desired change (the
 	// spec's updatedAt) to the run that finds the subject ready with it.
@@ -61,6 +62,38 @@ var Attributes = map[string][]string{
 	OutboxOldestAge:    {},
 	WatchdogRestarts:   {KeyKind},
 	JoinCalls:          {KeyResult},
+}
+
+// Kinds of metric, as the Telemetry API names them in a metric type:
+// counter for a monotonic sum, gauge for a gauge, histogram for a
+// histogram.
+const (
+	KindCounter   = "counter"
+	KindGauge     = "gauge"
+	KindHistogram = "histogram"
+)
+
+// Kinds are the kind of each instrument.
+var Kinds = map[string]string{
+	ReconcileLag:       KindHistogram,
+	ReconcileRuns:      KindCounter,
+	ProviderCalls:      KindCounter,
+	ProviderBudgetUsed: KindCounter,
+	OutboxBacklog:      KindGauge,
+	OutboxOldestAge:    KindGauge,
+	WatchdogRestarts:   KindCounter,
+	JoinCalls:          KindCounter,
+}
+
+// CloudMetricType is the Cloud Monitoring metric type of the named
+// instrument, exported over OTLP: the Telemetry API writes metrics as
+// Google Cloud Managed Service for Prometheus does, as
+// prometheus.googleapis.com/<name>/<kind> on a prometheus_target, the
+// name kept as it is, dots and all
+// (https://docs.cloud.google.com/stackdriver/docs/reference/telemetry/v1.metrics,
+// https://docs.cloud.google.com/stackdriver/docs/otlp-metrics/overview).
+func CloudMetricType(name string) string {
+	return "prometheus.googleapis.com/" + name + "/" + Kinds[name]
 }
 
 // lagBuckets are the reconcile lag's histogram boundaries, in seconds:

@@ -56,7 +56,11 @@ func TestInstruments(t *testing.T) {
 	if h.Count != 2 || h.Sum != 8 || h.Min != 3 || h.Max != 5 {
 		t.Errorf("%s{kind=clusters} = count %d sum %v min %v max %v, want 2, 8, 3, 5", telemetry.ReconcileLag, h.Count, h.Sum, h.Min, h.Max)
 	}
-	// Every instrument's attributes are the ones listed.
+	// Every instrument is recorded, its kind and attributes the ones
+	// listed.
+	if got, want := len(s.Names()), len(telemetry.Attributes); got != want {
+		t.Errorf("%d metrics recorded (%v), want every one of telemetry.Attributes' %d", got, s.Names(), want)
+	}
 	for _, name := range s.Names() {
 		keys, ok := telemetry.Attributes[name]
 		if !ok {
@@ -64,6 +68,9 @@ func TestInstruments(t *testing.T) {
 			continue
 		}
 		for _, p := range s.Points(name, nil) {
+			if p.Kind != telemetry.Kinds[name] {
+				t.Errorf("%s is a %s, telemetry.Kinds says %q", name, p.Kind, telemetry.Kinds[name])
+			}
 			if len(p.Attrs) != len(keys) {
 				t.Errorf("%s has attributes %v, want the keys %v", name, p.Attrs, keys)
 			}

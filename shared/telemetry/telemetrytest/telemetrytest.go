@@ -57,9 +57,11 @@ func (r *Recorder) Collect(t testing.TB) Snapshot {
 type Attrs map[string]string
 
 // Point is one time series of a metric at the moment of Collect: its
+// kind (telemetry.KindCounter, KindGauge or KindHistogram), its
 // attributes and, for a counter or gauge, its value; for a histogram its
 // count, sum, min and max.
 type Point struct {
+	Kind               string
 	Attrs              Attrs
 	Value              float64
 	Count              uint64
@@ -95,23 +97,23 @@ func (s Snapshot) Points(name string, attrs Attrs) []Point {
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
-					out = appendIf(out, Point{Attrs: attrsOf(p.Attributes), Value: float64(p.Value)}, attrs)
+					out = appendIf(out, Point{Kind: sumKind(d.IsMonotonic), Attrs: attrsOf(p.Attributes), Value: float64(p.Value)}, attrs)
 				}
 			case metricdata.Sum[float64]:
 				for _, p := range d.DataPoints {
-					out = appendIf(out, Point{Attrs: attrsOf(p.Attributes), Value: p.Value}, attrs)
+					out = appendIf(out, Point{Kind: sumKind(d.IsMonotonic), Attrs: attrsOf(p.Attributes), Value: p.Value}, attrs)
 				}
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
-					out = appendIf(out, Point{Attrs: attrsOf(p.Attributes), Value: float64(p.Value)}, attrs)
+					out = appendIf(out, Point{Kind: telemetry.KindGauge, Attrs: attrsOf(p.Attributes), Value: float64(p.Value)}, attrs)
 				}
 			case metricdata.Gauge[float64]:
 				for _, p := range d.DataPoints {
-					out = appendIf(out, Point{Attrs: attrsOf(p.Attributes), Value: p.Value}, attrs)
+					out = appendIf(out, Point{Kind: telemetry.KindGauge, Attrs: attrsOf(p.Attributes), Value: p.Value}, attrs)
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
-					pt := Point{Attrs: attrsOf(p.Attributes), Count: p.Count, Sum: p.Sum, IsHisto: true}
+					pt := Point{Kind: telemetry.KindHistogram, Attrs: attrsOf(p.Attributes), Count: p.Count, Sum: p.Sum, IsHisto: true}
 					mn, okMin := p.Min.Value()
 					mx, okMax := p.Max.Value()
 					pt.Min, pt.Max, pt.HasMinMax = mn, mx, okMin && okMax
@@ -149,6 +151,15 @@ func (s Snapshot) Histogram(name string, attrs Attrs) Point {
 		h.HasMinMax = p.HasMinMax
 	}
 	return h
+}
+
+// sumKind is the kind the Telemetry API writes a sum as: a counter when
+// it only grows, else a gauge.
+func sumKind(monotonic bool) string {
+	if monotonic {
+		return telemetry.KindCounter
+	}
+	return telemetry.KindGauge
 }
 
 func attrsOf(set attribute.Set) Attrs {
