@@ -588,11 +588,11 @@ func TestServiceAccountRoles(t *testing.T) {
 			}
 			want = append(want, grant{id, "roles/iam.serviceAccountUser", accountName(tasksAccount)})
 		}
-		// On Cloud Run every function exports its metrics and spans
-		// (cloudrun.Config.Telemetry, shared/telemetry).
+		// On Cloud Run every function exports its metrics and spans to
+		// the Telemetry API (cloudrun.Config.Telemetry, shared/telemetry).
 		want = append(want,
-			grant{id, "roles/monitoring.metricWriter", "project " + project},
-			grant{id, "roles/cloudtrace.agent", "project " + project})
+			grant{id, "roles/telemetry.metricsWriter", "project " + project},
+			grant{id, "roles/telemetry.tracesWriter", "project " + project})
 		if strings.HasPrefix(f.Path, "/api/") {
 			// Tenants' tokens (and bcd's join tokens) are checked by the
 			// function itself.

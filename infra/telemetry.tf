@@ -1,34 +1,59 @@
 # The operator's view from the functions' OpenTelemetry metrics
-# (shared/telemetry), which Cloud Monitoring's exporter writes as
-# workload.googleapis.com/<name> on a generic_task resource (job: the
-# Cloud Run service, task_id: the instance), and their traces in Cloud
-# Trace: a dashboard and the three alerts. Each alert's runbook is a
-# section of README.md ("Runbooks"). infra's test checks that every metric
-# and label named here is one the code records.
+# (shared/telemetry), which the functions export over OTLP to the
+# Telemetry API (telemetry.googleapis.com). It writes them as Google Cloud
+# Managed Service for Prometheus does: prometheus.googleapis.com/<name>/<kind>
+# on a prometheus_target resource (namespace: better-compute, job: the
+# Cloud Run service, instance: the instance), the name kept as the code
+# has it
+# (https://docs.cloud.google.com/stackdriver/docs/reference/telemetry/v1.metrics).
+# Their spans go to Cloud Trace. A dashboard and the three alerts; each
+# alert's runbook is a section of README.md ("Runbooks"). infra's test
+# checks that every metric, kind and label named here is one the code
+# records.
 #
 # monitoring.tf's log-based metrics stay on its dashboard; the alerts that
 # read them moved here, on these metrics, under the same addresses.
 
 locals {
-  otel_metric = "workload.googleapis.com/%s"
+  # Each metric's kind, the last part of its type: counter (a counter),
+  # gauge or histogram (telemetry.Kinds).
+  otel_kinds = {
+    "reconcile.lag"        = "histogram"
+    "reconcile.runs"       = "counter"
+    "provider.calls"       = "counter"
+    "provider.budget.used" = "counter"
+    "outbox.backlog"       = "gauge"
+    "outbox.oldest_age"    = "gauge"
+    "watchdog.restarts"    = "counter"
+    "join.calls"           = "counter"
+  }
+  otel_metric = { for name, kind in local.otel_kinds : name => "prometheus.googleapis.com/${name}/${kind}" }
   # The functions of this deployment (its Cloud Run services).
-  otel_resource = "resource.type=\"generic_task\" AND resource.label.namespace=\"better-compute\" AND resource.label.job=starts_with(\"${var.prefix}-\")"
+  otel_resource = "resource.type=\"prometheus_target\" AND resource.label.namespace=\"better-compute\" AND resource.label.job=starts_with(\"${var.prefix}-\")"
 
   # GKE answers that count as errors: the provider's trouble or ours
   # (rate limits, lost grants, another operation running), not a
   # cluster that is gone (NOT_FOUND) nor a tenant's bad request.
   provider_error_codes = ["Unavailable", "DeadlineExceeded", "Internal", "Unknown", "ResourceExhausted", "Aborted", "FailedPrecondition", "PermissionDenied", "Unauthenticated"]
-  provider_errors      = "metric.type=\"${format(local.otel_metric, "provider.calls")}\" AND metric.label.code=one_of(${join(", ", [for c in local.provider_error_codes : "\"${c}\""])})"
+  provider_errors      = "metric.type=\"${local.otel_metric["provider.calls"]}\" AND metric.label.code=one_of(${join(", ", [for c in local.provider_error_codes : "\"${c}\""])})"
 }
 
-resource "google_project_service" "cloudtrace" {
-  service            = "cloudtrace.googleapis.com"
+# The Telemetry API takes the functions' OTLP exports; Cloud Trace keeps
+# and shows the spans.
+resource "google_project_service" "telemetry" {
+  for_each           = toset(["telemetry.googleapis.com", "cloudtrace.googleapis.com"])
+  service            = each.key
   disable_on_destroy = false
 }
 
-# The functions write their metrics and spans.
+moved {
+  from = google_project_service.cloudtrace
+  to   = google_project_service.telemetry["cloudtrace.googleapis.com"]
+}
+
+# The functions write their metrics and spans through the Telemetry API.
 resource "google_project_iam_member" "telemetry" {
-  for_each = { for pair in setproduct(keys(local.runtime), ["roles/monitoring.metricWriter", "roles/cloudtrace.agent"]) : "${pair[0]}/${pair[1]}" => pair }
+  for_each = { for pair in setproduct(keys(local.runtime), ["roles/telemetry.metricsWriter", "roles/telemetry.tracesWriter"]) : "${pair[0]}/${pair[1]}" => pair }
   project  = var.project
   role     = each.value[1]
   member   = "serviceAccount:${local.runtime[each.value[0]]}"
@@ -45,7 +70,7 @@ resource "google_monitoring_alert_policy" "outbox_stale" {
   conditions {
     display_name = "Oldest outbox event older than 5 minutes"
     condition_threshold {
-      filter          = "metric.type=\"${format(local.otel_metric, "outbox.oldest_age")}\" AND ${local.otel_resource}"
+      filter          = "metric.type=\"${local.otel_metric["outbox.oldest_age"]}\" AND ${local.otel_resource}"
       comparison      = "COMPARISON_GT"
       threshold_value = 300
       duration        = "0s"
@@ -99,7 +124,7 @@ resource "google_monitoring_alert_policy" "watchdog_restarts" {
   conditions {
     display_name = "More than ${var.watchdog_restarts_threshold} chains restarted in 15 minutes"
     condition_threshold {
-      filter          = "metric.type=\"${format(local.otel_metric, "watchdog.restarts")}\" AND ${local.otel_resource}"
+      filter          = "metric.type=\"${local.otel_metric["watchdog.restarts"]}\" AND ${local.otel_resource}"
       comparison      = "COMPARISON_GT"
       threshold_value = var.watchdog_restarts_threshold
       duration        = "0s"
@@ -167,15 +192,15 @@ locals {
   # metric, how its points are aligned and combined, and the labels its
   # lines are split by (a chart with reducers draws one line per reducer).
   otel_charts = [
-    { title = "Reconcile lag (desired change to converged), p50 and p99, by kind", filter = "metric.type=\"${format(local.otel_metric, "reconcile.lag")}\"", aligner = "ALIGN_DELTA", reducers = ["REDUCE_PERCENTILE_50", "REDUCE_PERCENTILE_99"], group = ["metric.label.kind"] },
-    { title = "Reconcile runs per second, by kind and outcome", filter = "metric.type=\"${format(local.otel_metric, "reconcile.runs")}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.kind", "metric.label.outcome"] },
-    { title = "GKE calls per second, by method and code", filter = "metric.type=\"${format(local.otel_metric, "provider.calls")}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.method", "metric.label.code"] },
+    { title = "Reconcile lag (desired change to converged), p50 and p99, by kind", filter = "metric.type=\"${local.otel_metric["reconcile.lag"]}\"", aligner = "ALIGN_DELTA", reducers = ["REDUCE_PERCENTILE_50", "REDUCE_PERCENTILE_99"], group = ["metric.label.kind"] },
+    { title = "Reconcile runs per second, by kind and outcome", filter = "metric.type=\"${local.otel_metric["reconcile.runs"]}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.kind", "metric.label.outcome"] },
+    { title = "GKE calls per second, by method and code", filter = "metric.type=\"${local.otel_metric["provider.calls"]}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.method", "metric.label.code"] },
     { title = "GKE errors (the alert's), by method and code", filter = local.provider_errors, aligner = "ALIGN_DELTA", reducers = ["REDUCE_SUM"], group = ["metric.label.method", "metric.label.code"] },
-    { title = "GKE calls charged to each provider project's budget, per second", filter = "metric.type=\"${format(local.otel_metric, "provider.budget.used")}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.project"] },
-    { title = "Oldest outbox event the watchdog found (seconds)", filter = "metric.type=\"${format(local.otel_metric, "outbox.oldest_age")}\"", aligner = "ALIGN_MAX", reducers = ["REDUCE_MAX"], group = [] },
-    { title = "Outbox events older than the grace the watchdog found", filter = "metric.type=\"${format(local.otel_metric, "outbox.backlog")}\"", aligner = "ALIGN_MAX", reducers = ["REDUCE_MAX"], group = [] },
-    { title = "Chains restarted by the watchdog, by kind", filter = "metric.type=\"${format(local.otel_metric, "watchdog.restarts")}\"", aligner = "ALIGN_DELTA", reducers = ["REDUCE_SUM"], group = ["metric.label.kind"] },
-    { title = "Join calls per second, by result", filter = "metric.type=\"${format(local.otel_metric, "join.calls")}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.result"] },
+    { title = "GKE calls charged to each provider project's budget, per second", filter = "metric.type=\"${local.otel_metric["provider.budget.used"]}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.project"] },
+    { title = "Oldest outbox event the watchdog found (seconds)", filter = "metric.type=\"${local.otel_metric["outbox.oldest_age"]}\"", aligner = "ALIGN_MAX", reducers = ["REDUCE_MAX"], group = [] },
+    { title = "Outbox events older than the grace the watchdog found", filter = "metric.type=\"${local.otel_metric["outbox.backlog"]}\"", aligner = "ALIGN_MAX", reducers = ["REDUCE_MAX"], group = [] },
+    { title = "Chains restarted by the watchdog, by kind", filter = "metric.type=\"${local.otel_metric["watchdog.restarts"]}\"", aligner = "ALIGN_DELTA", reducers = ["REDUCE_SUM"], group = ["metric.label.kind"] },
+    { title = "Join calls per second, by result", filter = "metric.type=\"${local.otel_metric["join.calls"]}\"", aligner = "ALIGN_RATE", reducers = ["REDUCE_SUM"], group = ["metric.label.result"] },
   ]
 
   otel_alert_tiles = [

@@ -11,26 +11,39 @@ import (
 )
 
 var (
-	workloadRE = regexp.MustCompile(`metric\.type="workload\.googleapis\.com/([^"]+)"`)
+	// otlpRE matches the type of a metric the functions export over OTLP
+	// (telemetry.CloudMetricType): its name and kind.
+	otlpRE     = regexp.MustCompile(`metric\.type="prometheus\.googleapis\.com/([^"/]+)/([^"/]+)"`)
 	labelRE    = regexp.MustCompile(`metric\.labels?\.([A-Za-z0-9_]+)`)
+	resourceRE = regexp.MustCompile(`resource\.type="([^"]+)"`)
 )
 
 // TestTelemetryMetricsAreRecorded checks that every OpenTelemetry metric
-// an alert or a dashboard reads (workload.googleapis.com/<name>) is one the
-// code records, that every metric label they filter or group by is one of
-// its attributes, and that the dashboard shows every metric.
+// an alert or a dashboard reads (prometheus.googleapis.com/<name>/<kind>,
+// as the Telemetry API writes it) is one the code records, of the kind
+// it records, on the resource type the API writes, that every metric
+// label they filter or group by is one of its attributes, and that the
+// dashboard shows every metric.
 func TestTelemetryMetricsAreRecorded(t *testing.T) {
 	m := tf(t)
 	shown := map[string]bool{}
 	check := func(where, filter string, groupBy []string) {
 		t.Helper()
-		names := workloadRE.FindAllStringSubmatch(filter, -1)
+		names := otlpRE.FindAllStringSubmatch(filter, -1)
 		for _, n := range names {
-			name := n[1]
+			name, kind := n[1], n[2]
 			keys, ok := telemetry.Attributes[name]
 			if !ok {
 				t.Errorf("%s reads metric %q, which the code does not record (shared/telemetry)", where, name)
 				continue
+			}
+			if want := telemetry.CloudMetricType(name); "prometheus.googleapis.com/"+name+"/"+kind != want {
+				t.Errorf("%s reads %s as a %s; the code records a %s (%s)", where, name, kind, telemetry.Kinds[name], want)
+			}
+			for _, r := range resourceRE.FindAllStringSubmatch(filter, -1) {
+				if r[1] != "prometheus_target" {
+					t.Errorf("%s reads %s on a %s; the Telemetry API writes it on a prometheus_target", where, name, r[1])
+				}
 			}
 			shown[name] = true
 			labels := labelRE.FindAllStringSubmatch(filter+" "+strings.Join(groupBy, " "), -1)
@@ -83,7 +96,7 @@ func TestTelemetryMetricsAreRecorded(t *testing.T) {
 		for _, tile := range dash.MosaicLayout.Tiles {
 			for _, ds := range tile.Widget.XYChart.DataSets {
 				f := ds.TimeSeriesQuery.TimeSeriesFilter
-				if workloadRE.MatchString(f.Filter) {
+				if otlpRE.MatchString(f.Filter) {
 					dashboards++
 				}
 				check(d.addr()+" "+tile.Widget.Title, f.Filter, f.Aggregation.GroupByFields)
@@ -91,7 +104,7 @@ func TestTelemetryMetricsAreRecorded(t *testing.T) {
 		}
 	}
 	if dashboards == 0 {
-		t.Fatal("no dashboard charts a workload.googleapis.com metric")
+		t.Fatal("no dashboard charts a prometheus.googleapis.com metric")
 	}
 	for name := range telemetry.Attributes {
 		if !shown[name] {
