@@ -108,7 +108,8 @@ type Config struct {
 	LogLevel slog.Level // LOG_LEVEL: DEBUG, INFO, WARN or ERROR; INFO
 
 	// Telemetry is where the metrics and traces go (TELEMETRY):
-	// TelemetryCloud (Cloud Monitoring and Cloud Trace, in Project),
+	// TelemetryCloud (over OTLP to the Telemetry API, which writes to
+	// Cloud Monitoring and Cloud Trace, in Project),
 	// TelemetryStdout (JSON lines on stdout) or TelemetryOff. Unset, it is
 	// cloud on Cloud Run (where K_SERVICE is set) and off elsewhere, so
 	// that a local run needs no Google credentials.
@@ -195,8 +196,8 @@ func Defaults() Config {
 // on FUNCTION_TARGET: the API functions need the tenant token settings, the
 // reconcile and watchdog functions the internal ones, the reconcile
 // function the nodes' service account, and a process serving every
-// function needs them all. Telemetry goes to Cloud Monitoring and Cloud
-// Trace on Cloud Run unless TELEMETRY says otherwise, and nowhere
+// function needs them all. Telemetry goes to Google Cloud's Telemetry
+// API on Cloud Run unless TELEMETRY says otherwise, and nowhere
 // elsewhere. The error names every broken variable.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	return load(lookup, &loaded{})

@@ -1,7 +1,8 @@
 // Package telemetry is the operator's view of the control plane: the
-// OpenTelemetry metrics and traces of one process, exported to Cloud
-// Monitoring and Cloud Trace in production (NewCloud), printed in the
-// devstack (NewStdout), read with a ManualReader and a span recorder in
+// OpenTelemetry metrics and traces of one process, exported over OTLP to
+// Google Cloud's Telemetry API, which writes them to Cloud Monitoring and
+// Cloud Trace, in production (NewCloud), printed in the devstack
+// (NewStdout), read with a ManualReader and a span recorder in
 // tests (New), or dropped (Off).
 //
 // Nothing here is global: a Telemetry is built at the edge (the
