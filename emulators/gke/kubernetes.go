@@ -29,6 +29,21 @@ import (
 // Namespaces) unless Kubernetes.SyncInterval says otherwise.
 const DefaultKubernetesSyncInterval = 500 * time.Millisecond
 
+// DefaultKubernetesIdleTimeout is how long a cluster's API server runs
+// with no connection to its endpoint before it is stopped, unless
+// Kubernetes.IdleTimeout says otherwise.
+const DefaultKubernetesIdleTimeout = 5 * time.Minute
+
+// DefaultKubernetesMaxRunning is how many clusters' API servers run at
+// once at most, unless Kubernetes.MaxRunning says otherwise: about
+// 2.5 GB (each takes about 300 MB in use).
+const DefaultKubernetesMaxRunning = 8
+
+// slotWait bounds how long a connection waits for an API server to be let
+// go when Kubernetes.MaxRunning run and connections hold each of them;
+// then it is closed, as an endpoint that cannot serve it.
+const slotWait = 2 * time.Minute
+
 // Kubernetes gives the simulator's clusters a real Kubernetes API
 // (WithKubernetes). See the package comment for what it does and does
 // not do.
@@ -54,6 +69,20 @@ type Kubernetes struct {
 	// create operation; otherwise it starts on demand, at the first
 	// connection, so that clusters nobody reaches cost nothing.
 	AtCreate bool
+	// IdleTimeout stops a cluster's API server once no connection to its
+	// endpoint has been open for this long, nor anything of the
+	// simulator's own been pending there (Nodes to register, bcd's joins
+	// to retry); its state stays in Dir and the next connection starts it
+	// again, as at the first. DefaultKubernetesIdleTimeout when zero;
+	// never when negative.
+	IdleTimeout time.Duration
+	// MaxRunning bounds how many API servers run at once: a start beyond
+	// it first stops the least recently used server that no connection
+	// holds, or, when connections hold every one, waits for one to be let
+	// go (up to two minutes; then the connection is closed). A connection
+	// is never cut for it. DefaultKubernetesMaxRunning when zero; no
+	// bound when negative.
+	MaxRunning int
 }
 
 // WithKubernetes gives every cluster created from now on a Kubernetes API
@@ -124,8 +153,25 @@ type kubeEnv struct {
 	log     *slog.Logger
 	http    *http.Client
 	// wg counts the goroutines of every cluster: accept loops, proxied
-	// connections, starts, sync loops and teardowns.
+	// connections, starts, sync loops and teardowns, and the reaper.
 	wg sync.WaitGroup
+	// done ends the reaper.
+	done chan struct{}
+
+	mu sync.Mutex
+	// all are the open clusters' Kubernetes APIs.
+	all map[*kubeCluster]struct{}
+	// running counts the API servers running or starting: the slots of
+	// cfg.MaxRunning taken.
+	running int
+	// freed is closed (and replaced) when a slot is given back or a
+	// server's last connection ends: what a start that waits for a slot
+	// waits for.
+	freed chan struct{}
+	// peak is the most slots ever taken at once, and reaps counts the
+	// reaper's passes, for tests.
+	peak  int
+	reaps atomic.Int64
 }
 
 func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
@@ -135,7 +181,14 @@ func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultKubernetesSyncInterval
 	}
-	e := &kubeEnv{cfg: cfg, dir: cfg.Dir, log: log, http: cfg.HTTPClient}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultKubernetesIdleTimeout
+	}
+	if cfg.MaxRunning == 0 {
+		cfg.MaxRunning = DefaultKubernetesMaxRunning
+	}
+	e := &kubeEnv{cfg: cfg, dir: cfg.Dir, log: log, http: cfg.HTTPClient,
+		done: make(chan struct{}), all: map[*kubeCluster]struct{}{}, freed: make(chan struct{})}
 	if e.http == nil {
 		e.http = http.DefaultClient
 	}
@@ -148,6 +201,10 @@ func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
 	}
 	if err := os.MkdirAll(e.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gke: %w", err)
+	}
+	if cfg.IdleTimeout > 0 {
+		e.wg.Add(1)
+		go e.reap()
 	}
 	return e, nil
 }
@@ -173,17 +230,35 @@ type kubeCluster struct {
 	// (not with an injected failure). Guarded by g.mu.
 	up bool
 
-	mu       sync.Mutex
-	api      *kubesim.APIServer
-	starting chan struct{} // closed when the start under way ends
+	// st is what the sync loop remembers, kept across the server's
+	// stops and starts as bcd's Pods would keep running.
+	st *syncState
+
+	mu  sync.Mutex
+	api *kubesim.APIServer
+	run *serverRun // of api
+	// busy is closed when the start or stop under way ends; nil when none
+	// is.
+	busy     chan struct{}
 	lastErr  error
 	failedAt time.Time
 	conns    map[net.Conn]struct{}
-	loopDone chan struct{}
+	// active counts the clients' connections open; lastUsed is when the
+	// last one closed, the server started or the simulator last had work
+	// pending in it.
+	active   int
+	lastUsed time.Time
 	closed   bool
 
 	// passes counts the sync loop's passes, for tests to wait on.
 	passes atomic.Int64
+}
+
+// serverRun is a running API server and its sync loop.
+type serverRun struct {
+	api      *kubesim.APIServer
+	cancel   context.CancelFunc // ends the loop
+	loopDone chan struct{}
 }
 
 // startRetry is how long a failed start keeps failing connections before
@@ -225,7 +300,10 @@ func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &kubeCluster{env: e, g: g, lis: lis, ca: ca, adminToken: adminToken, log: e.log,
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, st: newSyncState()}
+	e.mu.Lock()
+	e.all[k] = struct{}{}
+	e.mu.Unlock()
 	e.wg.Add(1)
 	go k.accept()
 	return k, nil
@@ -284,8 +362,8 @@ func (k *kubeCluster) close(removeState bool) {
 		return
 	}
 	k.closed = true
-	api, loopDone, starting := k.api, k.loopDone, k.starting
-	k.api = nil
+	run, busy := k.run, k.busy
+	k.api, k.run = nil, nil
 	conns := k.conns
 	k.conns = map[net.Conn]struct{}{}
 	k.mu.Unlock()
@@ -295,19 +373,21 @@ func (k *kubeCluster) close(removeState bool) {
 	for c := range conns {
 		c.Close()
 	}
-	if loopDone != nil {
-		<-loopDone
-	}
 	// A start under way ends (its context is canceled) and stops what it
-	// started before it lets this go on.
-	if starting != nil {
-		<-starting
+	// started before it lets this go on; a stop under way finishes.
+	if busy != nil {
+		<-busy
 	}
-	if api != nil {
-		if err := api.Stop(); err != nil {
+	if run != nil {
+		<-run.loopDone
+		if err := run.api.Stop(); err != nil {
 			k.log.Warn("Kubernetes API server had failed", "error", err)
 		}
+		k.env.release()
 	}
+	k.env.mu.Lock()
+	delete(k.env.all, k)
+	k.env.mu.Unlock()
 	if removeState {
 		if err := os.RemoveAll(k.dir()); err != nil {
 			k.log.Warn("Could not remove the cluster's Kubernetes state", "dir", k.dir(), "error", err)
@@ -334,6 +414,7 @@ func (s *GServer) closeKubernetes() {
 	for _, k := range ks {
 		k.close(false)
 	}
+	close(e.done)
 	e.wg.Wait()
 	if e.tempDir {
 		_ = os.RemoveAll(e.dir)
@@ -365,6 +446,8 @@ func (k *kubeCluster) proxy(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	k.use(1)
+	defer k.use(-1)
 	defer k.untrack(conn)
 	defer conn.Close()
 	g := k.g
@@ -419,10 +502,30 @@ func (k *kubeCluster) untrack(c net.Conn) {
 	delete(k.conns, c)
 }
 
+// use counts a client's connection opening (1) or closing (-1): while one
+// is open the server is in use, and its closing is its last use.
+func (k *kubeCluster) use(n int) {
+	k.mu.Lock()
+	k.active += n
+	k.lastUsed = time.Now()
+	let := k.active == 0 && k.run != nil
+	k.mu.Unlock()
+	if let {
+		k.env.wake()
+	}
+}
+
+// touch makes now the server's last use.
+func (k *kubeCluster) touch() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastUsed = time.Now()
+}
+
 var errKubeClosed = errors.New("the cluster's Kubernetes API is closed")
 
 // ensure returns the running API server, starting it (once, whoever asks
-// at the same time) if it is not.
+// at the same time) if it is not, within the bound of running servers.
 func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 	for {
 		k.mu.Lock()
@@ -434,8 +537,8 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			api := k.api
 			k.mu.Unlock()
 			return api, nil
-		case k.starting != nil:
-			ch := k.starting
+		case k.busy != nil:
+			ch := k.busy
 			k.mu.Unlock()
 			select {
 			case <-ch:
@@ -449,10 +552,17 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			return nil, err
 		}
 		ch := make(chan struct{})
-		k.starting = ch
+		k.busy = ch
 		k.mu.Unlock()
 
-		api, sy, err := k.start()
+		var api *kubesim.APIServer
+		var sy *syncer
+		err := k.env.acquire(k)
+		if err == nil {
+			if api, sy, err = k.start(); err != nil {
+				k.env.release()
+			}
+		}
 
 		k.mu.Lock()
 		if err == nil && k.closed {
@@ -460,22 +570,147 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			// directory.
 			k.mu.Unlock()
 			_ = api.Stop()
+			k.env.release()
 			k.mu.Lock()
 			api, err = nil, errKubeClosed
 		}
-		k.starting = nil
+		k.busy = nil
 		close(ch)
 		if err != nil {
 			k.lastErr, k.failedAt = err, time.Now()
 			k.mu.Unlock()
 			return nil, err
 		}
-		k.api, k.failedAt = api, time.Time{}
-		k.loopDone = make(chan struct{})
+		runCtx, cancel := context.WithCancel(k.ctx)
+		run := &serverRun{api: api, cancel: cancel, loopDone: make(chan struct{})}
+		k.api, k.run, k.failedAt, k.lastUsed = api, run, time.Time{}, time.Now()
 		k.env.wg.Add(1)
-		go k.syncLoop(sy, k.loopDone)
+		go k.syncLoop(runCtx, sy, run.loopDone)
 		k.mu.Unlock()
 		return api, nil
+	}
+}
+
+// stopUnused stops the running API server if no connection holds it and
+// it was last used before cutoff, and gives back its slot; why says what
+// stops it, for the log. It reports whether it stopped one.
+func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
+	k.mu.Lock()
+	if k.closed || k.run == nil || k.busy != nil || k.active > 0 || !k.lastUsed.Before(cutoff) {
+		k.mu.Unlock()
+		return false
+	}
+	run, unused := k.run, time.Since(k.lastUsed)
+	k.api, k.run = nil, nil
+	ch := make(chan struct{})
+	k.busy = ch
+	k.mu.Unlock()
+
+	run.cancel()
+	<-run.loopDone
+	if err := run.api.Stop(); err != nil {
+		k.log.Warn("Kubernetes API server had failed", "error", err)
+	}
+	k.log.Info("Stopped the cluster's Kubernetes API server; its state is kept and the next connection starts it again",
+		"why", why, "unusedFor", unused.Round(time.Second))
+
+	k.mu.Lock()
+	k.busy = nil
+	close(ch)
+	k.mu.Unlock()
+	k.env.release()
+	return true
+}
+
+// acquire takes a slot of the running servers for k: a free one, or that
+// of the least recently used server no connection holds, which it stops;
+// failing both, it waits for one until slotWait passes or k closes.
+func (e *kubeEnv) acquire(k *kubeCluster) error {
+	var timeout <-chan time.Time
+	for {
+		e.mu.Lock()
+		if e.cfg.MaxRunning < 0 || e.running < e.cfg.MaxRunning {
+			e.running++
+			e.peak = max(e.peak, e.running)
+			e.mu.Unlock()
+			return nil
+		}
+		var lru *kubeCluster
+		var lruAt time.Time
+		for o := range e.all {
+			if o == k {
+				continue
+			}
+			o.mu.Lock()
+			if o.run != nil && o.busy == nil && o.active == 0 && (lru == nil || o.lastUsed.Before(lruAt)) {
+				lru, lruAt = o, o.lastUsed
+			}
+			o.mu.Unlock()
+		}
+		freed := e.freed
+		e.mu.Unlock()
+		// Another start may take the slot first: then look again.
+		if lru != nil && lru.stopUnused(time.Now(), fmt.Sprintf("%d API servers run, the bound (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
+			continue
+		}
+		if lru != nil {
+			continue // it came into use meanwhile
+		}
+		if timeout == nil {
+			k.log.Warn("Every running Kubernetes API server is held by a connection; the connection waits for one to be let go",
+				"maxRunning", e.cfg.MaxRunning)
+			timeout = time.After(slotWait)
+		}
+		select {
+		case <-freed:
+		case <-k.ctx.Done():
+			return errKubeClosed
+		case <-timeout:
+			return fmt.Errorf("%d Kubernetes API servers run, the bound (Kubernetes.MaxRunning), and connections held each of them for %v", e.cfg.MaxRunning, slotWait)
+		}
+	}
+}
+
+// release gives back a slot that acquire took.
+func (e *kubeEnv) release() {
+	e.mu.Lock()
+	e.running--
+	e.mu.Unlock()
+	e.wake()
+}
+
+// wake wakes the starts that wait for a slot, to look again.
+func (e *kubeEnv) wake() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	close(e.freed)
+	e.freed = make(chan struct{})
+}
+
+// reap stops, every little while, the servers unused for
+// cfg.IdleTimeout, until the simulator closes.
+func (e *kubeEnv) reap() {
+	defer e.wg.Done()
+	every := min(max(e.cfg.IdleTimeout/4, 100*time.Millisecond), 5*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		ks := make([]*kubeCluster, 0, len(e.all))
+		for k := range e.all {
+			ks = append(ks, k)
+		}
+		e.mu.Unlock()
+		cutoff := time.Now().Add(-e.cfg.IdleTimeout)
+		for _, k := range ks {
+			k.stopUnused(cutoff, fmt.Sprintf("no connection for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
+		}
+		e.reaps.Add(1)
 	}
 }
 
@@ -497,7 +732,7 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sy, err := newSyncer(api)
+	sy, err := newSyncer(api, k.st)
 	if err != nil {
 		_ = api.Stop()
 		return nil, nil, err
@@ -510,9 +745,13 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 // connection starts another.
 func (k *kubeCluster) crashed(api *kubesim.APIServer) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.api == api {
-		k.api = nil
+	current := k.api == api
+	if current {
+		k.api, k.run = nil, nil
+	}
+	k.mu.Unlock()
+	if current {
+		k.env.release()
 	}
 	err := api.Stop()
 	k.log.Warn("Kubernetes API server exited; the next connection starts it again", "error", err)
