@@ -106,6 +106,12 @@ type Config struct {
 	// cluster is created, as GKE's control plane, instead of on demand
 	// (benchmarks of what the product adds to the provider's time).
 	KubernetesAtCreate bool
+	// KubernetesIdleTimeout and KubernetesMaxRunning are the GKE
+	// simulator's Kubernetes.IdleTimeout and MaxRunning: when a cluster's
+	// API server nobody uses is stopped, and how many run at once (its
+	// defaults when zero).
+	KubernetesIdleTimeout time.Duration
+	KubernetesMaxRunning  int
 	// ImpersonationTokenLifetime is the lifetime of the tokens the
 	// reconciler mints of tenants' service accounts (the functions'
 	// default, an hour, when zero): how soon a revoked grant shows.
