@@ -155,8 +155,9 @@ type kubeEnv struct {
 	// wg counts the goroutines of every cluster: accept loops, proxied
 	// connections, starts, sync loops and teardowns, and the reaper.
 	wg sync.WaitGroup
-	// done ends the reaper.
-	done chan struct{}
+	// reaper starts the reaper with the first cluster; done ends it.
+	reaper sync.Once
+	done   chan struct{}
 
 	mu sync.Mutex
 	// all are the open clusters' Kubernetes APIs.
@@ -201,10 +202,6 @@ func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
 	}
 	if err := os.MkdirAll(e.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gke: %w", err)
-	}
-	if cfg.IdleTimeout > 0 {
-		e.wg.Add(1)
-		go e.reap()
 	}
 	return e, nil
 }
@@ -304,6 +301,12 @@ func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken
 	e.mu.Lock()
 	e.all[k] = struct{}{}
 	e.mu.Unlock()
+	if e.cfg.IdleTimeout > 0 {
+		e.reaper.Do(func() {
+			e.wg.Add(1)
+			go e.reap()
+		})
+	}
 	e.wg.Add(1)
 	go k.accept()
 	return k, nil
@@ -508,9 +511,9 @@ func (k *kubeCluster) use(n int) {
 	k.mu.Lock()
 	k.active += n
 	k.lastUsed = time.Now()
-	let := k.active == 0 && k.run != nil
+	free := k.active == 0 && k.run != nil
 	k.mu.Unlock()
-	if let {
+	if free {
 		k.env.wake()
 	}
 }
