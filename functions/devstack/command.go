@@ -2,14 +2,17 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/emulators/seed"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -30,7 +33,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
 	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
 	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
-	seedFile := fl.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
+	seedFile := fl.String("seed", defaultSeed, "seed file: accounts, pools and role bindings (the default, when there is no such file here, is the copy built into the devstack)")
 	fl.StringVar(&cfg.DataFile, "data", "", "file keeping the state across restarts, even a kill -9: saved every second (none: start empty)")
 	fl.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
 	fl.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
@@ -87,9 +90,16 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
+// defaultSeed is the -seed of a devstack run from the repository's root.
+const defaultSeed = "emulators/seed/devstack.json"
+
 func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) error {
 	if seedFile != "" {
 		b, err := os.ReadFile(seedFile)
+		if errors.Is(err, fs.ErrNotExist) && seedFile == defaultSeed {
+			// Run from elsewhere than the repository's root.
+			b, err = seed.DevStack, nil
+		}
 		if err != nil {
 			return fmt.Errorf("read seed: %w", err)
 		}
