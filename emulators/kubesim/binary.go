@@ -71,6 +71,14 @@ func buildOnce(ctx context.Context, log *slog.Logger, report func(string), src s
 	if isExecutable(path) {
 		return path, nil
 	}
+	// What a build killed midway left: no other runs while this holds
+	// the lock.
+	if stale, _ := filepath.Glob(path + ".*.tmp"); len(stale) > 0 {
+		for _, p := range stale {
+			_ = os.RemoveAll(p)
+		}
+		log.Info("Removed what an interrupted build of the Kubernetes API server left", "files", stale)
+	}
 	srcDir, err := src.materialize(dir, name+".src")
 	if err != nil {
 		return "", err

@@ -121,6 +121,14 @@ func TestBuildOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "cache")
+	// What a build killed midway leaves: removed by the next.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "kube-apiserver-"+src.hash()+".123.tmp")
+	if err := os.WriteFile(stale, []byte("half a binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
