@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,8 +87,8 @@ func (e *kubeEnv) slots() (running, peak int) {
 }
 
 // ownClient connects to the cluster over a transport of its own (a Dial
-// keeps client-go from sharing one), and returns with it what ends its
-// connections once its calls have returned.
+// keeps client-go from sharing one), and returns with it what closes its
+// connections, as a client that exits.
 func ownClient(t *testing.T, c *containerpb.Cluster) (kubernetes.Interface, func()) {
 	t.Helper()
 	ca, err := base64.StdEncoding.DecodeString(c.MasterAuth.GetClusterCaCertificate())
@@ -95,7 +96,17 @@ func ownClient(t *testing.T, c *containerpb.Cluster) (kubernetes.Interface, func
 		t.Fatalf("clusterCaCertificate: %v", err)
 	}
 	cfg := kubesim.RESTConfig(c.Endpoint, ca, testToken)
-	cfg.Dial = (&net.Dialer{}).DialContext
+	var mu sync.Mutex
+	var conns []net.Conn
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+		return conn, err
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatalf("HTTPClientFor: %v", err)
@@ -104,7 +115,14 @@ func ownClient(t *testing.T, c *containerpb.Cluster) (kubernetes.Interface, func
 	if err != nil {
 		t.Fatalf("NewForConfigAndClient: %v", err)
 	}
-	return cs, hc.CloseIdleConnections
+	return cs, func() {
+		hc.CloseIdleConnections()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
 }
 
 // use creates (or, when it is there, reads) the ConfigMap named after the
