@@ -3,6 +3,7 @@ package gke
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -147,13 +148,14 @@ func use(t *testing.T, e *env, c *containerpb.Cluster) {
 func holdWatch(t *testing.T, e *env, c *containerpb.Cluster) (watch.Interface, func()) {
 	t.Helper()
 	cs, done := ownClient(t, c)
-	ctx, cancel := context.WithTimeout(e.ctx, startWait)
-	defer cancel()
+	// The watch lasts as long as its context.
+	ctx, cancel := context.WithCancel(e.ctx)
 	w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
 	if err != nil {
+		cancel()
 		t.Fatalf("watch configmaps of %s: %v", c.Name, err)
 	}
-	return w, func() { w.Stop(); done() }
+	return w, func() { w.Stop(); cancel(); done() }
 }
 
 // expectAdded waits for the watch to report the ConfigMap name added.
@@ -211,9 +213,10 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the stopped server's process has not exited")
 	}
-	if running, _ := e.srv.GServer.kube.slots(); running != 0 {
-		t.Errorf("slots taken after the stop = %d, want 0", running)
-	}
+	eventually(t, time.Minute, func() (bool, string) {
+		running, _ := e.srv.GServer.kube.slots()
+		return running == 0, fmt.Sprintf("slots taken after the stop = %d, want 0", running)
+	})
 
 	// The next connection starts it again, with its objects and Nodes.
 	cs, done := ownClient(t, c)
