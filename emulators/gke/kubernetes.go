@@ -156,8 +156,9 @@ type kubeEnv struct {
 	// connections, starts, sync loops and teardowns, and the reaper.
 	wg sync.WaitGroup
 	// reaper starts the reaper with the first cluster; done ends it.
-	reaper sync.Once
-	done   chan struct{}
+	reaper  sync.Once
+	done    chan struct{}
+	closing sync.Once
 
 	mu sync.Mutex
 	// all are the open clusters' Kubernetes APIs.
@@ -417,7 +418,7 @@ func (s *GServer) closeKubernetes() {
 	for _, k := range ks {
 		k.close(false)
 	}
-	close(e.done)
+	e.closing.Do(func() { close(e.done) })
 	e.wg.Wait()
 	if e.tempDir {
 		_ = os.RemoveAll(e.dir)
