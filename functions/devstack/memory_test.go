@@ -19,7 +19,7 @@ import (
 //
 //	MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v -timeout 60m ./functions/devstack
 //
-// It makes that many create-mode substrates at once, each with one node
+// It makes that many create-mode substrates at once, each with two nodes
 // joined, first with every API server kept running (as the devstack did
 // before Kubernetes.IdleTimeout and MaxRunning), then bounded to half as
 // many servers with an idle timeout of 20 s, and logs the memory (RSS)
@@ -75,11 +75,11 @@ func TestMemoryOfSubstrates(t *testing.T) {
 					if err != nil || len(list) != 1 {
 						return false, fmt.Sprint(list, err)
 					}
-					return readyWith(1)(list[0]), jsonOf(list[0])
+					return readyWith(2)(list[0]), jsonOf(list[0])
 				})
 			}
 			ready := sampleMemory()
-			t.Logf("%d substrates ready with a node joined in %v; max running %s, idle timeout %v",
+			t.Logf("%d substrates ready with 2 nodes joined in %v; max running %s, idle timeout %v",
 				n, time.Since(start).Round(time.Second), maxRunning(m.max), m.idle)
 			t.Logf("at ready: %s", ready)
 			if m.idle > 0 {
