@@ -96,7 +96,7 @@
 //     GKE does. Before that the endpoint is empty and refuses connections.
 //   - The API server starts on demand, at the first connection to the
 //     endpoint, so that clusters nobody reaches cost nothing (each server
-//     takes about 280 MB); with Kubernetes.AtCreate, a created cluster's
+//     takes about 300 MB); with Kubernetes.AtCreate, a created cluster's
 //     starts at once, while it provisions, as GKE's control plane comes up
 //     within the create operation. The simulator proxies the endpoint (TCP,
 //     so TLS is end to end) to the server. A connection waits for the start, including the build of
