@@ -111,7 +111,8 @@
 //     starts it again, as at the first. At most Kubernetes.MaxRunning (8
 //     by default) run at once: a start beyond them stops the least
 //     recently used server that no connection holds, or waits for one to
-//     be let go (two minutes at most, then the connection is closed).
+//     be let go, 5 seconds at most, then starts beyond the bound, which is
+//     restored as soon as connections let servers go.
 //     Neither ever cuts a connection: a watch or an apply under way keeps
 //     its server. A server that exits on its own is started again by the
 //     next connection.

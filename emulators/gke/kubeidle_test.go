@@ -252,8 +252,9 @@ func c1Kube(t *testing.T, e *env) *kubeCluster { return kubeOf(t, e, "c1") }
 // TestKubernetesMaxRunning uses more clusters than Kubernetes.MaxRunning
 // allows servers: a start stops the least recently used server that no
 // connection holds; when connections hold every running one, the next
-// start waits for one to be let go; the objects of each cluster survive
-// its stops, and no more than the bound ever run.
+// start waits for one to be let go, or after slotWait starts beyond the
+// bound, which is restored once one is let go; the objects of each
+// cluster survive its stops, and no held connection is cut.
 func TestKubernetesMaxRunning(t *testing.T) {
 	e := newK8sEnvTuned(t, func(k *Kubernetes) { k.MaxRunning = 2; k.IdleTimeout = -1 })
 	env := e.srv.GServer.kube
@@ -315,4 +316,33 @@ func TestKubernetesMaxRunning(t *testing.T) {
 	if running, peak := env.slots(); running != 2 || peak != 2 {
 		t.Errorf("slots taken = %d, most at once %d; want 2 and 2", running, peak)
 	}
+
+	// Held for good (a client reusing its connection), they would keep
+	// c1 out forever: after slotWait it starts beyond the bound, which is
+	// restored once a server is let go.
+	_, stop3 := holdWatch(t, e, c3)
+	start := time.Now()
+	// The wait and the start may outlast a TLS handshake's timeout: the
+	// client tries again, as client-go's callers do.
+	eventually(t, startWait, func() (bool, string) {
+		cs, done := ownClient(t, c1)
+		defer done()
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "c1", metav1.GetOptions{})
+		return err == nil, fmt.Sprintf("get c1's configmap: %v", err)
+	})
+	if waited := time.Since(start); waited < slotWait {
+		t.Errorf("c1 started after %v with c2 and c3 held, want after slotWait (%v)", waited, slotWait)
+	}
+	if _, peak := env.slots(); peak != 3 {
+		t.Errorf("most slots taken at once = %d, want 3 (one beyond the bound)", peak)
+	}
+	// c1, let go, is the least recently used server no connection holds.
+	eventually(t, time.Minute, func() (bool, string) {
+		r1, r2, r3 := runs()
+		running, _ := env.slots()
+		return !r1 && r2 && r3 && running == 2, fmt.Sprintf("running %v %v %v (%d slots) once c1 was let go, want c2 and c3", r1, r2, r3, running)
+	})
+	stop3()
 }

@@ -39,10 +39,14 @@ const DefaultKubernetesIdleTimeout = 5 * time.Minute
 // 2.5 GB (each takes about 300 MB in use).
 const DefaultKubernetesMaxRunning = 8
 
-// slotWait bounds how long a connection waits for an API server to be let
-// go when Kubernetes.MaxRunning run and connections hold each of them;
-// then it is closed, as an endpoint that cannot serve it.
-const slotWait = 2 * time.Minute
+// slotWait bounds how long a start waits for an API server to be let go
+// when Kubernetes.MaxRunning run and connections hold each of them: a
+// client that reuses its connection more often than it lets it go idle
+// holds its server for good, and the others must not wait for it forever;
+// and a client gives up its TLS handshake after 10 s (client-go's
+// default), the server's start included. Then it starts beyond the bound,
+// which is restored once connections let servers go.
+const slotWait = 5 * time.Second
 
 // Kubernetes gives the simulator's clusters a real Kubernetes API
 // (WithKubernetes). See the package comment for what it does and does
@@ -79,9 +83,10 @@ type Kubernetes struct {
 	// MaxRunning bounds how many API servers run at once: a start beyond
 	// it first stops the least recently used server that no connection
 	// holds, or, when connections hold every one, waits for one to be let
-	// go (up to two minutes; then the connection is closed). A connection
-	// is never cut for it. DefaultKubernetesMaxRunning when zero; no
-	// bound when negative.
+	// go, up to 5 seconds, then starts beyond the bound; the least
+	// recently used servers are stopped as soon as connections let them
+	// go, down to the bound. A connection is never cut for it.
+	// DefaultKubernetesMaxRunning when zero; no bound when negative.
 	MaxRunning int
 }
 
@@ -302,7 +307,7 @@ func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken
 	e.mu.Lock()
 	e.all[k] = struct{}{}
 	e.mu.Unlock()
-	if e.cfg.IdleTimeout > 0 {
+	if e.cfg.IdleTimeout > 0 || e.cfg.MaxRunning >= 0 {
 		e.reaper.Do(func() {
 			e.wg.Add(1)
 			go e.reap()
@@ -516,6 +521,7 @@ func (k *kubeCluster) use(n int) {
 	k.mu.Unlock()
 	if free {
 		k.env.wake()
+		k.env.shrink()
 	}
 }
 
@@ -628,7 +634,8 @@ func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
 
 // acquire takes a slot of the running servers for k: a free one, or that
 // of the least recently used server no connection holds, which it stops;
-// failing both, it waits for one until slotWait passes or k closes.
+// failing both, it waits for one, and after slotWait takes one beyond
+// the bound.
 func (e *kubeEnv) acquire(k *kubeCluster) error {
 	var timeout <-chan time.Time
 	for {
@@ -639,18 +646,7 @@ func (e *kubeEnv) acquire(k *kubeCluster) error {
 			e.mu.Unlock()
 			return nil
 		}
-		var lru *kubeCluster
-		var lruAt time.Time
-		for o := range e.all {
-			if o == k {
-				continue
-			}
-			o.mu.Lock()
-			if o.run != nil && o.busy == nil && o.active == 0 && (lru == nil || o.lastUsed.Before(lruAt)) {
-				lru, lruAt = o, o.lastUsed
-			}
-			o.mu.Unlock()
-		}
+		lru := e.lruUnheld(k)
 		freed := e.freed
 		e.mu.Unlock()
 		// Another start may take the slot first: then look again.
@@ -661,8 +657,8 @@ func (e *kubeEnv) acquire(k *kubeCluster) error {
 			continue // it came into use meanwhile
 		}
 		if timeout == nil {
-			k.log.Warn("Every running Kubernetes API server is held by a connection; the connection waits for one to be let go",
-				"maxRunning", e.cfg.MaxRunning)
+			k.log.Warn("Every running Kubernetes API server is held by a connection; the start waits for one to be let go",
+				"maxRunning", e.cfg.MaxRunning, "for", slotWait)
 			timeout = time.After(slotWait)
 		}
 		select {
@@ -670,7 +666,14 @@ func (e *kubeEnv) acquire(k *kubeCluster) error {
 		case <-k.ctx.Done():
 			return errKubeClosed
 		case <-timeout:
-			return fmt.Errorf("%d Kubernetes API servers run, the bound (Kubernetes.MaxRunning), and connections held each of them for %v", e.cfg.MaxRunning, slotWait)
+			e.mu.Lock()
+			e.running++
+			e.peak = max(e.peak, e.running)
+			n := e.running
+			e.mu.Unlock()
+			k.log.Warn("Connections held every running Kubernetes API server; this one starts beyond the bound, which is restored as they let servers go",
+				"maxRunning", e.cfg.MaxRunning, "running", n, "waited", slotWait)
+			return nil
 		}
 	}
 }
@@ -683,6 +686,41 @@ func (e *kubeEnv) release() {
 	e.wake()
 }
 
+// lruUnheld is the least recently used running server that no connection
+// holds, other than except; nil when there is none. Must be called with
+// e.mu held.
+func (e *kubeEnv) lruUnheld(except *kubeCluster) *kubeCluster {
+	var lru *kubeCluster
+	var lruAt time.Time
+	for o := range e.all {
+		if o == except {
+			continue
+		}
+		o.mu.Lock()
+		if o.run != nil && o.busy == nil && o.active == 0 && (lru == nil || o.lastUsed.Before(lruAt)) {
+			lru, lruAt = o, o.lastUsed
+		}
+		o.mu.Unlock()
+	}
+	return lru
+}
+
+// shrink stops the least recently used servers no connection holds while
+// more than the bound run (started beyond it after slotWait).
+func (e *kubeEnv) shrink() {
+	for {
+		e.mu.Lock()
+		var lru *kubeCluster
+		if e.cfg.MaxRunning >= 0 && e.running > e.cfg.MaxRunning {
+			lru = e.lruUnheld(nil)
+		}
+		e.mu.Unlock()
+		if lru == nil || !lru.stopUnused(time.Now(), fmt.Sprintf("more API servers run than the bound, %d (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
+			return
+		}
+	}
+}
+
 // wake wakes the starts that wait for a slot, to look again.
 func (e *kubeEnv) wake() {
 	e.mu.Lock()
@@ -692,10 +730,14 @@ func (e *kubeEnv) wake() {
 }
 
 // reap stops, every little while, the servers unused for
-// cfg.IdleTimeout, until the simulator closes.
+// cfg.IdleTimeout, and those beyond the bound that connections have let
+// go, until the simulator closes.
 func (e *kubeEnv) reap() {
 	defer e.wg.Done()
-	every := min(max(e.cfg.IdleTimeout/4, 100*time.Millisecond), 5*time.Second)
+	every := time.Second
+	if e.cfg.IdleTimeout > 0 {
+		every = min(max(e.cfg.IdleTimeout/4, 100*time.Millisecond), 5*time.Second)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -712,8 +754,11 @@ func (e *kubeEnv) reap() {
 		e.mu.Unlock()
 		cutoff := time.Now().Add(-e.cfg.IdleTimeout)
 		for _, k := range ks {
-			k.stopUnused(cutoff, fmt.Sprintf("no connection for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
+			if e.cfg.IdleTimeout > 0 {
+				k.stopUnused(cutoff, fmt.Sprintf("no connection for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
+			}
 		}
+		e.shrink()
 		e.reaps.Add(1)
 	}
 }
