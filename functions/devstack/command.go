@@ -43,7 +43,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
 	fl.DurationVar(&cfg.KubernetesIdleTimeout, "kubernetes-idle-timeout", gkeemu.DefaultKubernetesIdleTimeout, "stop a simulated cluster's API server after this long without a connection (its objects are kept; the next connection starts it again; negative: never)")
-	fl.IntVar(&cfg.KubernetesMaxRunning, "kubernetes-max-running", gkeemu.DefaultKubernetesMaxRunning, "most simulated clusters' API servers running at once (about 300 MB each): the least recently used one no connection holds is stopped first (negative: no bound)")
+	fl.IntVar(&cfg.KubernetesMaxRunning, "kubernetes-max-running", gkeemu.DefaultKubernetesMaxRunning, "most simulated clusters' API servers running at once (about 300 MB each): the least recently used one no connection holds is stopped first; when connections hold them all, a start waits 5s, then goes beyond the bound until one is let go (negative: no bound)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	telemetryTo := fl.String("telemetry", "off", "the functions' metrics and traces: off, or stdout (JSON lines among the logs: the metrics every 30s, each span as it ends)")
 	if err := fl.Parse(args); err != nil {
