@@ -104,7 +104,7 @@
 //     registration of the cluster's Nodes, so that the first client finds
 //     them, as in GKE. Once started, it
 //     runs until no connection to the endpoint has been open for
-//     Kubernetes.IdleTimeout (5 minutes by default) with nothing of the
+//     Kubernetes.IdleTimeout (a minute by default) with nothing of the
 //     simulator's pending in it (a step of the loop below failing, a Node
 //     bcd selects not joined), or until the cluster is deleted or the
 //     simulator closes; its state stays on disk and the next connection

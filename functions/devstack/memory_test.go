@@ -42,7 +42,9 @@ func TestMemoryOfSubstrates(t *testing.T) {
 			cfg := fastConfig()
 			cfg.Kubernetes = true
 			cfg.KubernetesIdleTimeout, cfg.KubernetesMaxRunning = m.idle, m.max
-			cfg.SteadyInterval = time.Minute
+			// As the devstack's: a ready substrate's client lets its connection go
+			// (client-go, after 90 s) before its next steady run.
+			cfg.SteadyInterval = 5 * time.Minute
 			e := startEnv(t, cfg)
 			waitReady(t, func() (bool, string) {
 				status, h := healthzKubernetes(t, e.URL)
