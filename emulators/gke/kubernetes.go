@@ -29,6 +29,27 @@ import (
 // Namespaces) unless Kubernetes.SyncInterval says otherwise.
 const DefaultKubernetesSyncInterval = 500 * time.Millisecond
 
+// DefaultKubernetesIdleTimeout is how long a cluster's API server runs
+// with no connection to its endpoint before it is stopped, unless
+// Kubernetes.IdleTimeout says otherwise. Short enough that a client
+// calling every 5 minutes (the product's steady runs), whose connection
+// client-go keeps 90 s, lets the server stop in between.
+const DefaultKubernetesIdleTimeout = time.Minute
+
+// DefaultKubernetesMaxRunning is how many clusters' API servers run at
+// once at most, unless Kubernetes.MaxRunning says otherwise: about
+// 2.5 GB (each takes about 300 MB in use).
+const DefaultKubernetesMaxRunning = 8
+
+// slotWait bounds how long a start waits for an API server to be let go
+// when Kubernetes.MaxRunning run and connections hold each of them: a
+// client that reuses its connection more often than it lets it go idle
+// holds its server for good, and the others must not wait for it forever;
+// and a client gives up its TLS handshake after 10 s (client-go's
+// default), the server's start included. Then it starts beyond the bound,
+// which is restored once connections let servers go.
+const slotWait = 5 * time.Second
+
 // Kubernetes gives the simulator's clusters a real Kubernetes API
 // (WithKubernetes). See the package comment for what it does and does
 // not do.
@@ -54,6 +75,21 @@ type Kubernetes struct {
 	// create operation; otherwise it starts on demand, at the first
 	// connection, so that clusters nobody reaches cost nothing.
 	AtCreate bool
+	// IdleTimeout stops a cluster's API server once no connection to its
+	// endpoint has been open for this long, nor anything of the
+	// simulator's own been pending there (Nodes to register, bcd's joins
+	// to retry); its state stays in Dir and the next connection starts it
+	// again, as at the first. DefaultKubernetesIdleTimeout when zero;
+	// never when negative.
+	IdleTimeout time.Duration
+	// MaxRunning bounds how many API servers run at once: a start beyond
+	// it first stops the least recently used server that no connection
+	// holds, or, when connections hold every one, waits for one to be let
+	// go, up to 5 seconds, then starts beyond the bound; the least
+	// recently used servers are stopped as soon as connections let them
+	// go, down to the bound. A connection is never cut for it.
+	// DefaultKubernetesMaxRunning when zero; no bound when negative.
+	MaxRunning int
 }
 
 // WithKubernetes gives every cluster created from now on a Kubernetes API
@@ -124,8 +160,27 @@ type kubeEnv struct {
 	log     *slog.Logger
 	http    *http.Client
 	// wg counts the goroutines of every cluster: accept loops, proxied
-	// connections, starts, sync loops and teardowns.
+	// connections, starts, sync loops and teardowns, and the reaper.
 	wg sync.WaitGroup
+	// reaper starts the reaper with the first cluster; done ends it.
+	reaper  sync.Once
+	done    chan struct{}
+	closing sync.Once
+
+	mu sync.Mutex
+	// all are the open clusters' Kubernetes APIs.
+	all map[*kubeCluster]struct{}
+	// running counts the API servers running or starting: the slots of
+	// cfg.MaxRunning taken.
+	running int
+	// freed is closed (and replaced) when a slot is given back or a
+	// server's last connection ends: what a start that waits for a slot
+	// waits for.
+	freed chan struct{}
+	// peak is the most slots ever taken at once, and reaps counts the
+	// reaper's passes, for tests.
+	peak  int
+	reaps atomic.Int64
 }
 
 func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
@@ -135,7 +190,14 @@ func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultKubernetesSyncInterval
 	}
-	e := &kubeEnv{cfg: cfg, dir: cfg.Dir, log: log, http: cfg.HTTPClient}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultKubernetesIdleTimeout
+	}
+	if cfg.MaxRunning == 0 {
+		cfg.MaxRunning = DefaultKubernetesMaxRunning
+	}
+	e := &kubeEnv{cfg: cfg, dir: cfg.Dir, log: log, http: cfg.HTTPClient,
+		done: make(chan struct{}), all: map[*kubeCluster]struct{}{}, freed: make(chan struct{})}
 	if e.http == nil {
 		e.http = http.DefaultClient
 	}
@@ -173,17 +235,35 @@ type kubeCluster struct {
 	// (not with an injected failure). Guarded by g.mu.
 	up bool
 
-	mu       sync.Mutex
-	api      *kubesim.APIServer
-	starting chan struct{} // closed when the start under way ends
+	// st is what the sync loop remembers, kept across the server's
+	// stops and starts as bcd's Pods would keep running.
+	st *syncState
+
+	mu  sync.Mutex
+	api *kubesim.APIServer
+	run *serverRun // of api
+	// busy is closed when the start or stop under way ends; nil when none
+	// is.
+	busy     chan struct{}
 	lastErr  error
 	failedAt time.Time
 	conns    map[net.Conn]struct{}
-	loopDone chan struct{}
+	// active counts the clients' connections open; lastUsed is when the
+	// last one closed, the server started or the simulator last had work
+	// pending in it.
+	active   int
+	lastUsed time.Time
 	closed   bool
 
 	// passes counts the sync loop's passes, for tests to wait on.
 	passes atomic.Int64
+}
+
+// serverRun is a running API server and its sync loop.
+type serverRun struct {
+	api      *kubesim.APIServer
+	cancel   context.CancelFunc // ends the loop
+	loopDone chan struct{}
 }
 
 // startRetry is how long a failed start keeps failing connections before
@@ -225,7 +305,16 @@ func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &kubeCluster{env: e, g: g, lis: lis, ca: ca, adminToken: adminToken, log: e.log,
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, st: newSyncState()}
+	e.mu.Lock()
+	e.all[k] = struct{}{}
+	e.mu.Unlock()
+	if e.cfg.IdleTimeout > 0 || e.cfg.MaxRunning >= 0 {
+		e.reaper.Do(func() {
+			e.wg.Add(1)
+			go e.reap()
+		})
+	}
 	e.wg.Add(1)
 	go k.accept()
 	return k, nil
@@ -284,8 +373,8 @@ func (k *kubeCluster) close(removeState bool) {
 		return
 	}
 	k.closed = true
-	api, loopDone, starting := k.api, k.loopDone, k.starting
-	k.api = nil
+	run, busy := k.run, k.busy
+	k.api, k.run = nil, nil
 	conns := k.conns
 	k.conns = map[net.Conn]struct{}{}
 	k.mu.Unlock()
@@ -295,19 +384,21 @@ func (k *kubeCluster) close(removeState bool) {
 	for c := range conns {
 		c.Close()
 	}
-	if loopDone != nil {
-		<-loopDone
-	}
 	// A start under way ends (its context is canceled) and stops what it
-	// started before it lets this go on.
-	if starting != nil {
-		<-starting
+	// started before it lets this go on; a stop under way finishes.
+	if busy != nil {
+		<-busy
 	}
-	if api != nil {
-		if err := api.Stop(); err != nil {
+	if run != nil {
+		<-run.loopDone
+		if err := run.api.Stop(); err != nil {
 			k.log.Warn("Kubernetes API server had failed", "error", err)
 		}
+		k.env.release()
 	}
+	k.env.mu.Lock()
+	delete(k.env.all, k)
+	k.env.mu.Unlock()
 	if removeState {
 		if err := os.RemoveAll(k.dir()); err != nil {
 			k.log.Warn("Could not remove the cluster's Kubernetes state", "dir", k.dir(), "error", err)
@@ -334,6 +425,7 @@ func (s *GServer) closeKubernetes() {
 	for _, k := range ks {
 		k.close(false)
 	}
+	e.closing.Do(func() { close(e.done) })
 	e.wg.Wait()
 	if e.tempDir {
 		_ = os.RemoveAll(e.dir)
@@ -365,6 +457,8 @@ func (k *kubeCluster) proxy(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	k.use(1)
+	defer k.use(-1)
 	defer k.untrack(conn)
 	defer conn.Close()
 	g := k.g
@@ -419,10 +513,31 @@ func (k *kubeCluster) untrack(c net.Conn) {
 	delete(k.conns, c)
 }
 
+// use counts a client's connection opening (1) or closing (-1): while one
+// is open the server is in use, and its closing is its last use.
+func (k *kubeCluster) use(n int) {
+	k.mu.Lock()
+	k.active += n
+	k.lastUsed = time.Now()
+	free := k.active == 0 && k.run != nil
+	k.mu.Unlock()
+	if free {
+		k.env.wake()
+		k.env.shrink()
+	}
+}
+
+// touch makes now the server's last use.
+func (k *kubeCluster) touch() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastUsed = time.Now()
+}
+
 var errKubeClosed = errors.New("the cluster's Kubernetes API is closed")
 
 // ensure returns the running API server, starting it (once, whoever asks
-// at the same time) if it is not.
+// at the same time) if it is not, within the bound of running servers.
 func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 	for {
 		k.mu.Lock()
@@ -434,8 +549,8 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			api := k.api
 			k.mu.Unlock()
 			return api, nil
-		case k.starting != nil:
-			ch := k.starting
+		case k.busy != nil:
+			ch := k.busy
 			k.mu.Unlock()
 			select {
 			case <-ch:
@@ -449,10 +564,17 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			return nil, err
 		}
 		ch := make(chan struct{})
-		k.starting = ch
+		k.busy = ch
 		k.mu.Unlock()
 
-		api, sy, err := k.start()
+		var api *kubesim.APIServer
+		var sy *syncer
+		err := k.env.acquire(k)
+		if err == nil {
+			if api, sy, err = k.start(); err != nil {
+				k.env.release()
+			}
+		}
 
 		k.mu.Lock()
 		if err == nil && k.closed {
@@ -460,22 +582,186 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			// directory.
 			k.mu.Unlock()
 			_ = api.Stop()
+			k.env.release()
 			k.mu.Lock()
 			api, err = nil, errKubeClosed
 		}
-		k.starting = nil
+		k.busy = nil
 		close(ch)
 		if err != nil {
 			k.lastErr, k.failedAt = err, time.Now()
 			k.mu.Unlock()
 			return nil, err
 		}
-		k.api, k.failedAt = api, time.Time{}
-		k.loopDone = make(chan struct{})
+		runCtx, cancel := context.WithCancel(k.ctx)
+		run := &serverRun{api: api, cancel: cancel, loopDone: make(chan struct{})}
+		k.api, k.run, k.failedAt, k.lastUsed = api, run, time.Time{}, time.Now()
 		k.env.wg.Add(1)
-		go k.syncLoop(sy, k.loopDone)
+		go k.syncLoop(runCtx, sy, run.loopDone)
 		k.mu.Unlock()
 		return api, nil
+	}
+}
+
+// stopUnused stops the running API server if no connection holds it and
+// it was last used before cutoff, and gives back its slot; why says what
+// stops it, for the log. It reports whether it stopped one.
+func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
+	k.mu.Lock()
+	if k.closed || k.run == nil || k.busy != nil || k.active > 0 || !k.lastUsed.Before(cutoff) {
+		k.mu.Unlock()
+		return false
+	}
+	run, unused := k.run, time.Since(k.lastUsed)
+	k.api, k.run = nil, nil
+	ch := make(chan struct{})
+	k.busy = ch
+	k.mu.Unlock()
+
+	run.cancel()
+	<-run.loopDone
+	if err := run.api.Stop(); err != nil {
+		k.log.Warn("Kubernetes API server had failed", "error", err)
+	}
+	k.log.Info("Stopped the cluster's Kubernetes API server; its state is kept and the next connection starts it again",
+		"why", why, "unusedFor", unused.Round(time.Second))
+
+	k.mu.Lock()
+	k.busy = nil
+	close(ch)
+	k.mu.Unlock()
+	k.env.release()
+	return true
+}
+
+// acquire takes a slot of the running servers for k: a free one, or that
+// of the least recently used server no connection holds, which it stops;
+// failing both, it waits for one, and after slotWait takes one beyond
+// the bound.
+func (e *kubeEnv) acquire(k *kubeCluster) error {
+	var timeout <-chan time.Time
+	for {
+		e.mu.Lock()
+		if e.cfg.MaxRunning < 0 || e.running < e.cfg.MaxRunning {
+			e.running++
+			e.peak = max(e.peak, e.running)
+			e.mu.Unlock()
+			return nil
+		}
+		lru := e.lruUnheld(k)
+		freed := e.freed
+		e.mu.Unlock()
+		// Another start may take the slot first: then look again.
+		if lru != nil && lru.stopUnused(time.Now(), fmt.Sprintf("%d API servers run, the bound (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
+			continue
+		}
+		if lru != nil {
+			continue // it came into use meanwhile
+		}
+		if timeout == nil {
+			k.log.Warn("Every running Kubernetes API server is held by a connection; the start waits for one to be let go",
+				"maxRunning", e.cfg.MaxRunning, "for", slotWait)
+			timeout = time.After(slotWait)
+		}
+		select {
+		case <-freed:
+		case <-k.ctx.Done():
+			return errKubeClosed
+		case <-timeout:
+			e.mu.Lock()
+			e.running++
+			e.peak = max(e.peak, e.running)
+			n := e.running
+			e.mu.Unlock()
+			k.log.Warn("Connections held every running Kubernetes API server; this one starts beyond the bound, which is restored as they let servers go",
+				"maxRunning", e.cfg.MaxRunning, "running", n, "waited", slotWait)
+			return nil
+		}
+	}
+}
+
+// release gives back a slot that acquire took.
+func (e *kubeEnv) release() {
+	e.mu.Lock()
+	e.running--
+	e.mu.Unlock()
+	e.wake()
+}
+
+// lruUnheld is the least recently used running server that no connection
+// holds, other than except; nil when there is none. Must be called with
+// e.mu held.
+func (e *kubeEnv) lruUnheld(except *kubeCluster) *kubeCluster {
+	var lru *kubeCluster
+	var lruAt time.Time
+	for o := range e.all {
+		if o == except {
+			continue
+		}
+		o.mu.Lock()
+		if o.run != nil && o.busy == nil && o.active == 0 && (lru == nil || o.lastUsed.Before(lruAt)) {
+			lru, lruAt = o, o.lastUsed
+		}
+		o.mu.Unlock()
+	}
+	return lru
+}
+
+// shrink stops the least recently used servers no connection holds while
+// more than the bound run (started beyond it after slotWait).
+func (e *kubeEnv) shrink() {
+	for {
+		e.mu.Lock()
+		var lru *kubeCluster
+		if e.cfg.MaxRunning >= 0 && e.running > e.cfg.MaxRunning {
+			lru = e.lruUnheld(nil)
+		}
+		e.mu.Unlock()
+		if lru == nil || !lru.stopUnused(time.Now(), fmt.Sprintf("more API servers run than the bound, %d (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
+			return
+		}
+	}
+}
+
+// wake wakes the starts that wait for a slot, to look again.
+func (e *kubeEnv) wake() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	close(e.freed)
+	e.freed = make(chan struct{})
+}
+
+// reap stops, every little while, the servers unused for
+// cfg.IdleTimeout, and those beyond the bound that connections have let
+// go, until the simulator closes.
+func (e *kubeEnv) reap() {
+	defer e.wg.Done()
+	every := time.Second
+	if e.cfg.IdleTimeout > 0 {
+		every = min(max(e.cfg.IdleTimeout/4, 100*time.Millisecond), 5*time.Second)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		ks := make([]*kubeCluster, 0, len(e.all))
+		for k := range e.all {
+			ks = append(ks, k)
+		}
+		e.mu.Unlock()
+		cutoff := time.Now().Add(-e.cfg.IdleTimeout)
+		for _, k := range ks {
+			if e.cfg.IdleTimeout > 0 {
+				k.stopUnused(cutoff, fmt.Sprintf("no connection for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
+			}
+		}
+		e.shrink()
+		e.reaps.Add(1)
 	}
 }
 
@@ -497,7 +783,7 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sy, err := newSyncer(api)
+	sy, err := newSyncer(api, k.st)
 	if err != nil {
 		_ = api.Stop()
 		return nil, nil, err
@@ -510,9 +796,13 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 // connection starts another.
 func (k *kubeCluster) crashed(api *kubesim.APIServer) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.api == api {
-		k.api = nil
+	current := k.api == api
+	if current {
+		k.api, k.run = nil, nil
+	}
+	k.mu.Unlock()
+	if current {
+		k.env.release()
 	}
 	err := api.Stop()
 	k.log.Warn("Kubernetes API server exited; the next connection starts it again", "error", err)

@@ -82,7 +82,8 @@ func nodesByPool(ctx context.Context, cs kubernetes.Interface) (map[string][]cor
 	return out, nil
 }
 
-// waitNodes waits until the cluster has want Nodes per node pool.
+// waitNodes waits until the cluster has want Nodes per node pool, none
+// of them still tainted not-ready.
 func waitNodes(t *testing.T, cs kubernetes.Interface, want map[string]int) map[string][]corev1.Node {
 	t.Helper()
 	var got map[string][]corev1.Node
@@ -95,6 +96,12 @@ func waitNodes(t *testing.T, cs kubernetes.Interface, want map[string]int) map[s
 		counts := map[string]int{}
 		for p, ns := range got {
 			counts[p] = len(ns)
+			for _, n := range ns {
+				// Registered, not yet untainted (kubenodes.go's applyNode).
+				if slices.ContainsFunc(n.Spec.Taints, isNotReadyTaint) {
+					return false, "node " + n.Name + " still has the not-ready taint"
+				}
+			}
 		}
 		for p, n := range want {
 			if counts[p] != n {

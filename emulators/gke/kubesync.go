@@ -2,6 +2,7 @@ package gke
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,20 @@ type warning struct {
 // rewarn is how often a warning that does not change is logged again.
 const rewarn = 30 * time.Second
 
+// pending reports whether the simulator has work undone in the cluster:
+// a step failing, or a Node that bcd selects and has not joined.
+func (st *syncState) pending() bool {
+	if len(st.warned) > 0 {
+		return true
+	}
+	for _, j := range st.joins {
+		if j.token == "" {
+			return true
+		}
+	}
+	return false
+}
+
 func newSyncState() *syncState {
 	return &syncState{applied: map[string]string{}, joins: map[string]*joinState{}, warned: map[string]warning{}}
 }
@@ -44,7 +59,7 @@ type syncer struct {
 	st  *syncState
 }
 
-func newSyncer(api *kubesim.APIServer) (*syncer, error) {
+func newSyncer(api *kubesim.APIServer, st *syncState) (*syncer, error) {
 	cfg := api.RESTConfig("")
 	// Deprecation warnings (v1 Endpoints, which finalizing a namespace
 	// deletes) would go to stderr through klog.
@@ -57,7 +72,7 @@ func newSyncer(api *kubesim.APIServer) (*syncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &syncer{api: api, cs: cs, dyn: dyn, st: newSyncState()}, nil
+	return &syncer{api: api, cs: cs, dyn: dyn, st: st}, nil
 }
 
 // syncFirst registers the Nodes of a server that has just started, before
@@ -70,14 +85,17 @@ func (k *kubeCluster) syncFirst(sy *syncer) {
 	}
 	ctx, cancel := context.WithTimeout(k.ctx, time.Minute)
 	defer cancel()
-	k.step(sy.st, "nodes", k.syncNodes(ctx, sy.cs, sy.st, want))
+	k.step(ctx, sy.st, "nodes", k.syncNodes(ctx, sy.cs, sy.st, want))
 }
 
-// syncLoop keeps the API server in line with the simulator until the
-// cluster's Kubernetes API closes or the server exits: every
-// SyncInterval, it registers and removes Nodes, plays bcd, and finalizes
-// deleted Namespaces. Each step that fails is retried at the next pass.
-func (k *kubeCluster) syncLoop(sy *syncer, done chan struct{}) {
+// syncLoop keeps the API server in line with the simulator until runCtx
+// ends (the server is stopped, or the cluster's Kubernetes API closes) or
+// the server exits: every SyncInterval, it registers and removes Nodes,
+// plays bcd, and finalizes deleted Namespaces. Each step that fails is
+// retried at the next pass; while one fails, or a Node bcd selects has
+// not joined, the server counts as in use, so that it is not stopped for
+// idleness with the simulator's own work undone.
+func (k *kubeCluster) syncLoop(runCtx context.Context, sy *syncer, done chan struct{}) {
 	defer k.env.wg.Done()
 	defer close(done)
 	st, cs := sy.st, sy.cs
@@ -88,14 +106,17 @@ func (k *kubeCluster) syncLoop(sy *syncer, done chan struct{}) {
 		if !live {
 			return // the cluster has gone; its teardown follows
 		}
-		ctx, cancel := context.WithTimeout(k.ctx, time.Minute)
-		k.step(st, "nodes", k.syncNodes(ctx, cs, st, want))
-		k.step(st, "bcd", k.syncBCD(ctx, cs, st))
-		k.step(st, "namespaces", k.finalizeNamespaces(ctx, cs, cs.Discovery(), sy.dyn))
+		ctx, cancel := context.WithTimeout(runCtx, time.Minute)
+		k.step(ctx, st, "nodes", k.syncNodes(ctx, cs, st, want))
+		k.step(ctx, st, "bcd", k.syncBCD(ctx, cs, st))
+		k.step(ctx, st, "namespaces", k.finalizeNamespaces(ctx, cs, cs.Discovery(), sy.dyn))
 		cancel()
+		if st.pending() {
+			k.touch()
+		}
 		k.passes.Add(1)
 		select {
-		case <-k.ctx.Done():
+		case <-runCtx.Done():
 			return
 		case <-sy.api.Exited():
 			k.crashed(sy.api)
@@ -105,14 +126,15 @@ func (k *kubeCluster) syncLoop(sy *syncer, done chan struct{}) {
 	}
 }
 
-// step logs a step's failure, unless the simulator is closing: at warn,
-// since the next pass retries it, and once per condition and rewarn.
-func (k *kubeCluster) step(st *syncState, name string, err error) {
+// step logs a step's failure, unless the pass was cut (the server is
+// stopping or the simulator closing): at warn, since the next pass
+// retries it, and once per condition and rewarn.
+func (k *kubeCluster) step(ctx context.Context, st *syncState, name string, err error) {
 	if err == nil {
 		delete(st.warned, name)
 		return
 	}
-	if k.ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
 	k.warn(st, name, "Syncing the cluster's Kubernetes API failed; retrying", "step", name, "error", err)

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,44 +21,41 @@ import (
 // emulators/kubeapiserver Binary builds.
 const Module = "github.com/better-compute/kubernetes"
 
-// sourceFiles are the files of emulators/kubeapiserver that decide the
-// binary; with the Go version they name it, so that a change to any of them
-// builds a new one beside the old.
-var sourceFiles = []string{"go.mod", "go.sum", "main.go"}
-
 // Binary returns the path of the Kubernetes API server binary
 // (emulators/kubeapiserver), building it when it is missing: once per
 // version of its sources and of Go, into os.UserCacheDir()/better-compute.
 // The build takes several minutes; parallel callers, in this process or
 // in others (test binaries of several packages), wait for one build under
-// a file lock rather than each starting their own. The repository is
-// found by walking up from the working directory. Canceling ctx stops a
-// build this call started.
+// a file lock rather than each starting their own. Inside the repository
+// (found by walking up from the working directory) it builds
+// emulators/kubeapiserver as it is there; elsewhere, from the copy of its
+// files embedded in this package, written out beside the binary first, so
+// that an installed devstack works from any directory. Canceling ctx stops
+// a build this call started.
 func Binary(ctx context.Context, log *slog.Logger) (string, error) {
 	return binary(ctx, orDiscard(log), func(string) {})
 }
 
 // binary is Binary, reporting its progress to report.
 func binary(ctx context.Context, log *slog.Logger, report func(string)) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
+	src := embeddedSource()
+	if root, err := repoRoot(); err == nil {
+		if src, err = dirSource(filepath.Join(root, "emulators", "kubeapiserver")); err != nil {
+			return "", err
+		}
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("kubesim: cache directory: %w", err)
 	}
-	return buildOnce(ctx, log, report, filepath.Join(root, "emulators", "kubeapiserver"), filepath.Join(cache, "better-compute"))
+	return buildOnce(ctx, log, report, src, filepath.Join(cache, "better-compute"))
 }
 
-// buildOnce returns the binary of the module in src, kept in dir, building
-// it there when missing.
-func buildOnce(ctx context.Context, log *slog.Logger, report func(string), src, dir string) (string, error) {
-	sum, err := sourceHash(src)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "kube-apiserver-"+sum)
+// buildOnce returns the binary of the module src, kept in dir, building it
+// there when missing.
+func buildOnce(ctx context.Context, log *slog.Logger, report func(string), src source, dir string) (string, error) {
+	name := "kube-apiserver-" + src.hash()
+	path := filepath.Join(dir, name)
 	if isExecutable(path) {
 		return path, nil
 	}
@@ -76,11 +71,23 @@ func buildOnce(ctx context.Context, log *slog.Logger, report func(string), src, 
 	if isExecutable(path) {
 		return path, nil
 	}
+	// What a build killed midway left: no other runs while this holds
+	// the lock.
+	if stale, _ := filepath.Glob(path + ".*.tmp"); len(stale) > 0 {
+		for _, p := range stale {
+			_ = os.RemoveAll(p)
+		}
+		log.Info("Removed what an interrupted build of the Kubernetes API server left", "files", stale)
+	}
+	srcDir, err := src.materialize(dir, name+".src")
+	if err != nil {
+		return "", err
+	}
 	report("building the Kubernetes API server from source (once; several minutes)")
 	start := time.Now()
-	log.Info("Building the Kubernetes API server from source (once; several minutes)", "source", src, "binary", path)
-	if err := build(ctx, src, path); err != nil {
-		log.Warn("Building the Kubernetes API server failed", "source", src, "after", time.Since(start).Round(time.Second), "error", err)
+	log.Info("Building the Kubernetes API server from source (once; several minutes)", "source", srcDir, "binary", path)
+	if err := build(ctx, srcDir, path); err != nil {
+		log.Warn("Building the Kubernetes API server failed", "source", srcDir, "after", time.Since(start).Round(time.Second), "error", err)
 		return "", err
 	}
 	log.Info("Built the Kubernetes API server", "binary", path, "took", time.Since(start).Round(time.Second))
@@ -115,21 +122,6 @@ func modulePath(mod []byte) string {
 		}
 	}
 	return ""
-}
-
-// sourceHash is the first 12 hex digits of the SHA-256 over the sources
-// that decide the binary and the Go version.
-func sourceHash(src string) (string, error) {
-	h := sha256.New()
-	for _, name := range sourceFiles {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			return "", fmt.Errorf("kubesim: read the API server's source: %w", err)
-		}
-		h.Write(b)
-	}
-	h.Write([]byte(runtime.Version()))
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func isExecutable(path string) bool {

@@ -105,18 +105,30 @@ func TestModulePath(t *testing.T) {
 // several goroutines at once (each lock is its own open file, as in
 // separate processes): one builds, the others wait and find its binary.
 func TestBuildOnce(t *testing.T) {
-	src := t.TempDir()
+	srcDir := t.TempDir()
 	files := map[string]string{
 		"go.mod":  "module example.com/hello\n\ngo 1.26\n",
 		"go.sum":  "",
 		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
 	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(srcDir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	src, err := dirSource(srcDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(t.TempDir(), "cache")
+	// What a build killed midway leaves: removed by the next.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "kube-apiserver-"+src.hash()+".123.tmp")
+	if err := os.WriteFile(stale, []byte("half a binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
@@ -159,11 +171,67 @@ func TestBuildOnce(t *testing.T) {
 	}
 
 	// A broken source fails with go build's output.
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nfunc main() { undefined() }\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(srcDir, "main.go"), []byte("package main\n\nfunc main() { undefined() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if src, err = dirSource(srcDir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := buildOnce(context.Background(), log, func(string) {}, src, dir); err == nil || !strings.Contains(err.Error(), "undefined") {
 		t.Errorf("buildOnce of a broken source = %v, want go build's error", err)
+	}
+}
+
+// TestBuildOnceEmbedded builds a module given by its files only, as the
+// copy embedded in the package is: they are written out beside the
+// binary, over what an interrupted write left there, and built there.
+func TestBuildOnceEmbedded(t *testing.T) {
+	src := source{files: map[string][]byte{
+		"go.mod":  []byte("module example.com/hello\n\ngo 1.26\n"),
+		"go.sum":  nil,
+		"main.go": []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"embedded\") }\n"),
+	}}
+	dir := t.TempDir()
+	name := "kube-apiserver-" + src.hash()
+	// An interrupted write: a directory of that name with part of it.
+	if err := os.MkdirAll(filepath.Join(dir, name+".src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".src", "main.go"), []byte("package main\n\nfunc main() { undefined() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path, err := buildOnce(context.Background(), slog.New(slog.DiscardHandler), func(string) {}, src, dir)
+	if err != nil {
+		t.Fatalf("buildOnce: %v", err)
+	}
+	if path != filepath.Join(dir, name) {
+		t.Errorf("buildOnce = %q, want %q", path, filepath.Join(dir, name))
+	}
+	out, err := exec.Command(path).Output()
+	if err != nil || string(out) != "embedded\n" {
+		t.Errorf("running the binary = %q, %v; want embedded", out, err)
+	}
+	written, err := dirSource(filepath.Join(dir, name+".src"))
+	if err != nil || !written.same(src) {
+		t.Errorf("source written = %v, %v; want the given files", written.files, err)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+// TestEmbeddedSource checks that the copy of emulators/kubeapiserver in
+// the package is the module as it is: a binary built outside the
+// repository is then the one built inside it (the same name in the
+// cache).
+func TestEmbeddedSource(t *testing.T) {
+	mod, err := dirSource("../kubeapiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if emb := embeddedSource(); !emb.same(mod) || emb.hash() != mod.hash() {
+		t.Errorf("the embedded copy of emulators/kubeapiserver differs from it: run go generate ./emulators/kubesim")
 	}
 }
 

@@ -6,7 +6,9 @@
 //
 // Binary builds the server once per version of its sources and of Go,
 // into the user's cache directory; the first build takes several minutes,
-// later calls return at once. Builder does the same in the background and
+// later calls return at once. Inside the repository it builds
+// emulators/kubeapiserver; outside it (a devstack installed with go
+// install), the copy of that module's files embedded in this package. Builder does the same in the background and
 // reports its progress. StartAPIServer runs one server:
 //
 //	bin, err := kubesim.Binary(ctx, log)

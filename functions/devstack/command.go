@@ -2,14 +2,17 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/emulators/seed"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -30,7 +33,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
 	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
 	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
-	seedFile := fl.String("seed", "emulators/seed/devstack.json", "seed file: accounts, pools and role bindings")
+	seedFile := fl.String("seed", defaultSeed, "seed file: accounts, pools and role bindings (the default, when there is no such file here, is the copy built into the devstack)")
 	fl.StringVar(&cfg.DataFile, "data", "", "file keeping the state across restarts, even a kill -9: saved every second (none: start empty)")
 	fl.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
 	fl.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")
@@ -40,6 +43,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	fl.Float64Var(&cfg.TasksDuplicateRate, "tasks-duplicate-rate", 0, "share (0 to 1) of the Cloud Tasks emulator's attempts delivered twice at the same moment, as Cloud Tasks occasionally does")
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
+	fl.DurationVar(&cfg.KubernetesIdleTimeout, "kubernetes-idle-timeout", gkeemu.DefaultKubernetesIdleTimeout, "stop a simulated cluster's API server after this long without a connection (its objects are kept; the next connection starts it again; negative: never)")
+	fl.IntVar(&cfg.KubernetesMaxRunning, "kubernetes-max-running", gkeemu.DefaultKubernetesMaxRunning, "most simulated clusters' API servers running at once (about 300 MB each): the least recently used one no connection holds is stopped first; when connections hold them all, a start waits 5s, then goes beyond the bound until one is let go (negative: no bound)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	telemetryTo := fl.String("telemetry", "off", "the functions' metrics and traces: off, or stdout (JSON lines among the logs: the metrics every 30s, each span as it ends)")
 	if err := fl.Parse(args); err != nil {
@@ -92,9 +97,16 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
+// defaultSeed is the -seed of a devstack run from the repository's root.
+const defaultSeed = "emulators/seed/devstack.json"
+
 func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) error {
 	if seedFile != "" {
 		b, err := os.ReadFile(seedFile)
+		if errors.Is(err, fs.ErrNotExist) && seedFile == defaultSeed {
+			// Run from elsewhere than the repository's root.
+			b, err = seed.DevStack, nil
+		}
 		if err != nil {
 			return fmt.Errorf("read seed: %w", err)
 		}

@@ -55,6 +55,7 @@ func (s *Stack) kubernetesOptions() []gke.Option {
 		k.Dir = s.cfg.DataFile + ".kubernetes"
 	}
 	k.AtCreate = s.cfg.KubernetesAtCreate
+	k.IdleTimeout, k.MaxRunning = s.cfg.KubernetesIdleTimeout, s.cfg.KubernetesMaxRunning
 	return []gke.Option{gke.WithKubernetes(k)}
 }
 

@@ -109,6 +109,13 @@ type Config struct {
 	// emulator's attempts delivered twice at the same moment, as Cloud
 	// Tasks occasionally does (API.md §8, -tasks-duplicate-rate).
 	TasksDuplicateRate float64
+
+	// KubernetesIdleTimeout and KubernetesMaxRunning are the GKE
+	// simulator's Kubernetes.IdleTimeout and MaxRunning: when a cluster's
+	// API server nobody uses is stopped, and how many run at once (its
+	// defaults when zero).
+	KubernetesIdleTimeout time.Duration
+	KubernetesMaxRunning  int
 	// ImpersonationTokenLifetime is the lifetime of the tokens the
 	// reconciler mints of tenants' service accounts (the functions'
 	// default, an hour, when zero): how soon a revoked grant shows.

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestInstalledOutsideTheRepository installs the command with go install
+// and starts it with its default flags in a directory outside the
+// repository, with a user cache of its own: it must start with the seed
+// it carries, build the Kubernetes API server from the source it
+// carries, and /healthz/kubernetes must answer 200 once it has. The
+// build reuses the go build cache, so it takes about a minute once the
+// machine has built the server once (scripts/test.sh does first), several
+// on a cold cache.
+func TestInstalledOutsideTheRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs the devstack and builds the Kubernetes API server")
+	}
+	deadline := time.Now().Add(25 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-time.Minute).Before(deadline) {
+		deadline = d.Add(-time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+
+	goCache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOCACHE: %v", err)
+	}
+	bin := t.TempDir()
+	install := exec.CommandContext(ctx, "go", "install", ".")
+	install.Env = append(os.Environ(), "GOBIN="+bin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install: %v\n%s", err, out)
+	}
+
+	work := t.TempDir()
+	for dir := work; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			t.Skipf("the temporary directory %s is inside a module (%s)", work, dir)
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	addr := freeAddr(t)
+	var out syncBuffer
+	cmd := exec.Command(filepath.Join(bin, "devstack"),
+		"-addr", addr, "-pubsub-addr", freeAddr(t), "-firestore-addr", freeAddr(t),
+		"-log-format", "json")
+	cmd.Dir = work
+	// The API server's binary goes into a cache of the test's own, so that
+	// it is built from the source the devstack carries; the compiled
+	// packages stay in the machine's build cache.
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "GOCACHE="+strings.TrimSpace(string(goCache)))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the devstack: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("the devstack's output ends:\n%s", out.tail(8<<10))
+		}
+	}()
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	var last string
+	for {
+		resp, err := client.Get("http://" + addr + "/healthz/kubernetes")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var h struct {
+				Ready    bool   `json:"ready"`
+				Progress string `json:"progress"`
+			}
+			_ = json.Unmarshal(body, &h)
+			if resp.StatusCode == http.StatusOK {
+				if !h.Ready || !strings.Contains(h.Progress, filepath.Join(cache, "better-compute")) {
+					t.Errorf("/healthz/kubernetes = 200 %s; want ready, with a binary in %s", body, cache)
+				}
+				return
+			}
+			last = resp.Status + " " + string(body)
+			if strings.Contains(h.Progress, "could not be built") {
+				t.Fatalf("/healthz/kubernetes = %s", last)
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the devstack exited; /healthz/kubernetes last answered %s", last)
+		case <-ctx.Done():
+			t.Fatalf("/healthz/kubernetes not 200 by the deadline; last: %s", last)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is the child's output, written by two copies at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}

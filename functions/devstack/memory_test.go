@@ -1,0 +1,185 @@
+package devstack_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/kubernetes/emulators/gke"
+)
+
+// TestMemoryOfSubstrates is a measurement, run by hand:
+//
+//	MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v -timeout 60m ./functions/devstack
+//
+// It makes that many create-mode substrates at once, each with two nodes
+// joined, first with every API server kept running (as the devstack did
+// before Kubernetes.IdleTimeout and MaxRunning), then bounded to half as
+// many servers with an idle timeout of 20 s, and logs the memory (RSS)
+// of this process and of its API servers: at the peak, once every
+// substrate is ready, and once the idle servers have been stopped.
+func TestMemoryOfSubstrates(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("MEASURE_SUBSTRATES"))
+	if n <= 0 {
+		t.Skip("a measurement: MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v ./functions/devstack")
+	}
+	for _, m := range []struct {
+		name string
+		idle time.Duration
+		max  int
+	}{
+		{"every server kept", -1, -1},
+		{"bounded", 20 * time.Second, max(n/2, 1)},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			cfg := fastConfig()
+			cfg.Kubernetes = true
+			cfg.KubernetesIdleTimeout, cfg.KubernetesMaxRunning = m.idle, m.max
+			// As the devstack's: a ready substrate's client lets its connection go
+			// (client-go, after 90 s) before its next steady run.
+			cfg.SteadyInterval = 5 * time.Minute
+			e := startEnv(t, cfg)
+			waitReady(t, func() (bool, string) {
+				status, h := healthzKubernetes(t, e.URL)
+				return status == http.StatusOK && h.Ready, h.Progress
+			})
+			var peak memSample
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					if s := sampleMemory(); s.total() > peak.total() {
+						peak = s
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
+			})
+			start := time.Now()
+			pools := make([]string, n)
+			for i := range pools {
+				pools[i] = fmt.Sprintf("pool-mem%d", poolSeq.Add(1))
+				putPool(t, e, createPolicy(pools[i], 1, flavor("cpu", 1)))
+			}
+			for _, p := range pools {
+				waitReady(t, func() (bool, string) {
+					list, err := e.api.substrates(p)
+					if err != nil || len(list) != 1 {
+						return false, fmt.Sprint(list, err)
+					}
+					return readyWith(2)(list[0]), jsonOf(list[0])
+				})
+			}
+			ready := sampleMemory()
+			t.Logf("%d substrates ready with 2 nodes joined in %v; max running %s, idle timeout %v",
+				n, time.Since(start).Round(time.Second), maxRunning(m.max), m.idle)
+			t.Logf("at ready: %s", ready)
+			if m.idle > 0 {
+				waitReady(t, func() (bool, string) {
+					s := sampleMemory()
+					return s.servers == 0, s.String()
+				})
+				t.Logf("once idle: %s", sampleMemory())
+			}
+			close(stop)
+			wg.Wait()
+			t.Logf("peak: %s", peak)
+		})
+	}
+}
+
+func maxRunning(n int) string {
+	switch {
+	case n < 0:
+		return "unbounded"
+	case n == 0:
+		return strconv.Itoa(gke.DefaultKubernetesMaxRunning)
+	}
+	return strconv.Itoa(n)
+}
+
+// waitReady polls cond for up to 10 minutes: substrates converging at
+// once on 2 shared cores take minutes, not the seconds of waitTime.
+func waitReady(t *testing.T, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 minutes; last: %s", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// memSample is the RSS of this process and of its API servers.
+type memSample struct {
+	self, apiServers int64 // kB
+	servers          int
+}
+
+func (s memSample) total() int64 { return s.self + s.apiServers }
+
+func (s memSample) String() string {
+	per := int64(0)
+	if s.servers > 0 {
+		per = s.apiServers / int64(s.servers)
+	}
+	return fmt.Sprintf("total %d MB: devstack %d MB, %d API servers %d MB (%d MB each)",
+		s.total()>>10, s.self>>10, s.servers, s.apiServers>>10, per>>10)
+}
+
+// sampleMemory reads VmRSS of this process and of its children that run
+// a kube-apiserver binary.
+func sampleMemory() memSample {
+	s := memSample{self: rss("self")}
+	me := strconv.Itoa(os.Getpid())
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) < 2 || f[1] != me {
+			continue
+		}
+		exe, _ := os.Readlink(filepath.Join(d, "exe"))
+		if !strings.Contains(filepath.Base(exe), "kube-apiserver") {
+			continue
+		}
+		s.apiServers += rss(filepath.Base(d))
+		s.servers++
+	}
+	return s
+}
+
+// rss is the VmRSS of /proc/<pid>, in kB.
+func rss(pid string) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
