@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // startWait bounds the wait for an API server's start on a loaded
@@ -182,11 +183,11 @@ func expectAdded(t *testing.T, w watch.Interface, name string) {
 func waitIdleFor(t *testing.T, e *kubeEnv, d time.Duration) {
 	t.Helper()
 	until := time.Now().Add(d)
-	eventually(t, d+time.Minute, func() (bool, string) {
+	wait.For(t, d.String()+" without a connection", func() (bool, string) {
 		return time.Now().After(until), "waiting"
 	})
 	n := e.reaps.Load()
-	eventually(t, time.Minute, func() (bool, string) {
+	wait.For(t, "two passes of the reaper", func() (bool, string) {
 		return e.reaps.Load() >= n+2, "the reaper makes no passes"
 	})
 }
@@ -205,7 +206,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	if first == nil {
 		t.Fatalf("no server runs after a connection")
 	}
-	eventually(t, time.Minute, func() (bool, string) {
+	wait.For(t, "the idle server stopped", func() (bool, string) {
 		return k.server() == nil, "the server still runs after " + idle.String() + " without a connection"
 	})
 	select {
@@ -213,7 +214,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the stopped server's process has not exited")
 	}
-	eventually(t, time.Minute, func() (bool, string) {
+	wait.For(t, "every slot free", func() (bool, string) {
 		running, _ := e.srv.GServer.kube.slots()
 		return running == 0, fmt.Sprintf("slots taken after the stop = %d, want 0", running)
 	})
@@ -294,7 +295,7 @@ func TestKubernetesMaxRunning(t *testing.T) {
 			t.Errorf("get c3's configmap once c1 was let go: %v", err)
 		}
 	}()
-	eventually(t, time.Minute, func() (bool, string) {
+	wait.For(t, "c3's connection waiting for a start", func() (bool, string) {
 		k3.mu.Lock()
 		defer k3.mu.Unlock()
 		return k3.busy != nil, "c3's connection does not wait for a start"
@@ -324,7 +325,7 @@ func TestKubernetesMaxRunning(t *testing.T) {
 	start := time.Now()
 	// The wait and the start may outlast a TLS handshake's timeout: the
 	// client tries again, as client-go's callers do.
-	eventually(t, startWait, func() (bool, string) {
+	wait.For(t, "c1 served again", func() (bool, string) {
 		cs, done := ownClient(t, c1)
 		defer done()
 		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
@@ -339,7 +340,7 @@ func TestKubernetesMaxRunning(t *testing.T) {
 		t.Errorf("most slots taken at once = %d, want 3 (one beyond the bound)", peak)
 	}
 	// c1, let go, is the least recently used server no connection holds.
-	eventually(t, time.Minute, func() (bool, string) {
+	wait.For(t, "c1 stopped, c2 and c3 running", func() (bool, string) {
 		r1, r2, r3 := runs()
 		running, _ := env.slots()
 		return !r1 && r2 && r3 && running == 2, fmt.Sprintf("running %v %v %v (%d slots) once c1 was let go, want c2 and c3", r1, r2, r3, running)

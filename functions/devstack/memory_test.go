@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestMemoryOfSubstrates is a measurement, run by hand:
@@ -46,7 +47,7 @@ func TestMemoryOfSubstrates(t *testing.T) {
 			// (client-go, after 90 s) before its next steady run.
 			cfg.SteadyInterval = 5 * time.Minute
 			e := startEnv(t, cfg)
-			waitReady(t, func() (bool, string) {
+			wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
 				status, h := healthzKubernetes(t, e.URL)
 				return status == http.StatusOK && h.Ready, h.Progress
 			})
@@ -72,7 +73,7 @@ func TestMemoryOfSubstrates(t *testing.T) {
 				putPool(t, e, createPolicy(pools[i], 1, flavor("cpu", 1)))
 			}
 			for _, p := range pools {
-				waitReady(t, func() (bool, string) {
+				wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
 					list, err := e.api.substrates(p)
 					if err != nil || len(list) != 1 {
 						return false, fmt.Sprint(list, err)
@@ -85,7 +86,7 @@ func TestMemoryOfSubstrates(t *testing.T) {
 				n, time.Since(start).Round(time.Second), maxRunning(m.max), m.idle)
 			t.Logf("at ready: %s", ready)
 			if m.idle > 0 {
-				waitReady(t, func() (bool, string) {
+				wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
 					s := sampleMemory()
 					return s.servers == 0, s.String()
 				})
@@ -106,23 +107,6 @@ func maxRunning(n int) string {
 		return strconv.Itoa(gke.DefaultKubernetesMaxRunning)
 	}
 	return strconv.Itoa(n)
-}
-
-// waitReady polls cond for up to 10 minutes: substrates converging at
-// once on 2 shared cores take minutes, not the seconds of waitTime.
-func waitReady(t *testing.T, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 minutes; last: %s", last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // memSample is the RSS of this process and of its API servers.

@@ -26,8 +26,15 @@ const Timeout = 2 * time.Minute
 // cond's last description of what it saw.
 func For(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
+	Within(t, Timeout, what, cond)
+}
+
+// Within is For with a deadline of its own, for the few waits that take
+// minutes even when they pass (measurements of many simulated clusters).
+func Within(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	start := time.Now()
-	deadline := deadlineOf(t, start)
+	deadline := deadlineOf(t, start, timeout)
 	for pause := time.Millisecond; ; pause = min(2*pause, 25*time.Millisecond) {
 		ok, last := cond()
 		if ok {
@@ -50,11 +57,11 @@ func Until(t testing.TB, what string, cond func() bool) {
 	})
 }
 
-// deadlineOf is when a wait begun at start gives up: after Timeout, or a
+// deadlineOf is when a wait begun at start gives up: after timeout, or a
 // little before the test binary is killed (go test -timeout), so that the
 // failure names the wait rather than dumping every goroutine.
-func deadlineOf(t testing.TB, start time.Time) time.Time {
-	deadline := start.Add(Timeout)
+func deadlineOf(t testing.TB, start time.Time, timeout time.Duration) time.Time {
+	deadline := start.Add(timeout)
 	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if end, ok := d.Deadline(); ok && end.Add(-10*time.Second).Before(deadline) {
 			deadline = end.Add(-10 * time.Second)
