@@ -14,7 +14,7 @@ import (
 // project and clock minute, split into shards so that no document is
 // written more than about once a second:
 //
-//	providerBudgets/{project}/minutes/{yyyymmddhhmm}-{shard}   budgetShard
+//	providerBudgets/{project}/budgetShards/{yyyymmddhhmm}-{shard}   budgetShard
 //
 // A shard's document is created by the first lease of its minute and
 // carries an expireAt an hour on, for the TTL policy: a past minute is
@@ -32,7 +32,7 @@ type budgetShard struct {
 
 func (s *Store) budgetShardRef(project string, minute time.Time, shard int) *firestore.DocumentRef {
 	id := fmt.Sprintf("%s-%d", minute.UTC().Format("200601021504"), shard)
-	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("minutes").Doc(id)
+	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("budgetShards").Doc(id)
 }
 
 // LeaseBudget takes, in one transaction, up to want tokens of shard of
