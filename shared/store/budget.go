@@ -6,19 +6,14 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-
-	"github.com/better-compute/kubernetes/shared/docpath"
 )
 
 // The fleet's GKE request budget (clusters.Budget) is kept per provider
 // project and clock minute, split into shards so that no document is
-// written more than about once a second:
-//
-//	providerBudgets/{project}/budgetShards/{yyyymmddhhmm}-{shard}   budgetShard
-//
-// A shard's document is created by the first lease of its minute and
-// carries an expireAt an hour on, for the TTL policy: a past minute is
-// never read again.
+// written more than about once a second (budgetShardRef; the minute is
+// yyyymmddhhmm in UTC). A shard's document is created by the first lease
+// of its minute and carries an expireAt an hour on, for the TTL policy: a
+// past minute is never read again.
 
 // budgetShardTTL is how long a minute's shard is kept after the minute.
 const budgetShardTTL = time.Hour
@@ -28,11 +23,6 @@ const budgetShardTTL = time.Hour
 type budgetShard struct {
 	Taken    int       `firestore:"taken"`
 	ExpireAt time.Time `firestore:"expireAt"`
-}
-
-func (s *Store) budgetShardRef(project string, minute time.Time, shard int) *firestore.DocumentRef {
-	id := fmt.Sprintf("%s-%d", minute.UTC().Format("200601021504"), shard)
-	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("budgetShards").Doc(id)
 }
 
 // LeaseBudget takes, in one transaction, up to want tokens of shard of
