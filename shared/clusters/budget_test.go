@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -362,5 +363,27 @@ func BenchmarkBudgetTake(b *testing.B) {
 			b.ReportMetric(float64(rpcs)/float64(n), "rpcs/call")
 			b.ReportMetric(float64(by["Commit"])/float64(n), "commits/call")
 		})
+	}
+}
+
+// failingLedger is a Ledger whose Firestore is unreachable.
+type failingLedger struct{}
+
+var errUnreachable = errors.New("firestore unreachable")
+
+func (failingLedger) LeaseBudget(context.Context, string, time.Time, int, int, int, int) (int, int, error) {
+	return 0, 0, errUnreachable
+}
+
+// A Ledger that fails lets a run start, and its first call fails with
+// why, so that the run is retried with backoff rather than put off
+// unseen.
+func TestBudgetLedgerFails(t *testing.T) {
+	b := &Budget{PerMinute: 100, Ledger: failingLedger{}, Clock: testingclock.NewFakeClock(time.Now())}
+	if ok, _ := b.allow("p", true); !ok {
+		t.Errorf("allow with a failing ledger = false, want the run let through")
+	}
+	if err := b.take(context.Background(), "p"); !errors.Is(err, errUnreachable) {
+		t.Errorf("take with a failing ledger = %v, want the ledger's error", err)
 	}
 }
