@@ -205,7 +205,8 @@ func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.Document
 	return s.tenant(t).Collection("idempotency").Doc(docpath.ID(hex.EncodeToString(h[:])))
 }
 
-// budgetShardRef is shard of a provider project's clock minute.
+// budgetShardRef is the document of one shard of a provider project's
+// clock minute.
 func (s *Store) budgetShardRef(project string, minute time.Time, shard int) *firestore.DocumentRef {
 	id := fmt.Sprintf("%s-%d", minute.UTC().Format("200601021504"), shard)
 	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("budgetShards").Doc(id)
