@@ -12,13 +12,14 @@ resource "google_firestore_database" "main" {
   depends_on = [google_project_service.apis]
 }
 
-# TTL policies: idempotency records, and deleted node pools, clusters and
-# substrates, carry expireAt; Firestore deletes them some time (typically
+# TTL policies: idempotency records, deleted node pools, clusters and
+# substrates, and the past minutes of the GKE request budget carry
+# expireAt; Firestore deletes them some time (typically
 # within a day) after it passes. Live documents have no expireAt and are
 # kept. The field is exempt from indexing: a TTL timestamp is written in
 # increasing order and would only make a hot-spotting index.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["idempotency", "nodePools", "clusters", "substrates"])
+  for_each   = toset(["idempotency", "nodePools", "clusters", "substrates", "budgetShards"])
   database   = google_firestore_database.main.name
   collection = each.value
   field      = "expireAt"

@@ -97,10 +97,11 @@ type Config struct {
 
 	// ProviderQuota is each provider project's request quota, calls per
 	// minute (PROVIDER_QUOTA_PER_MINUTE, 600; 0: no budget); the runs of
-	// the reconcile function spend at most ProviderQuotaShare of it
-	// (PROVIDER_QUOTA_SHARE, 0.8), split evenly between its at most
-	// ReconcileInstances instances (RECONCILE_MAX_INSTANCES, 10, as
-	// Terraform caps the service).
+	// the reconcile function, all its instances together, spend at most
+	// ProviderQuotaShare of it (PROVIDER_QUOTA_SHARE, 0.8), counted in
+	// Firestore. ReconcileInstances, the most instances
+	// (RECONCILE_MAX_INSTANCES, 10, as Terraform caps the service), sizes
+	// the batches of the share an instance leases at once.
 	ProviderQuota      int
 	ProviderQuotaShare float64
 	ReconcileInstances int

@@ -21,6 +21,9 @@
 //	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State
 //	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
 //	joinTokens/{sha256 of the token}                  JoinGrant
+//	providerBudgets/{project}/budgetShards/{minute}-{shard}
+//	                                                  budgetShard: the GKE
+//	                                                  calls taken (budget.go)
 //
 // Each {...} is docpath.ID of the value: the value itself unless
 // Firestore could not store it as it stands.
@@ -37,6 +40,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -199,6 +203,13 @@ func (s *Store) joinTokenRef(hash string) *firestore.DocumentRef {
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {
 	h := sha256.Sum256([]byte(scope + "\x00" + caller + "\x00" + key))
 	return s.tenant(t).Collection("idempotency").Doc(docpath.ID(hex.EncodeToString(h[:])))
+}
+
+// budgetShardRef is the document of one shard of a provider project's
+// clock minute.
+func (s *Store) budgetShardRef(project string, minute time.Time, shard int) *firestore.DocumentRef {
+	id := fmt.Sprintf("%s-%d", minute.UTC().Format("200601021504"), shard)
+	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("budgetShards").Doc(id)
 }
 
 // timestamp returns the store's now at Firestore's precision, so that a

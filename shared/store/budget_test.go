@@ -1,0 +1,83 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/store"
+)
+
+// Leases of one shard, however many run at once on separate stores, never
+// take more than it holds nor below the floor asked for; a shard of
+// another minute, shard or project is another count.
+func TestLeaseBudget(t *testing.T) {
+	ctx := context.Background()
+	fs := fsemu.ForTest(t, "budget")
+	minute := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	const capacity, want, leases = 50, 3, 40
+	var (
+		mu  sync.Mutex
+		sum int
+		wg  sync.WaitGroup
+	)
+	errs := make(chan error, leases)
+	for i := range leases {
+		st, err := store.New(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			floor := 0
+			if i%2 == 0 {
+				floor = 10 // a steady run's reserve
+			}
+			// A project's ID goes through docpath.ID: any is stored.
+			got, left, err := st.LeaseBudget(ctx, "projects/p 1", minute.Add(30*time.Second), 0, capacity, want, floor)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got < 0 || got > want || left < 0 || got > 0 && left < floor {
+				errs <- fmt.Errorf("LeaseBudget(floor %d) = %d, %d left; want at most %d, leaving the floor", floor, got, left, want)
+			}
+			mu.Lock()
+			sum += got
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if sum != capacity {
+		t.Errorf("%d leases of %d took %d in all, want the shard's %d", leases, want, sum, capacity)
+	}
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		project string
+		minute  time.Time
+		shard   int
+		want    int
+	}{
+		{"spent", "projects/p 1", minute.Add(59 * time.Second), 0, 0},
+		{"next minute", "projects/p 1", minute.Add(time.Minute), 0, want},
+		{"other shard", "projects/p 1", minute, 1, want},
+		{"other project", "p2", minute, 0, want},
+	} {
+		got, _, err := st.LeaseBudget(ctx, c.project, c.minute, c.shard, capacity, want, 0)
+		if err != nil || got != c.want {
+			t.Errorf("%s: LeaseBudget() = %d, %v; want %d", c.name, got, err, c.want)
+		}
+	}
+}
