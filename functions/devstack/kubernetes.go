@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // SubstratesUser is the Kubernetes user of the reconciler's token in the
@@ -151,7 +152,7 @@ func (c storedCluster) name() string {
 // tenants/{tenantId}/clusters/{id}, and the URL does not name the tenant:
 // a collection group query by ID finds it.
 func (s *Stack) providerCluster(r *http.Request, id string) (storedCluster, error) {
-	snaps, err := s.FirestoreClient.CollectionGroup("clusters").Where("id", "==", id).Limit(1).Documents(r.Context()).GetAll()
+	snaps, err := s.FirestoreClient.CollectionGroup(store.ClustersKind).Where("id", "==", id).Limit(1).Documents(r.Context()).GetAll()
 	if err != nil {
 		return storedCluster{}, fmt.Errorf("find cluster %s: %w", id, err)
 	}
