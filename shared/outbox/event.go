@@ -63,6 +63,11 @@ type Event struct {
 	PoolID      string    `firestore:"poolId,omitempty"`
 	Time        time.Time `firestore:"time"`
 	Data        []byte    `firestore:"data"` // the resource as the API returns it
+	// Sequence is the event's place in its chain (ce-sequence): given by
+	// Number in the transaction that writes the event. 0 on an event
+	// written before events were numbered, which is published without
+	// ce-sequence.
+	Sequence int64 `firestore:"sequence,omitempty"`
 }
 
 // NodePoolEvent returns an event of type typ about the pool p at time t.
@@ -150,6 +155,9 @@ func (e Event) Message() *pubsub.Message {
 	}
 	if e.NodePoolID != "" {
 		attrs["nodePoolId"] = e.NodePoolID
+	}
+	if e.Sequence > 0 {
+		attrs["ce-sequence"] = FormatSequence(e.Sequence)
 	}
 	if e.SubstrateID != "" {
 		attrs["substrateId"] = e.SubstrateID

@@ -117,6 +117,9 @@ type clusterDoc struct {
 	Substrates map[string]string `firestore:"substrates"`
 	lifecycle.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
+	// Sequence is the last ce-sequence of the cluster's events, its node
+	// pools' included (outbox.SequenceField).
+	Sequence int64 `firestore:"sequence"`
 }
 
 type reservation struct {
