@@ -1,9 +1,6 @@
 package outbox
 
-import (
-	"fmt"
-	"strconv"
-)
+import "fmt"
 
 // SequenceField is the field of a chain's subject document (a cluster, a
 // substrate) that counts the events written for it: the last ce-sequence
@@ -30,27 +27,4 @@ func Number(events []Event, last int64) int64 {
 // FormatSequence is n as ce-sequence: twenty decimal digits.
 func FormatSequence(n int64) string {
 	return fmt.Sprintf("%0*d", sequenceDigits, n)
-}
-
-// ParseSequence reads a ce-sequence; an error when it is not twenty
-// decimal digits of a number above zero.
-func ParseSequence(s string) (int64, error) {
-	if len(s) != sequenceDigits {
-		return 0, fmt.Errorf("ce-sequence %q is not %d digits", s, sequenceDigits)
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("ce-sequence %q is not a number above zero", s)
-	}
-	return n, nil
-}
-
-// Chain is the chain an event's ce-sequence counts in: its substrate for
-// a substrate event, its cluster otherwise (a node pool's events are its
-// cluster's). attrs are the event's Pub/Sub attributes.
-func Chain(attrs map[string]string) string {
-	if id := attrs["substrateId"]; id != "" {
-		return "substrate/" + id
-	}
-	return "cluster/" + attrs["clusterId"]
 }
