@@ -168,3 +168,21 @@ func TestEventSequence(t *testing.T) {
 		}
 	}
 }
+
+// ExampleOrderer puts events received out of order, one of them twice,
+// back in the order of their ce-sequence.
+func ExampleOrderer() {
+	o := NewOrderer(10*time.Second, 0)
+	now := time.Now()
+	for _, n := range []string{"2", "1", "2", "3"} {
+		e := Event{Attributes: map[string]string{"ce-id": "evt_" + n, "clusterId": "kcl_a", "ce-sequence": "0000000000000000000" + n}}
+		ready, _ := o.Add(e, now)
+		for _, r := range ready {
+			fmt.Println(r.Attributes["ce-id"])
+		}
+	}
+	// Output:
+	// evt_1
+	// evt_2
+	// evt_3
+}
