@@ -546,3 +546,42 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 		t.Errorf("kicks = %+v, want one of tenant __x__, subject ..", k.kicks)
 	}
 }
+
+// TestRunNumbersEvents: the events a run saves are numbered after the
+// subject's sequence, in the transaction that writes them, run after run.
+func TestRunNumbersEvents(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{Changed: true}, nil }
+	k := e.put(t, "t1", chain.State{})
+	for i := range 3 {
+		k.Token = e.get(t, k).Reconcile.Token
+		if err := e.runner.Run(ctx, k, fmt.Sprintf("task-%d", i)); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	var got []int64
+	for _, ev := range e.rec.delivered {
+		got = append(got, ev.Sequence)
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Errorf("delivered events numbered %v, want [1 2 3]", got)
+	}
+	snap, err := e.sub.Ref(k).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := snap.DataAt(outbox.SequenceField); err != nil || v.(int64) != 3 {
+		t.Errorf("subject's sequence = %v (%v), want 3", v, err)
+	}
+	for _, ev := range e.rec.delivered {
+		snap, err := outbox.Ref(e.fs, ev).Get(ctx)
+		if err != nil {
+			t.Fatalf("outbox %s: %v", ev.ID, err)
+		}
+		var stored outbox.Event
+		if err := snap.DataTo(&stored); err != nil || stored.Sequence != ev.Sequence {
+			t.Errorf("outbox holds %s numbered %d (%v), delivered %d", ev.ID, stored.Sequence, err, ev.Sequence)
+		}
+	}
+}
