@@ -548,13 +548,21 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 }
 
 // TestRunNumbersEvents: the events a run saves are numbered after the
-// subject's sequence, in the transaction that writes them, run after run.
+// subject's sequence, in the transaction that writes them, run after run,
+// whether the run saves without a lease or under one.
 func TestRunNumbersEvents(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{Changed: true}, nil }
+	var runs int
+	e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
+		if runs >= 3 && l == nil {
+			return chain.Outcome{NeedsLease: true}, nil
+		}
+		return chain.Outcome{Changed: true}, nil
+	}
 	k := e.put(t, "t1", chain.State{})
-	for i := range 3 {
+	for i := range 5 {
+		runs = i
 		k.Token = e.get(t, k).Reconcile.Token
 		if err := e.runner.Run(ctx, k, fmt.Sprintf("task-%d", i)); err != nil {
 			t.Fatalf("run %d: %v", i, err)
@@ -564,15 +572,15 @@ func TestRunNumbersEvents(t *testing.T) {
 	for _, ev := range e.rec.delivered {
 		got = append(got, ev.Sequence)
 	}
-	if fmt.Sprint(got) != "[1 2 3]" {
-		t.Errorf("delivered events numbered %v, want [1 2 3]", got)
+	if fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Errorf("delivered events numbered %v, want [1 2 3 4 5]", got)
 	}
 	snap, err := e.sub.Ref(k).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := snap.DataAt(outbox.SequenceField); err != nil || v.(int64) != 3 {
-		t.Errorf("subject's sequence = %v (%v), want 3", v, err)
+	if v, err := snap.DataAt(outbox.SequenceField); err != nil || v.(int64) != 5 {
+		t.Errorf("subject's sequence = %v (%v), want 5", v, err)
 	}
 	for _, ev := range e.rec.delivered {
 		snap, err := outbox.Ref(e.fs, ev).Get(ctx)
