@@ -6,6 +6,12 @@
 // commit a Relay publishes it to the topic named after its type and deletes
 // the outbox document. A publish that fails leaves the document behind;
 // Drain publishes what is pending later, oldest first, under the same ce-id.
+//
+// Each event also carries its place in its chain (ce-sequence: its
+// cluster's, or its substrate's for a substrate event), given by Number in
+// the transaction that writes it from the counter on the chain's document
+// (SequenceField), so that a consumer can put back in order what several
+// instances published, and a redelivery keeps its number.
 package outbox
 
 import (

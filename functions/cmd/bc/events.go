@@ -55,7 +55,8 @@ func (a *app) eventsTail() *cobra.Command {
 			"Events come in the order of their ce-sequence, cluster by cluster (substrate by substrate\n" +
 			"for a substrate's), each once: an event is held until its predecessor came, for at most\n" +
 			"--order-wait, and a gap that persists is noted on stderr. The first event seen of a\n" +
-			"cluster waits too, in case an earlier one is on its way.",
+			"cluster waits too, in case an earlier one is on its way. With --type, the sequence has\n" +
+			"the other types' numbers missing: events are printed as they arrive, each once.",
 		Example: "  bc events tail --cluster kcl_...\n  bc events tail --type kubernetes.nodepool.error -o json | jq .data.message",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,6 +81,12 @@ func (a *app) eventsTail() *cobra.Command {
 				}
 				topics = types
 			}
+			if orderWait < 0 {
+				return &usageError{fmt.Errorf("--order-wait %v: want 0 or more", orderWait)}
+			}
+			if len(types) > 0 {
+				orderWait = 0 // the other types' events leave gaps that never fill
+			}
 			return a.tail(project, emulator, clusterID, topics, limit, orderWait)
 		},
 	}
@@ -89,7 +96,7 @@ func (a *app) eventsTail() *cobra.Command {
 	f.StringVar(&project, "project", "", "the Google Cloud project of the topics (config: project)")
 	f.StringVar(&emulator, "pubsub-emulator", "", "host:port of a Pub/Sub emulator (PUBSUB_EMULATOR_HOST; config: pubsubEmulatorHost)")
 	f.IntVar(&limit, "limit", 0, "stop after this many events (0: until interrupted)")
-	f.DurationVar(&orderWait, "order-wait", defaultOrderWait, "how long an event waits for its predecessor before it is printed past the gap")
+	f.DurationVar(&orderWait, "order-wait", defaultOrderWait, "how long an event waits for its predecessor before it is printed past the gap (0: print events as they arrive)")
 	return cmd
 }
 
@@ -108,7 +115,8 @@ func contains(list []string, s string) bool {
 const defaultOrderWait = 5 * time.Second
 
 // tail subscribes to the topics and prints what arrives, in order
-// (client.Orderer), until a.ctx ends or limit events were printed.
+// (client.Orderer; as it arrives when orderWait is 0), each once, until
+// a.ctx ends or limit events were printed.
 func (a *app) tail(project, emulator, clusterID string, topics []string, limit int, orderWait time.Duration) error {
 	ctx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
@@ -161,6 +169,7 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 		printed int
 		header  bool
 		ord     = client.NewOrderer(orderWait, 0)
+		seen    = map[string]bool{} // ce-ids, when not ordering
 	)
 	// emit prints what the orderer handed on; mu is held, so that the
 	// order it handed them on is the order printed.
@@ -187,11 +196,23 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 		m.Ack()
 		mu.Lock()
 		defer mu.Unlock()
-		emit(ord.Add(client.Event{Attributes: m.Attributes, Data: m.Data}, time.Now()))
+		e := client.Event{Attributes: m.Attributes, Data: m.Data}
+		if orderWait == 0 {
+			id := m.Attributes["ce-id"]
+			if !seen[id] {
+				seen[id] = true
+				emit([]client.Event{e}, nil)
+			}
+			return
+		}
+		emit(ord.Add(e, time.Now()))
 	}
 	go func() {
 		// Held events whose wait is over go out even when nothing
 		// else arrives.
+		if orderWait == 0 {
+			return
+		}
 		t := time.NewTicker(max(orderWait/10, 50*time.Millisecond))
 		defer t.Stop()
 		for {
