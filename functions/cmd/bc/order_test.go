@@ -30,7 +30,7 @@ func TestEventsTailOrders(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"events", "tail", "--cluster", clusterID, "-o", "json", "--order-wait", "2s", "--limit", fmt.Sprint(last - 1)},
+		done <- run(ctx, []string{"events", "tail", "--cluster", clusterID, "-o", "json", "--order-wait", "5s", "--limit", fmt.Sprint(last - 1)},
 			u.lookup, &out, &errOut)
 	}()
 	wait.For(t, "bc events tail listening", func() (bool, string) {
