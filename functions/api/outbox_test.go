@@ -49,10 +49,12 @@ func outboxEvents(t *testing.T, tenantID string) []outbox.Event {
 	return out
 }
 
-// checkMessage checks a published event against API.md §7.
-func checkMessage(t *testing.T, m *pstest.Message, typ, tenantID, clusterID, nodePoolID string, at time.Time, data any) {
+// checkMessage checks a published event against API.md §7; seq is its
+// place in its cluster's sequence.
+func checkMessage(t *testing.T, m *pstest.Message, typ, tenantID, clusterID, nodePoolID string, seq int64, at time.Time, data any) {
 	t.Helper()
 	want := map[string]string{
+		"ce-sequence":    outbox.FormatSequence(seq),
 		"ce-specversion": "1.0",
 		"ce-id":          m.Attributes["ce-id"],
 		"ce-type":        typ,
@@ -107,8 +109,9 @@ func TestEventsPublished(t *testing.T) {
 		}
 		return clusterMsg != nil && poolMsg != nil
 	})
-	checkMessage(t, clusterMsg, outbox.ClusterCreated, tn.ID, c.ID, "", c.CreatedAt, c)
-	checkMessage(t, poolMsg, outbox.NodePoolCreated, tn.ID, c.ID, p.ID, p.CreatedAt, p)
+	// The cluster's chain of events: created, then its pool's.
+	checkMessage(t, clusterMsg, outbox.ClusterCreated, tn.ID, c.ID, "", 1, c.CreatedAt, c)
+	checkMessage(t, poolMsg, outbox.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
 	wait.Until(t, "the outbox emptied", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
 }
 
@@ -131,7 +134,7 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 		t.Fatalf("outbox = %+v, want the one event whose publish failed", events)
 	}
 	e := events[0]
-	if e.Type != outbox.NodePoolCreated || e.ClusterID != c.ID || e.NodePoolID != p.ID || e.TenantID != tn.ID {
+	if e.Type != outbox.NodePoolCreated || e.ClusterID != c.ID || e.NodePoolID != p.ID || e.TenantID != tn.ID || e.Sequence != 2 {
 		t.Errorf("outbox event = %+v, want %s of %s", e, outbox.NodePoolCreated, p.ID)
 	}
 	if got := published(e.ID); len(got) != 0 {
@@ -162,7 +165,8 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("event %s published %d times, want once", e.ID, len(msgs))
 	}
-	checkMessage(t, msgs[0], outbox.NodePoolCreated, tn.ID, c.ID, p.ID, p.CreatedAt, p)
+	// The drain's publish carries the number the transaction gave.
+	checkMessage(t, msgs[0], outbox.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
 
 	// Nothing is left to publish again.
 	if _, err := h.relay.Drain(context.Background(), 0, 500); err != nil {

@@ -502,7 +502,8 @@ func (c *collector) summary(clusterID string) string {
 
 // checkEvents checks the cluster's events once everything settled: the
 // distinct count of each type ("type" or "type/nodePoolId") is exactly
-// want's, and every event carries the contract's attributes.
+// want's, every event carries the contract's attributes, and they are
+// numbered without a gap (checkSequence).
 func (e *env) checkEvents(t testing.TB, cl resource.Cluster, want map[string]int) {
 	t.Helper()
 	e.waitEvents(t, cl.ID, want)
@@ -525,4 +526,5 @@ func (e *env) checkEvents(t testing.TB, cl resource.Cluster, want map[string]int
 			t.Errorf("event %s data = %q, want JSON", ev.Type, ev.Data)
 		}
 	}
+	e.checkSequence(t, "cluster/"+cl.ID, e.Store.ClusterRef("acme", cl.ID))
 }

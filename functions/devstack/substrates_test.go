@@ -295,6 +295,10 @@ func TestSubstrateCreateMode(t *testing.T) {
 	}
 	e.waitEvents(t, s.ClusterID, map[string]int{"kubernetes.substrate.ready": 1, "kubernetes.substrate.updated": 1,
 		"kubernetes.substrate.node.joined": 6, "kubernetes.substrate.node.left": 1})
+	// The substrate's events count apart from its cluster's, whose
+	// sequence holds the node pools' events the substrate caused.
+	e.checkSequence(t, "substrate/"+s.ID, doc)
+	e.checkSequence(t, "cluster/"+s.ClusterID, e.Store.ClusterRef("acme", s.ClusterID))
 
 	// A stale and a duplicate event change nothing; the next version is
 	// applied. Had either been applied, the cpu pool would have been

@@ -197,6 +197,8 @@ func TestAsyncAPIEvents(t *testing.T) {
 		default:
 			events = append(events, outbox.ClusterEvent(typ, cl, cl.CreatedAt), outbox.ClusterEvent(typ, managed, now))
 		}
+		// Numbered as the transaction that writes them numbers them.
+		outbox.Number(events, 41)
 		for _, e := range events {
 			m := e.Message()
 			if apidoc.IsSubstrateEvent(typ) != (m.Attributes["substrateId"] != "") {

@@ -167,6 +167,12 @@ func asyncAPI() map[string]any {
 				"The ordering key of the kubernetes.* events is the cluster ID; `ce-subject` is the cluster ID, also for node pool events, " +
 				"and for substrate events the substrate's cluster ID (its substrate ID while it has none). " +
 				"Delivery is at least once and no event is ever lost (a transactional outbox): a redelivery keeps its `ce-id`, so deduplicate by it. " +
+				"Pub/Sub keeps an ordering key's order only among one publisher's messages, and many instances publish: order by `ce-sequence` " +
+				"(the CloudEvents sequence extension), the event's place in its chain, per cluster for cluster and node pool events " +
+				"(keyed by `clusterId`) and per substrate for substrate events (keyed by `substrateId`): twenty decimal digits, " +
+				"zero-padded, starting at 00000000000000000001, one more for each event with no gaps, assigned in the transaction " +
+				"that writes the event, so a redelivery carries the same number. Hold an event until its predecessor came; " +
+				"one below the last handed on is a redelivery. " +
 				"The data is the resource as the API returns it (see /openapi.json).",
 		},
 		"defaultContentType": "application/json",
@@ -235,6 +241,11 @@ func attributesSchema(kind eventKind) map[string]any {
 			"anyOf": []any{map[string]any{"pattern": inputIDPattern(resource.ClusterPrefix)}, map[string]any{"pattern": idPattern(resource.SubstratePrefix)}}}
 		desc = "Pub/Sub attributes of a substrate event (kubernetes.substrate.*)."
 	}
+	chain := "its cluster's (clusterId): a node pool's events count among its cluster's"
+	if kind == substrateEvents {
+		chain = "its substrate's (substrateId), apart from its cluster's events"
+	}
+	sample.Sequence = 1 // every event written is numbered
 	names := slices.Sorted(maps.Keys(sample.Message().Attributes))
 	source := outbox.Source("TENANT")
 	tenant := inputSchemas()["ClusterRef"]["properties"].(map[string]any)["tenantId"].(map[string]any)["pattern"].(string)
@@ -244,8 +255,12 @@ func attributesSchema(kind eventKind) map[string]any {
 		"ce-type":        {"type": "string", "enum": anySlice(outbox.Types)},
 		"ce-source": {"type": "string", "pattern": "^" + regexp.QuoteMeta(strings.TrimSuffix(source, "TENANT")) + strings.Trim(tenant, "^$") + "$",
 			"description": "//compute.better-compute.dev/tenants/{tenantId}"},
-		"ce-subject":   subject,
-		"ce-time":      {"type": "string", "format": "date-time"},
+		"ce-subject": subject,
+		"ce-time":    {"type": "string", "format": "date-time"},
+		"ce-sequence": {"type": "string", "pattern": "^[0-9]{20}$",
+			"description": "The CloudEvents sequence extension: the event's place in the sequence of " + chain + ". " +
+				"Twenty decimal digits, zero-padded (string order is numeric order), from 00000000000000000001, " +
+				"one more for each event with no gaps; a redelivery carries the same number."},
 		"content-type": {"const": "application/json"},
 		"tenantId":     {"type": "string", "pattern": tenant},
 		"clusterId":    maps.Clone(subject),

@@ -81,6 +81,9 @@ type header struct {
 	ID        string `firestore:"id"`
 	Active    bool   `firestore:"active"`
 	Reconcile State  `firestore:"reconcile"`
+	// Sequence is the last ce-sequence given to the subject's events
+	// (outbox.SequenceField).
+	Sequence int64 `firestore:"sequence"`
 }
 
 func newSteadyToken() string { return steadyPrefix + newToken() }

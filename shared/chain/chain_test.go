@@ -546,3 +546,50 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 		t.Errorf("kicks = %+v, want one of tenant __x__, subject ..", k.kicks)
 	}
 }
+
+// TestRunNumbersEvents: the events a run saves are numbered after the
+// subject's sequence, in the transaction that writes them, run after run,
+// whether the run saves without a lease or under one.
+func TestRunNumbersEvents(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var runs int
+	e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
+		if runs >= 3 && l == nil {
+			return chain.Outcome{NeedsLease: true}, nil
+		}
+		return chain.Outcome{Changed: true}, nil
+	}
+	k := e.put(t, "t1", chain.State{})
+	for i := range 5 {
+		runs = i
+		k.Token = e.get(t, k).Reconcile.Token
+		if err := e.runner.Run(ctx, k, fmt.Sprintf("task-%d", i)); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	var got []int64
+	for _, ev := range e.rec.delivered {
+		got = append(got, ev.Sequence)
+	}
+	if fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Errorf("delivered events numbered %v, want [1 2 3 4 5]", got)
+	}
+	snap, err := e.sub.Ref(k).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := snap.DataAt(outbox.SequenceField); err != nil || v.(int64) != 5 {
+		t.Errorf("subject's sequence = %v (%v), want 5", v, err)
+	}
+	for _, ev := range e.rec.delivered {
+		snap, err := outbox.Ref(e.fs, ev).Get(ctx)
+		if err != nil {
+			t.Fatalf("outbox %s: %v", ev.ID, err)
+		}
+		var stored outbox.Event
+		if err := snap.DataTo(&stored); err != nil || stored.Sequence != ev.Sequence {
+			t.Errorf("outbox holds %s numbered %d (%v), delivered %d", ev.ID, stored.Sequence, err, ev.Sequence)
+		}
+	}
+}

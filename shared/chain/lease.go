@@ -181,7 +181,7 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 			// that died.
 			s.LeaseOwner, s.LeaseExpiry = "", time.Time{}
 		}
-		if err := tx.Update(ref, []firestore.Update{{Path: Field, Value: s}}); err != nil {
+		if err := tx.Update(ref, chainUpdates(s, h.Sequence, committed)); err != nil {
 			return err
 		}
 		return writeEvents(tx, fs, committed)
@@ -190,6 +190,16 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 		return nil, false, err
 	}
 	return committed, current, nil
+}
+
+// chainUpdates writes the chain s and, when a run commits events, numbers
+// them after last, the subject's sequence read in the same transaction.
+func chainUpdates(s State, last int64, events []outbox.Event) []firestore.Update {
+	updates := []firestore.Update{{Path: Field, Value: s}}
+	if len(events) > 0 {
+		updates = append(updates, firestore.Update{Path: outbox.SequenceField, Value: outbox.Number(events, last)})
+	}
+	return updates
 }
 
 func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []outbox.Event) error {
@@ -202,20 +212,20 @@ func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []outbo
 }
 
 // hold checks in tx that l still holds its subject's lease, and returns the
-// subject's document and chain as stored now.
-func (l *Lease) hold(tx *firestore.Transaction) (*firestore.DocumentSnapshot, State, error) {
+// subject's document and its chain's part as stored now.
+func (l *Lease) hold(tx *firestore.Transaction) (*firestore.DocumentSnapshot, header, error) {
 	snap, err := tx.Get(l.ref)
 	if err != nil {
-		return nil, State{}, fmt.Errorf("read %s: %w", l.ref.Path, err)
+		return nil, header{}, fmt.Errorf("read %s: %w", l.ref.Path, err)
 	}
 	var h header
 	if err := snap.DataTo(&h); err != nil {
-		return nil, State{}, fmt.Errorf("decode %s: %w", l.ref.Path, err)
+		return nil, header{}, fmt.Errorf("decode %s: %w", l.ref.Path, err)
 	}
 	if h.Reconcile.LeaseOwner != l.Owner || !h.Reconcile.LeaseExpiry.After(l.now()) {
-		return nil, State{}, ErrLeaseLost
+		return nil, header{}, ErrLeaseLost
 	}
-	return snap, h.Reconcile, nil
+	return snap, h, nil
 }
 
 // Write runs write in a transaction that first checks that the lease is
@@ -240,7 +250,7 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, toke
 	current := false
 	err := l.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		committed, current = nil, false
-		snap, s, err := l.hold(tx)
+		snap, h, err := l.hold(tx)
 		if err != nil {
 			return err
 		}
@@ -249,12 +259,13 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, toke
 				return err
 			}
 		}
+		s := h.Reconcile
 		current = s.Token == l.Token
 		l.released(&s, nextAt, failures, current)
 		if current && token != "" {
 			s.Token = token
 		}
-		if err := tx.Update(l.ref, []firestore.Update{{Path: Field, Value: s}}); err != nil {
+		if err := tx.Update(l.ref, chainUpdates(s, h.Sequence, committed)); err != nil {
 			return err
 		}
 		return writeEvents(tx, l.fs, committed)

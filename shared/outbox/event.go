@@ -6,6 +6,12 @@
 // commit a Relay publishes it to the topic named after its type and deletes
 // the outbox document. A publish that fails leaves the document behind;
 // Drain publishes what is pending later, oldest first, under the same ce-id.
+//
+// Each event also carries its place in its chain (ce-sequence: its
+// cluster's, or its substrate's for a substrate event), given by Number in
+// the transaction that writes it from the counter on the chain's document
+// (SequenceField), so that a consumer can put back in order what several
+// instances published, and a redelivery keeps its number.
 package outbox
 
 import (
@@ -63,6 +69,11 @@ type Event struct {
 	PoolID      string    `firestore:"poolId,omitempty"`
 	Time        time.Time `firestore:"time"`
 	Data        []byte    `firestore:"data"` // the resource as the API returns it
+	// Sequence is the event's place in its chain (ce-sequence): given by
+	// Number in the transaction that writes the event. 0 on an event
+	// written before events were numbered, which is published without
+	// ce-sequence.
+	Sequence int64 `firestore:"sequence,omitempty"`
 }
 
 // NodePoolEvent returns an event of type typ about the pool p at time t.
@@ -150,6 +161,9 @@ func (e Event) Message() *pubsub.Message {
 	}
 	if e.NodePoolID != "" {
 		attrs["nodePoolId"] = e.NodePoolID
+	}
+	if e.Sequence > 0 {
+		attrs["ce-sequence"] = FormatSequence(e.Sequence)
 	}
 	if e.SubstrateID != "" {
 		attrs["substrateId"] = e.SubstrateID

@@ -51,3 +51,25 @@ func TestClusterEventHasNoNodePool(t *testing.T) {
 		t.Errorf("cluster event carries nodePoolId")
 	}
 }
+
+func TestSequence(t *testing.T) {
+	events := []Event{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	if last := Number(events, 41); last != 44 {
+		t.Errorf("Number(3 events, 41) = %d, want 44", last)
+	}
+	for i, want := range []string{"00000000000000000042", "00000000000000000043", "00000000000000000044"} {
+		if got := events[i].Message().Attributes["ce-sequence"]; got != want {
+			t.Errorf("event %d ce-sequence = %q, want %q", i, got, want)
+		}
+	}
+	if last := Number(nil, 7); last != 7 {
+		t.Errorf("Number(none, 7) = %d, want 7", last)
+	}
+	// String order is numeric order.
+	if a, b := FormatSequence(9), FormatSequence(10); !(a < b) || len(a) != 20 {
+		t.Errorf("FormatSequence(9) = %q, FormatSequence(10) = %q", a, b)
+	}
+	if _, ok := (Event{}).Message().Attributes["ce-sequence"]; ok {
+		t.Errorf("an event never numbered carries ce-sequence")
+	}
+}

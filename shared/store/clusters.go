@@ -152,6 +152,10 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 				return err
 			}
 		}
+		// The cluster's chain of events starts here: its document is
+		// created with the sequence of its first event.
+		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.View(), now)}
+		cl.Sequence = outbox.Number(res.Events, 0)
 		if err := tx.Create(s.ClusterRef(c.TenantID, id), cl); err != nil {
 			return err
 		}
@@ -165,8 +169,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 			}
 		}
 		res.Cluster = cl.View()
-		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, res.Cluster, now)}
-		return s.writeEvents(tx, res.Events)
+		return s.createEvents(tx, res.Events)
 	})
 	if err != nil {
 		return ClusterResult{}, storageErr("create cluster", err)

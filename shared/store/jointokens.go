@@ -84,20 +84,24 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 		if snaps[2].Exists() {
 			return nil // joined already: idempotent
 		}
-		var cur lifecycle.Substrate
+		var cur substrateDoc
 		if err := snaps[1].DataTo(&cur); err != nil {
 			return fmt.Errorf("decode substrate: %w", err)
 		}
 		if err := tx.Create(nodeRef, n); err != nil {
 			return err
 		}
-		if err := tx.Update(subRef, []firestore.Update{{Path: "joined", Value: firestore.Increment(1)}}); err != nil {
-			return err
-		}
 		view := cur.View()
 		view.JoinedNodes++
 		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
-		return s.writeEvents(tx, events)
+		last := outbox.Number(events, cur.Sequence)
+		if err := tx.Update(subRef, []firestore.Update{
+			{Path: "joined", Value: firestore.Increment(1)},
+			{Path: outbox.SequenceField, Value: last},
+		}); err != nil {
+			return err
+		}
+		return s.createEvents(tx, events)
 	})
 	if err != nil {
 		if _, ok := errors.AsType[*errs.Error](err); ok {

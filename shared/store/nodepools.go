@@ -127,7 +127,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		}
 		res.NodePool = p.View()
 		res.Events = []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolCreated, res.NodePool, now)}
-		return s.writeEvents(tx, res.Events)
+		return s.writeEvents(tx, clusterRef, cluster.Sequence, res.Events)
 	})
 	if err != nil {
 		return NodePoolResult{}, storageErr("create node pool", err)
@@ -166,7 +166,22 @@ func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now t
 	return &k, nil
 }
 
-func (s *Store) writeEvents(tx *firestore.Transaction, events []outbox.Event) error {
+// writeEvents numbers events after last, the sequence of their chain's
+// subject (the document at ref) as the transaction read it, writes the
+// new last there and the events to the outbox.
+func (s *Store) writeEvents(tx *firestore.Transaction, ref *firestore.DocumentRef, last int64, events []outbox.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	n := outbox.Number(events, last)
+	if err := tx.Update(ref, []firestore.Update{{Path: outbox.SequenceField, Value: n}}); err != nil {
+		return err
+	}
+	return s.createEvents(tx, events)
+}
+
+// createEvents writes numbered events to the outbox.
+func (s *Store) createEvents(tx *firestore.Transaction, events []outbox.Event) error {
 	for _, e := range events {
 		if err := tx.Create(outbox.Ref(s.fs, e), e); err != nil {
 			return err

@@ -11,6 +11,7 @@
 //	pools/{poolId}                                    Pool, its first tenant's
 //	tenants/{t}/members/{principal}                   auth.Member
 //	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
+//	                                                  + sequence (of its events)
 //	tenants/{t}/clusters/{kcl}/nodePools/{knp}        lifecycle.NodePool
 //	tenants/{t}/clusters/{kcl}/nodePoolNames/{name}   reservation → knp
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
@@ -19,6 +20,7 @@
 //	tenants/{t}/substratePools/{poolId}               poolIndex: a pool's last
 //	                                                  version and substrates
 //	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State
+//	                                                  + sequence (of its events)
 //	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
 //	joinTokens/{sha256 of the token}                  JoinGrant
 //	providerBudgets/{project}/budgetShards/{minute}-{shard}
@@ -121,6 +123,9 @@ type clusterDoc struct {
 	Substrates map[string]string `firestore:"substrates"`
 	lifecycle.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
+	// Sequence is the last ce-sequence of the cluster's events, its node
+	// pools' included (outbox.SequenceField).
+	Sequence int64 `firestore:"sequence"`
 }
 
 type reservation struct {

@@ -19,6 +19,9 @@ import (
 type substrateDoc struct {
 	lifecycle.Substrate
 	Reconcile chain.State `firestore:"reconcile"`
+	// Sequence is the last ce-sequence of the substrate's events
+	// (outbox.SequenceField).
+	Sequence int64 `firestore:"sequence"`
 }
 
 // Substrate returns a stored substrate, deleted or not; nil when there is

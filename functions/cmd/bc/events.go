@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
@@ -41,6 +42,7 @@ func (a *app) eventsTail() *cobra.Command {
 		clusterID, project, emulator string
 		types                        []string
 		limit                        int
+		orderWait                    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "tail [--cluster CLUSTER_ID] [--type TYPE]...",
@@ -49,7 +51,12 @@ func (a *app) eventsTail() *cobra.Command {
 			"removed when it stops, and prints each event as it arrives: a line in a table, or with\n" +
 			"--output json one JSON object per line ({\"attributes\": {...}, \"data\": {...}}).\n" +
 			"Against the devstack (bc login --dev) it uses its Pub/Sub emulator; otherwise Google Cloud\n" +
-			"Pub/Sub with the application default credentials, in --project.",
+			"Pub/Sub with the application default credentials, in --project.\n" +
+			"Events come in the order of their ce-sequence, cluster by cluster (substrate by substrate\n" +
+			"for a substrate's), each once: an event is held until its predecessor came, for at most\n" +
+			"--order-wait, and a gap that persists is noted on stderr. The first event seen of a\n" +
+			"cluster waits too, in case an earlier one is on its way. With --type, the sequence has\n" +
+			"the other types' numbers missing: events are printed as they arrive, each once.",
 		Example: "  bc events tail --cluster kcl_...\n  bc events tail --type kubernetes.nodepool.error -o json | jq .data.message",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,7 +81,13 @@ func (a *app) eventsTail() *cobra.Command {
 				}
 				topics = types
 			}
-			return a.tail(project, emulator, clusterID, topics, limit)
+			if orderWait < 0 {
+				return &usageError{fmt.Errorf("--order-wait %v: want 0 or more", orderWait)}
+			}
+			if len(types) > 0 {
+				orderWait = 0 // the other types' events leave gaps that never fill
+			}
+			return a.tail(project, emulator, clusterID, topics, limit, orderWait)
 		},
 	}
 	f := cmd.Flags()
@@ -83,6 +96,7 @@ func (a *app) eventsTail() *cobra.Command {
 	f.StringVar(&project, "project", "", "the Google Cloud project of the topics (config: project)")
 	f.StringVar(&emulator, "pubsub-emulator", "", "host:port of a Pub/Sub emulator (PUBSUB_EMULATOR_HOST; config: pubsubEmulatorHost)")
 	f.IntVar(&limit, "limit", 0, "stop after this many events (0: until interrupted)")
+	f.DurationVar(&orderWait, "order-wait", defaultOrderWait, "how long an event waits for its predecessor before it is printed past the gap (0: print events as they arrive)")
 	return cmd
 }
 
@@ -95,9 +109,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// tail subscribes to the topics and prints what arrives until a.ctx ends
-// or limit events were printed.
-func (a *app) tail(project, emulator, clusterID string, topics []string, limit int) error {
+// defaultOrderWait is how long tail holds an event for its predecessor:
+// events published by different instances at about the same time come
+// within a few seconds of each other.
+const defaultOrderWait = 5 * time.Second
+
+// tail subscribes to the topics and prints what arrives, in order
+// (client.Orderer; as it arrives when orderWait is 0), each once, until
+// a.ctx ends or limit events were printed.
+func (a *app) tail(project, emulator, clusterID string, topics []string, limit int, orderWait time.Duration) error {
 	ctx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
 	var opts []option.ClientOption
@@ -148,27 +168,64 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 		mu      sync.Mutex
 		printed int
 		header  bool
-		seen    = map[string]bool{} // ce-ids: a redelivery is printed once
+		ord     = client.NewOrderer(orderWait, 0)
+		seen    = map[string]bool{} // ce-ids, when not ordering
 	)
+	// emit prints what the orderer handed on; mu is held, so that the
+	// order it handed them on is the order printed.
+	emit := func(events []client.Event, gaps []client.Gap) {
+		for _, g := range gaps {
+			fmt.Fprintf(a.stderr, "Note: %s.\n", g)
+		}
+		for _, e := range events {
+			if limit > 0 && printed >= limit {
+				return
+			}
+			if !header && a.output == "table" {
+				fmt.Fprintln(a.stdout, "TIME          TYPE                          CLUSTER                         NODE POOL                       STATE      DETAIL")
+				header = true
+			}
+			a.printEvent(event{Attributes: e.Attributes, Data: e.Data})
+			printed++
+			if limit > 0 && printed >= limit {
+				cancel()
+			}
+		}
+	}
 	receive := func(_ context.Context, m *pubsub.Message) {
 		m.Ack()
 		mu.Lock()
 		defer mu.Unlock()
-		id := m.Attributes["ce-id"]
-		if seen[id] || (limit > 0 && printed >= limit) {
+		e := client.Event{Attributes: m.Attributes, Data: m.Data}
+		if orderWait == 0 {
+			id := m.Attributes["ce-id"]
+			if !seen[id] {
+				seen[id] = true
+				emit([]client.Event{e}, nil)
+			}
 			return
 		}
-		seen[id] = true
-		if !header && a.output == "table" {
-			fmt.Fprintln(a.stdout, "TIME          TYPE                          CLUSTER                         NODE POOL                       STATE      DETAIL")
-			header = true
-		}
-		a.printEvent(event{Attributes: m.Attributes, Data: m.Data})
-		printed++
-		if limit > 0 && printed >= limit {
-			cancel()
-		}
+		emit(ord.Add(e, time.Now()))
 	}
+	go func() {
+		// Held events whose wait is over go out even when nothing
+		// else arrives.
+		if orderWait == 0 {
+			return
+		}
+		t := time.NewTicker(max(orderWait/10, 50*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				mu.Lock()
+				emit(ord.Flush(now))
+				mu.Unlock()
+			}
+		}
+	}()
 	errc := make(chan error, len(subs))
 	var wg sync.WaitGroup
 	for _, s := range subs {
@@ -179,6 +236,9 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 		}()
 	}
 	wg.Wait()
+	mu.Lock()
+	emit(ord.Close()) // stopping: what is held is printed, past its gaps
+	mu.Unlock()
 	close(errc)
 	for err := range errc {
 		if err != nil && !errors.Is(err, context.Canceled) {
