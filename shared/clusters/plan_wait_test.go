@@ -100,7 +100,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "a pool in error keeps its error while it waits",
 			in: Input{
 				Cluster: clusterDoc(failed),
-				Pools: []lifecycle.NodePool{poolDoc("a", failed, 3, saying("no e2-standard-4 available"), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
+				Pools:   []lifecycle.NodePool{poolDoc("a", failed, 3, saying("no e2-standard-4 available"), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{
 					"a": {Status: StatusRunningWithError, Message: "no e2-standard-4 available", NodeCount: 2},
 				}), upgrade),
