@@ -129,6 +129,8 @@ type Decision struct {
 	Deleted bool
 	// acted is true once the call was made (or refused).
 	acted bool
+	// failure is why the call failed, when it is retried.
+	failure string
 }
 
 // Plan decides the next step for a cluster. It never mutates in.

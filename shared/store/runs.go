@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"reflect"
 
 	"cloud.google.com/go/firestore"
 
@@ -78,6 +79,10 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 			if err := tx.Delete(s.poolNameRef(c.TenantID, c.ID, p.Spec.Name)); err != nil {
 				return nil, err
 			}
+		}
+		if reflect.DeepEqual(p.Status, was.Status) && p.Active == was.Active && reflect.DeepEqual(p.ExpireAt, was.ExpireAt) {
+			// A pool the run left as it was costs no write.
+			continue
 		}
 		if err := tx.Update(refs[i], statusUpdates(p.Status, p.Active, p.ExpireAt)); err != nil {
 			return nil, err
