@@ -44,6 +44,13 @@ func TestDevRoutesFollowTheAPIsTransport(t *testing.T) {
 		{"DELETE", "/dev/pools/archive", "", http.StatusMethodNotAllowed, "POST", ""},
 		{"POST", "/dev/pools/archive", `"pool"`, http.StatusBadRequest, "", ""},
 
+		{"POST", "/dev/gke/upgrade", huge, http.StatusRequestEntityTooLarge, "", ""},
+		{"GET", "/dev/gke/upgrade", "", http.StatusMethodNotAllowed, "POST", ""},
+		{"POST", "/dev/gke/upgrade", `{"clusterId":1}`, http.StatusBadRequest, "", "clusterId"},
+		{"POST", "/dev/gke/upgrade", `{"clusterId":"kcl_x","bogus":1}`, http.StatusBadRequest, "", "bogus"},
+		{"POST", "/dev/gke/upgrade", `{}`, http.StatusBadRequest, "", "clusterId"},
+		{"POST", "/dev/gke/upgrade", `{"clusterId":"kcl_x","duration":"soon"}`, http.StatusBadRequest, "", "duration"},
+
 		{"POST", "/dev/clusters/kcl_x/kubeconfig", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz/kubernetes", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},

@@ -52,7 +52,7 @@ func (s *Stack) gkeUpgrade(w http.ResponseWriter, r *http.Request) {
 	if req.Duration != "" {
 		var err error
 		if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
-			bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive Go duration such as "10s"`})
+			bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive duration such as "10s" or "1m30s"`})
 		}
 	}
 	if len(bad) > 0 {
