@@ -51,6 +51,17 @@ func TestDevRoutesFollowTheAPIsTransport(t *testing.T) {
 		{"POST", "/dev/gke/upgrade", `{}`, http.StatusBadRequest, "", "clusterId"},
 		{"POST", "/dev/gke/upgrade", `{"clusterId":"kcl_x","duration":"soon"}`, http.StatusBadRequest, "", "duration"},
 
+		{"POST", "/dev/gke/stockout", huge, http.StatusRequestEntityTooLarge, "", ""},
+		{"GET", "/dev/gke/stockout", "", http.StatusMethodNotAllowed, "POST", ""},
+		{"POST", "/dev/gke/stockout", `{"zone":"us-central1-a"}`, http.StatusBadRequest, "", "count"},
+		{"POST", "/dev/gke/stockout", `{"count":1}`, http.StatusBadRequest, "", "zone"},
+		{"POST", "/dev/gke/stockout", `{"zone":"us-central1-a","count":"2"}`, http.StatusBadRequest, "", "count"},
+		{"POST", "/dev/gke/autoscale", huge, http.StatusRequestEntityTooLarge, "", ""},
+		{"GET", "/dev/gke/autoscale", "", http.StatusMethodNotAllowed, "POST", ""},
+		{"POST", "/dev/gke/autoscale", `{"clusterId":"kcl_x","nodeCount":1}`, http.StatusBadRequest, "", "nodePool"},
+		{"POST", "/dev/gke/autoscale", `{"clusterId":"kcl_x","nodePool":"a","nodeCount":-1}`, http.StatusBadRequest, "", "nodeCount"},
+		{"POST", "/dev/gke/autoscale", `{"clusterId":"kcl_x","nodePool":"a","nodeCount":1,"zone":"x"}`, http.StatusBadRequest, "", "zone"},
+
 		{"POST", "/dev/clusters/kcl_x/kubeconfig", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz/kubernetes", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"reflect"
+	"time"
 
 	"cloud.google.com/go/firestore"
 
@@ -80,8 +81,10 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 				return nil, err
 			}
 		}
-		if reflect.DeepEqual(p.Status, was.Status) && p.Active == was.Active && reflect.DeepEqual(p.ExpireAt, was.ExpireAt) {
-			// A pool the run left as it was costs no write.
+		if reflect.DeepEqual(p.Status, cur.Status) && p.Active == cur.Active && equalTimes(p.ExpireAt, cur.ExpireAt) {
+			// A pool whose stored status is already the run's costs no
+			// write. (Compared with the stored one, not the one read: the
+			// run may have recorded an intent since.)
 			continue
 		}
 		if err := tx.Update(refs[i], statusUpdates(p.Status, p.Active, p.ExpireAt)); err != nil {
@@ -104,6 +107,13 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 		}
 	}
 	return committed, nil
+}
+
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(*b)
 }
 
 // statusUpdates writes a status whole, with the fields derived from it.
