@@ -252,3 +252,63 @@ func poolUpdateTime(t *testing.T, e *env, clusterID, poolID string) time.Time {
 	}
 	return snap.UpdateTime
 }
+
+// TestProviderAutoscaleAndStockout: POST /dev/gke/autoscale moves an
+// autoscaled pool's nodes at the provider, within its bounds, and the
+// reconciler never resizes it back; POST /dev/gke/stockout makes the
+// next pool that needs nodes in the zone get none, which the pool shows.
+func TestProviderAutoscaleAndStockout(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	c := e.api
+	auto := poolSpec("auto", 1)
+	auto["autoscaling"] = map[string]any{"minNodes": 1, "maxNodes": 3}
+	cl := c.createCluster(t, "events", poolSpec("a", 1), auto)
+	cl = c.waitCluster(t, cl.ID, resource.StateReady, nil)
+
+	tests := []struct {
+		body     map[string]any
+		want     int
+		wantCode string
+	}{
+		{map[string]any{"clusterId": cl.ID, "nodePool": "auto", "nodeCount": 3}, http.StatusAccepted, ""},
+		{map[string]any{"clusterId": cl.ID, "nodePool": "auto", "nodeCount": 9}, http.StatusConflict, "INVALID_STATE"},
+		{map[string]any{"clusterId": cl.ID, "nodePool": "a", "nodeCount": 2}, http.StatusConflict, "INVALID_STATE"},
+		{map[string]any{"clusterId": cl.ID, "nodePool": "nope", "nodeCount": 2}, http.StatusNotFound, "NOT_FOUND"},
+	}
+	for _, tt := range tests {
+		if code, body := postDev(t, e, devstack.GKEAutoscalePath, tt.body); code != tt.want || !strings.Contains(body, tt.wantCode) {
+			t.Errorf("autoscale %v = %d %s, want %d %s", tt.body, code, body, tt.want, tt.wantCode)
+		}
+	}
+	// A change of another pool makes the runs look at the cluster again.
+	c.updatePool(t, cl.ID, poolByName(t, c, cl.ID, "a").ID, map[string]any{"nodeCount": 2})
+	wait.For(t, "pool a resized", func() (bool, string) {
+		counts, err := e.GKE.NodeCounts(providerName(cl) + "/nodePools/a")
+		return err == nil && counts["us-central1-a"] == 2, fmt.Sprint(counts, err)
+	})
+	c.waitCluster(t, cl.ID, resource.StateReady, nil)
+	counts, err := e.GKE.NodeCounts(providerName(cl) + "/nodePools/auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for zone, n := range counts {
+		if n != 3 {
+			t.Errorf("nodes of auto in %s = %d, want the autoscaler's 3", zone, n)
+		}
+	}
+	if n := e.ops(cl, containerpb.Operation_SET_NODE_POOL_SIZE, "auto"); n != 0 {
+		t.Errorf("resizes of auto = %d, want none", n)
+	}
+
+	if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-b", "count": 1}); code != http.StatusAccepted {
+		t.Fatalf("stockout = %d %s, want 202", code, body)
+	}
+	spec := poolSpec("short", 1)
+	spec["zones"] = []string{"us-central1-b"}
+	c.createPool(t, cl.ID, spec)
+	wait.For(t, "the stockout shown", func() (bool, string) {
+		p := poolByName(t, c, cl.ID, "short")
+		return p.State == resource.StateError && strings.Contains(p.Message, "ZONE_RESOURCE_POOL_EXHAUSTED"), string(p.State) + " " + p.Message
+	})
+}
