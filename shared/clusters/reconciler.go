@@ -360,7 +360,9 @@ func (u *run) plan(ctx context.Context) error {
 		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
 	default:
 		in.Observed = observe(pc)
-		if opName == "" && providerBusy(pc) {
+		// Only a change can wait: a steady refresh of a busy cluster
+		// lists nothing.
+		if opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {
 			in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
 		}
 	}
@@ -393,7 +395,8 @@ func providerBusy(pc *containerpb.Cluster) bool {
 // providerOperations lists the operations the provider runs on the
 // cluster on its own (a release-channel upgrade, a repair), for the
 // planner to say what its changes wait for. It costs one call, made only
-// while the provider shows the cluster busy with none of ours in flight.
+// while a change is under way and the provider shows the cluster busy
+// with none of ours in flight.
 // A listing that fails says nothing: the changes wait unexplained, as
 // they would without it.
 func (r *Reconciler) providerOperations(ctx context.Context, g GKE, n names, c *lifecycle.Cluster) []ObservedOperation {
