@@ -72,7 +72,7 @@ func TestProviderUpgradeHoldsResize(t *testing.T) {
 	if code, body := postDev(t, e, devstack.GKEUpgradePath, map[string]string{"clusterId": cl.ID}); code != http.StatusConflict || !strings.Contains(body, "INVALID_STATE") {
 		t.Errorf("a second upgrade meanwhile = %d %s, want 409 INVALID_STATE", code, body)
 	}
-	resizes := e.GKE.Calls("SetNodePoolSize")
+	resizes, lists := e.GKE.Calls("SetNodePoolSize"), e.GKE.Calls("ListOperations")
 	c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": 2})
 
 	want := fmt.Sprintf("waiting for the provider's operation %s (UPGRADE_MASTER) to finish", started.Operation)
@@ -84,6 +84,17 @@ func TestProviderUpgradeHoldsResize(t *testing.T) {
 		p := poolByName(t, c, cl.ID, "a")
 		return p.State == resource.StateUpdating && p.Message == want && got.State == resource.StateUpdating && got.Message == want, c.clusterState(cl.ID)
 	})
+	// Runs that find the same wait write nothing of the pool.
+	written, seen := poolUpdateTime(t, e, cl.ID, a.ID), e.GKE.Calls("ListOperations")
+	wait.For(t, "more runs during the upgrade", func() (bool, string) {
+		n := e.GKE.Calls("ListOperations") - seen
+		return n >= 3, fmt.Sprintf("%d runs", n)
+	})
+	if p := poolByName(t, c, cl.ID, "a"); p.Message == want {
+		if w := poolUpdateTime(t, e, cl.ID, a.ID); !w.Equal(written) {
+			t.Errorf("pool written again at %v (first at %v) while its wait was the same", w, written)
+		}
+	}
 	if n := e.GKE.Calls("SetNodePoolSize") - resizes; n != 0 {
 		t.Errorf("SetNodePoolSize calls during the upgrade = %d, want none", n)
 	}
@@ -107,6 +118,7 @@ func TestProviderUpgradeHoldsResize(t *testing.T) {
 	if n := e.GKE.Calls("SetNodePoolSize") - resizes; n != 1 {
 		t.Errorf("SetNodePoolSize calls = %d, want 1", n)
 	}
+	t.Logf("ListOperations calls while the resize waited 10 s: %d", e.GKE.Calls("ListOperations")-lists)
 }
 
 // down fails every call with UNAVAILABLE while set.
