@@ -14,7 +14,8 @@
 //
 // The public state (resource.State) is derived from both halves, never
 // stored on its own: see ClusterState and NodePoolState. The two files
-// cluster.go and nodepool.go hold every rule of each object.
+// cluster.go and nodepool.go hold every rule of each object; waiting.go
+// holds what a change waiting says in both objects' messages.
 package lifecycle
 
 import (
