@@ -398,3 +398,33 @@ func TestRealClock(t *testing.T) {
 		t.Errorf("cluster status = %v, want RUNNING", c.Status)
 	}
 }
+
+// TestUpgradeMasterFor: an upgrade the provider starts itself, of a given
+// length, to the next version; other operations are refused until it ends.
+func TestUpgradeMasterFor(t *testing.T) {
+	e := newEnv(t)
+	before := e.createCluster(t)
+	const d = 4 * opTime
+	id, err := e.srv.UpgradeMasterFor(clusterN, "", d)
+	if err != nil {
+		t.Fatalf("UpgradeMasterFor: %v", err)
+	}
+	want := NextVersion(before.CurrentMasterVersion)
+	if compareVersions(want, before.CurrentMasterVersion) <= 0 {
+		t.Fatalf("NextVersion(%s) = %s, want a newer one", before.CurrentMasterVersion, want)
+	}
+	e.clock.Step(d - time.Millisecond)
+	op, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + id})
+	if err != nil || op.Status != containerpb.Operation_RUNNING || op.OperationType != containerpb.Operation_UPGRADE_MASTER {
+		t.Fatalf("GetOperation(%s) just before its end = %v, %v; want a RUNNING UPGRADE_MASTER", id, op, err)
+	}
+	_, err = e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/" + before.NodePools[0].Name, NodeCount: 2})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), id) {
+		t.Errorf("resize during the upgrade = %v, want FailedPrecondition naming %s", err, id)
+	}
+	e.clock.Step(time.Millisecond)
+	c, _ := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+	if c.Status != containerpb.Cluster_RUNNING || c.CurrentMasterVersion != want {
+		t.Errorf("after the upgrade = %v %q, want RUNNING %q", c.Status, c.CurrentMasterVersion, want)
+	}
+}

@@ -57,8 +57,8 @@
 // happens) and Stockout.
 //
 // Tests change the state out of band through Server: RemoveNodePool,
-// ResizeNodePool, BreakNodePool, Autoscale, and UpgradeMaster (a
-// release-channel upgrade). Cluster, NodePool, NodeCounts and Operations
+// ResizeNodePool, BreakNodePool, Autoscale, and UpgradeMaster or UpgradeMasterFor
+// (a release-channel upgrade). Cluster, NodePool, NodeCounts and Operations
 // inspect the state.
 //
 // IAM. With WithIAM the simulator authenticates and authorizes every
@@ -193,7 +193,8 @@
 //   - Versions are full GKE versions (1.33.4-gke.1000) or "latest"/"-";
 //     aliases such as "1.33" are refused. Release channels only choose
 //     the initial version; upgrades happen when a test calls
-//     UpgradeMaster. Node pools are never upgraded automatically.
+//     UpgradeMaster or UpgradeMasterFor (the next build, NextVersion,
+//     over a chosen time). Node pools are never upgraded automatically.
 //   - Node counts: like GKE, initial_node_count keeps its created value
 //     and instanceGroupUrls name one group per zone; the cluster's
 //     currentNodeCount is the live total. The per-zone count is exposed

@@ -3,6 +3,7 @@ package gke
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
@@ -166,6 +167,14 @@ func (s *Server) BreakNodePool(name, msg string) error {
 // version once it ends. It returns the operation's ID. Node pools keep
 // their version.
 func (s *Server) UpgradeMaster(clusterName, version string) (string, error) {
+	return s.UpgradeMasterFor(clusterName, version, 0)
+}
+
+// UpgradeMasterFor is UpgradeMaster with an operation that lasts d (the
+// server's operation time when d is not positive). An empty version is
+// the next one after the cluster's (NextVersion), as a release channel
+// would pick.
+func (s *Server) UpgradeMasterFor(clusterName, version string, d time.Duration) (string, error) {
 	g := s.GServer
 	k, pool, err := parseNameArg(clusterName)
 	if err != nil || pool != "" {
@@ -174,9 +183,19 @@ func (s *Server) UpgradeMaster(clusterName, version string) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.settle()
+	if version == "" {
+		c, err := g.cluster(k)
+		if err != nil {
+			return "", fmt.Errorf("gke: UpgradeMaster(%q): %w", clusterName, err)
+		}
+		version = NextVersion(c.pb.CurrentMasterVersion)
+	}
 	op, err := g.upgradeMaster("UpgradeMaster", k, version)
 	if err != nil {
 		return "", fmt.Errorf("gke: UpgradeMaster(%q, %q): %w", clusterName, version, err)
+	}
+	if d > 0 {
+		op.end = g.now().Add(d)
 	}
 	return op.pb.Name, nil
 }

@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 
@@ -34,6 +35,18 @@ func resolveVersion(v, def string) (string, error) {
 		return "", status.Errorf(codes.InvalidArgument, "Version %q is invalid: want a full version like %q.", v, def)
 	}
 	return v, nil
+}
+
+// NextVersion is the version a release channel would move a cluster at v
+// to: the next GKE build of the same patch release (1.33.4-gke.1000 →
+// 1.33.4-gke.1100). A malformed v is returned as it is.
+func NextVersion(v string) string {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return v
+	}
+	build, _ := strconv.Atoi(m[4])
+	return fmt.Sprintf("%s.%s.%s-gke.%d", m[1], m[2], m[3], build+100)
 }
 
 // compareVersions orders two full GKE versions; malformed ones sort first.

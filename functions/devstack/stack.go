@@ -285,6 +285,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	s.kubernetesRoutes(mux)
+	s.gkeRoutes(mux)
 	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
 	readTimeout := s.cfg.ReadTimeout

@@ -19,6 +19,7 @@
 package clusters
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -56,6 +57,19 @@ type ObservedCluster struct {
 	// masterAuth.clusterCaCertificate gives it (base64).
 	CA    string
 	Pools map[string]ObservedPool // by name
+	// Operations are the provider's running operations on the cluster
+	// that no run started (a release-channel upgrade, a repair), oldest
+	// first: the run's calls would be refused until they end.
+	Operations []ObservedOperation
+}
+
+// ObservedOperation is an operation the provider started itself.
+type ObservedOperation struct {
+	ID   string // operation-...
+	Type string // UPGRADE_MASTER, REPAIR_CLUSTER, ...
+	// Pool is the node pool it is on; "" for the cluster, which holds
+	// every pool.
+	Pool string
 }
 
 // OpOutcome is what became of the recorded operation.
@@ -115,21 +129,32 @@ type Decision struct {
 	Deleted bool
 	// acted is true once the call was made (or refused).
 	acted bool
+	// failure is why the call failed, when it is retried.
+	failure string
 }
 
 // Plan decides the next step for a cluster. It never mutates in.
 func Plan(in Input, now time.Time) Decision {
-	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed, failed: -1}
+	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed, failed: -1, waiting: map[int]bool{}}
 	p.d.Cluster = lifecycle.BeginRun(in.Cluster)
 	for _, np := range in.Pools {
 		p.d.Pools = append(p.d.Pools, lifecycle.BeginNodePoolRun(np))
 	}
+	// A run that plans has observed the provider, or learnt that it
+	// cannot: its transient failures, if any, are over.
+	p.d.Cluster.Status.Retrying = nil
 	if in.Access != "" {
 		p.planDenied(in.Access)
-		return p.d
+	} else {
+		p.applyOp(in.Op)
+		p.planCluster()
 	}
-	p.applyOp(in.Op)
-	p.planCluster()
+	// Nothing is in the way of the pools that do not wait.
+	for i := range p.d.Pools {
+		if !p.waiting[i] {
+			lifecycle.NodePoolWaiting(&p.d.Pools[i], "", p.now)
+		}
+	}
 	return p.d
 }
 
@@ -144,6 +169,34 @@ type planner struct {
 	// -1: it shows its error until the next run rather than being retried
 	// at once, so that a refusal is retried at the steady pace.
 	failed int
+	// waiting marks the pools whose change waits for an operation the
+	// provider started itself; waitMsg is the first one's message, which
+	// the cluster shows.
+	waiting map[int]bool
+	waitMsg string
+}
+
+// held reports what holds pool i's change: an operation the provider
+// started itself on the cluster or on the pool. It notes the wait in the
+// pool's message, and reports false when nothing holds it.
+func (p *planner) held(i int) bool {
+	if p.busy || p.obs == nil {
+		return false
+	}
+	np := &p.d.Pools[i]
+	for _, o := range p.obs.Operations {
+		if o.Pool == "" || o.Pool == np.Spec.Name {
+			msg := fmt.Sprintf("waiting for the provider's operation %s (%s) to finish", o.ID, o.Type)
+			lifecycle.NodePoolWaiting(np, msg, p.now)
+			p.waiting[i] = true
+			if p.waitMsg == "" {
+				p.waitMsg = msg
+			}
+			p.d.Converging = true
+			return true
+		}
+	}
+	return false
 }
 
 // inFlight reports whether an operation is recorded, or about to be.
@@ -165,7 +218,7 @@ func (p *planner) emit(events []outbox.Event) {
 
 // settle derives the cluster's state from its pools (lifecycle.SettleCluster).
 func (p *planner) settle() {
-	events, converging := lifecycle.SettleCluster(&p.d.Cluster, p.d.Pools, p.d.Converging || p.busy, p.now)
+	events, converging := lifecycle.SettleClusterWaiting(&p.d.Cluster, p.d.Pools, p.d.Converging || p.busy, p.waitMsg, p.now)
 	p.emit(events)
 	p.d.Converging = converging
 }

@@ -19,6 +19,9 @@ func (p *planner) planPool(i int) {
 			return
 		}
 		// Not at the provider: create it (again, if it vanished).
+		if p.held(i) {
+			return
+		}
 		if p.act(CreateNodePool, i) {
 			// What the provider makes is read afresh once it exists.
 			pr.Created = false
@@ -35,10 +38,6 @@ func (p *planner) planPool(i int) {
 			pr.NodeCount = -1
 		}
 	}
-	if op.Status == StatusProvisioning || op.Status == StatusReconciling || op.Status == StatusStopping {
-		p.d.Converging = true
-		return
-	}
 	var change string
 	switch {
 	case !sameAutoscaling(np.Spec.Autoscaling, op.Autoscaling):
@@ -46,12 +45,25 @@ func (p *planner) planPool(i int) {
 	case np.Spec.Autoscaling == nil && pr.NodeCount != np.Spec.NodeCount:
 		change = SetSize
 	}
+	if op.Status == StatusProvisioning || op.Status == StatusReconciling || op.Status == StatusStopping {
+		// The provider is changing the pool: a change to make waits,
+		// and says for what when the provider started it itself (a
+		// repair).
+		if change != "" {
+			p.held(i)
+		}
+		p.d.Converging = true
+		return
+	}
 	failing := op.Status == StatusError || op.Status == StatusRunningWithError
 	switch {
 	case change != "" && i != p.failed:
 		// A pool the provider shows in error is tried again with the
 		// change it still lacks: a change by the tenant, or a retry of
 		// one the provider failed (a stockout), at the steady pace.
+		if p.held(i) {
+			return
+		}
 		if p.act(change, i) {
 			lifecycle.NodePoolChanging(np, p.now)
 		} else if failing && np.Status.State == resource.StateError {
@@ -87,7 +99,7 @@ func (p *planner) planPoolDelete(i int) {
 		return
 	}
 	p.d.Converging = true
-	if op.Status != StatusStopping {
+	if op.Status != StatusStopping && !p.held(i) {
 		p.act(DeleteNodePool, i)
 	}
 }

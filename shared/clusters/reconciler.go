@@ -229,7 +229,10 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 	}
 	if !u.planned {
 		if err := u.plan(ctx); err != nil {
-			return chain.Outcome{}, err
+			if errors.Is(err, context.Canceled) {
+				return chain.Outcome{}, err
+			}
+			return u.failed(ctx, err), nil
 		}
 		u.planned = true
 	}
@@ -242,6 +245,9 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 			return chain.Outcome{}, err
 		}
 		u.d.acted = true
+		if u.retry {
+			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.read.Cluster.Status.Retrying, u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
+		}
 	}
 	return chain.Outcome{
 		// A recorded intent is cleared or completed by the save.
@@ -251,6 +257,38 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Done:       u.d.Deleted,
 		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
 	}, nil
+}
+
+// failed is the outcome of a run that could not observe the cluster (the
+// provider or the identity it acts as failing, the request budget spent):
+// retried with backoff, with nothing changed but the record of the
+// failures (lifecycle.RunFailed), so that failures that last are said on
+// the cluster and its changing pools while their states stay. The status
+// is written when that record or a message changes, not at every retry.
+func (u *run) failed(ctx context.Context, err error) chain.Outcome {
+	logging.FromContext(ctx).Warn("Reconcile run failed; retrying with backoff", "error", err)
+	d := Decision{Cluster: lifecycle.BeginRun(u.read.Cluster)}
+	for _, p := range u.read.Pools {
+		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
+	}
+	lifecycle.RunFailed(&d.Cluster, d.Pools, u.read.Cluster.Status.Retrying, reason(err), u.r.now().UTC().Truncate(time.Microsecond))
+	u.d, u.planned, u.retry = d, true, true
+	return chain.Outcome{
+		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
+		Retry:   true,
+	}
+}
+
+// reason is a failure as the cluster's message says it: the error, with
+// the provider's status put plainly ("get cluster: Unavailable: ...").
+func reason(err error) string {
+	msg := err.Error()
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		st := se.GRPCStatus()
+		msg = strings.Replace(msg, fmt.Sprintf("rpc error: code = %s desc = ", st.Code()), st.Code().String()+": ", 1)
+	}
+	return msg
 }
 
 // plan observes the cluster at the provider and plans.
@@ -322,6 +360,11 @@ func (u *run) plan(ctx context.Context) error {
 		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
 	default:
 		in.Observed = observe(pc)
+		// Only a change can wait: a steady refresh of a busy cluster
+		// lists nothing.
+		if opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {
+			in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
+		}
 	}
 	u.d = Plan(in, u.r.now())
 	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})) {
@@ -331,6 +374,65 @@ func (u *run) plan(ctx context.Context) error {
 		return u.plan(ctx)
 	}
 	return nil
+}
+
+// providerBusy reports whether the provider shows the cluster or one of
+// its pools changing while no operation of ours is in flight: an
+// operation it started itself may hold the run's calls.
+func providerBusy(pc *containerpb.Cluster) bool {
+	if pc.GetStatus() == containerpb.Cluster_RECONCILING {
+		return true
+	}
+	for _, np := range pc.GetNodePools() {
+		switch np.GetStatus() {
+		case containerpb.NodePool_PROVISIONING, containerpb.NodePool_RECONCILING, containerpb.NodePool_STOPPING:
+			return true
+		}
+	}
+	return false
+}
+
+// providerOperations lists the operations the provider runs on the
+// cluster on its own (a release-channel upgrade, a repair), for the
+// planner to say what its changes wait for. It costs one call, made only
+// while a change is under way and the provider shows the cluster busy
+// with none of ours in flight.
+// A listing that fails says nothing: the changes wait unexplained, as
+// they would without it.
+func (r *Reconciler) providerOperations(ctx context.Context, g GKE, n names, c *lifecycle.Cluster) []ObservedOperation {
+	log := logging.FromContext(ctx)
+	if err := r.budget.take(ctx, c.Spec.Project); err != nil {
+		log.Warn("Cannot list the provider's operations", "error", err)
+		return nil
+	}
+	resp, err := g.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: n.parent})
+	if err != nil {
+		log.Warn("Cannot list the provider's operations", "error", err)
+		return nil
+	}
+	var ops []ObservedOperation
+	target := "/clusters/" + c.Spec.ProviderName
+	for _, op := range resp.GetOperations() {
+		if st := op.GetStatus(); st != containerpb.Operation_RUNNING && st != containerpb.Operation_PENDING {
+			continue
+		}
+		link := op.GetTargetLink()
+		i := strings.Index(link, target)
+		if i < 0 {
+			continue
+		}
+		rest := link[i+len(target):]
+		o := ObservedOperation{ID: op.GetName(), Type: op.GetOperationType().String()}
+		switch {
+		case rest == "":
+		case strings.HasPrefix(rest, "/nodePools/"):
+			o.Pool = strings.TrimPrefix(rest, "/nodePools/")
+		default:
+			continue // another cluster whose name starts with ours
+		}
+		ops = append(ops, o)
+	}
+	return ops
 }
 
 // planDenied plans a run that failed to observe the cluster with err.
@@ -409,6 +511,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 			// the same way: the tenant's delete stands, and no error
 			// state would help.
 			log.Warn("Provider call failed; retrying with backoff", "call", a.Kind, "error", err)
+			d.failure = a.Kind + ": " + reason(err)
 			return true, nil
 		}
 		log.Info("The provider refused the call", "call", a.Kind, "reason", f.Message)

@@ -14,6 +14,8 @@ import (
 //   - deleted once the reconciler found it gone after a delete;
 //   - deleting from the tenant's delete on;
 //   - pending until the reconciler first looks at it;
+//   - provisioning, updating or ready with a message when something is in
+//     the way of its change (ClusterWaiting, RunFailed);
 //   - updating when the tenant changed it (or one of its pools) since the
 //     reconciler last looked, unless it is still being created;
 //   - otherwise what the reconciler last decided: provisioning, ready,
@@ -167,6 +169,13 @@ func ClusterDeleted(c *Cluster, now time.Time) []outbox.Event {
 //     kubernetes.cluster.updated when it is ready again after a change or
 //     after the provider moved its version.
 func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time) ([]outbox.Event, bool) {
+	return SettleClusterWaiting(c, pools, converging, "", now)
+}
+
+// SettleClusterWaiting is SettleCluster for a run whose pools' changes
+// wait (waiting says for what): a cluster provisioning or updating says
+// so in its message.
+func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting string, now time.Time) ([]outbox.Event, bool) {
 	var failed []string
 	for i := range pools {
 		switch st := pools[i].Status.State; st {
@@ -182,10 +191,10 @@ func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time)
 	case len(failed) > 0:
 		return ClusterError(c, strings.Join(failed, "; "), now), converging
 	case converging && s.Provider.EverReady:
-		setClusterState(c, resource.StateUpdating, "", now)
+		setClusterState(c, resource.StateUpdating, waiting, now)
 		return nil, true
 	case converging:
-		setClusterState(c, resource.StateProvisioning, "", now)
+		setClusterState(c, resource.StateProvisioning, waiting, now)
 		return nil, true
 	}
 	wasReady := s.State == resource.StateReady

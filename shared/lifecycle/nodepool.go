@@ -10,9 +10,12 @@ import (
 
 // NodePoolState is the pool's public state and message:
 //   - deleted once the reconciler found it gone after a delete;
-//   - deleting from the tenant's delete (of the pool or its cluster) on;
+//   - deleting from the tenant's delete (of the pool or its cluster) on,
+//     with what the delete waits for once a run has looked at it (and
+//     not since changed);
 //   - pending until the provider first had it, whatever the tenant changes
-//     meanwhile;
+//     meanwhile, with what it waits for once a run has looked at it (and
+//     not since changed);
 //   - updating when the tenant resized it since the reconciler last looked;
 //   - otherwise what the reconciler last decided: ready, updating (a change
 //     at the provider) or error.
@@ -21,8 +24,12 @@ func NodePoolState(p *NodePool) (resource.State, string) {
 	switch {
 	case s.State == resource.StateDeleted:
 		return resource.StateDeleted, ""
+	case p.Spec.Deleting && s.State == resource.StateDeleting && s.ObservedGeneration >= p.Spec.Generation:
+		return resource.StateDeleting, s.Message
 	case p.Spec.Deleting:
 		return resource.StateDeleting, ""
+	case s.State == resource.StatePending && s.ObservedGeneration >= p.Spec.Generation:
+		return resource.StatePending, s.Message
 	case s.State == "" || s.State == resource.StatePending:
 		return resource.StatePending, ""
 	case s.ObservedGeneration < p.Spec.Generation:

@@ -14,7 +14,8 @@
 //
 // The public state (resource.State) is derived from both halves, never
 // stored on its own: see ClusterState and NodePoolState. The two files
-// cluster.go and nodepool.go hold every rule of each object.
+// cluster.go and nodepool.go hold every rule of each object; waiting.go
+// holds what a change waiting says in both objects' messages.
 package lifecycle
 
 import (
@@ -114,7 +115,10 @@ type ClusterStatus struct {
 	// twice because a tenant's change came in between.
 	Announced string          `firestore:"announced"`
 	Provider  ProviderCluster `firestore:"provider"`
-	UpdatedAt time.Time       `firestore:"updatedAt"`
+	// Retrying, when set, records the runs' transient failures since the
+	// first one (RunFailed); a run that observes the provider clears it.
+	Retrying  *Retry    `firestore:"retrying,omitempty"`
+	UpdatedAt time.Time `firestore:"updatedAt"`
 }
 
 // Cluster is a stored cluster. Active and ExpireAt are derived from the
@@ -250,6 +254,10 @@ func (c Cluster) Clone() Cluster {
 	c.Spec.Labels = maps.Clone(c.Spec.Labels)
 	c.Spec.Zones = slices.Clone(c.Spec.Zones)
 	c.Status.Provider.Intent = cloneIntent(c.Status.Provider.Intent)
+	if c.Status.Retrying != nil {
+		r := *c.Status.Retrying
+		c.Status.Retrying = &r
+	}
 	if c.ExpireAt != nil {
 		t := *c.ExpireAt
 		c.ExpireAt = &t

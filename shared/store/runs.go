@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"reflect"
+	"time"
 
 	"cloud.google.com/go/firestore"
 
@@ -79,6 +81,12 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 				return nil, err
 			}
 		}
+		if reflect.DeepEqual(p.Status, cur.Status) && p.Active == cur.Active && equalTimes(p.ExpireAt, cur.ExpireAt) {
+			// A pool whose stored status is already the run's costs no
+			// write. (Compared with the stored one, not the one read: the
+			// run may have recorded an intent since.)
+			continue
+		}
 		if err := tx.Update(refs[i], statusUpdates(p.Status, p.Active, p.ExpireAt)); err != nil {
 			return nil, err
 		}
@@ -99,6 +107,13 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 		}
 	}
 	return committed, nil
+}
+
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(*b)
 }
 
 // statusUpdates writes a status whole, with the fields derived from it.

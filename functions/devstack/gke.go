@@ -1,0 +1,184 @@
+package devstack
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/httpapi"
+)
+
+// Provider event paths of the devstack (API.md §8).
+const (
+	GKEUpgradePath   = "/dev/gke/upgrade"
+	GKEStockoutPath  = "/dev/gke/stockout"
+	GKEAutoscalePath = "/dev/gke/autoscale"
+)
+
+// gkeRoutes serves the provider events: what GKE does on its own, caused
+// from outside for demos and tests.
+func (s *Stack) gkeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+GKEUpgradePath, s.gkeUpgrade)
+	mux.HandleFunc("POST "+GKEStockoutPath, s.gkeStockout)
+	mux.HandleFunc("POST "+GKEAutoscalePath, s.gkeAutoscale)
+}
+
+// grpcMessage is the provider's own words in err, when it has them.
+func grpcMessage(err error) string {
+	var st interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &st) {
+		return st.GRPCStatus().Message()
+	}
+	return err.Error()
+}
+
+// stockoutRequest is the body of POST /dev/gke/stockout.
+type stockoutRequest struct {
+	Zone  string `json:"zone"`
+	Count *int   `json:"count"`
+}
+
+// gkeStockout answers POST /dev/gke/stockout {"zone", "count"}: the next
+// count operations that need new nodes in zone get none there
+// (ZONE_RESOURCE_POOL_EXHAUSTED). 202 {}.
+func (s *Stack) gkeStockout(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, ok := httpapi.ReadBody(ctx, w, r)
+	if !ok {
+		return
+	}
+	var req stockoutRequest
+	if err := httpapi.DecodeJSON(body, &req); err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return
+	}
+	var bad []errs.FieldError
+	if req.Zone == "" {
+		bad = append(bad, errs.FieldError{Field: "zone", Reason: "required"})
+	}
+	if req.Count == nil || *req.Count < 1 || *req.Count > 1000 {
+		bad = append(bad, errs.FieldError{Field: "count", Reason: "must be from 1 to 1000"})
+	}
+	if len(bad) > 0 {
+		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
+		return
+	}
+	s.GKE.Stockout(req.Zone, *req.Count)
+	httpapi.WriteJSON(w, http.StatusAccepted, struct{}{})
+}
+
+// autoscaleRequest is the body of POST /dev/gke/autoscale.
+type autoscaleRequest struct {
+	ClusterID string `json:"clusterId"`
+	NodePool  string `json:"nodePool"`
+	NodeCount *int32 `json:"nodeCount"`
+}
+
+// gkeAutoscale answers POST /dev/gke/autoscale {"clusterId", "nodePool",
+// "nodeCount"}: the provider's autoscaler sets the autoscaled pool named
+// nodePool to nodeCount nodes per zone, within its bounds. 202 {}.
+func (s *Stack) gkeAutoscale(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, ok := httpapi.ReadBody(ctx, w, r)
+	if !ok {
+		return
+	}
+	var req autoscaleRequest
+	if err := httpapi.DecodeJSON(body, &req); err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return
+	}
+	var bad []errs.FieldError
+	if req.ClusterID == "" {
+		bad = append(bad, errs.FieldError{Field: "clusterId", Reason: "required"})
+	}
+	if req.NodePool == "" {
+		bad = append(bad, errs.FieldError{Field: "nodePool", Reason: "required"})
+	}
+	if req.NodeCount == nil || *req.NodeCount < 0 {
+		bad = append(bad, errs.FieldError{Field: "nodeCount", Reason: "must be 0 or more"})
+	}
+	if len(bad) > 0 {
+		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
+		return
+	}
+	cl, err := s.providerCluster(r, req.ClusterID)
+	if err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return
+	}
+	name := cl.name() + "/nodePools/" + req.NodePool
+	if _, err := s.GKE.NodePool(name); err != nil {
+		httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "node pool %s of cluster %s is not at the GKE simulator", req.NodePool, req.ClusterID))
+		return
+	}
+	if err := s.GKE.Autoscale(name, *req.NodeCount); err != nil {
+		// Autoscaling off, or a count outside its bounds.
+		why := err
+		if inner := errors.Unwrap(err); inner != nil {
+			why = inner
+		}
+		httpapi.WriteError(ctx, w, errs.Wrap(errs.InvalidState, err, "node pool %s cannot be autoscaled so: %s", req.NodePool, why))
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusAccepted, struct{}{})
+}
+
+// upgradeRequest is the body of POST /dev/gke/upgrade.
+type upgradeRequest struct {
+	ClusterID string `json:"clusterId"`
+	Duration  string `json:"duration"`
+}
+
+// gkeUpgrade answers POST /dev/gke/upgrade {"clusterId", "duration"?}:
+// the GKE simulator starts its own upgrade of the cluster's control plane
+// to the next version (UPGRADE_MASTER, lasting duration or the
+// simulator's operation time), as a release channel does. 202
+// {"operation": "operation-..."}.
+func (s *Stack) gkeUpgrade(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, ok := httpapi.ReadBody(ctx, w, r)
+	if !ok {
+		return
+	}
+	var req upgradeRequest
+	if err := httpapi.DecodeJSON(body, &req); err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return
+	}
+	var bad []errs.FieldError
+	if req.ClusterID == "" {
+		bad = append(bad, errs.FieldError{Field: "clusterId", Reason: "required"})
+	}
+	var d time.Duration
+	if req.Duration != "" {
+		var err error
+		if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
+			bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive duration such as "10s" or "1m30s"`})
+		}
+	}
+	if len(bad) > 0 {
+		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
+		return
+	}
+	cl, err := s.providerCluster(r, req.ClusterID)
+	if err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return
+	}
+	if _, err := s.GKE.Cluster(cl.name()); err != nil {
+		httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "cluster %s is not at the GKE simulator yet", req.ClusterID))
+		return
+	}
+	op, err := s.GKE.UpgradeMasterFor(cl.name(), "", d)
+	if err != nil {
+		// The simulator refuses an upgrade of a cluster that runs another
+		// operation, as GKE would.
+		httpapi.WriteError(ctx, w, errs.Wrap(errs.InvalidState, err, "cluster %s cannot be upgraded now: %s", req.ClusterID, grpcMessage(err)))
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusAccepted, map[string]string{"operation": op})
+}
