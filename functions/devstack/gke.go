@@ -35,6 +35,35 @@ func grpcMessage(err error) string {
 	return err.Error()
 }
 
+// readRequest reads and decodes the body of a provider event into T and
+// checks it with check, which names every broken field; false when the
+// request was answered with the error (API.md §1-2).
+func readRequest[T any](w http.ResponseWriter, r *http.Request, check func(*T) []errs.FieldError) (*T, bool) {
+	ctx := r.Context()
+	body, ok := httpapi.ReadBody(ctx, w, r)
+	if !ok {
+		return nil, false
+	}
+	req := new(T)
+	if err := httpapi.DecodeJSON(body, req); err != nil {
+		httpapi.WriteError(ctx, w, err)
+		return nil, false
+	}
+	if bad := check(req); len(bad) > 0 {
+		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
+		return nil, false
+	}
+	return req, true
+}
+
+// required is the broken field of a required member left empty.
+func required(field, v string) []errs.FieldError {
+	if v == "" {
+		return []errs.FieldError{{Field: field, Reason: "required"}}
+	}
+	return nil
+}
+
 // stockoutRequest is the body of POST /dev/gke/stockout.
 type stockoutRequest struct {
 	Zone  string `json:"zone"`
@@ -45,25 +74,14 @@ type stockoutRequest struct {
 // count operations that need new nodes in zone get none there
 // (ZONE_RESOURCE_POOL_EXHAUSTED). 202 {}.
 func (s *Stack) gkeStockout(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	body, ok := httpapi.ReadBody(ctx, w, r)
+	req, ok := readRequest(w, r, func(req *stockoutRequest) []errs.FieldError {
+		bad := required("zone", req.Zone)
+		if req.Count == nil || *req.Count < 1 || *req.Count > 1000 {
+			bad = append(bad, errs.FieldError{Field: "count", Reason: "must be from 1 to 1000"})
+		}
+		return bad
+	})
 	if !ok {
-		return
-	}
-	var req stockoutRequest
-	if err := httpapi.DecodeJSON(body, &req); err != nil {
-		httpapi.WriteError(ctx, w, err)
-		return
-	}
-	var bad []errs.FieldError
-	if req.Zone == "" {
-		bad = append(bad, errs.FieldError{Field: "zone", Reason: "required"})
-	}
-	if req.Count == nil || *req.Count < 1 || *req.Count > 1000 {
-		bad = append(bad, errs.FieldError{Field: "count", Reason: "must be from 1 to 1000"})
-	}
-	if len(bad) > 0 {
-		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
 		return
 	}
 	s.GKE.Stockout(req.Zone, *req.Count)
@@ -81,30 +99,17 @@ type autoscaleRequest struct {
 // "nodeCount"}: the provider's autoscaler sets the autoscaled pool named
 // nodePool to nodeCount nodes per zone, within its bounds. 202 {}.
 func (s *Stack) gkeAutoscale(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	body, ok := httpapi.ReadBody(ctx, w, r)
+	req, ok := readRequest(w, r, func(req *autoscaleRequest) []errs.FieldError {
+		bad := append(required("clusterId", req.ClusterID), required("nodePool", req.NodePool)...)
+		if req.NodeCount == nil || *req.NodeCount < 0 {
+			bad = append(bad, errs.FieldError{Field: "nodeCount", Reason: "must be 0 or more"})
+		}
+		return bad
+	})
 	if !ok {
 		return
 	}
-	var req autoscaleRequest
-	if err := httpapi.DecodeJSON(body, &req); err != nil {
-		httpapi.WriteError(ctx, w, err)
-		return
-	}
-	var bad []errs.FieldError
-	if req.ClusterID == "" {
-		bad = append(bad, errs.FieldError{Field: "clusterId", Reason: "required"})
-	}
-	if req.NodePool == "" {
-		bad = append(bad, errs.FieldError{Field: "nodePool", Reason: "required"})
-	}
-	if req.NodeCount == nil || *req.NodeCount < 0 {
-		bad = append(bad, errs.FieldError{Field: "nodeCount", Reason: "must be 0 or more"})
-	}
-	if len(bad) > 0 {
-		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
-		return
-	}
+	ctx := r.Context()
 	cl, err := s.providerCluster(r, req.ClusterID)
 	if err != nil {
 		httpapi.WriteError(ctx, w, err)
@@ -139,31 +144,21 @@ type upgradeRequest struct {
 // simulator's operation time), as a release channel does. 202
 // {"operation": "operation-..."}.
 func (s *Stack) gkeUpgrade(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	body, ok := httpapi.ReadBody(ctx, w, r)
+	var d time.Duration
+	req, ok := readRequest(w, r, func(req *upgradeRequest) []errs.FieldError {
+		bad := required("clusterId", req.ClusterID)
+		if req.Duration != "" {
+			var err error
+			if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
+				bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive duration such as "10s" or "1m30s"`})
+			}
+		}
+		return bad
+	})
 	if !ok {
 		return
 	}
-	var req upgradeRequest
-	if err := httpapi.DecodeJSON(body, &req); err != nil {
-		httpapi.WriteError(ctx, w, err)
-		return
-	}
-	var bad []errs.FieldError
-	if req.ClusterID == "" {
-		bad = append(bad, errs.FieldError{Field: "clusterId", Reason: "required"})
-	}
-	var d time.Duration
-	if req.Duration != "" {
-		var err error
-		if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
-			bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive duration such as "10s" or "1m30s"`})
-		}
-	}
-	if len(bad) > 0 {
-		httpapi.WriteError(ctx, w, errs.InvalidFields(bad))
-		return
-	}
+	ctx := r.Context()
 	cl, err := s.providerCluster(r, req.ClusterID)
 	if err != nil {
 		httpapi.WriteError(ctx, w, err)
