@@ -44,6 +44,7 @@ import (
 	"context"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,6 +69,30 @@ func Error(code codes.Code, msg string) Reactor { return errorReactor{status.Err
 type errorReactor struct{ err error }
 
 func (r errorReactor) React(any) (bool, any, error) { return true, nil, r.err }
+
+// Outage is a reactor that fails every call with its error while it is
+// on: an outage a test begins and ends (Set), for as many methods as it
+// is added to.
+type Outage struct {
+	on  atomic.Bool
+	err error
+}
+
+// NewOutage returns an Outage, off, that fails calls with code and msg.
+func NewOutage(code codes.Code, msg string) *Outage {
+	return &Outage{err: status.Error(code, msg)}
+}
+
+// Set begins (true) or ends (false) the outage.
+func (o *Outage) Set(on bool) { o.on.Store(on) }
+
+// React fails the call while the outage is on.
+func (o *Outage) React(any) (bool, any, error) {
+	if o.on.Load() {
+		return true, nil, o.err
+	}
+	return false, nil, nil
+}
 
 var (
 	_ grpc.UnaryServerInterceptor  = (*Injector)(nil).UnaryInterceptor

@@ -11,7 +11,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/emulators/faults"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
@@ -413,19 +413,6 @@ func TestKilledRun(t *testing.T) {
 	})
 }
 
-// outage fails every Publish with code while down.
-type outage struct {
-	down atomic.Bool
-	code codes.Code
-}
-
-func (o *outage) React(any) (bool, any, error) {
-	if o.down.Load() {
-		return true, nil, status.Error(o.code, "injected outage")
-	}
-	return false, nil, nil
-}
-
 // TestPubSubDown converges a cluster while Pub/Sub fails every publish:
 // the events wait in the outbox and arrive after it recovers, none lost.
 // Refused publishes (FAILED_PRECONDITION) arrive exactly once. Unreachable
@@ -441,12 +428,12 @@ func TestPubSubDown(t *testing.T) {
 	}{{codes.FailedPrecondition, true}, {codes.Unavailable, false}} {
 		t.Run(tt.code.String(), func(t *testing.T) {
 			t.Parallel()
-			o := &outage{code: tt.code}
+			o := faults.NewOutage(tt.code, "injected outage")
 			cfg := fastConfig()
 			cfg.PubSubReactors = []pstest.ServerReactorOption{{FuncName: "Publish", Reactor: o}}
 			e := startEnv(t, cfg)
 			c := e.api
-			o.down.Store(true)
+			o.Set(true)
 			cl := c.createCluster(t, "no-pubsub", poolSpec("a", 1))
 			c.waitCluster(t, cl.ID, resource.StateReady, nil)
 			a := poolByName(t, c, cl.ID, "a")
@@ -455,7 +442,7 @@ func TestPubSubDown(t *testing.T) {
 			if got := e.events.of(cl.ID); len(got) != 0 {
 				t.Fatalf("events during the outage = %s, want none", e.events.summary(cl.ID))
 			}
-			o.down.Store(false)
+			o.Set(false)
 			e.checkEvents(t, cl, map[string]int{
 				outbox.ClusterCreated: 1, outbox.ClusterReady: 1, outbox.ClusterUpdated: 1, outbox.NodePoolReady + "/" + a.ID: 2,
 			})

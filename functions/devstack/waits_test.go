@@ -16,8 +16,8 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/emulators/faults"
 	"github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -121,16 +121,6 @@ func TestProviderUpgradeHoldsResize(t *testing.T) {
 	t.Logf("ListOperations calls while the resize waited 10 s: %d", e.GKE.Calls("ListOperations")-lists)
 }
 
-// down fails every call with UNAVAILABLE while set.
-type down struct{ on atomic.Bool }
-
-func (d *down) React(any) (bool, any, error) {
-	if d.on.Load() {
-		return true, nil, status.Error(codes.Unavailable, "GKE is unavailable")
-	}
-	return false, nil, nil
-}
-
 // TestRetryingSince: while GKE is unavailable, a resize's runs fail and
 // are retried; for the first minute (of the runs' clock) nothing shows,
 // then the pool and its cluster say "retrying since <time>: <reason>",
@@ -156,8 +146,8 @@ func TestRetryingSince(t *testing.T) {
 	if _, err := tc.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: e.cfgQueue()}); err != nil {
 		t.Fatal(err)
 	}
-	outage := &down{}
-	outage.on.Store(true)
+	outage := faults.NewOutage(codes.Unavailable, "GKE is unavailable")
+	outage.Set(true)
 	for _, rpc := range []string{"GetCluster", "ListClusters", "GetOperation", "ListOperations"} {
 		e.GKE.AddReactor(rpc, outage)
 	}
@@ -228,7 +218,7 @@ func TestRetryingSince(t *testing.T) {
 	}
 
 	// GKE answers again: the stack's runs make the resize.
-	outage.on.Store(false)
+	outage.Set(false)
 	if _, err := tc.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: e.cfgQueue()}); err != nil {
 		t.Fatal(err)
 	}
