@@ -78,6 +78,7 @@ type savedEffect struct {
 	Version     string          `json:"version,omitempty"`
 	Autoscaling json.RawMessage `json:"autoscaling,omitempty"`
 	Update      json.RawMessage `json:"update,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
 }
 
 type savedFate struct {
@@ -214,7 +215,7 @@ func saveOp(op *operation) (savedOp, error) {
 		return so, err
 	}
 	e := op.eff
-	se := &savedEffect{RPC: e.rpc, Own: e.own, Version: e.version}
+	se := &savedEffect{RPC: e.rpc, Own: e.own, Version: e.version, Labels: maps.Clone(e.labels)}
 	if se.Autoscaling, err = marshalOpt(e.autoscaling); err != nil {
 		return so, err
 	}
@@ -348,7 +349,7 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	se := so.Effect
-	op.eff = effect{rpc: se.RPC, own: se.Own, version: se.Version}
+	op.eff = effect{rpc: se.RPC, own: se.Own, version: se.Version, labels: maps.Clone(se.Labels)}
 	if op.eff.autoscaling, err = unmarshalOpt[containerpb.NodePoolAutoscaling](se.Autoscaling); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}

@@ -138,10 +138,10 @@ func TestSnapshotRestore(t *testing.T) {
 			n, err := e.srv.NodeCounts(clusterN + "/nodePools/p0")
 			return err == nil && n[zoneA] == 3
 		}},
-		{"p1 has autoscaling and 2 nodes per zone", func(e *env) bool {
+		{"p1 has autoscaling and still 1 node per zone", func(e *env) bool {
 			np, err := e.srv.NodePool(clusterN + "/nodePools/p1")
 			n, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1")
-			return err == nil && np.Autoscaling.GetEnabled() && n[zoneA] == 2 && n[zoneB] == 2
+			return err == nil && np.Autoscaling.GetEnabled() && n[zoneA] == 1 && n[zoneB] == 1
 		}},
 		{"p2 has its labels, taint and zones", func(e *env) bool {
 			np, err := e.srv.NodePool(clusterN + "/nodePools/p2")
