@@ -71,13 +71,13 @@ type savedOp struct {
 }
 
 type savedEffect struct {
-	RPC         string          `json:"rpc"`
-	Own         bool            `json:"own,omitempty"`
-	Fates       []savedFate     `json:"fates,omitempty"`
-	Before      []savedStatus   `json:"before,omitempty"`
-	Version     string          `json:"version,omitempty"`
-	Autoscaling json.RawMessage `json:"autoscaling,omitempty"`
-	Update      json.RawMessage `json:"update,omitempty"`
+	RPC         string            `json:"rpc"`
+	Own         bool              `json:"own,omitempty"`
+	Fates       []savedFate       `json:"fates,omitempty"`
+	Before      []savedStatus     `json:"before,omitempty"`
+	Version     string            `json:"version,omitempty"`
+	Autoscaling json.RawMessage   `json:"autoscaling,omitempty"`
+	Update      json.RawMessage   `json:"update,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 }
 
