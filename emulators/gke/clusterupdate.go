@@ -17,7 +17,9 @@ import (
 // UpdateCluster applies one change to a cluster: desired_node_pool_autoscaling
 // (of desired_node_pool_id, which may be left out when the cluster has one
 // pool), as SetNodePoolAutoscaling does and with the same UPDATE_CLUSTER
-// operation on the pool, or desired_master_version, as UpdateMaster does.
+// operation on the pool; desired_master_version, as UpdateMaster does; or
+// desired_logging_service and desired_monitoring_service, an
+// UPDATE_CLUSTER operation on the cluster.
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
 // update.", as in GKE; any other field is refused with INVALID_ARGUMENT.
 func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateClusterRequest) (*containerpb.Operation, error) {
@@ -34,9 +36,12 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		})
 	}
 	set = slices.DeleteFunc(set, func(f string) bool { return f == "desired_node_pool_id" || f == "etag" })
+	services := !slices.ContainsFunc(set, func(f string) bool { return f != "desired_logging_service" && f != "desired_monitoring_service" })
 	switch {
 	case len(set) == 0:
 		return nil, status.Errorf(codes.InvalidArgument, "Must specify a field to update.")
+	case len(set) > 0 && services:
+		return s.updateServices(k, u)
 	case len(set) > 1:
 		return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s at once is not supported by this emulator; make one change per call.", strings.Join(set, ", "))
 	}
@@ -59,6 +64,26 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		return opOut(op), nil
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s is not supported by this emulator; it supports desired_node_pool_autoscaling and desired_master_version.", set[0])
+}
+
+// updateServices starts the UPDATE_CLUSTER operation that sets the
+// cluster's logging and monitoring services.
+func (s *GServer) updateServices(k clusterKey, u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp("UpdateCluster", c, containerpb.Operation_UPDATE_CLUSTER, "")
+	op.eff.cluster = &containerpb.ClusterUpdate{DesiredLoggingService: u.DesiredLoggingService, DesiredMonitoringService: u.DesiredMonitoringService}
+	s.refresh(c)
+	s.log.Info("Updating cluster", "cluster", k.String())
+	return opOut(op), nil
 }
 
 // onlyPool returns the node pool an update names, or the cluster's only

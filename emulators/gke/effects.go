@@ -34,6 +34,8 @@ type effect struct {
 	update *containerpb.UpdateNodePoolRequest
 	// labels are SetLabels' resource labels.
 	labels map[string]string
+	// cluster is UpdateCluster's change of the cluster's services.
+	cluster *containerpb.ClusterUpdate
 }
 
 // poolStatus is a node pool's status at some point.
@@ -103,6 +105,16 @@ func (s *GServer) complete(op *operation) {
 	case "UpdateMaster", "UpgradeMaster":
 		if !failed && !c.gone {
 			c.pb.CurrentMasterVersion = e.version
+		}
+		return
+	case "UpdateCluster":
+		if !failed && !c.gone {
+			if v := e.cluster.GetDesiredLoggingService(); v != "" {
+				c.pb.LoggingService = v
+			}
+			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
+				c.pb.MonitoringService = v
+			}
 		}
 		return
 	case "SetLabels":

@@ -79,6 +79,7 @@ type savedEffect struct {
 	Autoscaling json.RawMessage   `json:"autoscaling,omitempty"`
 	Update      json.RawMessage   `json:"update,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	Cluster     json.RawMessage   `json:"clusterUpdate,omitempty"`
 }
 
 type savedFate struct {
@@ -222,6 +223,9 @@ func saveOp(op *operation) (savedOp, error) {
 	if se.Update, err = marshalOpt(e.update); err != nil {
 		return so, err
 	}
+	if se.Cluster, err = marshalOpt(e.cluster); err != nil {
+		return so, err
+	}
 	for _, f := range e.fates {
 		sf := savedFate{Pool: f.pool, UID: f.uid, Status: f.status.String(), Message: f.msg, Nodes: maps.Clone(f.nodes)}
 		if sf.Fail, err = marshalOpt(f.fail); err != nil {
@@ -354,6 +358,9 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	if op.eff.update, err = unmarshalOpt[containerpb.UpdateNodePoolRequest](se.Update); err != nil {
+		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
+	}
+	if op.eff.cluster, err = unmarshalOpt[containerpb.ClusterUpdate](se.Cluster); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	if (se.RPC == "SetNodePoolAutoscaling" && op.eff.autoscaling == nil) || (se.RPC == "UpdateNodePool" && op.eff.update == nil) {
