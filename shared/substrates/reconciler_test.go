@@ -36,7 +36,7 @@ type kubeAPI struct {
 	hook    func(kubeapply.Desired) error
 }
 
-func (k *kubeAPI) Connect(string, []byte) (KubeAPI, error) { return k, nil }
+func (k *kubeAPI) Connect(Target) (KubeAPI, error) { return k, nil }
 
 func (k *kubeAPI) Apply(_ context.Context, d kubeapply.Desired) (kubeapply.Applied, error) {
 	k.mu.Lock()
