@@ -35,10 +35,12 @@ func tenantModule(t *testing.T) *module {
 
 // TestTenantModuleRoles checks what a tenant grants in its own project:
 // the provisioner gets exactly the permissions of the reconciler's GKE
-// calls (shared/clusters.GKE) and actAs on the nodes' account, the nodes
-// their logs and metrics, and the platform's reconciler the token creator
-// role on the provisioner, the grant its clusters' error names. Nothing
-// else.
+// calls (shared/clusters.GKE) and of the substrates' calls to the
+// clusters' Kubernetes APIs, which go out as the provisioner too (the
+// reconcile and join functions' alike: kubePermissions), and actAs on the
+// nodes' account, the nodes their logs and metrics, and the platform's
+// reconciler the token creator role on the provisioner, the grant its
+// clusters' error names. Nothing else.
 func TestTenantModuleRoles(t *testing.T) {
 	m := tenantModule(t)
 	sa := func(res string) string { return "serviceAccount:google_service_account." + res + ".email" }
@@ -53,6 +55,13 @@ func TestTenantModuleRoles(t *testing.T) {
 		}
 		if !slices.Contains(perms, p) {
 			perms = append(perms, p)
+		}
+	}
+	for _, ps := range kubeCalls(t) {
+		for _, p := range ps {
+			if !slices.Contains(perms, p) {
+				perms = append(perms, p)
+			}
 		}
 	}
 	sort.Strings(perms)

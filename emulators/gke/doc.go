@@ -163,10 +163,24 @@
 //     Neither ever cuts a connection: a watch or an apply under way keeps
 //     its server. A server that exits on its own is started again by the
 //     next connection.
-//   - Clients authenticate with bearer tokens only: the cluster's admin
-//     token (Server.KubernetesAccess, which also gives a kubeconfig) and
-//     Kubernetes.Tokens (real GKE takes Google OAuth tokens). RBAC
-//     authorizes; group system:masters may do anything.
+//   - Clients authenticate with bearer tokens: the cluster's admin token
+//     (Server.KubernetesAccess, which also gives a kubeconfig; group
+//     system:masters), Kubernetes.Tokens, and, with WithIAM, Google
+//     access tokens, as GKE takes them: each API server asks the
+//     simulator (kube-apiserver's webhook token authentication, over
+//     HTTPS) who a token stands for (IAM.Identify), and the token is
+//     accepted, as that identity's email, when the cluster's project
+//     allows the identity in (IAM.Projects, Server.SetProjectIAM);
+//     otherwise the API server answers 401. RBAC authorizes, then the
+//     simulator's IAM (webhook authorization): an identity allowed in the
+//     project may do anything in its clusters, as roles/container.admin
+//     gives. The simplification: GKE maps each IAM role to its own
+//     Kubernetes permissions (roles/container.developer cannot change
+//     RBAC, roles/container.viewer only reads) and authenticates any
+//     Google identity, leaving one with no role 403 rather than 401; here
+//     access is all or nothing per project, like the GKE API's, and none
+//     is 401. Answers are kept KubernetesAuthCacheTTL (2 s) by the API
+//     servers, so an IAM change or an expired token is felt within it.
 //   - While its server runs, a loop (every Kubernetes.SyncInterval)
 //     registers a Node for each node of each node pool (nodeCount per
 //     zone of the pool's locations), named gke-<cluster>-<pool>-<8 hex

@@ -108,6 +108,13 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		d = Plan(u.in, u.r.now())
 		if d.Observe {
 			seen, err := u.observe(ctx)
+			if msg := accessRefused(u.in.Cluster, err); msg != "" {
+				// The grant is the tenant's to make: the substrate
+				// shows it, and a run at the steady pace looks again.
+				Refused(&d, msg)
+				d.Observe = false
+				break
+			}
 			if err != nil {
 				return chain.Outcome{}, err
 			}
@@ -232,6 +239,10 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return true, u.poolsChanged(ctx)
 	case ApplyObjects:
 		foreign, err := u.apply(ctx, lease, a.Mint)
+		if msg := accessRefused(u.in.Cluster, err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -255,6 +266,10 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 			return false, err
 		}
 		gone, err := api.Remove(ctx, s.PoolID)
+		if msg := accessRefused(u.in.Cluster, err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if err != nil {
 			return false, fmt.Errorf("remove bcd's objects: %w", err)
 		}
@@ -374,16 +389,14 @@ func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, e
 	return res.Cluster.ID, nil
 }
 
+// connect reaches the cluster's Kubernetes API as its account: the
+// tenant's impersonated service account in a tenant's project.
 func (u *run) connect() (KubeAPI, error) {
-	c := u.in.Cluster
-	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
+	t, err := target(u.in.Cluster)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: its CA certificate is not base64: %w", c.ID, err)
+		return nil, err
 	}
-	if c.Status.Endpoint == "" || len(ca) == 0 {
-		return nil, fmt.Errorf("cluster %s has no endpoint or CA yet", c.ID)
-	}
-	return u.r.kube.Connect(c.Status.Endpoint, ca)
+	return u.r.kube.Connect(t)
 }
 
 // nodePools are the GKE names of the substrate's node pools.
