@@ -63,8 +63,8 @@ func (p *planner) planCluster() {
 		p.d.wait("")
 		return
 	}
-	for _, np := range s.Status.NodePools {
-		if np.State != resource.StateReady {
+	for _, fp := range p.flavors {
+		if st, _ := lifecycle.NodePoolState(&in.Pools[fp.newest]); st != resource.StateReady {
 			p.d.wait("")
 			return
 		}
