@@ -57,8 +57,12 @@ type Action struct {
 	// to resize, delete or replace (-1 for a create).
 	Flavor int
 	Pool   int
-	// Name is the node pool to create (CreateNodePool, ReplaceNodePool).
+	// Name is the node pool to create (CreateNodePool, ReplaceNodePool),
+	// or the one that replaces the pool to delete (DeleteNodePool with
+	// Retire, once it is made).
 	Name string
+	// Retire: the pool deleted is one that a replacement retires.
+	Retire bool
 	// Mint: a new join token is minted before the objects are applied
 	// (ApplyObjects).
 	Mint bool

@@ -58,7 +58,7 @@ func (p *planner) planPools() bool {
 				if len(live) > 1 {
 					// It holds no capacity the older one does not: it
 					// makes room for its own replacement.
-					p.act(Action{Kind: DeleteNodePool, Pool: fp.newest})
+					p.act(Action{Kind: DeleteNodePool, Pool: fp.newest, Retire: true})
 					return false
 				}
 				p.d.wait("")
@@ -75,7 +75,7 @@ func (p *planner) planPools() bool {
 		// Between the oldest and the newest, a pool replaced before it
 		// served is not waited for.
 		if len(live) > 2 {
-			p.act(Action{Kind: DeleteNodePool, Pool: live[1]})
+			p.act(Action{Kind: DeleteNodePool, Pool: live[1], Retire: true, Name: np.Spec.Name})
 			return false
 		}
 		fp.older = append(fp.older, live[:len(live)-1]...)
@@ -141,8 +141,10 @@ func (p *planner) claim() (claimed [][]int, serials map[string]int, ok bool) {
 				flavorOf[i] = fi
 			}
 		}
+		// From a few serials before the recorded one: a decision records
+		// the serial of the pool it makes before it lists the pool.
 		from := max(serials[f.Name], 1)
-		for n := from + 1; n <= from+resource.MaxNodePools+1; n++ {
+		for n := max(from-resource.MaxNodePools, 2); n <= from+resource.MaxNodePools+1; n++ {
 			if i, ok := mine(FlavorPoolName(s.PoolID, f.Name, n)); ok {
 				flavorOf[i] = fi
 				serials[f.Name] = n
@@ -230,7 +232,7 @@ func (p *planner) planRetire() bool {
 		}
 		for _, i := range fp.older {
 			if !pools[i].Spec.Deleting {
-				p.act(Action{Kind: DeleteNodePool, Pool: i})
+				p.act(Action{Kind: DeleteNodePool, Pool: i, Retire: true, Name: np.Spec.Name})
 				return false
 			}
 		}

@@ -78,7 +78,7 @@ func TestPlanReplacement(t *testing.T) {
 			message: "replacing node pool " + cpuPool + " with " + cpuPool2 + ": 1 of 2 nodes joined"}},
 		{"the new pool's nodes joined: the old one is deleted", func() Input {
 			return joined(replacing(resource.StateReady), "m1", "m2")
-		}, want{action: &Action{Kind: DeleteNodePool, Pool: 0}, state: resource.StateUpdating, lease: true, pools: both}},
+		}, want{action: &Action{Kind: DeleteNodePool, Pool: 0, Retire: true, Name: cpuPool2}, state: resource.StateUpdating, lease: true, pools: both}},
 		{"the new pool's nodes counted in each of its zones", func() Input {
 			in := joined(replacing(resource.StateReady), "m1", "m2")
 			in.Cluster.Spec.Zones = []string{"us-central1-a", "us-central1-b"}
@@ -110,7 +110,7 @@ func TestPlanReplacement(t *testing.T) {
 			in.Pools[1].Spec.MachineType = "e2-standard-4"
 			in.Pools = append(in.Pools, newest)
 			return in
-		}, want{action: &Action{Kind: DeleteNodePool, Pool: 1}, state: resource.StateUpdating, lease: true, nodePools: 0, serials: map[string]int{"cpu": 3}}},
+		}, want{action: &Action{Kind: DeleteNodePool, Pool: 1, Retire: true, Name: cpuPool3}, state: resource.StateUpdating, lease: true, nodePools: 0, serials: map[string]int{"cpu": 3}}},
 		{"a resize during a replacement resizes the new pool", func() Input {
 			in := replacing(resource.StatePending)
 			in.Pools[1].Spec.NodeCount = 1
@@ -127,6 +127,11 @@ func TestPlanReplacement(t *testing.T) {
 			in.Substrate.Status.Serials, in.Substrate.Status.NodePools = nil, nil
 			return in
 		}, want{state: resource.StateUpdating, converge: true, pools: both, serials: map[string]int{"cpu": 2}}},
+		{"a replacement whose serial was saved before it was listed is found", func() Input {
+			in := replacing(resource.StatePending)
+			in.Substrate.Status.NodePools = in.Substrate.Status.NodePools[1:]
+			return in
+		}, want{state: resource.StateUpdating, converge: true, pools: both, serials: map[string]int{"cpu": 2}}},
 		{"no room in the cluster: the replacement waits, saying so", func() Input {
 			in := applied()
 			in.Pools[0].Spec.MachineType = "n2-standard-8"
@@ -139,7 +144,7 @@ func TestPlanReplacement(t *testing.T) {
 			in.Substrate.Spec.Flavors[0].NodePool.MachineType = "c2-standard-8"
 			in.Cluster.Spec.PoolsCreated = resource.MaxNodePools
 			return in
-		}, want{action: &Action{Kind: DeleteNodePool, Pool: 1}, state: resource.StateUpdating, lease: true, nodePools: 0}},
+		}, want{action: &Action{Kind: DeleteNodePool, Pool: 1, Retire: true}, state: resource.StateUpdating, lease: true, nodePools: 0}},
 		{"a name of the next serial held by a tenant's pool is skipped", func() Input {
 			in := applied()
 			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID, in.Adopted = resource.SubstrateAdopt, "kcl_1", true

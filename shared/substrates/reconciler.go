@@ -319,7 +319,7 @@ func (u *run) apply(ctx context.Context, lease *chain.Lease, d *Decision) (forei
 	}
 	if _, ok := errors.AsType[*kubeapply.ForeignError](err); ok {
 		// Every foreign object is named, on one line.
-		return "an object of the same name is not the substrate's: " + strings.ReplaceAll(err.Error(), "\n", "; "), nil
+		return foreignPrefix + ": " + strings.ReplaceAll(err.Error(), "\n", "; "), nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("apply bcd's objects: %w", err)
