@@ -4,7 +4,8 @@ package resource
 // what the pool's substrate would do for it, in order, and the substrate
 // as it would be once converged.
 type SubstratePlan struct {
-	Substrate PlannedSubstrate `json:"substrate"`
+	// Substrate is absent when the pool asks for none and has none.
+	Substrate *PlannedSubstrate `json:"substrate,omitempty"`
 	Actions   []PlanAction     `json:"actions"`
 }
 
