@@ -6,7 +6,7 @@ package resource
 type SubstratePlan struct {
 	// Substrate is absent when the pool asks for none and has none.
 	Substrate *PlannedSubstrate `json:"substrate,omitempty"`
-	Actions   []PlanAction     `json:"actions"`
+	Actions   []PlanAction      `json:"actions"`
 }
 
 // PlannedSubstrate is a substrate as a plan says it would be: with no id
