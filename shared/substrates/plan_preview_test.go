@@ -104,8 +104,16 @@ func TestPreview(t *testing.T) {
 			in := fresh()
 			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_1"
 			in.Cluster = readyCluster()
+			in.Cluster.Spec.AccountID = "acc-gcp"
 			return in
 		}, []string{resource.PlanAdoptCluster, resource.PlanCreateNodePool, resource.PlanApplyObjects}, "", resource.StateReady, 2, nil},
+		{"adopt a cluster that cannot be adopted: the refusal", func() Input {
+			in := fresh()
+			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_1"
+			in.Cluster = readyCluster()
+			in.Cluster.Spec.AccountID, in.Cluster.Spec.Mode = "acc-gcp", resource.ModeAutopilot
+			return in
+		}, []string{resource.PlanNone}, "error: INVALID_STATE: cluster kcl_1 is an autopilot cluster", resource.StateError, 0, nil},
 		{"teardown", func() Input {
 			in := settled()
 			in.Substrate.Spec.Deleting = true

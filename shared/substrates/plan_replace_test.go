@@ -122,6 +122,25 @@ func TestPlanReplacement(t *testing.T) {
 			return in
 		}, want{state: resource.StateError, events: []string{"kubernetes.substrate.error"}, pools: both,
 			message: "node pool " + cpuPool2 + ": us-central1-a: no e2-standard-4 available"}},
+		{"the cluster in error for the new pool's stockout: the pool's error, the old one stays", func() Input {
+			in := joined(replacing(resource.StateError), "m1")
+			in.Pools[1].Status.Message = "ZONE_RESOURCE_POOL_EXHAUSTED"
+			in.Cluster.Status.State, in.Cluster.Status.Message = resource.StateError, "node pool "+cpuPool2+": ZONE_RESOURCE_POOL_EXHAUSTED"
+			return in
+		}, want{state: resource.StateError, events: []string{"kubernetes.substrate.error"}, pools: both,
+			message: "node pool " + cpuPool2 + ": ZONE_RESOURCE_POOL_EXHAUSTED"}},
+		{"a further change replaces the pool that got no nodes, though its cluster shows its error", func() Input {
+			in := joined(replacing(resource.StateError), "m1")
+			in.Cluster.Status.State, in.Cluster.Status.Message = resource.StateError, "node pool "+cpuPool2+": ZONE_RESOURCE_POOL_EXHAUSTED"
+			in.Substrate.Spec.Flavors[0].NodePool.MachineType = "c2-standard-8"
+			return in
+		}, want{action: &Action{Kind: ReplaceNodePool, Pool: 1, Name: cpuPool3}, state: resource.StateUpdating, lease: true, nodePools: 0}},
+		{"the old pool in error, its cluster too: the replacement completes", func() Input {
+			in := joined(replacing(resource.StateReady), "m1", "m2")
+			in.Pools[0].Status.State = resource.StateError
+			in.Cluster.Status.State = resource.StateError
+			return in
+		}, want{action: &Action{Kind: DeleteNodePool, Pool: 0, Retire: true, Name: cpuPool2}, state: resource.StateUpdating, lease: true, pools: both}},
 		{"a replacement made by a run that did not save is found by its name", func() Input {
 			in := replacing(resource.StatePending)
 			in.Substrate.Status.Serials, in.Substrate.Status.NodePools = nil, nil

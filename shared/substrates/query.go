@@ -186,11 +186,11 @@ func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated
 		if want == nil || !lifecycle.SameChoice(spec, *want) {
 			spec.Deleting = true
 		} else {
-			after := spec.After
 			spec = *want
-			spec.After = after
+			spec.After = in.Substrate.Spec.After
 		}
-		spec.Generation++
+		// The event would make a new generation (store.ApplyPoolEvent).
+		spec.Generation = in.Substrate.Spec.Generation + 1
 		spec.PoolVersion = p.Version
 		in.Substrate.Spec = spec
 		acts, s := Preview(in, nil, now)
