@@ -101,11 +101,34 @@ func sawListed(samples []resource.Substrate, names ...string) bool {
 	return slices.ContainsFunc(samples, func(s resource.Substrate) bool { return slices.Equal(poolNames(s), names) })
 }
 
+// slowWait bounds a wait that starts Kubernetes API servers and makes
+// node pools on a machine other builds load (wait.Timeout is too short
+// for that there).
+const slowWait = 5 * time.Minute
+
+// waitLong is client.waitSubstrate within slowWait.
+func waitLong(t *testing.T, e *env, poolID, what string, ok func(resource.Substrate) bool) resource.Substrate {
+	t.Helper()
+	var got resource.Substrate
+	wait.Within(t, slowWait, fmt.Sprintf("substrate of %s %s", poolID, what), func() (bool, string) {
+		list, err := e.api.substrates(poolID)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(list) != 1 {
+			return false, fmt.Sprintf("%d substrates: %s", len(list), jsonOf(list))
+		}
+		got = list[0]
+		return ok(got), jsonOf(got)
+	})
+	return got
+}
+
 // readyOn waits until the substrate is ready at version v with exactly
 // the node pool name and joined nodes.
 func readyOn(t *testing.T, e *env, poolID string, v int64, name string, joined int64) resource.Substrate {
 	t.Helper()
-	return e.api.waitSubstrate(t, poolID, fmt.Sprintf("ready at version %d on %s with %d nodes", v, name, joined), func(s resource.Substrate) bool {
+	return waitLong(t, e, poolID, fmt.Sprintf("ready at version %d on %s with %d nodes", v, name, joined), func(s resource.Substrate) bool {
 		return s.PoolVersion == v && s.State == resource.StateReady && s.JoinedNodes == joined && slices.Equal(poolNames(s), []string{name})
 	})
 }
@@ -158,7 +181,7 @@ func TestSubstrateReplacement(t *testing.T) {
 
 		// A change during the replacement replaces the newest.
 		putPool(t, e, zonesAC(pool, 3, machine("n2-standard-8")))
-		e.api.waitSubstrate(t, pool, "replacing "+name(2)+" with "+name(3), func(s resource.Substrate) bool {
+		waitLong(t, e, pool, "replacing "+name(2)+" with "+name(3), func(s resource.Substrate) bool {
 			return s.PoolVersion == 3 && slices.Contains(poolNames(s), name(3))
 		})
 		putPool(t, e, zonesAC(pool, 4, machine("n2d-standard-4")))
@@ -174,7 +197,7 @@ func TestSubstrateReplacement(t *testing.T) {
 			t.Fatalf("stockout = %d %s", code, body)
 		}
 		putPool(t, e, zonesAC(pool, 5, machine("e2-standard-8")))
-		failed := e.api.waitSubstrate(t, pool, "in error for the stockout of "+name(5), func(s resource.Substrate) bool {
+		failed := waitLong(t, e, pool, "in error for the stockout of "+name(5), func(s resource.Substrate) bool {
 			return s.PoolVersion == 5 && s.State == resource.StateError && strings.Contains(s.Message, name(5)) &&
 				strings.Contains(s.Message, "ZONE_RESOURCE_POOL_EXHAUSTED")
 		})
@@ -209,9 +232,9 @@ func TestSubstrateReplacement(t *testing.T) {
 		putPool(t, e, createPolicy(pool, 1, machine("e2-standard-4")))
 		s := readyOn(t, e, pool, 1, "bc-"+pool+"-cpu", 2)
 		putPool(t, e, createPolicy(pool, 2, machine("n2-standard-4")))
-		e.api.waitSubstrate(t, pool, "replacing its node pool", func(s resource.Substrate) bool { return len(s.NodePools) == 2 })
+		waitLong(t, e, pool, "replacing its node pool", func(s resource.Substrate) bool { return len(s.NodePools) == 2 })
 		archivePool(t, e, pool, 3)
-		wait.For(t, "substrate deleted", func() (bool, string) {
+		wait.Within(t, slowWait, "substrate deleted", func() (bool, string) {
 			list, err := e.api.substrates(pool)
 			return err == nil && len(list) == 0, jsonOf(list)
 		})
@@ -289,7 +312,7 @@ func TestSubstratePlan(t *testing.T) {
 	}
 
 	putPool(t, e, createPolicy(pool, 1, flavor("cpu", 1)))
-	s := e.api.waitSubstrate(t, pool, "ready with 2 nodes", readyWith(2))
+	s := waitLong(t, e, pool, "ready with 2 nodes", readyWith(2))
 	before, err := c.listPools(s.ClusterID)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +356,10 @@ func TestSubstratePlan(t *testing.T) {
 
 	// Adopting a tenant's own cluster: its node pool, bcd's objects.
 	own := c.createCluster(t, "plan-own", poolSpec("a", 1))
-	c.waitCluster(t, own.ID, resource.StateReady, nil)
+	wait.Within(t, slowWait, "cluster plan-own ready", func() (bool, string) {
+		cl, err := c.getCluster(own.ID)
+		return err == nil && cl.State == resource.StateReady, fmt.Sprint(cl.State, err)
+	})
 	other := fmt.Sprintf("pool-p%d", poolSeq.Add(1))
 	kinds, _ = planOf(t, c, adoptPolicy(other, 1, own.ID, flavor("cpu", 1)))
 	if want := []string{resource.PlanAdoptCluster, resource.PlanCreateNodePool, resource.PlanApplyObjects}; !slices.Equal(kinds, want) {
