@@ -215,7 +215,8 @@ func TestSubstrateReplacement(t *testing.T) {
 		if len(samples) < 20 {
 			t.Fatalf("%d samples of the substrate (%d failed): too few to tell", len(samples), smp.errs)
 		}
-		if low, at := minJoined(samples); low < 2 {
+		low, at := minJoined(samples)
+		if low < 2 {
 			t.Errorf("joined nodes dropped to %d during the replacements (%s): the pools held 2 each", low, jsonOf(at))
 		}
 		if !sawListed(samples, name(2), name(1)) {
@@ -224,7 +225,7 @@ func TestSubstrateReplacement(t *testing.T) {
 		if got := clusterPools(t, e, s.ClusterID); !slices.Equal(got, []string{name(6)}) {
 			t.Errorf("the cluster's node pools at the end = %v, want %s alone", got, name(6))
 		}
-		t.Logf("%d samples; joined nodes never below 2", len(samples))
+		t.Logf("%d samples; the fewest joined nodes seen: %d", len(samples), low)
 	})
 	t.Run("teardown during a replacement", func(t *testing.T) {
 		t.Parallel()
