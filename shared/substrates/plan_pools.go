@@ -30,11 +30,11 @@ func (p *planner) planPools() bool {
 	pools := p.in.Pools
 	s.Status.NodePools = nil
 	p.flavors = make([]flavorPools, len(s.Spec.Flavors))
-	claimed, serials, ok := p.claim()
+	claimed, ok := p.claim()
 	if !ok {
 		return false
 	}
-	s.Status.Serials = serials
+	s.Status.Serials = p.serials
 	for fi, f := range s.Spec.Flavors {
 		fp := &p.flavors[fi]
 		fp.newest = -1
@@ -101,10 +101,11 @@ func (p *planner) planPools() bool {
 // claim finds each flavor's node pools among the cluster's, by creation,
 // with the flavors' serials. A flavor's pools are named by its serials
 // (FlavorPoolName): the first, those the status lists for it, and the
-// ones named by the serials that follow the recorded one (made by a run
-// that did not save). ok is false when a pool named as a flavor's first
-// was not made by the substrate: the substrate fails.
-func (p *planner) claim() (claimed [][]int, serials map[string]int, ok bool) {
+// ones named by the serials around the recorded one (made by a run that
+// did not save), and sets the flavors' serials. ok is false when a pool
+// named as a flavor's first was not made by the substrate: the substrate
+// fails.
+func (p *planner) claim() (claimed [][]int, ok bool) {
 	s := &p.d.Substrate
 	pools := p.in.Pools
 	byName := map[string]int{}
@@ -116,7 +117,7 @@ func (p *planner) claim() (claimed [][]int, serials map[string]int, ok bool) {
 	for _, f := range s.Spec.Flavors {
 		firsts[f.NodePool.Name] = true
 	}
-	serials = map[string]int{}
+	serials := map[string]int{}
 	for fi, f := range s.Spec.Flavors {
 		serials[f.Name] = p.in.Substrate.Status.Serials[f.Name]
 		i, found := byName[f.NodePool.Name]
@@ -125,7 +126,7 @@ func (p *planner) claim() (claimed [][]int, serials map[string]int, ok bool) {
 		}
 		if pools[i].Spec.ManagedBy != s.ID {
 			p.d.fail(fmt.Sprintf("node pool %s of cluster %s exists and was not made by the substrate", f.NodePool.Name, p.in.Cluster.Spec.Name))
-			return nil, nil, false
+			return nil, false
 		}
 		flavorOf[i] = fi
 		serials[f.Name] = max(serials[f.Name], 1)
@@ -158,7 +159,7 @@ func (p *planner) claim() (claimed [][]int, serials map[string]int, ok bool) {
 		}
 	}
 	p.serials = serials
-	return claimed, serials, true
+	return claimed, true
 }
 
 // create chooses to make flavor fi's next node pool (a replacement of

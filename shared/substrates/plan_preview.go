@@ -85,7 +85,7 @@ func (w *world) run() ([]resource.PlanAction, lifecycle.Substrate) {
 	}
 	s := d.Substrate
 	if w.teardown != nil || s.Spec.Deleting {
-		w.actions = append(w.actions, resource.PlanAction{Action: resource.PlanTeardown, Reason: w.teardownReason(&s)})
+		w.actions = append(w.actions, resource.PlanAction{Action: resource.PlanTeardown, Reason: w.teardownReason()})
 	}
 	switch {
 	case s.Status.State == resource.StateError:
@@ -218,7 +218,7 @@ func (w *world) take(d *Decision) bool {
 			from, to := shapeChange(old, np)
 			from["nodePool"], to["nodePool"] = old.Name, np.Name
 			w.replaced[old.Name] = true
-			changed := mapsKeys(to, "nodePool")
+			changed := keysBut(to, "nodePool")
 			slices.Sort(changed)
 			note(resource.PlanAction{Action: resource.PlanReplaceNodePool, NodePool: old.Name, Flavor: f.Name, From: from, To: to,
 				Reason: fmt.Sprintf("%s cannot change in place: node pool %s is made first, and %s deleted once it is ready and its nodes joined",
@@ -295,7 +295,7 @@ func (w *world) makePool(spec lifecycle.NodePoolSpec) {
 }
 
 // teardownReason says what a teardown undoes.
-func (w *world) teardownReason(s *lifecycle.Substrate) string {
+func (w *world) teardownReason() string {
 	parts := []string{"the pool no longer asks for this substrate: its nodes leave, its join token is revoked"}
 	parts = append(parts, w.teardown...)
 	return strings.Join(parts, "; ")
@@ -329,8 +329,8 @@ func shapeChange(a, b lifecycle.NodePoolSpec) (from, to map[string]any) {
 	return from, to
 }
 
-// mapsKeys are m's keys but skip.
-func mapsKeys(m map[string]any, skip string) []string {
+// keysBut are m's keys but skip.
+func keysBut(m map[string]any, skip string) []string {
 	var out []string
 	for k := range m {
 		if k != skip {
