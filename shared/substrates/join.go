@@ -186,10 +186,8 @@ func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.
 	if n.ProviderID != "" && n.ProviderID != in.ProviderID {
 		return kubeapply.Node{}, "", notOurs(in.NodeName)
 	}
-	for _, f := range s.Spec.Flavors {
-		if f.NodePool.Name == n.NodePool {
-			return n, f.Name, nil
-		}
+	if flavor, ok := FlavorOf(s, n.NodePool); ok {
+		return n, flavor, nil
 	}
 	return kubeapply.Node{}, "", notOurs(in.NodeName)
 }
