@@ -2,6 +2,7 @@ package devstack_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,24 +22,35 @@ import (
 //	MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v -timeout 60m ./functions/devstack
 //
 // It makes that many create-mode substrates at once, each with two nodes
-// joined, first with every API server kept running (as the devstack did
-// before Kubernetes.IdleTimeout and MaxRunning), then bounded to half as
-// many servers with an idle timeout of 20 s, and logs the memory (RSS)
-// of this process and of its API servers: at the peak, once every
-// substrate is ready, and once the idle servers have been stopped.
+// joined, and logs the memory (RSS) of this process and of its API
+// servers: at the peak, once every substrate is ready, and once the idle
+// servers have been stopped. MEASURE_CONFIGS says under which settings,
+// a comma-separated list of: "kept", every API server kept running (as
+// the devstack did before Kubernetes.IdleTimeout and MaxRunning);
+// "bounded", bounded to half as many servers with an idle timeout of
+// 20 s; "defaults", the devstack's defaults (-kubernetes-max-running and
+// -kubernetes-idle-timeout). "kept,bounded" when unset.
 func TestMemoryOfSubstrates(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("MEASURE_SUBSTRATES"))
 	if n <= 0 {
 		t.Skip("a measurement: MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v ./functions/devstack")
+	}
+	configs := map[string]bool{}
+	for _, c := range strings.Split(cmp.Or(os.Getenv("MEASURE_CONFIGS"), "kept,bounded"), ",") {
+		configs[strings.TrimSpace(c)] = true
 	}
 	for _, m := range []struct {
 		name string
 		idle time.Duration
 		max  int
 	}{
-		{"every server kept", -1, -1},
+		{"kept", -1, -1},
 		{"bounded", 20 * time.Second, max(n/2, 1)},
+		{"defaults", 0, 0},
 	} {
+		if !configs[m.name] {
+			continue
+		}
 		t.Run(m.name, func(t *testing.T) {
 			cfg := fastConfig()
 			cfg.Kubernetes = true
@@ -83,10 +95,10 @@ func TestMemoryOfSubstrates(t *testing.T) {
 			}
 			ready := sampleMemory()
 			t.Logf("%d substrates ready with 2 nodes joined in %v; max running %s, idle timeout %v",
-				n, time.Since(start).Round(time.Second), maxRunning(m.max), m.idle)
+				n, time.Since(start).Round(time.Second), maxRunning(m.max), idleTimeout(m.idle))
 			t.Logf("at ready: %s", ready)
-			if m.idle > 0 {
-				wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
+			if m.idle >= 0 {
+				wait.Within(t, 10*time.Minute, "every idle API server stopped", func() (bool, string) {
 					s := sampleMemory()
 					return s.servers == 0, s.String()
 				})
@@ -97,6 +109,16 @@ func TestMemoryOfSubstrates(t *testing.T) {
 			t.Logf("peak: %s", peak)
 		})
 	}
+}
+
+func idleTimeout(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "none"
+	case d == 0:
+		return gke.DefaultKubernetesIdleTimeout.String()
+	}
+	return d.String()
 }
 
 func maxRunning(n int) string {
