@@ -92,7 +92,7 @@ if usage=$(grep -E '^fleet-usage: ' "$out"); then
 	prices=""
 	for k in "${!price[@]}"; do prices="$prices $k=${price[$k]}"; done
 	awk -v n="$cost_clusters" -v prices="$prices" -v flags="$devflags" '
-	BEGIN { split(prices, ps, " "); for (i in ps) { split(ps[i], kv, "="); p[kv[1]] = kv[2] } }
+	BEGIN { split(prices, pl, " "); for (i in pl) { split(pl[i], kv, "="); p[kv[1]] = kv[2] } }
 	{
 		for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) u[kv[1]] = kv[2]
 		hours = 730 # a month, as Google bills it
@@ -111,14 +111,15 @@ if usage=$(grep -E '^fleet-usage: ' "$out"); then
 		tasks = k * (u["tasks_dispatches"] + u["tasks_creates"]) * p["tasks"] / 1e6
 		runcpu = k * cpu * (p["run-vcpu-second"] + p["run-gib-per-vcpu"] * p["run-gib-second"])
 		runreq = k * u["tasks_dispatches"] * p["run-request"] / 1e6
-		ps = k * u["pubsub_bytes"] / 2^40 * p["pubsub-tib"]
+		pub = k * u["pubsub_bytes"] / 2^40 * p["pubsub-tib"]
 		printf "a month of %d such clusters (list prices as known on 2026-12-01, free tiers left out):\n", n
 		printf "  Firestore        $%9.2f\n", fs
 		printf "  Cloud Tasks      $%9.2f\n", tasks
 		printf "  Cloud Run        $%9.2f (CPU and memory) + $%.2f (requests)\n", runcpu, runreq
-		printf "  Pub/Sub          $%9.2f\n", ps
+		printf "  Pub/Sub          $%9.2f\n", pub
 		printf "  GKE calls        $%9.2f (free; they count against each project'"'"'s quota)\n", 0
-		printf "  total            $%9.2f\n", fs + tasks + runcpu + runreq + ps
+		printf "  total            $%9.2f\n", fs + tasks + runcpu + runreq + pub
+		printf "  at: Firestore $%s/$%s/$%s per 100k reads/writes/deletes; Cloud Tasks $%s per million; Cloud Run $%s per vCPU-s, $%s per GiB-s (%s GiB a vCPU), $%s per million requests; Pub/Sub $%s per TiB\n", p["firestore-read"], p["firestore-write"], p["firestore-delete"], p["tasks"], p["run-vcpu-second"], p["run-gib-second"], p["run-gib-per-vcpu"], p["run-request"], p["pubsub-tib"]
 	}' <<<"$usage"
 fi
 grep -E '^fleet: ' "$out" || { tail -20 "$out" >&2; }

@@ -32,7 +32,10 @@ const kubeRetryAfter = 1
 // start beyond Kubernetes.MaxRunning may stop it: a client's calls come a
 // few milliseconds apart, and stopping the server between them would
 // make each of them pay a start. A started server's waiting caller,
-// answered 503, comes back within kubeRetryAfter.
+// answered 503, comes back within kubeRetryAfter. Nor is a server stopped
+// for another's start before it has run as long as its own start took:
+// when many clusters take turns, at most half of a slot's time goes to
+// starting servers, however slow the machine.
 const evictAfter = 2 * time.Second
 
 // serveFront serves the cluster's endpoint until it closes: TLS with a
@@ -200,7 +203,7 @@ func (k *kubeCluster) newServerRun(endpoint string) (*serverRun, error) {
 
 // acquire takes a slot of the running servers for k, first come first
 // served: a free one, or that of the least recently used server that
-// serves no request and has served none for evictAfter, which it stops.
+// lruUnheld finds stoppable, which it stops.
 // Failing both, it waits, however long it takes: a request under way (a
 // watch) is never cut, and the caller meanwhile is answered 503 after
 // kubeWait and retries.
@@ -245,7 +248,7 @@ func (e *kubeEnv) acquire(k *kubeCluster) error {
 			waitSince = time.Now()
 			why := fmt.Sprintf("%d starts are ahead of this one", pos)
 			if pos == 0 {
-				why = fmt.Sprintf("each of the %d running API servers (Kubernetes.MaxRunning) serves a request or served one in the last %v", running, evictAfter)
+				why = fmt.Sprintf("each of the %d running API servers (Kubernetes.MaxRunning) serves a request, served one in the last %v or has run less long than its start took", running, evictAfter)
 			}
 			k.log.Info("The start of the cluster's Kubernetes API server waits for a slot; its callers are answered 503 with Retry-After meanwhile",
 				"reason", why, "maxRunning", e.cfg.MaxRunning)
@@ -295,8 +298,9 @@ func (e *kubeEnv) release() {
 }
 
 // lruUnheld is the least recently used running server, other than except,
-// that serves no request and was last used before cutoff; nil when there
-// is none. Must be called with e.mu held.
+// that serves no request, was last used before cutoff and has run as long
+// as its start took; nil when there is none. Must be called with e.mu
+// held.
 func (e *kubeEnv) lruUnheld(except *kubeCluster, cutoff time.Time) *kubeCluster {
 	var lru *kubeCluster
 	var lruAt time.Time
@@ -305,7 +309,8 @@ func (e *kubeEnv) lruUnheld(except *kubeCluster, cutoff time.Time) *kubeCluster 
 			continue
 		}
 		o.mu.Lock()
-		if o.run != nil && o.busy == nil && o.active == 0 && o.lastUsed.Before(cutoff) && (lru == nil || o.lastUsed.Before(lruAt)) {
+		paid := time.Since(o.startedAt) >= o.startTook
+		if o.run != nil && o.busy == nil && o.active == 0 && paid && o.lastUsed.Before(cutoff) && (lru == nil || o.lastUsed.Before(lruAt)) {
 			lru, lruAt = o, o.lastUsed
 		}
 		o.mu.Unlock()

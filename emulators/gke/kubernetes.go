@@ -249,6 +249,10 @@ type kubeCluster struct {
 	active   int
 	lastUsed time.Time
 	closed   bool
+	// startedAt is when the running server's start ended, and startTook
+	// how long it took.
+	startedAt time.Time
+	startTook time.Duration
 
 	// passes counts the sync loop's passes, for tests to wait on.
 	passes atomic.Int64
@@ -504,6 +508,7 @@ func (k *kubeCluster) ensure() (*serverRun, error) {
 		var sy *syncer
 		var run *serverRun
 		err := k.env.acquire(k)
+		began := time.Now()
 		if err == nil {
 			if api, sy, err = k.start(); err != nil {
 				k.env.release()
@@ -536,6 +541,7 @@ func (k *kubeCluster) ensure() (*serverRun, error) {
 		runCtx, cancel := context.WithCancel(k.ctx)
 		run.api, run.cancel = api, cancel
 		k.api, k.run, k.failedAt, k.lastUsed = api, run, time.Time{}, time.Now()
+		k.startedAt, k.startTook = k.lastUsed, k.lastUsed.Sub(began)
 		k.env.wg.Add(1)
 		go k.syncLoop(runCtx, sy, run.loopDone)
 		k.mu.Unlock()
