@@ -8,8 +8,10 @@
 # 2,000 clusters, so that one 2-core process playing the whole fleet, its
 # provider and its database keeps up); it reaches steady state, watches it
 # for two steady intervals, then changes 5% of the clusters at once.
-# Devstack flags (e.g. -instances 3, -tasks-duplicate-rate 0.1) set the
-# devstack's Config of the same name (FLEET_DEVSTACK_FLAGS too).
+# Devstack flags set the devstack's Config of the same name (e.g.
+# -tasks-duplicate-rate 0.1; FLEET_DEVSTACK_FLAGS too), but -instances N,
+# which runs the functions as N processes of the deployed server as the
+# devstack's tests do (DEVSTACK_INSTANCES).
 #
 # It prints the report, then what a steady cluster uses per hour (counted
 # by the emulators: Firestore's billed document operations, Cloud Tasks'
@@ -55,8 +57,16 @@ done
 
 positional=()
 devflags=""
+want_instances=""
 for a in "$@"; do
+	if [ -n "$want_instances" ]; then
+		export DEVSTACK_INSTANCES=$a
+		want_instances=""
+		continue
+	fi
 	case $a in
+	-instances | --instances) want_instances=1 ;;
+	-instances=* | --instances=*) export DEVSTACK_INSTANCES=${a#*=} ;;
 	--price-*=*)
 		k=${a#--price-}
 		k=${k%%=*}
@@ -73,6 +83,7 @@ for a in "$@"; do
 		;;
 	esac
 done
+[ -z "$want_instances" ] || { echo "fleet.sh: -instances needs a count" >&2; exit 2; }
 export FLEET_CLUSTERS=${positional[0]:-1000}
 [ ${#positional[@]} -ge 2 ] && export FLEET_PROJECTS=${positional[1]}
 devflags="${FLEET_DEVSTACK_FLAGS:-}$devflags"
@@ -91,7 +102,7 @@ grep -E '^\s+fleet_test.go:[0-9]+: .*(want|deadline)' "$out" >/dev/null && grep 
 if usage=$(grep -E '^fleet-usage: ' "$out"); then
 	prices=""
 	for k in "${!price[@]}"; do prices="$prices $k=${price[$k]}"; done
-	awk -v n="$cost_clusters" -v prices="$prices" -v flags="$devflags" '
+	awk -v n="$cost_clusters" -v prices="$prices" -v flags="$devflags" -v instances="${DEVSTACK_INSTANCES:-1}" '
 	BEGIN { split(prices, pl, " "); for (i in pl) { split(pl[i], kv, "="); p[kv[1]] = kv[2] } }
 	{
 		for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) u[kv[1]] = kv[2]
@@ -100,6 +111,7 @@ if usage=$(grep -E '^fleet-usage: ' "$out"); then
 		# alone; one process is the functions with the emulators.
 		cpu = u["cpu_seconds_instances"] > 0 ? u["cpu_seconds_instances"] : u["cpu_seconds"]
 		cpuwhat = u["cpu_seconds_instances"] > 0 ? "the function instances" : "the one devstack process: functions, emulators and the test"
+		if (instances > 1) flags = " -instances " instances flags
 		printf "\nper steady cluster per hour (runs every 5 min)%s:\n", flags == "" ? "" : ", devstack" flags
 		printf "  Firestore        %10.2f reads, %.3f writes, %.3f deletes\n", u["firestore_reads"], u["firestore_writes"], u["firestore_deletes"]
 		printf "  Cloud Tasks      %10.2f dispatches, %.3f creates\n", u["tasks_dispatches"], u["tasks_creates"]
