@@ -16,8 +16,8 @@
 # It prints the report, then what a steady cluster uses per hour (counted
 # by the emulators: Firestore's billed document operations, Cloud Tasks'
 # dispatches and creates, GKE calls, Pub/Sub bytes; and CPU time, measured
-# as the process's), scaled from the fleet's fast steady interval to
-# production's (5 minutes), and what FLEET_COST_CLUSTERS (1,000) such
+# as the processes'), per steady run (one dispatch each) times the 12 runs
+# an hour of production's steady interval (5 minutes), and what FLEET_COST_CLUSTERS (1,000) such
 # clusters cost a month at the prices below. It ends with one line:
 #   fleet: N clusters, P projects, quota exceeded E, errors shown S, converged C/T, change-to-ready p99 X s (limit L s)
 # and exits non-zero when a goal fails: E = 0, S = 0, C = T, p99 <= L.
