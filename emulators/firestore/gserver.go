@@ -47,6 +47,7 @@ type GServer struct {
 	lastCommit time.Time
 	nextSeq    int64
 	lastExpiry time.Time
+	usage      Usage
 }
 
 var _ pb.FirestoreServer = (*GServer)(nil)
@@ -421,6 +422,7 @@ func (s *GServer) GetDocument(ctx context.Context, req *pb.GetDocumentRequest) (
 		}
 	}
 	doc := rc.db.get(n.path, rc.at)
+	s.countReads(1)
 	if rc.tx != nil {
 		rc.tx.recordRead(n.String(), doc)
 	}
@@ -505,6 +507,9 @@ func (s *GServer) batchGet(ctx context.Context, req *pb.BatchGetDocumentsRequest
 			r.Transaction = rc.newTxID
 		}
 		resps = append(resps, r)
+	}
+	if len(names) > 0 {
+		s.countReads(len(names))
 	}
 	return resps, nil
 }
@@ -694,6 +699,7 @@ func (s *GServer) ListDocuments(ctx context.Context, req *pb.ListDocumentsReques
 		}
 		resp.Documents = append(resp.Documents, applyMask(cloneDoc(doc), mask, req.GetMask() != nil))
 	}
+	s.countReads(len(resp.Documents))
 	return resp, nil
 }
 

@@ -184,6 +184,7 @@ func (s *GServer) listenSync(db string, targets map[int32]*listenTarget) ([]*pb.
 			resps = append(resps, &pb.ListenResponse{ResponseType: &pb.ListenResponse_DocumentChange{DocumentChange: &pb.DocumentChange{
 				Document: shaped, TargetIds: []int32{t.id},
 			}}})
+			s.usage.Reads++
 		}
 		for name := range t.sent {
 			if _, ok := now[name]; ok {

@@ -555,6 +555,7 @@ func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query) ([]*pb.RunQueryRes
 		return nil, err
 	}
 	docs, skipped := q.run(q.candidates(rc.db, rc.at))
+	s.countReads(len(docs))
 	if rc.tx != nil {
 		// Compiled again from a copy, so the transaction keeps nothing of
 		// the request.
@@ -656,6 +657,7 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 	}
 	aggs := req.GetStructuredAggregationQuery().GetAggregations()
 	docs, _ := q.run(q.candidates(rc.db, rc.at))
+	s.countReads((len(docs) + 999) / 1000)
 	if rc.tx != nil {
 		rq, _ := compileQuery(req.GetParent(), cloneQuery(req.GetStructuredAggregationQuery().GetStructuredQuery()))
 		rq.aggregating(aggs)

@@ -390,6 +390,7 @@ func (s *GServer) applyWrites(d *database, pws []pendingWrite, t time.Time) ([]*
 		results[i] = res
 	}
 	s.store(d, order, next, changed, t)
+	s.countWrites(pws)
 	return results, nil
 }
 

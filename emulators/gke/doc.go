@@ -141,28 +141,31 @@
 //     masterAuth.clusterCaCertificate, the base64 of the PEM CA that
 //     signed the server's certificate (for 127.0.0.1 and localhost), as
 //     GKE does. Before that the endpoint is empty and refuses connections.
-//   - The API server starts on demand, at the first connection to the
+//   - The API server starts on demand, at the first request to the
 //     endpoint, so that clusters nobody reaches cost nothing (each server
 //     takes about 300 MB); with Kubernetes.AtCreate, a created cluster's
 //     starts at once, while it provisions, as GKE's control plane comes up
-//     within the create operation. The simulator proxies the endpoint (TCP,
-//     so TLS is end to end) to the server. A connection waits for the start, including the build of
-//     the binary when Kubernetes.Binary waits for one, and for the
-//     registration of the cluster's Nodes, so that the first client finds
-//     them, as in GKE. Once started, it
-//     runs until no connection to the endpoint has been open for
-//     Kubernetes.IdleTimeout (a minute by default) with nothing of the
-//     simulator's pending in it (a step of the loop below failing, a Node
-//     bcd selects not joined), or until the cluster is deleted or the
-//     simulator closes; its state stays on disk and the next connection
-//     starts it again, as at the first. At most Kubernetes.MaxRunning (8
-//     by default) run at once: a start beyond them stops the least
-//     recently used server that no connection holds, or waits for one to
-//     be let go, 5 seconds at most, then starts beyond the bound, which is
-//     restored as soon as connections let servers go.
-//     Neither ever cuts a connection: a watch or an apply under way keeps
-//     its server. A server that exits on its own is started again by the
-//     next connection.
+//     within the create operation. The simulator serves the endpoint
+//     itself (TLS with a certificate of the cluster's CA, as the
+//     server's own) and proxies each request to the server. A request
+//     waits for the start, including the build of the binary when
+//     Kubernetes.Binary waits for one, and for the registration of the
+//     cluster's Nodes, so that the first client finds them, as in GKE;
+//     past 10 seconds it is answered 503 with Retry-After, which
+//     client-go retries, while the start goes on. Once started, it runs
+//     until no request has been under way for Kubernetes.IdleTimeout (a
+//     minute by default) with nothing of the simulator's pending in it (a
+//     step of the loop below failing, a Node bcd selects not joined), or
+//     until the cluster is deleted or the simulator closes; its state
+//     stays on disk and the next request starts it again, as at the
+//     first. At most Kubernetes.MaxRunning (8 by default) run at once,
+//     firmly: a start beyond them stops the least recently used server
+//     that serves no request and has served none for 2 seconds, or waits,
+//     first come first served, until one can be. A keep-alive connection
+//     with no request on it holds nothing: its next request starts the
+//     server again. A request under way, a watch included, is never cut
+//     for either. A server that exits on its own is started again by the
+//     next request.
 //   - Clients authenticate with bearer tokens: the cluster's admin token
 //     (Server.KubernetesAccess, which also gives a kubeconfig; group
 //     system:masters), Kubernetes.Tokens, and, with WithIAM, Google

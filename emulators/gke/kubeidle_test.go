@@ -2,15 +2,21 @@ package gke
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -194,7 +200,7 @@ func waitIdleFor(t *testing.T, e *kubeEnv, d time.Duration) {
 
 // TestKubernetesIdleServerStops checks that a server no connection has
 // used for Kubernetes.IdleTimeout is stopped, its process gone, and that
-// the next connection starts it again on the same state; a server held
+// the next request starts it again on the same state; a server held
 // by a watch is not stopped, and the watch goes on.
 func TestKubernetesIdleServerStops(t *testing.T) {
 	const idle = 2 * time.Second
@@ -219,7 +225,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 		return running == 0, fmt.Sprintf("slots taken after the stop = %d, want 0", running)
 	})
 
-	// The next connection starts it again, with its objects and Nodes.
+	// The next request starts it again, with its objects and Nodes.
 	cs, done := ownClient(t, c)
 	ctx, cancel := context.WithTimeout(e.ctx, startWait)
 	defer cancel()
@@ -251,11 +257,12 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 func c1Kube(t *testing.T, e *env) *kubeCluster { return kubeOf(t, e, "c1") }
 
 // TestKubernetesMaxRunning uses more clusters than Kubernetes.MaxRunning
-// allows servers: a start stops the least recently used server that no
-// connection holds; when connections hold every running one, the next
-// start waits for one to be let go, or after slotWait starts beyond the
-// bound, which is restored once one is let go; the objects of each
-// cluster survive its stops, and no held connection is cut.
+// allows servers: a start stops the least recently used server that
+// serves no request, even under an idle keep-alive connection, whose next
+// request is served by the restarted server; when requests hold every
+// running server, the next start waits, never beyond the bound, its
+// caller answered 503 with Retry-After meanwhile, until one is let go; the
+// objects of each cluster survive its stops, and no request is cut.
 func TestKubernetesMaxRunning(t *testing.T) {
 	e := newK8sEnvTuned(t, func(k *Kubernetes) { k.MaxRunning = 2; k.IdleTimeout = -1 })
 	env := e.srv.GServer.kube
@@ -265,12 +272,28 @@ func TestKubernetesMaxRunning(t *testing.T) {
 
 	use(t, e, c1)
 	use(t, e, c2)
-	use(t, e, c3) // c1 is the least recently used: it goes
+	// A client that keeps its connection to c3 open, idle, once served.
+	cs3, conns3, done3 := countedClient(t, c3)
+	defer done3()
+	getCM := func(cs kubernetes.Interface, name string) error {
+		ctx, cancel := context.WithTimeout(e.ctx, startWait)
+		defer cancel()
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		return err
+	}
+	if err := getCM(cs3, "c3"); err != nil {
+		t.Fatalf("c3: %v", err)
+	}
+	// c1 is the least recently used: it goes.
 	if r1, r2, r3 := runs(); r1 || !r2 || !r3 {
 		t.Fatalf("after c1, c2, c3: running %v %v %v, want c2 and c3", r1, r2, r3)
 	}
 
-	// c2 held by a watch: c1's start stops c3, the unheld one.
+	// c2 held by a watch: c1's start stops c3, held only by an idle
+	// keep-alive connection.
 	w2, stop2 := holdWatch(t, e, c2)
 	defer stop2()
 	held := k2.server()
@@ -281,69 +304,175 @@ func TestKubernetesMaxRunning(t *testing.T) {
 	if k2.server() != held {
 		t.Fatalf("c2's server, held by a watch, was stopped")
 	}
-
-	// Both running servers held: c3 waits until c1's connection ends.
-	_, stop1 := holdWatch(t, e, c1)
-	got := make(chan struct{})
-	go func() {
-		defer close(got)
-		cs, done := ownClient(t, c3)
-		defer done()
-		ctx, cancel := context.WithTimeout(e.ctx, slotWait+startWait)
-		defer cancel()
-		if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "c3", metav1.GetOptions{}); err != nil {
-			t.Errorf("get c3's configmap once c1 was let go: %v", err)
-		}
-	}()
-	wait.For(t, "c3's connection waiting for a start", func() (bool, string) {
-		k3.mu.Lock()
-		defer k3.mu.Unlock()
-		return k3.busy != nil, "c3's connection does not wait for a start"
-	})
-	if r1, r2, r3 := runs(); !r1 || !r2 || r3 {
-		t.Fatalf("while c1 and c2 are held: running %v %v %v, want c1 and c2 only", r1, r2, r3)
+	// The idle connection's next request starts c3 again (stopping c1)
+	// and is served by it, on the same connection.
+	if err := getCM(cs3, "c3"); err != nil {
+		t.Fatalf("c3 after its server was stopped under an idle connection: %v", err)
 	}
-	stop1()
-	select {
-	case <-got:
-	case <-time.After(slotWait + startWait):
-		t.Fatalf("c3's call did not return after c1 was let go")
+	if n := conns3(); n != 1 {
+		t.Errorf("c3's client opened %d connections, want its one kept alive", n)
 	}
 	if r1, r2, r3 := runs(); r1 || !r2 || !r3 {
-		t.Fatalf("after c1 was let go: running %v %v %v, want c2 and c3", r1, r2, r3)
+		t.Fatalf("after c3 again: running %v %v %v, want c2 and c3", r1, r2, r3)
+	}
+
+	// Both running servers held by watches: c1's start waits, and its
+	// caller is answered 503 with Retry-After rather than kept waiting.
+	_, stop3 := holdWatch(t, e, c3)
+	code, retryAfter, reason := rawGet(t, c1, "/api/v1/namespaces/default/configmaps/c1")
+	if code != http.StatusServiceUnavailable || retryAfter != strconv.Itoa(kubeRetryAfter) || reason != string(metav1.StatusReasonServiceUnavailable) {
+		t.Errorf("a request to c1 while c2 and c3 are held: %d, Retry-After %q, reason %q; want 503, %d, ServiceUnavailable", code, retryAfter, reason, kubeRetryAfter)
+	}
+	if r1, r2, r3 := runs(); r1 || !r2 || !r3 {
+		t.Fatalf("while c2 and c3 are held: running %v %v %v, want c2 and c3 only", r1, r2, r3)
+	}
+	// client-go retries the 503s by itself, until c3 is let go.
+	got := make(chan error, 1)
+	go func() {
+		cs, done := ownClient(t, c1)
+		defer done()
+		got <- getCM(cs, "c1")
+	}()
+	wait.For(t, "c1's start queued", func() (bool, string) {
+		k1.mu.Lock()
+		defer k1.mu.Unlock()
+		return k1.busy != nil, "c1's start is not under way"
+	})
+	stop3()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("get c1's configmap once c3 was let go: %v", err)
+		}
+	case <-time.After(2 * startWait):
+		t.Fatalf("c1's call did not return after c3 was let go")
+	}
+	if r1, r2, r3 := runs(); !r1 || !r2 || r3 {
+		t.Fatalf("after c3 was let go: running %v %v %v, want c1 and c2", r1, r2, r3)
 	}
 	use(t, e, &containerpb.Cluster{Name: "seen-by-c2", Endpoint: c2.Endpoint, MasterAuth: c2.MasterAuth})
 	expectAdded(t, w2, "seen-by-c2")
+	if k2.server() != held {
+		t.Errorf("c2's server, held by a watch all along, was replaced")
+	}
 	if running, peak := env.slots(); running != 2 || peak != 2 {
 		t.Errorf("slots taken = %d, most at once %d; want 2 and 2", running, peak)
 	}
+}
 
-	// Held for good (a client reusing its connection), they would keep
-	// c1 out forever: after slotWait it starts beyond the bound, which is
-	// restored once a server is let go.
-	_, stop3 := holdWatch(t, e, c3)
-	start := time.Now()
-	// The wait and the start may outlast a TLS handshake's timeout: the
-	// client tries again, as client-go's callers do.
-	wait.For(t, "c1 served again", func() (bool, string) {
-		cs, done := ownClient(t, c1)
-		defer done()
-		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
-		defer cancel()
-		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "c1", metav1.GetOptions{})
-		return err == nil, fmt.Sprintf("get c1's configmap: %v", err)
-	})
-	if waited := time.Since(start); waited < slotWait {
-		t.Errorf("c1 started after %v with c2 and c3 held, want after slotWait (%v)", waited, slotWait)
+// TestKubernetesMaxRunningConverges has clients of more clusters than
+// Kubernetes.MaxRunning call at once, each several times: every call
+// succeeds (client-go retrying the 503s of the waits), and never do more
+// servers run than the bound.
+func TestKubernetesMaxRunningConverges(t *testing.T) {
+	const clusters, calls = 4, 3
+	e := newK8sEnvTuned(t, func(k *Kubernetes) { k.MaxRunning = 2; k.IdleTimeout = -1 })
+	var cs []*containerpb.Cluster
+	for i := range clusters {
+		cs = append(cs, e.createNamed(t, fmt.Sprintf("c%d", i)))
 	}
-	if _, peak := env.slots(); peak != 3 {
-		t.Errorf("most slots taken at once = %d, want 3 (one beyond the bound)", peak)
+	errs := make(chan error, clusters)
+	for _, c := range cs {
+		go func() {
+			client, done := ownClient(t, c)
+			defer done()
+			ctx, cancel := context.WithTimeout(e.ctx, 4*startWait)
+			defer cancel()
+			cms := client.CoreV1().ConfigMaps("default")
+			for i := range calls {
+				name := fmt.Sprintf("%s-%d", c.Name, i)
+				if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					errs <- fmt.Errorf("create %s: %w", name, err)
+					return
+				}
+			}
+			list, err := cms.List(ctx, metav1.ListOptions{})
+			if err == nil && len(list.Items) < calls {
+				err = fmt.Errorf("%d configmaps, want %d", len(list.Items), calls)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("list in %s: %w", c.Name, err)
+				return
+			}
+			errs <- nil
+		}()
 	}
-	// c1, let go, is the least recently used server no connection holds.
-	wait.For(t, "c1 stopped, c2 and c3 running", func() (bool, string) {
-		r1, r2, r3 := runs()
-		running, _ := env.slots()
-		return !r1 && r2 && r3 && running == 2, fmt.Sprintf("running %v %v %v (%d slots) once c1 was let go, want c2 and c3", r1, r2, r3, running)
-	})
-	stop3()
+	for range clusters {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if _, peak := e.srv.GServer.kube.slots(); peak > 2 {
+		t.Errorf("most servers running at once = %d, want at most the bound, 2", peak)
+	}
+}
+
+// countedClient is ownClient that also reports how many connections it
+// has opened.
+func countedClient(t *testing.T, c *containerpb.Cluster) (kubernetes.Interface, func() int, func()) {
+	t.Helper()
+	ca, err := base64.StdEncoding.DecodeString(c.MasterAuth.GetClusterCaCertificate())
+	if err != nil {
+		t.Fatalf("clusterCaCertificate: %v", err)
+	}
+	cfg := kubesim.RESTConfig(c.Endpoint, ca, testToken)
+	var mu sync.Mutex
+	var conns []net.Conn
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+		return conn, err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatalf("HTTPClientFor: %v", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatalf("NewForConfigAndClient: %v", err)
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+	return cs, count, func() {
+		hc.CloseIdleConnections()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
+}
+
+// rawGet makes one GET of path on the cluster's endpoint, with no retry,
+// and returns its status code, Retry-After and the reason of its Status.
+func rawGet(t *testing.T, c *containerpb.Cluster, path string) (code int, retryAfter, reason string) {
+	t.Helper()
+	ca, err := base64.StdEncoding.DecodeString(c.MasterAuth.GetClusterCaCertificate())
+	if err != nil {
+		t.Fatalf("clusterCaCertificate: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: startWait, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "https://"+c.Endpoint+path, nil)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var st metav1.Status
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(st.Reason)
 }

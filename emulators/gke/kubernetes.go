@@ -5,10 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,25 +30,16 @@ import (
 const DefaultKubernetesSyncInterval = 500 * time.Millisecond
 
 // DefaultKubernetesIdleTimeout is how long a cluster's API server runs
-// with no connection to its endpoint before it is stopped, unless
+// with no request to its endpoint before it is stopped, unless
 // Kubernetes.IdleTimeout says otherwise. Short enough that a client
-// calling every 5 minutes (the product's steady runs), whose connection
-// client-go keeps 90 s, lets the server stop in between.
+// calling every 5 minutes (the product's steady runs) lets the server
+// stop in between.
 const DefaultKubernetesIdleTimeout = time.Minute
 
 // DefaultKubernetesMaxRunning is how many clusters' API servers run at
 // once at most, unless Kubernetes.MaxRunning says otherwise: about
 // 2.5 GB (each takes about 300 MB in use).
 const DefaultKubernetesMaxRunning = 8
-
-// slotWait bounds how long a start waits for an API server to be let go
-// when Kubernetes.MaxRunning run and connections hold each of them: a
-// client that reuses its connection more often than it lets it go idle
-// holds its server for good, and the others must not wait for it forever;
-// and a client gives up its TLS handshake after 10 s (client-go's
-// default), the server's start included. Then it starts beyond the bound,
-// which is restored once connections let servers go.
-const slotWait = 5 * time.Second
 
 // Kubernetes gives the simulator's clusters a real Kubernetes API
 // (WithKubernetes). See the package comment for what it does and does
@@ -73,21 +64,23 @@ type Kubernetes struct {
 	// AtCreate starts a created cluster's API server at once, while the
 	// cluster provisions, as GKE's control plane comes up within the
 	// create operation; otherwise it starts on demand, at the first
-	// connection, so that clusters nobody reaches cost nothing.
+	// request, so that clusters nobody reaches cost nothing.
 	AtCreate bool
-	// IdleTimeout stops a cluster's API server once no connection to its
-	// endpoint has been open for this long, nor anything of the
-	// simulator's own been pending there (Nodes to register, bcd's joins
-	// to retry); its state stays in Dir and the next connection starts it
-	// again, as at the first. DefaultKubernetesIdleTimeout when zero;
+	// IdleTimeout stops a cluster's API server once no request to its
+	// endpoint has been under way for this long (an idle keep-alive
+	// connection does not count), nor anything of the simulator's own
+	// been pending there (Nodes to register, bcd's joins to retry); its
+	// state stays in Dir and the next request starts it again, as at the
+	// first. DefaultKubernetesIdleTimeout when zero;
 	// never when negative.
 	IdleTimeout time.Duration
-	// MaxRunning bounds how many API servers run at once: a start beyond
-	// it first stops the least recently used server that no connection
-	// holds, or, when connections hold every one, waits for one to be let
-	// go, up to 5 seconds, then starts beyond the bound; the least
-	// recently used servers are stopped as soon as connections let them
-	// go, down to the bound. A connection is never cut for it.
+	// MaxRunning bounds how many API servers run at once, firmly: a start
+	// beyond it stops the least recently used server that serves no
+	// request (idle keep-alive connections do not hold a server: their
+	// next request starts it again), or waits, first come first served,
+	// until one can be stopped; a request under way, a watch included, is
+	// never cut for it, and a request that waits longer than 10 seconds is
+	// answered 503 with Retry-After while the start goes on.
 	// DefaultKubernetesMaxRunning when zero; no bound when negative.
 	MaxRunning int
 }
@@ -127,7 +120,7 @@ func (a KubernetesAccess) Kubeconfig(name string) ([]byte, error) {
 
 // KubernetesAccess returns how to reach the Kubernetes API of the cluster
 // named projects/P/locations/L/clusters/C once its create has ended. It
-// does not start the API server: the first connection to the endpoint
+// does not start the API server: the first request to the endpoint
 // does.
 func (s *Server) KubernetesAccess(clusterName string) (KubernetesAccess, error) {
 	g := s.GServer
@@ -174,9 +167,11 @@ type kubeEnv struct {
 	// cfg.MaxRunning taken.
 	running int
 	// freed is closed (and replaced) when a slot is given back or a
-	// server's last connection ends: what a start that waits for a slot
+	// server's last request ends: what a start that waits for a slot
 	// waits for.
 	freed chan struct{}
+	// queue are the starts waiting for a slot, first come first served.
+	queue []*kubeCluster
 	// peak is the most slots ever taken at once, and reaps counts the
 	// reaper's passes, for tests.
 	peak  int
@@ -250,12 +245,16 @@ type kubeCluster struct {
 	lastErr  error
 	failedAt time.Time
 	conns    map[net.Conn]struct{}
-	// active counts the clients' connections open; lastUsed is when the
-	// last one closed, the server started or the simulator last had work
+	// active counts the clients' requests under way; lastUsed is when the
+	// last one ended, the server started or the simulator last had work
 	// pending in it.
 	active   int
 	lastUsed time.Time
 	closed   bool
+	// startedAt is when the running server's start ended, and startTook
+	// how long it took.
+	startedAt time.Time
+	startTook time.Duration
 
 	// passes counts the sync loop's passes, for tests to wait on.
 	passes atomic.Int64
@@ -266,9 +265,12 @@ type serverRun struct {
 	api      *kubesim.APIServer
 	cancel   context.CancelFunc // ends the loop
 	loopDone chan struct{}
+	// proxy serves the endpoint's requests over transport.
+	proxy     *httputil.ReverseProxy
+	transport *http.Transport
 }
 
-// startRetry is how long a failed start keeps failing connections before
+// startRetry is how long a failed start keeps failing requests before
 // the next one tries again.
 const startRetry = 2 * time.Second
 
@@ -311,14 +313,14 @@ func (e *kubeEnv) newKubeCluster(g *GServer, port int, ca kubesim.CA, adminToken
 	e.mu.Lock()
 	e.all[k] = struct{}{}
 	e.mu.Unlock()
-	if e.cfg.IdleTimeout > 0 || e.cfg.MaxRunning >= 0 {
+	if e.cfg.IdleTimeout > 0 {
 		e.reaper.Do(func() {
 			e.wg.Add(1)
 			go e.reap()
 		})
 	}
 	e.wg.Add(1)
-	go k.accept()
+	go k.serveFront()
 	return k, nil
 }
 
@@ -396,6 +398,7 @@ func (k *kubeCluster) close(removeState bool) {
 		if err := run.api.Stop(); err != nil {
 			k.log.Warn("Kubernetes API server had failed", "error", err)
 		}
+		run.transport.CloseIdleConnections()
 		k.env.release()
 	}
 	k.env.mu.Lock()
@@ -435,71 +438,6 @@ func (s *GServer) closeKubernetes() {
 	}
 }
 
-// accept serves the endpoint: each connection is proxied to the API
-// server, which the first one starts.
-func (k *kubeCluster) accept() {
-	defer k.env.wg.Done()
-	for {
-		conn, err := k.lis.Accept()
-		if err != nil {
-			return // closed
-		}
-		k.env.wg.Add(1)
-		go func() {
-			defer k.env.wg.Done()
-			k.proxy(conn)
-		}()
-	}
-}
-
-// proxy connects conn to the API server, starting it if need be. A
-// connection before the control plane exists is closed, as GKE's endpoint
-// would refuse it.
-func (k *kubeCluster) proxy(conn net.Conn) {
-	if !k.track(conn) {
-		conn.Close()
-		return
-	}
-	k.use(1)
-	defer k.use(-1)
-	defer k.untrack(conn)
-	defer conn.Close()
-	g := k.g
-	g.mu.Lock()
-	g.settle()
-	up := k.c != nil && k.up && !k.c.gone
-	g.mu.Unlock()
-	if !up {
-		return
-	}
-	api, err := k.ensure()
-	if err != nil {
-		if k.ctx.Err() == nil {
-			k.log.Warn("Kubernetes API server did not start; the connection is closed, the next one retries", "error", err)
-		}
-		return
-	}
-	backend, err := net.Dial("tcp", api.Endpoint)
-	if err != nil {
-		k.log.Warn("Could not reach the Kubernetes API server; the connection is closed", "endpoint", api.Endpoint, "error", err)
-		return
-	}
-	if !k.track(backend) {
-		backend.Close()
-		return
-	}
-	defer k.untrack(backend)
-	defer backend.Close()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(backend, conn); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(conn, backend); done <- struct{}{} }()
-	<-done
-	// Either side ending ends both: close them so the other copy returns.
-	conn.Close()
-	backend.Close()
-	<-done
-}
-
 func (k *kubeCluster) track(c net.Conn) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -516,8 +454,8 @@ func (k *kubeCluster) untrack(c net.Conn) {
 	delete(k.conns, c)
 }
 
-// use counts a client's connection opening (1) or closing (-1): while one
-// is open the server is in use, and its closing is its last use.
+// use counts a client's request starting (1) or ending (-1): while one
+// is under way the server is in use, and its end is its last use.
 func (k *kubeCluster) use(n int) {
 	k.mu.Lock()
 	k.active += n
@@ -526,7 +464,6 @@ func (k *kubeCluster) use(n int) {
 	k.mu.Unlock()
 	if free {
 		k.env.wake()
-		k.env.shrink()
 	}
 }
 
@@ -541,17 +478,17 @@ var errKubeClosed = errors.New("the cluster's Kubernetes API is closed")
 
 // ensure returns the running API server, starting it (once, whoever asks
 // at the same time) if it is not, within the bound of running servers.
-func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
+func (k *kubeCluster) ensure() (*serverRun, error) {
 	for {
 		k.mu.Lock()
 		switch {
 		case k.closed:
 			k.mu.Unlock()
 			return nil, errKubeClosed
-		case k.api != nil:
-			api := k.api
+		case k.run != nil:
+			run := k.run
 			k.mu.Unlock()
-			return api, nil
+			return run, nil
 		case k.busy != nil:
 			ch := k.busy
 			k.mu.Unlock()
@@ -572,9 +509,17 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 
 		var api *kubesim.APIServer
 		var sy *syncer
+		var run *serverRun
 		err := k.env.acquire(k)
+		began := time.Now()
 		if err == nil {
 			if api, sy, err = k.start(); err != nil {
+				k.env.release()
+			}
+		}
+		if err == nil {
+			if run, err = k.newServerRun(api.Endpoint); err != nil {
+				_ = api.Stop()
 				k.env.release()
 			}
 		}
@@ -597,16 +542,17 @@ func (k *kubeCluster) ensure() (*kubesim.APIServer, error) {
 			return nil, err
 		}
 		runCtx, cancel := context.WithCancel(k.ctx)
-		run := &serverRun{api: api, cancel: cancel, loopDone: make(chan struct{})}
+		run.api, run.cancel = api, cancel
 		k.api, k.run, k.failedAt, k.lastUsed = api, run, time.Time{}, time.Now()
+		k.startedAt, k.startTook = k.lastUsed, k.lastUsed.Sub(began)
 		k.env.wg.Add(1)
 		go k.syncLoop(runCtx, sy, run.loopDone)
 		k.mu.Unlock()
-		return api, nil
+		return run, nil
 	}
 }
 
-// stopUnused stops the running API server if no connection holds it and
+// stopUnused stops the running API server if no request holds it and
 // it was last used before cutoff, and gives back its slot; why says what
 // stops it, for the log. It reports whether it stopped one.
 func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
@@ -626,7 +572,8 @@ func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
 	if err := run.api.Stop(); err != nil {
 		k.log.Warn("Kubernetes API server had failed", "error", err)
 	}
-	k.log.Info("Stopped the cluster's Kubernetes API server; its state is kept and the next connection starts it again",
+	run.transport.CloseIdleConnections()
+	k.log.Info("Stopped the cluster's Kubernetes API server; its state is kept and the next request starts it again",
 		"why", why, "unusedFor", unused.Round(time.Second))
 
 	k.mu.Lock()
@@ -637,106 +584,8 @@ func (k *kubeCluster) stopUnused(cutoff time.Time, why string) bool {
 	return true
 }
 
-// acquire takes a slot of the running servers for k: a free one, or that
-// of the least recently used server no connection holds, which it stops;
-// failing both, it waits for one, and after slotWait takes one beyond
-// the bound.
-func (e *kubeEnv) acquire(k *kubeCluster) error {
-	var timeout <-chan time.Time
-	for {
-		e.mu.Lock()
-		if e.cfg.MaxRunning < 0 || e.running < e.cfg.MaxRunning {
-			e.running++
-			e.peak = max(e.peak, e.running)
-			e.mu.Unlock()
-			return nil
-		}
-		lru := e.lruUnheld(k)
-		freed := e.freed
-		e.mu.Unlock()
-		// Another start may take the slot first: then look again.
-		if lru != nil && lru.stopUnused(time.Now(), fmt.Sprintf("%d API servers run, the bound (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
-			continue
-		}
-		if lru != nil {
-			continue // it came into use meanwhile
-		}
-		if timeout == nil {
-			k.log.Warn("Every running Kubernetes API server is held by a connection; the start waits for one to be let go",
-				"maxRunning", e.cfg.MaxRunning, "for", slotWait)
-			timeout = time.After(slotWait)
-		}
-		select {
-		case <-freed:
-		case <-k.ctx.Done():
-			return errKubeClosed
-		case <-timeout:
-			e.mu.Lock()
-			e.running++
-			e.peak = max(e.peak, e.running)
-			n := e.running
-			e.mu.Unlock()
-			k.log.Warn("Connections held every running Kubernetes API server; this one starts beyond the bound, which is restored as they let servers go",
-				"maxRunning", e.cfg.MaxRunning, "running", n, "waited", slotWait)
-			return nil
-		}
-	}
-}
-
-// release gives back a slot that acquire took.
-func (e *kubeEnv) release() {
-	e.mu.Lock()
-	e.running--
-	e.mu.Unlock()
-	e.wake()
-}
-
-// lruUnheld is the least recently used running server that no connection
-// holds, other than except; nil when there is none. Must be called with
-// e.mu held.
-func (e *kubeEnv) lruUnheld(except *kubeCluster) *kubeCluster {
-	var lru *kubeCluster
-	var lruAt time.Time
-	for o := range e.all {
-		if o == except {
-			continue
-		}
-		o.mu.Lock()
-		if o.run != nil && o.busy == nil && o.active == 0 && (lru == nil || o.lastUsed.Before(lruAt)) {
-			lru, lruAt = o, o.lastUsed
-		}
-		o.mu.Unlock()
-	}
-	return lru
-}
-
-// shrink stops the least recently used servers no connection holds while
-// more than the bound run (started beyond it after slotWait).
-func (e *kubeEnv) shrink() {
-	for {
-		e.mu.Lock()
-		var lru *kubeCluster
-		if e.cfg.MaxRunning >= 0 && e.running > e.cfg.MaxRunning {
-			lru = e.lruUnheld(nil)
-		}
-		e.mu.Unlock()
-		if lru == nil || !lru.stopUnused(time.Now(), fmt.Sprintf("more API servers run than the bound, %d (Kubernetes.MaxRunning); this one was the least recently used", e.cfg.MaxRunning)) {
-			return
-		}
-	}
-}
-
-// wake wakes the starts that wait for a slot, to look again.
-func (e *kubeEnv) wake() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	close(e.freed)
-	e.freed = make(chan struct{})
-}
-
 // reap stops, every little while, the servers unused for
-// cfg.IdleTimeout, and those beyond the bound that connections have let
-// go, until the simulator closes.
+// cfg.IdleTimeout, until the simulator closes.
 func (e *kubeEnv) reap() {
 	defer e.wg.Done()
 	every := time.Second
@@ -760,10 +609,9 @@ func (e *kubeEnv) reap() {
 		cutoff := time.Now().Add(-e.cfg.IdleTimeout)
 		for _, k := range ks {
 			if e.cfg.IdleTimeout > 0 {
-				k.stopUnused(cutoff, fmt.Sprintf("no connection for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
+				k.stopUnused(cutoff, fmt.Sprintf("no request for %v (Kubernetes.IdleTimeout)", e.cfg.IdleTimeout))
 			}
 		}
-		e.shrink()
 		e.reaps.Add(1)
 	}
 }
@@ -801,10 +649,10 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 }
 
 // crashed forgets an API server that exited on its own, so that the next
-// connection starts another.
+// request starts another.
 func (k *kubeCluster) crashed(api *kubesim.APIServer) {
 	k.mu.Lock()
-	current := k.api == api
+	current, run := k.api == api, k.run
 	if current {
 		k.api, k.run = nil, nil
 	}
@@ -813,7 +661,10 @@ func (k *kubeCluster) crashed(api *kubesim.APIServer) {
 		k.env.release()
 	}
 	err := api.Stop()
-	k.log.Warn("Kubernetes API server exited; the next connection starts it again", "error", err)
+	if current {
+		run.transport.CloseIdleConnections()
+	}
+	k.log.Warn("Kubernetes API server exited; the next request starts it again", "error", err)
 }
 
 // restoreKubernetes opens the endpoints of the restored clusters that had

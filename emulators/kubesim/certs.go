@@ -73,6 +73,11 @@ func (ca CA) parse() (*x509.Certificate, crypto.Signer, error) {
 	return cert, signer, nil
 }
 
+// ServingCert returns a new certificate and key for the names the API
+// server answers to (servingCert's), signed by ca, in PEM: what a proxy in
+// front of the server presents in its stead.
+func (ca CA) ServingCert() (certPEM, keyPEM []byte, err error) { return servingCert(ca) }
+
 // servingCert returns a certificate for 127.0.0.1 and localhost (and the
 // in-cluster names a client may use), signed by ca, and its key, in PEM.
 func servingCert(ca CA) (certPEM, keyPEM []byte, err error) {

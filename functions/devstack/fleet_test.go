@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -22,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -100,6 +106,11 @@ type fleetReport struct {
 	watchdogTime                 time.Duration
 	heapMiB                      float64
 	setup                        time.Duration
+	// perHour is the steady phase's use per cluster per hour, at the
+	// production steady interval; runsPerInterval is how many steady runs
+	// a cluster had per fleet interval (1 when they kept up).
+	perHour         fleetUsage
+	runsPerInterval float64
 }
 
 // TestFleet runs a small fleet (FLEET_CLUSTERS and friends make it larger:
@@ -113,6 +124,8 @@ func TestFleet(t *testing.T) {
 	}
 	f := fleetFromEnv(t)
 	r := runFleet(t, f)
+	// scripts/fleet.sh prices this line.
+	fmt.Printf("fleet-usage: per cluster per hour, steady runs every %v: %s\n", cloudrun.DefaultSteadyInterval, r.perHour.fields())
 	fmt.Printf("fleet: %d clusters, %d projects, quota exceeded %d, errors shown %d, converged %d/%d, change-to-ready p99 %.2f s (limit %.2f s)\n",
 		f.clusters, f.projects, r.exceeded, r.errorsShown, r.converged, r.changed, r.p99.Seconds(), r.limit.Seconds())
 	if r.exceeded != 0 || r.refused != 0 {
@@ -155,6 +168,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		Log:                  testLogger(),
 		FirestoreDialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.unary), grpc.WithChainStreamInterceptor(rpcs.stream)},
 	}
+	if err := setConfigFlags(&cfg, strings.Fields(os.Getenv("FLEET_DEVSTACK_FLAGS"))); err != nil {
+		t.Fatalf("FLEET_DEVSTACK_FLAGS: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	s, err := devstack.Start(ctx, cfg)
 	cancel()
@@ -194,16 +210,31 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	t.Logf("fleet of %d clusters in %d projects ready in %v (provider operations %v, converging interval %v, steady %v)",
 		f.clusters, f.projects, rep.setup.Round(time.Second), f.opTime, f.converging, f.steady)
 
-	// The steady phase.
+	// The steady phase. Measured (scripts/fleet.sh) once the clock minute
+	// of the fleet's creation is over and a steady interval has passed:
+	// while the creation's GKE calls crowd a project's minute, steady
+	// refreshes put themselves off, and the fleet's first refreshes all
+	// come at once.
+	if os.Getenv("FLEET_CLUSTERS") != "" {
+		now := time.Now()
+		time.Sleep(max(f.steady, now.Truncate(time.Minute).Add(time.Minute+time.Second).Sub(now)))
+	}
 	readsBefore, writesBefore := rpcs.reads(), rpcs.writeCount()
 	tasksBefore := s.Tasks.Stats().Dispatched
+	usageBefore := sampleFleetUsage(t, s)
 	steadyStart := time.Now()
 	time.Sleep(f.steadyFor)
 	steady := time.Since(steadyStart)
+	usage := sampleFleetUsage(t, s).minus(usageBefore)
 	intervals := float64(f.clusters) * steady.Seconds() / f.steady.Seconds()
 	rep.readsPerInterval = float64(rpcs.reads()-readsBefore) / intervals
 	rep.writesPerInterval = float64(rpcs.writeCount()-writesBefore) / intervals
 	rep.tasksPerSecond = float64(s.Tasks.Stats().Dispatched-tasksBefore) / steady.Seconds()
+	// A steady cluster's work is per steady run, each one dispatch: scaled
+	// to production's steady interval, whether or not the fleet's runs
+	// kept up with its fast one.
+	rep.perHour = usage.scale(time.Hour.Seconds() / cloudrun.DefaultSteadyInterval.Seconds() / max(usage.tasksDispatches, 1))
+	rep.runsPerInterval = usage.tasksDispatches / intervals
 
 	// The watchdog's cost: it grows with the overdue chains, not with
 	// the fleet. It is counted on a client of its own, apart from the
@@ -313,6 +344,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		rep.commitP50.Round(time.Millisecond), rep.commitP99.Round(time.Millisecond))
 	t.Logf("watchdog pass: %d chains overdue and restarted, %d Firestore RPCs, %v; heap in use %.0f MiB",
 		rep.watchdogRestarted, rep.watchdogRPCs, rep.watchdogTime.Round(time.Millisecond), rep.heapMiB)
+	t.Logf("steady, measured over %v (%.0f cluster-intervals of %v, %.2f runs each): %s", steady.Round(time.Second), intervals, f.steady, rep.runsPerInterval, usage)
 	return rep
 }
 
@@ -445,5 +477,224 @@ func (a *fleetAPI) call(method string, body, out any) error {
 			return json.Unmarshal(raw, out)
 		}
 		return nil
+	}
+}
+
+// fleetUsage is what a fleet used, as the emulators count it (what
+// Google bills or limits), and the CPU time of the processes that played
+// it.
+type fleetUsage struct {
+	// Firestore's billed document operations (fsemu.Usage).
+	firestoreReads, firestoreWrites, firestoreDeletes float64
+	// Cloud Tasks' billed operations: push deliveries and CreateTask
+	// calls.
+	tasksDispatches, tasksCreates float64
+	// GKE calls, every ClusterManager RPC (the quota counts them all).
+	gkeCalls float64
+	// Pub/Sub messages published, and the bytes billed for them: at
+	// least 1,000 a message, published once and delivered once.
+	pubsubMessages, pubsubBytes float64
+	// cpuSeconds is the CPU time (user and system) of this process: the
+	// functions and, in one process, the emulators and the test's own
+	// work too; cpuInstances that of its child processes (the function
+	// instances of -instances, when there are).
+	cpuSeconds, cpuInstances float64
+}
+
+// sampleFleetUsage reads the counters now.
+func sampleFleetUsage(t testing.TB, s *devstack.Stack) fleetUsage {
+	t.Helper()
+	fs := s.Firestore.Usage()
+	u := fleetUsage{
+		firestoreReads: float64(fs.Reads), firestoreWrites: float64(fs.Writes), firestoreDeletes: float64(fs.Deletes),
+		tasksDispatches: float64(s.Tasks.Stats().Dispatched), tasksCreates: float64(s.Tasks.Calls("CreateTask")),
+	}
+	methods := containerpb.File_google_container_v1_cluster_service_proto.Services().ByName("ClusterManager").Methods()
+	for i := range methods.Len() {
+		u.gkeCalls += float64(s.GKE.Calls(string(methods.Get(i).Name())))
+	}
+	for _, m := range s.PubSub.Messages() {
+		size := len(m.Data) + len(m.OrderingKey)
+		for k, v := range m.Attributes {
+			size += len(k) + len(v)
+		}
+		u.pubsubMessages++
+		u.pubsubBytes += 2 * float64(max(size, 1000))
+	}
+	u.cpuSeconds, u.cpuInstances = processCPU(t)
+	return u
+}
+
+func (u fleetUsage) minus(o fleetUsage) fleetUsage {
+	return fleetUsage{
+		u.firestoreReads - o.firestoreReads, u.firestoreWrites - o.firestoreWrites, u.firestoreDeletes - o.firestoreDeletes,
+		u.tasksDispatches - o.tasksDispatches, u.tasksCreates - o.tasksCreates, u.gkeCalls - o.gkeCalls,
+		u.pubsubMessages - o.pubsubMessages, u.pubsubBytes - o.pubsubBytes,
+		u.cpuSeconds - o.cpuSeconds, u.cpuInstances - o.cpuInstances,
+	}
+}
+
+func (u fleetUsage) scale(k float64) fleetUsage {
+	return fleetUsage{
+		u.firestoreReads * k, u.firestoreWrites * k, u.firestoreDeletes * k,
+		u.tasksDispatches * k, u.tasksCreates * k, u.gkeCalls * k,
+		u.pubsubMessages * k, u.pubsubBytes * k,
+		u.cpuSeconds * k, u.cpuInstances * k,
+	}
+}
+
+// fields is u as the key=value pairs scripts/fleet.sh reads.
+func (u fleetUsage) fields() string {
+	return fmt.Sprintf("firestore_reads=%.4g firestore_writes=%.4g firestore_deletes=%.4g tasks_dispatches=%.4g tasks_creates=%.4g gke_calls=%.4g pubsub_messages=%.4g pubsub_bytes=%.4g cpu_seconds=%.4g cpu_seconds_instances=%.4g",
+		u.firestoreReads, u.firestoreWrites, u.firestoreDeletes, u.tasksDispatches, u.tasksCreates, u.gkeCalls,
+		u.pubsubMessages, u.pubsubBytes, u.cpuSeconds, u.cpuInstances)
+}
+
+func (u fleetUsage) String() string {
+	return fmt.Sprintf("Firestore %.0f reads, %.0f writes, %.0f deletes; Cloud Tasks %.0f dispatches, %.0f creates; %.0f GKE calls; Pub/Sub %.0f messages; CPU %.2f s in this process, %.2f s in its children",
+		u.firestoreReads, u.firestoreWrites, u.firestoreDeletes, u.tasksDispatches, u.tasksCreates, u.gkeCalls,
+		u.pubsubMessages, u.cpuSeconds, u.cpuInstances)
+}
+
+// processCPU returns the CPU time, user and system, of this process and
+// of its child processes: those that ended and were waited for, and
+// those that run (from /proc, in clock ticks of 1/100 s, Linux's
+// USER_HZ).
+func processCPU(t testing.TB) (self, children float64) {
+	t.Helper()
+	sec := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	self = sec(ru.Utime) + sec(ru.Stime)
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	children = sec(ru.Utime) + sec(ru.Stime)
+	me := strconv.Itoa(os.Getpid())
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session tty tpgid flags minflt
+		// cminflt majflt cmajflt utime stime ...
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 13 || f[1] != me {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		children += (ut + st) / 100
+	}
+	return self, children
+}
+
+// setConfigFlags sets the fields of cfg that devstack flags name, so that
+// scripts/fleet.sh can pass the devstack's flags through to a fleet: a
+// flag -a-b names the field AB, case aside (-gke-request-quota is
+// GKERequestQuota, -instances Instances). Reflection rather than the
+// devstack's own flag set, which belongs to its command and takes
+// flags this test sets itself (addresses, seed, data).
+func setConfigFlags(cfg *devstack.Config, args []string) error {
+	v := reflect.ValueOf(cfg).Elem()
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		want := strings.ReplaceAll(name, "-", "")
+		var field reflect.Value
+		for j := range v.NumField() {
+			if strings.EqualFold(v.Type().Field(j).Name, want) {
+				field = v.Field(j)
+			}
+		}
+		if !field.IsValid() {
+			return fmt.Errorf("-%s: devstack.Config has no field %s", name, want)
+		}
+		if !hasVal {
+			if field.Kind() == reflect.Bool {
+				val = "true"
+			} else if i+1 < len(args) {
+				i++
+				val = args[i]
+			} else {
+				return fmt.Errorf("-%s needs a value", name)
+			}
+		}
+		if err := setField(field, val); err != nil {
+			return fmt.Errorf("-%s %s: %w", name, val, err)
+		}
+	}
+	return nil
+}
+
+// setField sets a field of a kind the devstack's flags have.
+func setField(f reflect.Value, val string) error {
+	if f.Type() == reflect.TypeOf(time.Duration(0)) {
+		d, err := time.ParseDuration(val)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return err
+		}
+		f.SetFloat(x)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case reflect.String:
+		f.SetString(val)
+	default:
+		return fmt.Errorf("a field of type %v", f.Type())
+	}
+	return nil
+}
+
+// TestSetConfigFlags checks the devstack flags scripts/fleet.sh passes
+// through.
+func TestSetConfigFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    string
+		want    func(devstack.Config) bool
+		wantErr bool
+	}{
+		{"-gke-request-quota 600", func(c devstack.Config) bool { return c.GKERequestQuota == 600 }, false},
+		{"-kubernetes-max-running=3 -lease-ttl 2s", func(c devstack.Config) bool {
+			return c.KubernetesMaxRunning == 3 && c.LeaseTTL == 2*time.Second
+		}, false},
+		{"--tasks-duplicate-rate 0.25 -kubernetes", func(c devstack.Config) bool {
+			return c.TasksDuplicateRate == 0.25 && c.Kubernetes
+		}, false},
+		{"-kubernetes=false", func(c devstack.Config) bool { return !c.Kubernetes }, false},
+		{"-no-such-flag 1", nil, true},
+		{"-gke-request-quota many", nil, true},
+		{"-gke-request-quota", nil, true},
+	} {
+		cfg := devstack.Config{Kubernetes: true}
+		err := setConfigFlags(&cfg, strings.Fields(tc.args))
+		switch {
+		case tc.wantErr && err == nil:
+			t.Errorf("%q: no error, want one", tc.args)
+		case !tc.wantErr && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case !tc.wantErr && !tc.want(cfg):
+			t.Errorf("%q: config %+v", tc.args, cfg)
+		}
 	}
 }

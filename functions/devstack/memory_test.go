@@ -2,6 +2,7 @@ package devstack_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,24 +22,40 @@ import (
 //	MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v -timeout 60m ./functions/devstack
 //
 // It makes that many create-mode substrates at once, each with two nodes
-// joined, first with every API server kept running (as the devstack did
-// before Kubernetes.IdleTimeout and MaxRunning), then bounded to half as
-// many servers with an idle timeout of 20 s, and logs the memory (RSS)
-// of this process and of its API servers: at the peak, once every
-// substrate is ready, and once the idle servers have been stopped.
+// joined, and logs the memory (RSS) of this process and of its API
+// servers: at the peak, once every substrate is ready, and over the steady
+// interval after (with an idle timeout). MEASURE_CONFIGS says under which settings,
+// a comma-separated list of: "kept", every API server kept running (as
+// the devstack did before Kubernetes.IdleTimeout and MaxRunning);
+// "bounded", bounded to half as many servers with an idle timeout of
+// 20 s; "defaults", the devstack's defaults (-kubernetes-max-running and
+// -kubernetes-idle-timeout). "kept,bounded" when unset. MEASURE_DEADLINE
+// bounds the wait for every substrate to be ready (10m).
 func TestMemoryOfSubstrates(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("MEASURE_SUBSTRATES"))
 	if n <= 0 {
 		t.Skip("a measurement: MEASURE_SUBSTRATES=8 go test -run TestMemoryOfSubstrates -v ./functions/devstack")
+	}
+	deadline := 10 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("MEASURE_DEADLINE")); err == nil {
+		deadline = d
+	}
+	configs := map[string]bool{}
+	for _, c := range strings.Split(cmp.Or(os.Getenv("MEASURE_CONFIGS"), "kept,bounded"), ",") {
+		configs[strings.TrimSpace(c)] = true
 	}
 	for _, m := range []struct {
 		name string
 		idle time.Duration
 		max  int
 	}{
-		{"every server kept", -1, -1},
+		{"kept", -1, -1},
 		{"bounded", 20 * time.Second, max(n/2, 1)},
+		{"defaults", 0, 0},
 	} {
+		if !configs[m.name] {
+			continue
+		}
 		t.Run(m.name, func(t *testing.T) {
 			cfg := fastConfig()
 			cfg.Kubernetes = true
@@ -51,13 +68,16 @@ func TestMemoryOfSubstrates(t *testing.T) {
 				status, h := healthzKubernetes(t, e.URL)
 				return status == http.StatusOK && h.Ready, h.Progress
 			})
+			var mu sync.Mutex
 			var peak memSample
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for {
 					if s := sampleMemory(); s.total() > peak.total() {
+						mu.Lock()
 						peak = s
+						mu.Unlock()
 					}
 					select {
 					case <-stop:
@@ -66,37 +86,74 @@ func TestMemoryOfSubstrates(t *testing.T) {
 					}
 				}
 			})
+			// Logged even when a wait fails.
+			t.Cleanup(func() {
+				close(stop)
+				wg.Wait()
+				t.Logf("peak: %s", peak)
+			})
 			start := time.Now()
 			pools := make([]string, n)
 			for i := range pools {
 				pools[i] = fmt.Sprintf("pool-mem%d", poolSeq.Add(1))
 				putPool(t, e, createPolicy(pools[i], 1, flavor("cpu", 1)))
 			}
-			for _, p := range pools {
-				wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
+			wait.Within(t, deadline, "every substrate ready", func() (bool, string) {
+				ready := 0
+				var last string
+				for _, p := range pools {
 					list, err := e.api.substrates(p)
-					if err != nil || len(list) != 1 {
-						return false, fmt.Sprint(list, err)
+					if err == nil && len(list) == 1 && readyWith(2)(list[0]) {
+						ready++
+					} else {
+						last = fmt.Sprint(list, err)
 					}
-					return readyWith(2)(list[0]), jsonOf(list[0])
-				})
-			}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				return ready == n, fmt.Sprintf("%d of %d ready after %v (peak so far: %s); one not ready: %s", ready, n, time.Since(start).Round(time.Second), peak, last)
+			})
 			ready := sampleMemory()
 			t.Logf("%d substrates ready with 2 nodes joined in %v; max running %s, idle timeout %v",
-				n, time.Since(start).Round(time.Second), maxRunning(m.max), m.idle)
+				n, time.Since(start).Round(time.Second), maxRunning(m.max), idleTimeout(m.idle))
 			t.Logf("at ready: %s", ready)
-			if m.idle > 0 {
-				wait.Within(t, 10*time.Minute, "the substrates converged", func() (bool, string) {
+			if m.idle >= 0 {
+				// Ready substrates keep coming back (a steady run every
+				// SteadyInterval), so the servers may never all be
+				// stopped at once: what they hold is watched over a
+				// steady interval.
+				watch := cfg.SteadyInterval
+				if m.idle > 0 {
+					watch += m.idle
+				}
+				var sum, low, high memSample
+				var samples int64
+				for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(2 * time.Second) {
 					s := sampleMemory()
-					return s.servers == 0, s.String()
-				})
-				t.Logf("once idle: %s", sampleMemory())
+					if samples == 0 || s.total() < low.total() {
+						low = s
+					}
+					if s.total() > high.total() {
+						high = s
+					}
+					sum.self, sum.apiServers, sum.servers = sum.self+s.self, sum.apiServers+s.apiServers, sum.servers+s.servers
+					samples++
+				}
+				t.Logf("over the %v after: mean total %d MB, %.1f API servers; least %s; most %s",
+					watch, (sum.self+sum.apiServers)/samples>>10, float64(sum.servers)/float64(samples), low, high)
 			}
-			close(stop)
-			wg.Wait()
-			t.Logf("peak: %s", peak)
 		})
 	}
+}
+
+func idleTimeout(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "none"
+	case d == 0:
+		return gke.DefaultKubernetesIdleTimeout.String()
+	}
+	return d.String()
 }
 
 func maxRunning(n int) string {
