@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Simulates a fleet on this machine, against the devstack's emulators:
-#   scripts/fleet.sh [clusters] [projects]
+#   scripts/fleet.sh [-instances N] [clusters] [projects]
+# -instances N serves the functions from N processes of the deployed
+# server (the devstack's -instances; DEVSTACK_INSTANCES).
 # N clusters (1,000 by default) over P provider projects (N/200 by default),
 # each project with a GKE request quota (FLEET_QUOTA, 1200 a minute), with
 # fast intervals: provider operations of 0.3 s, converging runs every 0.3 s,
@@ -13,6 +15,11 @@
 # and exits non-zero when a goal fails: E = 0, S = 0, C = T, p99 <= L.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "-instances" ]; then
+  [ $# -ge 2 ] || { echo "fleet.sh: -instances needs a count" >&2; exit 2; }
+  export DEVSTACK_INSTANCES=$2
+  shift 2
+fi
 export FLEET_CLUSTERS=${1:-1000}
 [ $# -ge 2 ] && export FLEET_PROJECTS=$2
 export FLEET_QUOTA=${FLEET_QUOTA:-1200}

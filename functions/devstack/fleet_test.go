@@ -155,6 +155,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		Log:                  testLogger(),
 		FirestoreDialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.unary), grpc.WithChainStreamInterceptor(rpcs.stream)},
 	}
+	if n := suiteInstances(); n > 1 {
+		withInstances(&cfg, n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	s, err := devstack.Start(ctx, cfg)
 	cancel()

@@ -74,6 +74,14 @@ func withInstances(cfg *devstack.Config, n int) {
 	if os.Getenv("DEVSTACK_LOG") != "" {
 		cfg.InstanceOutput = os.Stderr
 	}
+	// DEVSTACK_INSTANCES_LOG=FILE keeps the instances' logs alone.
+	if name := os.Getenv("DEVSTACK_INSTANCES_LOG"); name != "" {
+		f, err := os.Create(name)
+		if err != nil {
+			panic(err)
+		}
+		cfg.InstanceOutput = f
+	}
 }
 
 // suiteInstances is DEVSTACK_INSTANCES: with a count above 1, the shared
