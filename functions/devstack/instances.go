@@ -148,8 +148,13 @@ func (s *Stack) front(mux *http.ServeMux) http.Handler {
 			edged.ServeHTTP(w, r)
 			return
 		}
-		if s.fleet != nil {
-			s.fleet.ServeHTTP(w, r)
+		if s.cfg.Instances > 1 {
+			f := s.fleet.Load()
+			if f == nil {
+				httpapi.WriteError(r.Context(), w, errs.E(errs.Unavailable, "the instances are starting; retry"))
+				return
+			}
+			f.ServeHTTP(w, r)
 			return
 		}
 		s.served.Add(1)
@@ -161,10 +166,13 @@ func (s *Stack) front(mux *http.ServeMux) http.Handler {
 // running now, by index, or the stack's own process when it serves them
 // itself (Config.Instances 1).
 func (s *Stack) Instances() []Instance {
-	if s.fleet == nil {
+	f := s.fleet.Load()
+	if f == nil {
+		if s.cfg.Instances > 1 {
+			return []Instance{}
+		}
 		return []Instance{{PID: os.Getpid(), Addr: s.lis.Addr().String(), StartedAt: s.startedAt, Requests: s.served.Load()}}
 	}
-	f := s.fleet
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := []Instance{}
@@ -203,7 +211,7 @@ func (s *Stack) startInstances(ctx context.Context) error {
 		"K_SERVICE="+instanceService, "K_CONFIGURATION="+instanceService, "K_REVISION="+instanceService+"-00001-dev")
 	bctx, stop := context.WithCancel(context.Background())
 	f.stop = stop
-	s.fleet = f
+	s.fleet.Store(f)
 	for i := range s.cfg.Instances {
 		f.wg.Add(1)
 		go f.supervise(bctx, i)
@@ -491,17 +499,18 @@ func (f *fleet) close(grace time.Duration) error {
 
 // stopInstances ends the instances, if any.
 func (s *Stack) stopInstances() error {
-	if s.fleet == nil {
+	f := s.fleet.Load()
+	if f == nil {
 		return nil
 	}
-	return s.fleet.close(closeGrace)
+	return f.close(closeGrace)
 }
 
 // tick runs a watchdog pass: in this process, or with instances as Cloud
 // Scheduler calls the watchdog function, through the front end with an
 // OIDC token of the tasks' identity.
 func (s *Stack) tick(ctx context.Context) (chain.Pass, error) {
-	if s.fleet == nil {
+	if s.cfg.Instances <= 1 {
 		return s.Watchdog.Tick(ctx)
 	}
 	var res chain.Pass

@@ -201,8 +201,8 @@ type Stack struct {
 	fresh     freshConns
 	ready     atomic.Bool
 
-	fleet     *fleet       // the instances (instances.go); nil when this process serves the functions
-	served    atomic.Int64 // the function requests this process served itself
+	fleet     atomic.Pointer[fleet] // the instances (instances.go), once started
+	served    atomic.Int64          // the function requests this process served itself
 	startedAt time.Time
 
 	saver      *saver
