@@ -297,7 +297,7 @@ func (f *fleet) startOne(ctx context.Context, i int) (*instance, *lastLines, err
 		transport: &http.Transport{DisableKeepAlives: true}}
 	tail := &lastLines{}
 	copied := make(chan struct{})
-	go func() { f.copyOutput(out, tail); close(copied) }()
+	go func() { f.copyOutput(out, i, tail); close(copied) }()
 	go func() {
 		// Wait closes the pipe: read it to its end first.
 		<-copied
@@ -338,17 +338,24 @@ func (f *fleet) probe(ctx context.Context, in *instance) {
 	}
 }
 
-// copyOutput copies the instance's output to the fleet's, line by line,
-// leaving out the Functions Framework's list of what it serves.
-func (f *fleet) copyOutput(r io.Reader, tail *lastLines) {
+// copyOutput copies the output of instance i to the fleet's, line by
+// line, leaving out the Functions Framework's list of what it serves and
+// empty lines. A
+// JSON record gets the instance's index ("instance"), so that the lines of
+// all instances, interleaved, still say whose they are.
+func (f *fleet) copyOutput(r io.Reader, i int, tail *lastLines) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
+	mark := []byte(fmt.Sprintf(`{"instance":%d,`, i))
 	for sc.Scan() {
 		line := sc.Bytes()
-		if bytes.HasPrefix(line, []byte("Serving function: ")) {
+		if len(bytes.TrimSpace(line)) == 0 || bytes.HasPrefix(line, []byte("Serving function: ")) {
 			continue
 		}
 		tail.add(string(line))
+		if bytes.HasPrefix(line, []byte("{\"")) {
+			line = append(append([]byte(nil), mark...), line[1:]...)
+		}
 		f.outMu.Lock()
 		_, _ = f.out.Write(append(line, '\n'))
 		f.outMu.Unlock()
