@@ -88,7 +88,9 @@ func withInstances(cfg *devstack.Config, n int) {
 // stack and those of fastConfig serve the functions from that many
 // processes, so that the suite runs in Cloud Run's shape. Tests that
 // reach into the functions' own parts (their reconciler, their handler)
-// still do so in the test's process.
+// still do so in the test's process; those that read the functions'
+// telemetry see none of the instances' (TestTelemetry and
+// TestSubstrateCreateMode fail so).
 func suiteInstances() int {
 	n, _ := strconv.Atoi(os.Getenv("DEVSTACK_INSTANCES"))
 	return n
