@@ -207,7 +207,11 @@ func (s *Stack) startInstances(ctx context.Context) error {
 	for _, fn := range cloudrun.Functions() {
 		f.paths[fn.Path] = "/" + fn.Name
 	}
-	f.env = append(instanceEnv(s.functions),
+	// The instances together spend the reconciler's share of the quota,
+	// each leasing its part in batches sized by their count.
+	c := s.functions
+	c.ReconcileInstances = s.cfg.Instances
+	f.env = append(instanceEnv(c),
 		"K_SERVICE="+instanceService, "K_CONFIGURATION="+instanceService, "K_REVISION="+instanceService+"-00001-dev")
 	bctx, stop := context.WithCancel(context.Background())
 	f.stop = stop

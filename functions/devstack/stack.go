@@ -391,10 +391,10 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	// DaemonSet's environment.
 	c.BcdImage = "bcd.invalid/bcd:dev"
 	c.JoinURL = s.URL + "/api/compute/kubernetesSubstrates/join"
-	// The reconciler's share of the simulator's quota is spent by its
-	// instances together.
+	// One instance serves every run: it may spend the reconciler's whole
+	// share of the simulator's quota.
 	c.ProviderQuota = s.cfg.GKERequestQuota
-	c.ReconcileInstances = max(1, s.cfg.Instances)
+	c.ReconcileInstances = 1
 	s.kubernetesConfig(&c)
 	s.iamConfig(&c)
 	for _, d := range []struct {

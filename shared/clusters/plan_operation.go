@@ -2,6 +2,16 @@ package clusters
 
 import "github.com/better-compute/kubernetes/shared/lifecycle"
 
+// inFlight reports whether the cluster or a pool records a call in flight.
+func (p *planner) inFlight() bool {
+	c := &p.d.Cluster.Status
+	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
+	for i := range p.d.Pools {
+		busy = busy || inFlight(p.d.Pools[i].Status.Provider.Operation, p.d.Pools[i].Status.Provider.Intent)
+	}
+	return busy
+}
+
 // applyOp folds the outcome of the recorded operation into the objects.
 // The operation is on the cluster or on at most one pool: one at a time.
 // A failure never takes a pool or cluster out of deleting: the tenant's
@@ -49,14 +59,4 @@ func (p *planner) applyOp(op *OpOutcome) {
 		}
 		return
 	}
-}
-
-// inFlight reports whether the cluster or a pool records a call in flight.
-func (p *planner) inFlight() bool {
-	c := &p.d.Cluster.Status
-	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
-	for i := range p.d.Pools {
-		busy = busy || inFlight(p.d.Pools[i].Status.Provider.Operation, p.d.Pools[i].Status.Provider.Intent)
-	}
-	return busy
 }
