@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Simulates a fleet on this machine, against the devstack's emulators:
 #   scripts/fleet.sh [clusters] [projects] [devstack flags...] [--price-NAME=VALUE...]
+# -instances N serves the functions from N processes of the deployed
+# server (the devstack's -instances; DEVSTACK_INSTANCES).
 # N clusters (1,000 by default) over P provider projects (N/200 by default),
 # each project with a GKE request quota (FLEET_QUOTA, 1200 a minute), with
 # fast intervals: provider operations of 0.3 s, converging runs every 0.3 s,

@@ -45,6 +45,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")
 	fl.DurationVar(&cfg.KubernetesIdleTimeout, "kubernetes-idle-timeout", gkeemu.DefaultKubernetesIdleTimeout, "stop a simulated cluster's API server after this long without a request (its objects are kept; the next request starts it again; negative: never)")
 	fl.IntVar(&cfg.KubernetesMaxRunning, "kubernetes-max-running", gkeemu.DefaultKubernetesMaxRunning, "most simulated clusters' API servers running at once (about 300 MB each): a start beyond it stops the least recently used one that serves no request, or waits until one can be stopped, its callers answered 503 with Retry-After meanwhile (negative: no bound)")
+	fl.IntVar(&cfg.Instances, "instances", 1, "processes serving the functions: 1 serves them in the devstack's own process; more runs that many processes of the deployed server (functions/cmd/server's), each started again a second after it dies, with the API address, the Cloud Tasks dispatches and the watchdog spread across them (GET /dev/instances lists them)")
 	logFormat := fl.String("log-format", "auto", "text (lines for a person), json (Cloud Logging's), or auto: text on a terminal, json otherwise")
 	telemetryTo := fl.String("telemetry", "off", "the functions' metrics and traces: off, or stdout (JSON lines among the logs: the metrics every 30s, each span as it ends)")
 	if err := fl.Parse(args); err != nil {
@@ -60,6 +61,20 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		err := fmt.Errorf("-tasks-duplicate-rate %v: want a share from 0 to 1", r)
 		fmt.Fprintln(stderr, err)
 		return err
+	}
+
+	if cfg.Instances < 1 {
+		err := fmt.Errorf("-instances %d: want 1 or more", cfg.Instances)
+		fmt.Fprintln(stderr, err)
+		return err
+	}
+	if cfg.Instances > 1 {
+		// The instances run the server's code from this very binary.
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("-instances: find the devstack's binary: %w", err)
+		}
+		cfg.InstanceCommand, cfg.InstanceOutput = []string{self, InstanceArg}, stdout
 	}
 
 	log, err := newLogger(*logFormat, stdout)

@@ -171,6 +171,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	if err := setConfigFlags(&cfg, strings.Fields(os.Getenv("FLEET_DEVSTACK_FLAGS"))); err != nil {
 		t.Fatalf("FLEET_DEVSTACK_FLAGS: %v", err)
 	}
+	if n := suiteInstances(); n > 1 {
+		withInstances(&cfg, n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	s, err := devstack.Start(ctx, cfg)
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -37,7 +39,7 @@ const waitTime = wait.Timeout
 // 30 ms, converging runs every 60 ms, and a steady refresh slower than the
 // lease so that a no-op refresh writes nothing.
 func fastConfig() devstack.Config {
-	return devstack.Config{
+	cfg := devstack.Config{
 		Seed:               seed(),
 		GKEOperationTime:   30 * time.Millisecond,
 		ConvergingInterval: 60 * time.Millisecond,
@@ -47,6 +49,51 @@ func fastConfig() devstack.Config {
 		WatchdogGrace:      time.Second,
 		Log:                testLogger(),
 	}
+	if n := suiteInstances(); n > 1 {
+		withInstances(&cfg, n)
+	}
+	return cfg
+}
+
+// instancesConfig is fastConfig with the functions served by n
+// processes of the deployed server: this test binary, run with
+// devstack.InstanceArg (TestMain). DEVSTACK_LOG shows their logs too.
+func instancesConfig(n int) devstack.Config {
+	cfg := fastConfig()
+	withInstances(&cfg, n)
+	return cfg
+}
+
+// withInstances makes cfg's functions served by n processes.
+func withInstances(cfg *devstack.Config, n int) {
+	self, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	cfg.Instances, cfg.InstanceCommand = n, []string{self, devstack.InstanceArg}
+	if os.Getenv("DEVSTACK_LOG") != "" {
+		cfg.InstanceOutput = os.Stderr
+	}
+	// DEVSTACK_INSTANCES_LOG=FILE keeps the instances' logs alone.
+	if name := os.Getenv("DEVSTACK_INSTANCES_LOG"); name != "" {
+		f, err := os.Create(name)
+		if err != nil {
+			panic(err)
+		}
+		cfg.InstanceOutput = f
+	}
+}
+
+// suiteInstances is DEVSTACK_INSTANCES: with a count above 1, the shared
+// stack and those of fastConfig serve the functions from that many
+// processes, so that the suite runs in Cloud Run's shape. Tests that
+// reach into the functions' own parts (their reconciler, their handler)
+// still do so in the test's process; those that read the functions'
+// telemetry see none of the instances' (TestTelemetry and
+// TestSubstrateCreateMode fail so).
+func suiteInstances() int {
+	n, _ := strconv.Atoi(os.Getenv("DEVSTACK_INSTANCES"))
+	return n
 }
 
 func seed() *store.Seed {
@@ -79,7 +126,8 @@ type env struct {
 
 func startEnv(t testing.TB, cfg devstack.Config) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Instances, when cfg has them, start as processes of their own.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	s, err := devstack.Start(ctx, cfg)
 	if err != nil {
@@ -111,6 +159,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == devstack.InstanceArg {
+		// An instance of a stack started with instances.
+		os.Exit(cloudrun.Main())
+	}
 	if os.Getenv(childEnv) != "" {
 		// A devstack process of TestKillAndRestart.
 		os.Exit(devstackChild())
@@ -129,7 +181,7 @@ func TestMain(m *testing.M) {
 func sharedStack(t *testing.T) *env {
 	t.Helper()
 	sharedOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		s, err := devstack.Start(ctx, fastConfig())
 		if err != nil {

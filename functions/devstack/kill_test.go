@@ -34,6 +34,7 @@ import (
 
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/devstack"
+	apiclient "github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -765,6 +766,56 @@ func (k *killTest) checkEvents() {
 		}
 	}
 	t.Logf("events: %d received, %d distinct, %d about what a kill lost", all, distinct, phantom)
+	for _, name := range slices.Sorted(maps.Keys(k.clusters)) {
+		k.checkSequence(k.clusters[name].id)
+	}
+}
+
+// checkSequence waits until the events of the cluster's chain are
+// numbered by ce-sequence from 1 to the highest received with no gap, and
+// checks that every delivery of an event carries one number. A number
+// may have been given twice: to an event published just before a kill
+// that lost the change, and to the event of what was asked again.
+func (k *killTest) checkSequence(clusterID string) {
+	t := k.t
+	t.Helper()
+	chain := "cluster/" + clusterID
+	again := 0
+	wait.For(t, "the events of "+chain+" numbered without a gap", func() (bool, string) {
+		byID := map[string]int64{}
+		numbers := map[int64]map[string]bool{}
+		var last int64
+		for _, ev := range k.events.all() {
+			e := apiclient.Event{Attributes: ev.Attrs}
+			if e.Chain() != chain {
+				continue
+			}
+			n, ok := e.Sequence()
+			if !ok {
+				t.Fatalf("%s of %s has ce-sequence %q", ev.Type, chain, ev.Attrs["ce-sequence"])
+			}
+			if had, ok := byID[ev.ID]; ok && had != n {
+				t.Fatalf("event %s of %s delivered as %d and as %d", ev.ID, chain, had, n)
+			}
+			byID[ev.ID] = n
+			if numbers[n] == nil {
+				numbers[n] = map[string]bool{}
+			}
+			numbers[n][ev.ID] = true
+			last = max(last, n)
+		}
+		again = 0
+		for n := int64(1); n <= last; n++ {
+			if len(numbers[n]) == 0 {
+				return false, fmt.Sprintf("no event %d of %d", n, last)
+			}
+			again += len(numbers[n]) - 1
+		}
+		return last > 0, "no events"
+	})
+	if again > 0 {
+		t.Logf("%s: %d numbers given again after a kill lost the events' changes", chain, again)
+	}
 }
 
 // checkDataFile checks the data file the last process wrote when it

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -109,6 +110,16 @@ type Config struct {
 	// emulator's attempts delivered twice at the same moment, as Cloud
 	// Tasks occasionally does (API.md §8, -tasks-duplicate-rate).
 	TasksDuplicateRate float64
+	// Instances, above 1, serves the functions from that many separate
+	// processes of the deployed server, each started again after it dies
+	// (instances.go, API.md §8's -instances); 0 or 1 serves them in this
+	// process. InstanceCommand is the command line of one instance, a
+	// program that runs cloudrun.Main (the devstack command's binary with
+	// InstanceArg); InstanceOutput receives the instances' logs, line by
+	// line (nil: dropped).
+	Instances       int
+	InstanceCommand []string
+	InstanceOutput  io.Writer
 
 	// KubernetesIdleTimeout and KubernetesMaxRunning are the GKE
 	// simulator's Kubernetes.IdleTimeout and MaxRunning: when a cluster's
@@ -189,6 +200,10 @@ type Stack struct {
 	http      *http.Server
 	fresh     freshConns
 	ready     atomic.Bool
+
+	fleet     atomic.Pointer[fleet] // the instances (instances.go), once started
+	served    atomic.Int64          // the function requests this process served itself
+	startedAt time.Time
 
 	saver      *saver
 	issuerData *savedIssuer
@@ -277,7 +292,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.app, err = cloudrun.New(s.functions, cloudrun.Options{Log: s.log, FirestoreOptions: fsOpts, Telemetry: cfg.Telemetry}); err != nil {
 		return nil, fmt.Errorf("the functions: %w", err)
 	}
-	mux := s.app.Mux()
+	mux := s.functionsMux()
 	mux.Handle("/.well-known/", s.Issuer.Handler())
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -292,7 +307,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	s.http = &http.Server{Handler: s.app.Edge(mux), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
+	s.http = &http.Server{Handler: s.front(mux), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
 	s.http.RegisterOnShutdown(s.fresh.close)
 	go func() { _ = s.http.Serve(s.lis) }()
 
@@ -309,6 +324,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if err := s.Store.LoadSeed(ctx, cfg.Seed); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.startInstances(ctx); err != nil {
+		return nil, err
 	}
 	if s.loaded {
 		if err := s.restartChains(ctx); err != nil {
@@ -576,7 +594,7 @@ func (s *Stack) watchdogLoop(ctx context.Context) {
 			// them from the outbox publishes them again on the next
 			// pass: give it time even when the interval is short.
 			pctx, cancel := context.WithTimeout(ctx, max(s.cfg.WatchdogInterval, 30*time.Second))
-			res, err := s.Watchdog.Tick(pctx)
+			res, err := s.tick(pctx)
 			cancel()
 			switch {
 			case ctx.Err() != nil:
@@ -641,6 +659,7 @@ func (s *Stack) close() error {
 	}
 	// Attempts still in flight ended when the server cut their requests.
 	keep(<-tasksClosed)
+	keep(s.stopInstances())
 	if s.app != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		keep(s.app.Shutdown(ctx))

@@ -2,20 +2,31 @@ package clusters
 
 import "github.com/better-compute/kubernetes/shared/lifecycle"
 
+// inFlight reports whether the cluster or a pool records a call in flight.
+func (p *planner) inFlight() bool {
+	c := &p.d.Cluster.Status
+	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
+	for i := range p.d.Pools {
+		busy = busy || inFlight(p.d.Pools[i].Status.Provider.Operation, p.d.Pools[i].Status.Provider.Intent)
+	}
+	return busy
+}
+
 // applyOp folds the outcome of the recorded operation into the objects.
 // The operation is on the cluster or on at most one pool: one at a time.
 // A failure never takes a pool or cluster out of deleting: the tenant's
 // delete stands and is retried.
 func (p *planner) applyOp(op *OpOutcome) {
 	c := &p.d.Cluster.Status
-	busy := inFlight(c.Provider.Operation, c.Provider.Intent)
-	for i := range p.d.Pools {
-		busy = busy || inFlight(p.d.Pools[i].Status.Provider.Operation, p.d.Pools[i].Status.Provider.Intent)
-	}
 	if op == nil || (!op.Done && !op.Lost) {
-		p.busy = busy
+		p.busy = p.inFlight()
 		return
 	}
+	// Once the finished one is folded in, any other call still recorded
+	// in flight holds the next call back until a later run polls it:
+	// only one is ever recorded, but a second one would otherwise go
+	// unnoticed (the run polls the first recorded only).
+	defer func() { p.busy = p.inFlight() }()
 	if c.Provider.Operation != "" {
 		kind := c.Provider.OperationKind
 		c.Provider.Operation, c.Provider.OperationKind, c.Provider.Intent = "", "", nil

@@ -893,3 +893,20 @@ func TestPlanSequences(t *testing.T) {
 		})
 	})
 }
+
+// TestPlanSecondCallInFlight: when two pools record a call in flight,
+// the first one's being done does not free the planner for a new call
+// while the second runs (one provider operation at a time per cluster).
+func TestPlanSecondCallInFlight(t *testing.T) {
+	a := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+	b := poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))
+	c := poolDoc("c", pending, 1)
+	obs := observed(StatusRunning, map[string]ObservedPool{"a": running(3)})
+	d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{a, b, c}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+	if d.Action != nil {
+		t.Errorf("action %+v while pool b's create is in flight, want none", *d.Action)
+	}
+	if got := d.Pools[1].Status.Provider.Operation; got == "" {
+		t.Errorf("pool b's operation cleared, want it kept for the next run to poll")
+	}
+}

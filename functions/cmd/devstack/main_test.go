@@ -18,10 +18,12 @@ import (
 )
 
 // TestInstalledOutsideTheRepository installs the command with go install
-// and starts it with its default flags in a directory outside the
-// repository, with a user cache of its own: it must start with the seed
-// it carries, build the Kubernetes API server from the source it
-// carries, and /healthz/kubernetes must answer 200 once it has. The
+// and starts it with its default flags and -instances 2 in a directory
+// outside the repository, with a user cache of its own: its two
+// instances, processes of the installed binary, must serve the API; it
+// must start with the seed it carries, build the Kubernetes API server
+// from the source it carries, and /healthz/kubernetes must answer 200
+// once it has. The
 // build reuses the go build cache, so it takes about a minute once the
 // machine has built the server once (scripts/test.sh does first), several
 // on a cold cache.
@@ -61,7 +63,7 @@ func TestInstalledOutsideTheRepository(t *testing.T) {
 	var out syncBuffer
 	cmd := exec.Command(filepath.Join(bin, "devstack"),
 		"-addr", addr, "-pubsub-addr", freeAddr(t), "-firestore-addr", freeAddr(t),
-		"-log-format", "json")
+		"-log-format", "json", "-instances", "2")
 	cmd.Dir = work
 	// The API server's binary goes into a cache of the test's own, so that
 	// it is built from the source the devstack carries; the compiled
@@ -87,6 +89,7 @@ func TestInstalledOutsideTheRepository(t *testing.T) {
 	}()
 
 	client := &http.Client{Timeout: 10 * time.Second}
+	checkInstances(ctx, t, client, "http://"+addr, exited)
 	var last string
 	for {
 		resp, err := client.Get("http://" + addr + "/healthz/kubernetes")
@@ -117,6 +120,64 @@ func TestInstalledOutsideTheRepository(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("/healthz/kubernetes not 200 by the deadline; last: %s", last)
 		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// checkInstances waits for the devstack to serve, then checks that its two
+// instances, processes of the installed binary, serve the API.
+func checkInstances(ctx context.Context, t *testing.T, client *http.Client, url string, exited chan struct{}) {
+	t.Helper()
+	for {
+		resp, err := client.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the devstack exited before /healthz answered 200")
+		case <-ctx.Done():
+			t.Fatalf("/healthz not 200 by the deadline")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	resp, err := client.Get(url + "/dev/instances")
+	if err != nil {
+		t.Fatalf("GET /dev/instances: %v", err)
+	}
+	var list struct {
+		Instances []struct {
+			PID  int    `json:"pid"`
+			Addr string `json:"addr"`
+		} `json:"instances"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Instances) != 2 || list.Instances[0].PID == list.Instances[1].PID {
+		t.Fatalf("GET /dev/instances = %+v, %v; want two processes", list, err)
+	}
+	resp, err = client.Post(url+"/dev/token", "application/json", strings.NewReader(`{"sub":"alice"}`))
+	if err != nil {
+		t.Fatalf("POST /dev/token: %v", err)
+	}
+	var tok struct{ Token string }
+	_ = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	for range 4 {
+		req, _ := http.NewRequest(http.MethodPost, url+"/api/compute/kubernetesClusters/list", strings.NewReader(`{"tenantId":"acme"}`))
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("list clusters through the instances: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("list clusters through the instances = %s %s, want 200", resp.Status, body)
 		}
 	}
 }
