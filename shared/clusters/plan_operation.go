@@ -38,6 +38,10 @@ func (p *planner) applyOp(op *OpOutcome) {
 				p.failed = i
 				p.emit(lifecycle.NodePoolError(np, op.Err.Message, p.now))
 			}
+		case op.Err != nil && kind == SetSize && intent != nil && isStockout(op.Err.Message):
+			// The provider keeps the new size and goes on creating the
+			// nodes a stockout withheld: nothing to call again.
+			pr.NodeCount = intent.NodeCount
 		case op.Err != nil || op.Lost:
 			// Retried from what the provider shows.
 		case kind == SetSize && intent != nil:

@@ -1,0 +1,259 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"github.com/googleapis/gax-go/v2"
+	"github.com/googleapis/gax-go/v2/callctx"
+	"google.golang.org/api/iterator"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/logging"
+)
+
+// Compute is the part of the Compute Engine API the reconciler reads; the
+// official InstanceGroupManagersClient has it.
+type Compute interface {
+	AggregatedList(ctx context.Context, req *computepb.AggregatedListInstanceGroupManagersRequest, opts ...gax.CallOption) *compute.InstanceGroupManagersScopedListPairIterator
+}
+
+// NodeCounts is how the reconciler reads the nodes the provider runs for
+// each pool (currentNodeCount): the instance groups GKE reports for the
+// pool (instanceGroupUrls), read through Compute Engine's
+// instanceGroupManagers, as Terraform derives a pool's size. It needs no
+// access to the cluster's Kubernetes API, so it works for private clusters
+// too.
+type NodeCounts struct {
+	// Compute acts as the reconciler's own identity.
+	Compute Compute
+	// Tenants carries no identity of its own: each call carries the
+	// impersonated account's token (Impersonation.Tokens) in its
+	// authorization header. Nil: pools in tenants' projects show no count.
+	Tenants Compute
+	// TTL is how long one aggregated list of a project answers every run
+	// of the clusters there.
+	TTL time.Duration
+}
+
+// WithNodeCounts makes every run that looks at a cluster read its pools'
+// nodes through nc: one aggregated list of instance groups per project
+// (and identity), shared for nc.TTL by the clusters there and charged to
+// the project's budget. Without it, pools show no currentNodeCount.
+func WithNodeCounts(nc NodeCounts) Option {
+	return func(r *Reconciler) {
+		r.groups = &groupListings{compute: nc.Compute, tenants: nc.Tenants, ttl: nc.TTL}
+	}
+}
+
+// WithRetryEvery says how often a pool the provider cannot fully provision
+// (a stockout) is looked at again: the steady interval, which its message
+// names.
+func WithRetryEvery(d time.Duration) Option { return func(r *Reconciler) { r.retryEvery = d } }
+
+// groupListings share the aggregated lists of instance groups of each
+// project between the runs of its clusters.
+type groupListings struct {
+	compute, tenants Compute
+	ttl              time.Duration
+	budget           *Budget
+	now              func() time.Time
+
+	mu      sync.Mutex
+	byScope map[string]*groupListing // by identity and project
+}
+
+// groupListing is one aggregated list, shared while it is fresh.
+type groupListing struct {
+	at     time.Time
+	done   chan struct{}
+	groups map[groupKey]group
+	err    error
+}
+
+// groupKey names an instance group: its zone and name.
+type groupKey struct{ zone, name string }
+
+// group is what one instance group holds.
+type group struct {
+	target  int // targetSize: the instances it should have
+	running int // currentActions.none: instances with nothing pending
+}
+
+// get returns project's instance groups from a fresh listing made as
+// identity ("" for the reconciler's own) with token (its access token;
+// "" for the reconciler's own).
+func (l *groupListings) get(ctx context.Context, identity, token, project string) (map[groupKey]group, error) {
+	c := l.compute
+	if identity != "" {
+		c = l.tenants
+	}
+	if c == nil {
+		return nil, errors.New("no Compute Engine client for this identity")
+	}
+	scope := identity + " " + project
+	l.mu.Lock()
+	e := l.byScope[scope]
+	now := l.now()
+	if e == nil || now.Sub(e.at) >= l.ttl || (isDone(e.done) && e.err != nil) {
+		e = &groupListing{at: now, done: make(chan struct{})}
+		if l.byScope == nil {
+			l.byScope = map[string]*groupListing{}
+		}
+		l.byScope[scope] = e
+		l.mu.Unlock()
+		// As a cluster listing, it outlives the run that asked for it.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		go func() {
+			defer cancel()
+			defer close(e.done)
+			if e.err = l.budget.take(lctx, project); e.err != nil {
+				return
+			}
+			if token != "" {
+				lctx = callctx.SetHeaders(lctx, "authorization", "Bearer "+token)
+			}
+			e.groups, e.err = listGroups(lctx, c, project)
+		}()
+	} else {
+		l.mu.Unlock()
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.groups, e.err
+}
+
+// listGroups reads every instance group manager of project, in all its
+// zones: one call per page of 500.
+func listGroups(ctx context.Context, c Compute, project string) (map[groupKey]group, error) {
+	out := map[groupKey]group{}
+	it := c.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
+	for {
+		pair, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list instance groups of project %s: %w", project, err)
+		}
+		for _, m := range pair.Value.GetInstanceGroupManagers() {
+			out[groupKey{lastSegment(m.GetZone()), m.GetName()}] = group{target: int(m.GetTargetSize()), running: int(m.GetCurrentActions().GetNone())}
+		}
+	}
+}
+
+func lastSegment(u string) string { return u[strings.LastIndex(u, "/")+1:] }
+
+// groupOfURL is the instance group an instanceGroupUrl names
+// (.../zones/Z/instanceGroupManagers/NAME).
+func groupOfURL(u string) (groupKey, bool) {
+	parts := strings.Split(u, "/")
+	n := len(parts)
+	if n < 4 || parts[n-4] != "zones" || (parts[n-2] != "instanceGroupManagers" && parts[n-2] != "instanceGroups") {
+		return groupKey{}, false
+	}
+	return groupKey{parts[n-3], parts[n-1]}, true
+}
+
+// PoolNodes are the nodes of a pool's instance groups.
+type PoolNodes struct {
+	// Running is the instances with nothing pending, in all zones.
+	Running int
+	// Target is the instances the groups should have.
+	Target int
+	// Short are the zones whose groups lack some (still creating them),
+	// sorted.
+	Short []string
+}
+
+// readNodes reads the nodes of the observed cluster's pools into obs, as
+// the cluster's account. What cannot be read is left absent, and only
+// logged: nothing else depends on it.
+func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *ObservedCluster) {
+	l := u.r.groups
+	if l == nil {
+		return
+	}
+	c := &u.read.Cluster
+	log := logging.FromContext(ctx)
+	token := ""
+	if sa := c.Spec.Impersonate; sa != "" {
+		if u.r.imp == nil {
+			return
+		}
+		tok, err := u.r.imp.Tokens.Token(ctx, sa)
+		if err != nil {
+			log.Warn("Cannot read the node pools' nodes", "error", err)
+			return
+		}
+		token = tok.AccessToken
+	}
+	groups, err := l.get(ctx, c.Spec.Impersonate, token, c.Spec.Project)
+	if err != nil {
+		log.Warn("Cannot read the node pools' nodes", "project", c.Spec.Project, "error", err)
+		return
+	}
+	for _, np := range pc.GetNodePools() {
+		op, ok := obs.Pools[np.GetName()]
+		if !ok {
+			continue
+		}
+		op.Nodes = poolNodes(np.GetInstanceGroupUrls(), groups)
+		obs.Pools[np.GetName()] = op
+	}
+}
+
+// poolNodes adds up the groups of a pool's instanceGroupUrls; nil when it
+// has none yet or one is not in the listing.
+func poolNodes(urls []string, groups map[groupKey]group) *PoolNodes {
+	if len(urls) == 0 {
+		return nil
+	}
+	n := &PoolNodes{}
+	for _, u := range urls {
+		k, ok := groupOfURL(u)
+		if !ok {
+			return nil
+		}
+		g, ok := groups[k]
+		if !ok {
+			return nil
+		}
+		n.Running += g.running
+		n.Target += g.target
+		if g.running < g.target && !slices.Contains(n.Short, k.zone) {
+			n.Short = append(n.Short, k.zone)
+		}
+	}
+	slices.Sort(n.Short)
+	return n
+}
+
+// running is the pool's currentNodeCount: nil when unknown.
+func (n *PoolNodes) running() *int {
+	if n == nil {
+		return nil
+	}
+	v := n.Running
+	return &v
+}
+
+// setNodes records the observed nodes of pool np (lifecycle.NodePoolNodes).
+func (p *planner) setNodes(np *lifecycle.NodePool) {
+	var n *PoolNodes
+	if p.obs != nil {
+		n = p.obs.Pools[np.Spec.Name].Nodes
+	}
+	lifecycle.NodePoolNodes(np, n.running())
+}
