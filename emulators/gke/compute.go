@@ -65,8 +65,11 @@ func NewComputeServer(s *Server, addr string) (*ComputeServer, error) {
 	return c, nil
 }
 
+// Addr is the host:port the server listens on.
+func (c *ComputeServer) Addr() string { return c.lis.Addr().String() }
+
 // URL is the server's endpoint, for the client's option.WithEndpoint.
-func (c *ComputeServer) URL() string { return "http://" + c.lis.Addr().String() }
+func (c *ComputeServer) URL() string { return "http://" + c.Addr() }
 
 // Close stops the server at once.
 func (c *ComputeServer) Close() error { return c.srv.Close() }
