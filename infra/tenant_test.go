@@ -3,7 +3,6 @@ package infra
 import (
 	"bytes"
 	"os"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -35,7 +33,7 @@ func tenantModule(t *testing.T) *module {
 
 // TestTenantModuleRoles checks what a tenant grants in its own project:
 // the provisioner gets exactly the permissions of the reconciler's GKE
-// calls (shared/clusters.GKE) and actAs on the nodes' account, the nodes
+// and Compute Engine calls (shared/clusters.GKE and Compute) and actAs on the nodes' account, the nodes
 // their logs and metrics, and the platform's reconciler the token creator
 // role on the provisioner, the grant its clusters' error names. Nothing
 // else.
@@ -44,18 +42,7 @@ func TestTenantModuleRoles(t *testing.T) {
 	sa := func(res string) string { return "serviceAccount:google_service_account." + res + ".email" }
 	account := func(res string) string { return "serviceAccount google_service_account." + res + ".name" }
 
-	var perms []string
-	gke := reflect.TypeFor[clusters.GKE]()
-	for k := range gke.NumMethod() {
-		p, ok := gkePermissions[gke.Method(k).Name]
-		if !ok {
-			t.Errorf("clusters.GKE.%s needs a permission: map it in gkePermissions", gke.Method(k).Name)
-		}
-		if !slices.Contains(perms, p) {
-			perms = append(perms, p)
-		}
-	}
-	sort.Strings(perms)
+	perms := providerPermissions(t)
 	roles := m.ofType("google_project_iam_custom_role")
 	if len(roles) != 1 || roles[0].str("project") != tenantProject {
 		t.Fatalf("custom roles = %d, want one in %s", len(roles), tenantProject)

@@ -41,14 +41,15 @@ resource "google_service_account" "nodes" {
 }
 
 # Exactly the GKE calls the reconciler makes (get, list, create, update and
-# delete clusters and their node pools, read operations): not
+# delete clusters and their node pools, read operations), and the list of
+# the node pools' instance groups it reads their node counts from: not
 # roles/container.admin, which can also read every cluster's credentials
 # and change any of its settings.
 resource "google_project_iam_custom_role" "provisioner" {
   project     = var.project
   role_id     = var.role_id
   title       = "Better Compute provisioner"
-  description = "The GKE calls of Better Compute's reconciler: get, list, create, update and delete clusters and node pools, read operations."
+  description = "The GKE calls of Better Compute's reconciler: get, list, create, update and delete clusters and node pools, read operations, list the node pools' instance groups."
   permissions = [
     "container.clusters.create",
     "container.clusters.delete",
@@ -57,6 +58,7 @@ resource "google_project_iam_custom_role" "provisioner" {
     "container.clusters.update",
     "container.operations.get",
     "container.operations.list",
+    "compute.instanceGroupManagers.list",
   ]
 }
 
