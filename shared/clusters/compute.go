@@ -88,10 +88,11 @@ type group struct {
 	running int // currentActions.none: instances with nothing pending
 }
 
-// get returns project's instance groups from a fresh listing made as
+// start returns the fresh listing of project's instance groups made as
 // identity ("" for the reconciler's own) with token (its access token;
-// "" for the reconciler's own).
-func (l *groupListings) get(ctx context.Context, identity, token, project string) (map[groupKey]group, error) {
+// "" for the reconciler's own), starting one if there is none: it does
+// not wait for the answer (wait).
+func (l *groupListings) start(ctx context.Context, identity, token, project string) (*groupListing, error) {
 	c := l.compute
 	if identity != "" {
 		c = l.tenants
@@ -101,31 +102,35 @@ func (l *groupListings) get(ctx context.Context, identity, token, project string
 	}
 	scope := identity + " " + project
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	e := l.byScope[scope]
 	now := l.now()
-	if e == nil || now.Sub(e.at) >= l.ttl || (isDone(e.done) && e.err != nil) {
-		e = &groupListing{at: now, done: make(chan struct{})}
-		if l.byScope == nil {
-			l.byScope = map[string]*groupListing{}
-		}
-		l.byScope[scope] = e
-		l.mu.Unlock()
-		// As a cluster listing, it outlives the run that asked for it.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		go func() {
-			defer cancel()
-			defer close(e.done)
-			if e.err = l.budget.take(lctx, project); e.err != nil {
-				return
-			}
-			if token != "" {
-				lctx = callctx.SetHeaders(lctx, "authorization", "Bearer "+token)
-			}
-			e.groups, e.err = listGroups(lctx, c, project)
-		}()
-	} else {
-		l.mu.Unlock()
+	if e != nil && now.Sub(e.at) < l.ttl && !(isDone(e.done) && e.err != nil) {
+		return e, nil
 	}
+	e = &groupListing{at: now, done: make(chan struct{})}
+	if l.byScope == nil {
+		l.byScope = map[string]*groupListing{}
+	}
+	l.byScope[scope] = e
+	// As a cluster listing, it outlives the run that asked for it.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	go func() {
+		defer cancel()
+		defer close(e.done)
+		if e.err = l.budget.take(lctx, project); e.err != nil {
+			return
+		}
+		if token != "" {
+			lctx = callctx.SetHeaders(lctx, "authorization", "Bearer "+token)
+		}
+		e.groups, e.err = listGroups(lctx, c, project)
+	}()
+	return e, nil
+}
+
+// wait returns the listing's groups once it has them.
+func (e *groupListing) wait(ctx context.Context) (map[groupKey]group, error) {
 	select {
 	case <-e.done:
 	case <-ctx.Done():
@@ -177,31 +182,48 @@ type PoolNodes struct {
 	Short []string
 }
 
+// startNodes starts the listing of the instance groups of the cluster's
+// project, as its account, if the run has none yet: a steady refresh
+// starts it with its GetCluster, so that the two overlap.
+func (u *run) startNodes(ctx context.Context) (*groupListing, error) {
+	if u.nodes != nil || u.nodesErr != nil {
+		return u.nodes, u.nodesErr
+	}
+	c := &u.read.Cluster
+	token := ""
+	if sa := c.Spec.Impersonate; sa != "" {
+		if u.r.imp == nil {
+			u.nodesErr = errNoImpersonation
+			return nil, u.nodesErr
+		}
+		tok, err := u.r.imp.Tokens.Token(ctx, sa)
+		if err != nil {
+			u.nodesErr = fmt.Errorf("impersonate %s: %w", sa, err)
+			return nil, u.nodesErr
+		}
+		token = tok.AccessToken
+	}
+	u.nodes, u.nodesErr = u.r.groups.start(ctx, c.Spec.Impersonate, token, c.Spec.Project)
+	return u.nodes, u.nodesErr
+}
+
 // readNodes reads the nodes of the observed cluster's pools into obs, as
 // the cluster's account. What cannot be read is left absent, and only
 // logged: nothing else depends on it.
 func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *ObservedCluster) {
-	l := u.r.groups
-	if l == nil {
+	if u.r.groups == nil {
 		return
 	}
-	c := &u.read.Cluster
 	log := logging.FromContext(ctx)
-	token := ""
-	if sa := c.Spec.Impersonate; sa != "" {
-		if u.r.imp == nil {
-			return
-		}
-		tok, err := u.r.imp.Tokens.Token(ctx, sa)
-		if err != nil {
-			log.Warn("Cannot read the node pools' nodes", "error", err)
-			return
-		}
-		token = tok.AccessToken
+	e, err := u.startNodes(ctx)
+	var groups map[groupKey]group
+	if err == nil {
+		groups, err = e.wait(ctx)
 	}
-	groups, err := l.get(ctx, c.Spec.Impersonate, token, c.Spec.Project)
+	// A run that plans again (a listing only confirms) reads afresh.
+	u.nodes, u.nodesErr = nil, nil
 	if err != nil {
-		log.Warn("Cannot read the node pools' nodes", "project", c.Spec.Project, "error", err)
+		log.Warn("Cannot read the node pools' nodes", "project", u.read.Cluster.Spec.Project, "error", err)
 		return
 	}
 	for _, np := range pc.GetNodePools() {

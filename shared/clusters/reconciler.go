@@ -136,6 +136,10 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 			return u.loadPools(rd, snap)
 		}
 		u.prefetch = make(chan fetched, 1)
+		if r.groups != nil {
+			// Read with the cluster, not after it.
+			_, _ = u.startNodes(rd.Context())
+		}
 		n := namesOf(c)
 		u.listed = r.lists != nil
 		go func() {
@@ -206,6 +210,10 @@ type run struct {
 	// found it; gkeErr is why it could not.
 	gke    GKE
 	gkeErr error
+	// nodes is the listing of the project's instance groups the run
+	// started (startNodes); nodesErr is why it could not.
+	nodes    *groupListing
+	nodesErr error
 }
 
 // provider returns the run's GKE client for the cluster's account
