@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -142,4 +143,15 @@ func TestStockoutSaidPlainly(t *testing.T) {
 		outbox.NodePoolError + "/" + short.ID: 1,
 		outbox.NodePoolReady + "/" + short.ID: 1,
 	})
+	// Each event carries the nodes there were then.
+	for _, ev := range e.events.of(cl.ID) {
+		want := map[string]int{outbox.NodePoolError: 1, outbox.NodePoolReady: 2}[ev.Type]
+		if ev.Attrs["nodePoolId"] != short.ID || want == 0 {
+			continue
+		}
+		var p resource.NodePool
+		if err := json.Unmarshal(ev.Data, &p); err != nil || p.CurrentNodeCount == nil || *p.CurrentNodeCount != want {
+			t.Errorf("%s of short: currentNodeCount %s (%v), want %d", ev.Type, count(p), err, want)
+		}
+	}
 }

@@ -90,9 +90,9 @@ type group struct {
 
 // start returns the fresh listing of project's instance groups made as
 // identity ("" for the reconciler's own) with token (its access token;
-// "" for the reconciler's own), starting one if there is none: it does
-// not wait for the answer (wait).
-func (l *groupListings) start(ctx context.Context, identity, token, project string) (*groupListing, error) {
+// "" for the reconciler's own), starting one if there is none, or if anew
+// is set: it does not wait for the answer (wait).
+func (l *groupListings) start(ctx context.Context, identity, token, project string, anew bool) (*groupListing, error) {
 	c := l.compute
 	if identity != "" {
 		c = l.tenants
@@ -105,7 +105,7 @@ func (l *groupListings) start(ctx context.Context, identity, token, project stri
 	defer l.mu.Unlock()
 	e := l.byScope[scope]
 	now := l.now()
-	if e != nil && now.Sub(e.at) < l.ttl && !(isDone(e.done) && e.err != nil) {
+	if e != nil && !anew && now.Sub(e.at) < l.ttl && !(isDone(e.done) && e.err != nil) {
 		return e, nil
 	}
 	e = &groupListing{at: now, done: make(chan struct{})}
@@ -184,8 +184,9 @@ type PoolNodes struct {
 
 // startNodes starts the listing of the instance groups of the cluster's
 // project, as its account, if the run has none yet: a steady refresh
-// starts it with its GetCluster, so that the two overlap.
-func (u *run) startNodes(ctx context.Context) (*groupListing, error) {
+// starts it with its GetCluster, so that the two overlap. anew makes a
+// new one rather than share one made earlier.
+func (u *run) startNodes(ctx context.Context, anew bool) (*groupListing, error) {
 	if u.nodes != nil || u.nodesErr != nil {
 		return u.nodes, u.nodesErr
 	}
@@ -203,19 +204,24 @@ func (u *run) startNodes(ctx context.Context) (*groupListing, error) {
 		}
 		token = tok.AccessToken
 	}
-	u.nodes, u.nodesErr = u.r.groups.start(ctx, c.Spec.Impersonate, token, c.Spec.Project)
+	u.nodes, u.nodesErr = u.r.groups.start(ctx, c.Spec.Impersonate, token, c.Spec.Project, anew)
 	return u.nodes, u.nodesErr
 }
 
 // readNodes reads the nodes of the observed cluster's pools into obs, as
-// the cluster's account. What cannot be read is left absent, and only
-// logged: nothing else depends on it.
-func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *ObservedCluster) {
+// the cluster's account. A run that found its operation ended (anew)
+// reads them afresh, so that a pool is not shown ready with the nodes it
+// had before; the others share the project's listing. What cannot be
+// read is left absent, and only logged: nothing else depends on it.
+func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *ObservedCluster, anew bool) {
 	if u.r.groups == nil {
 		return
 	}
 	log := logging.FromContext(ctx)
-	e, err := u.startNodes(ctx)
+	if anew {
+		u.nodes, u.nodesErr = nil, nil
+	}
+	e, err := u.startNodes(ctx, anew)
 	var groups map[groupKey]group
 	if err == nil {
 		groups, err = e.wait(ctx)

@@ -138,7 +138,7 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 		u.prefetch = make(chan fetched, 1)
 		if r.groups != nil {
 			// Read with the cluster, not after it.
-			_, _ = u.startNodes(rd.Context())
+			_, _ = u.startNodes(rd.Context(), false)
 		}
 		n := namesOf(c)
 		u.listed = r.lists != nil
@@ -375,7 +375,7 @@ func (u *run) plan(ctx context.Context) error {
 		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
 	default:
 		in.Observed = observe(pc)
-		u.readNodes(ctx, pc, in.Observed)
+		u.readNodes(ctx, pc, in.Observed, in.Op != nil && (in.Op.Done || in.Op.Lost))
 		// Only a change can wait: a steady refresh of a busy cluster
 		// lists nothing.
 		if opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {
