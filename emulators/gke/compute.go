@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -125,6 +126,12 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	groups := c.g.instanceGroups(project)
 	switch method {
 	case ComputeAggregatedList:
+		keep, err := nameFilter(r.URL.Query().Get("filter"))
+		if err != nil {
+			computeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+		groups = slices.DeleteFunc(groups, func(m instanceGroupManager) bool { return !keep(m.Name) })
 		writeJSON(w, aggregatedList(project, groups))
 	case ComputeGet:
 		for _, m := range groups {
@@ -135,6 +142,30 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		computeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instanceGroupManagers/%s' was not found", project, zone, name))
 	}
+}
+
+// nameFilter is the filter of a list, of the one form the simulator
+// takes: name eq RE (RE2, matching the whole name, quoted or not), as
+// Compute Engine's; "" keeps everything.
+func nameFilter(f string) (func(string) bool, error) {
+	f = strings.TrimSpace(f)
+	if f == "" {
+		return func(string) bool { return true }, nil
+	}
+	f = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(f, "("), ")"))
+	v, ok := strings.CutPrefix(f, "name eq ")
+	if !ok {
+		return nil, fmt.Errorf("Invalid value for field 'filter': '%s'. The simulator takes only 'name eq <regular expression>'.", f)
+	}
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		v = v[1 : len(v)-1]
+	}
+	re, err := regexp.Compile(`^(?:` + v + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("Invalid value for field 'filter': '%s': %v", f, err)
+	}
+	return re.MatchString, nil
 }
 
 // computeAuth authenticates and authorizes a Compute call as the gRPC

@@ -165,3 +165,53 @@ func TestComputeIAMAndFaults(t *testing.T) {
 		t.Errorf("Calls = %d, want %d", n, len(tests)+2)
 	}
 }
+
+func TestComputeNameFilter(t *testing.T) {
+	tests := []struct {
+		filter string
+		name   string
+		keep   bool
+		bad    bool
+	}{
+		{"", "gke-c1-p1-ab-grp", true, false},
+		{`name eq "gke-c1-p1-ab-grp|gke-c1-p2-cd-grp"`, "gke-c1-p2-cd-grp", true, false},
+		{`name eq "gke-c1-p1-ab-grp"`, "gke-c1-p1-ab-grp-x", false, false},
+		{"(name eq gke-c1-.*)", "gke-c1-p1-ab-grp", true, false},
+		{"name ne x", "", false, true},
+		{`name eq "("`, "", false, true},
+	}
+	for _, tt := range tests {
+		keep, err := nameFilter(tt.filter)
+		if (err != nil) != tt.bad {
+			t.Errorf("nameFilter(%q) error = %v, want error %v", tt.filter, err, tt.bad)
+			continue
+		}
+		if err == nil && keep(tt.name) != tt.keep {
+			t.Errorf("nameFilter(%q)(%q) = %v, want %v", tt.filter, tt.name, !tt.keep, tt.keep)
+		}
+	}
+	// Through the official client.
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t, pool("p0", "e2-standard-4", 1, zoneA), pool("p1", "e2-standard-4", 1, zoneA))
+	np := e.getPool(t, "p1")
+	_, name, _ := groupOfURL(np.InstanceGroupUrls[0])
+	f := `name eq "` + name + `"`
+	it := cc.AggregatedList(e.ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project, Filter: &f})
+	var got []string
+	for {
+		pair, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("AggregatedList(%s): %v", f, err)
+		}
+		for _, m := range pair.Value.GetInstanceGroupManagers() {
+			got = append(got, m.GetName())
+		}
+	}
+	if len(got) != 1 || got[0] != name {
+		t.Errorf("AggregatedList(%s) = %v, want only %s", f, got, name)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -90,9 +91,9 @@ type group struct {
 
 // start returns the fresh listing of project's instance groups made as
 // identity ("" for the reconciler's own) with token (its access token;
-// "" for the reconciler's own), starting one if there is none, or if anew
-// is set: it does not wait for the answer (wait).
-func (l *groupListings) start(ctx context.Context, identity, token, project string, anew bool) (*groupListing, error) {
+// "" for the reconciler's own), starting one if there is none: it does
+// not wait for the answer (wait).
+func (l *groupListings) start(ctx context.Context, identity, token, project string) (*groupListing, error) {
 	c := l.compute
 	if identity != "" {
 		c = l.tenants
@@ -105,7 +106,7 @@ func (l *groupListings) start(ctx context.Context, identity, token, project stri
 	defer l.mu.Unlock()
 	e := l.byScope[scope]
 	now := l.now()
-	if e != nil && !anew && now.Sub(e.at) < l.ttl && !(isDone(e.done) && e.err != nil) {
+	if e != nil && now.Sub(e.at) < l.ttl && !(isDone(e.done) && e.err != nil) {
 		return e, nil
 	}
 	e = &groupListing{at: now, done: make(chan struct{})}
@@ -124,7 +125,7 @@ func (l *groupListings) start(ctx context.Context, identity, token, project stri
 		if token != "" {
 			lctx = callctx.SetHeaders(lctx, "authorization", "Bearer "+token)
 		}
-		e.groups, e.err = listGroups(lctx, c, project)
+		e.groups, e.err = listGroups(lctx, c, project, "")
 	}()
 	return e, nil
 }
@@ -139,11 +140,15 @@ func (e *groupListing) wait(ctx context.Context) (map[groupKey]group, error) {
 	return e.groups, e.err
 }
 
-// listGroups reads every instance group manager of project, in all its
-// zones: one call per page of 500.
-func listGroups(ctx context.Context, c Compute, project string) (map[groupKey]group, error) {
+// listGroups reads the instance group managers of project that filter
+// keeps ("": all), in all its zones: one call per page of 500.
+func listGroups(ctx context.Context, c Compute, project, filter string) (map[groupKey]group, error) {
 	out := map[groupKey]group{}
-	it := c.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
+	req := &computepb.AggregatedListInstanceGroupManagersRequest{Project: project}
+	if filter != "" {
+		req.Filter = &filter
+	}
+	it := c.AggregatedList(ctx, req)
 	for {
 		pair, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -184,28 +189,73 @@ type PoolNodes struct {
 
 // startNodes starts the listing of the instance groups of the cluster's
 // project, as its account, if the run has none yet: a steady refresh
-// starts it with its GetCluster, so that the two overlap. anew makes a
-// new one rather than share one made earlier.
-func (u *run) startNodes(ctx context.Context, anew bool) (*groupListing, error) {
+// starts it with its GetCluster, so that the two overlap.
+func (u *run) startNodes(ctx context.Context) (*groupListing, error) {
 	if u.nodes != nil || u.nodesErr != nil {
 		return u.nodes, u.nodesErr
 	}
 	c := &u.read.Cluster
-	token := ""
-	if sa := c.Spec.Impersonate; sa != "" {
-		if u.r.imp == nil {
-			u.nodesErr = errNoImpersonation
-			return nil, u.nodesErr
-		}
-		tok, err := u.r.imp.Tokens.Token(ctx, sa)
-		if err != nil {
-			u.nodesErr = fmt.Errorf("impersonate %s: %w", sa, err)
-			return nil, u.nodesErr
-		}
-		token = tok.AccessToken
+	token, err := u.computeToken(ctx)
+	if err != nil {
+		u.nodesErr = err
+		return nil, err
 	}
-	u.nodes, u.nodesErr = u.r.groups.start(ctx, c.Spec.Impersonate, token, c.Spec.Project, anew)
+	u.nodes, u.nodesErr = u.r.groups.start(ctx, c.Spec.Impersonate, token, c.Spec.Project)
 	return u.nodes, u.nodesErr
+}
+
+// computeToken is the access token of the cluster's account for Compute
+// Engine: "" for the reconciler's own, whose client carries it.
+func (u *run) computeToken(ctx context.Context) (string, error) {
+	sa := u.read.Cluster.Spec.Impersonate
+	if sa == "" {
+		return "", nil
+	}
+	if u.r.imp == nil {
+		return "", errNoImpersonation
+	}
+	tok, err := u.r.imp.Tokens.Token(ctx, sa)
+	if err != nil {
+		return "", fmt.Errorf("impersonate %s: %w", sa, err)
+	}
+	return tok.AccessToken, nil
+}
+
+// ownGroups reads the instance groups of the cluster's pools alone, now:
+// one aggregated list filtered by their names, which the project's
+// shared listing does not keep.
+func (u *run) ownGroups(ctx context.Context, pc *containerpb.Cluster) (map[groupKey]group, error) {
+	l := u.r.groups
+	c := &u.read.Cluster
+	client := l.compute
+	if c.Spec.Impersonate != "" {
+		client = l.tenants
+	}
+	if client == nil {
+		return nil, errors.New("no Compute Engine client for this identity")
+	}
+	var names []string
+	for _, np := range pc.GetNodePools() {
+		for _, url := range np.GetInstanceGroupUrls() {
+			if k, ok := groupOfURL(url); ok {
+				names = append(names, regexp.QuoteMeta(k.name))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return map[groupKey]group{}, nil
+	}
+	token, err := u.computeToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.budget.take(ctx, c.Spec.Project); err != nil {
+		return nil, err
+	}
+	if token != "" {
+		ctx = callctx.SetHeaders(ctx, "authorization", "Bearer "+token)
+	}
+	return listGroups(ctx, client, c.Spec.Project, fmt.Sprintf("name eq \"%s\"", strings.Join(names, "|")))
 }
 
 // readNodes reads the nodes of the observed cluster's pools into obs, as
@@ -218,13 +268,15 @@ func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *Obser
 		return
 	}
 	log := logging.FromContext(ctx)
-	if anew {
-		u.nodes, u.nodesErr = nil, nil
-	}
-	e, err := u.startNodes(ctx, anew)
 	var groups map[groupKey]group
-	if err == nil {
-		groups, err = e.wait(ctx)
+	var err error
+	if anew {
+		groups, err = u.ownGroups(ctx, pc)
+	} else {
+		var e *groupListing
+		if e, err = u.startNodes(ctx); err == nil {
+			groups, err = e.wait(ctx)
+		}
 	}
 	// A run that plans again (a listing only confirms) reads afresh.
 	u.nodes, u.nodesErr = nil, nil

@@ -138,7 +138,7 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 		u.prefetch = make(chan fetched, 1)
 		if r.groups != nil {
 			// Read with the cluster, not after it.
-			_, _ = u.startNodes(rd.Context(), false)
+			_, _ = u.startNodes(rd.Context())
 		}
 		n := namesOf(c)
 		u.listed = r.lists != nil
