@@ -45,6 +45,7 @@ locals {
     "kubernetesSubstrates-get"       = { service = "${var.prefix}-substrates-get", path = "/api/compute/kubernetesSubstrates/get", account = "api" }
     "kubernetesSubstrates-list"      = { service = "${var.prefix}-substrates-list", path = "/api/compute/kubernetesSubstrates/list", account = "api" }
     "kubernetesSubstrates-listNodes" = { service = "${var.prefix}-substrates-listnodes", path = "/api/compute/kubernetesSubstrates/listNodes", account = "api" }
+    "kubernetesSubstrates-plan"      = { service = "${var.prefix}-substrates-plan", path = "/api/compute/kubernetesSubstrates/plan", account = "api" }
     "kubernetesSubstrates-join"      = { service = "${var.prefix}-substrates-join", path = "/api/compute/kubernetesSubstrates/join", account = "join" }
   }
 

@@ -33,16 +33,27 @@ func tenantModule(t *testing.T) *module {
 
 // TestTenantModuleRoles checks what a tenant grants in its own project:
 // the provisioner gets exactly the permissions of the reconciler's GKE
-// and Compute Engine calls (shared/clusters.GKE and Compute) and actAs on the nodes' account, the nodes
-// their logs and metrics, and the platform's reconciler the token creator
-// role on the provisioner, the grant its clusters' error names. Nothing
-// else.
+// and Compute Engine calls (shared/clusters.GKE and Compute) and of the
+// substrates' calls to the
+// clusters' Kubernetes APIs, which go out as the provisioner too (the
+// reconcile and join functions' alike: kubePermissions), and actAs on the
+// nodes' account, the nodes their logs and metrics, and the platform's
+// reconciler the token creator role on the provisioner, the grant its
+// clusters' error names. Nothing else.
 func TestTenantModuleRoles(t *testing.T) {
 	m := tenantModule(t)
 	sa := func(res string) string { return "serviceAccount:google_service_account." + res + ".email" }
 	account := func(res string) string { return "serviceAccount google_service_account." + res + ".name" }
 
 	perms := providerPermissions(t)
+	for _, ps := range kubeCalls(t) {
+		for _, p := range ps {
+			if !slices.Contains(perms, p) {
+				perms = append(perms, p)
+			}
+		}
+	}
+	sort.Strings(perms)
 	roles := m.ofType("google_project_iam_custom_role")
 	if len(roles) != 1 || roles[0].str("project") != tenantProject {
 		t.Fatalf("custom roles = %d, want one in %s", len(roles), tenantProject)

@@ -17,6 +17,7 @@ var regions = map[string][]string{
 	"us-central1":     {"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"},
 	"us-east1":        {"us-east1-b", "us-east1-c", "us-east1-d"},
 	"us-west1":        {"us-west1-a", "us-west1-b", "us-west1-c"},
+	"us-west2":        {"us-west2-a", "us-west2-b", "us-west2-c"},
 	"europe-west1":    {"europe-west1-b", "europe-west1-c", "europe-west1-d"},
 	"europe-west4":    {"europe-west4-a", "europe-west4-b", "europe-west4-c"},
 	"asia-southeast1": {"asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c"},
@@ -63,6 +64,8 @@ var families = map[string]family{
 	"n2":  {diskTypes: []string{"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme"}},
 	"n2d": {diskTypes: []string{"pd-standard", "pd-balanced", "pd-ssd"}},
 	"c3":  {diskTypes: []string{"pd-balanced", "pd-ssd", "hyperdisk-balanced", "hyperdisk-extreme"}},
+	// n4 takes Hyperdisk only, which GKE gives its nodes by default.
+	"n4": {diskTypes: []string{"hyperdisk-balanced"}},
 	"n1": {
 		diskTypes: []string{"pd-standard", "pd-balanced", "pd-ssd"},
 		attachable: map[string][]int64{
@@ -103,6 +106,7 @@ func buildMachineTypes() map[string]machineType {
 	add("n2", []string{"standard", "highmem", "highcpu"}, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
 	add("n2d", []string{"standard", "highmem", "highcpu"}, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224)
 	add("c3", []string{"standard", "highmem", "highcpu"}, 4, 8, 22, 44, 88, 176)
+	add("n4", []string{"standard", "highmem", "highcpu"}, 2, 4, 8, 16, 32, 48, 64, 80)
 	for n, gpus := range map[int]int64{4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8} {
 		m[fmt.Sprintf("g2-standard-%d", n)] = machineType{family: "g2", accelerator: "nvidia-l4", accelerators: gpus}
 	}
@@ -148,6 +152,9 @@ func checkNodeConfig(pool string, cfg *containerpb.NodeConfig) error {
 	fam := families[mt.family]
 	if cfg.DiskType == "" {
 		cfg.DiskType = defaultDiskType
+		if !slices.Contains(fam.diskTypes, defaultDiskType) {
+			cfg.DiskType = fam.diskTypes[0]
+		}
 	}
 	if !slices.Contains(fam.diskTypes, cfg.DiskType) {
 		return status.Errorf(codes.InvalidArgument, "Node pool %q: disk type %q is not supported by machine type %q; supported disk types: %s.", pool, cfg.DiskType, cfg.MachineType, strings.Join(fam.diskTypes, ", "))

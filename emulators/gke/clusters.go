@@ -77,7 +77,7 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	s.settle()
 	k := clusterKey{parent.project, parent.location, in.Name}
 	if s.clusters[k] != nil {
-		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s.", k)
+		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s.", k.path())
 	}
 	now := s.now()
 	s.endpoints++
@@ -85,16 +85,18 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	reqPools := in.NodePools
 	in.NodePools = nil
 	in.Id = randomHex(16)
-	in.SelfLink = apiBase + k.String()
+	in.SelfLink = apiBase + k.path()
 	in.Zone = parent.location
 	in.Location = parent.location
 	in.CreateTime = timestamp(now)
 	in.Endpoint = fmt.Sprintf("203.0.113.%d", (s.endpoints-1)%254+1)
 	in.InitialClusterVersion = version
 	in.CurrentMasterVersion = version
-	in.InitialNodeCount = 0
+	// A cluster created in the legacy form keeps its initial_node_count,
+	// as GKE's does; its node_config is its first pool's (clusterOut).
 	in.NodeConfig = nil
 	in.Etag = randomHex(8)
+	in.LabelFingerprint = labelFingerprint(in.ResourceLabels)
 	c.pb = in
 	for _, p := range reqPools {
 		np, err := newPool(c, p)

@@ -3,6 +3,7 @@ package gke
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -298,7 +299,7 @@ func TestCancelOperation(t *testing.T) {
 				t.Errorf("pool status = %v, want %v", np.Status, tt.wantStatus)
 			}
 			e.clock.Step(opTime)
-			counts, _ := e.srv.NodeCounts(strings.TrimPrefix(op.TargetLink, apiBase))
+			counts, _ := e.srv.NodeCounts(clusterN + "/nodePools/" + np.Name)
 			if counts[zoneA] != tt.wantNodes {
 				t.Errorf("NodeCounts = %v, want %d in %s", counts, tt.wantNodes, zoneA)
 			}
@@ -313,7 +314,7 @@ func TestCancelOperation(t *testing.T) {
 // mustPool returns the pool an operation targets.
 func (s *Server) mustPool(t *testing.T, op *containerpb.Operation) *containerpb.NodePool {
 	t.Helper()
-	np, err := s.NodePool(strings.TrimPrefix(op.TargetLink, apiBase))
+	np, err := s.NodePool(clusterN + "/nodePools/" + path.Base(op.TargetLink))
 	if err != nil {
 		t.Fatalf("NodePool(%s): %v", op.TargetLink, err)
 	}

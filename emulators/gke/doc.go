@@ -11,26 +11,65 @@
 //		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 //
 // It serves CreateCluster, GetCluster, ListClusters, DeleteCluster,
-// UpdateMaster, CreateNodePool, GetNodePool, ListNodePools,
-// DeleteNodePool, SetNodePoolSize, SetNodePoolAutoscaling, UpdateNodePool,
-// GetOperation, ListOperations and CancelOperation; every other RPC
-// answers UNIMPLEMENTED. Requests may use the name/parent form
+// UpdateCluster, UpdateMaster, SetLabels, CreateNodePool, GetNodePool,
+// ListNodePools, DeleteNodePool, SetNodePoolSize, SetNodePoolAutoscaling,
+// UpdateNodePool, GetOperation, ListOperations and CancelOperation; every
+// other RPC answers UNIMPLEMENTED. Requests may use the name/parent form
 // (projects/P/locations/L/clusters/C[/nodePools/NP]) or the deprecated
 // project_id/zone/cluster_id/node_pool_id fields.
 //
-// As in GKE, every mutation returns a long-running Operation, RUNNING
-// until the operation time (WithOperationTime, DefaultOperationTime
-// otherwise) has passed on the injected clock (WithNow), then DONE with an
-// endTime and, on failure, an error and statusMessage. Completion is
-// evaluated on every call from the clock rather than by timers, so a fake
-// clock makes tests deterministic. Meanwhile clusters are PROVISIONING
-// (create), STOPPING (delete) or RECONCILING (any other operation on the
-// cluster or one of its pools), and node pools PROVISIONING, RECONCILING
-// or STOPPING. A cluster-level operation needs the cluster idle; a node
-// pool operation needs no cluster-level operation and none on the same
-// pool; otherwise FAILED_PRECONDITION "Cluster is running incompatible
-// operation ...". A sixth concurrent operation on a cluster is
-// RESOURCE_EXHAUSTED.
+// Evidence. The simulator answers as real GKE did in traffic recorded
+// against it: Config Connector's golden HTTP logs, each taken from the
+// commit that recorded it against real GCP, which replay_test.go replays
+// with the official client (testdata/replay names each source's
+// repository, commit and path), and GKE's error texts as public issue
+// threads quote them. What still differs is listed at the end.
+//
+// As in GKE, every mutation returns a long-running Operation. A cluster
+// operation is RUNNING at once; a node pool operation (including
+// UpdateCluster's and SetNodePoolAutoscaling's UPDATE_CLUSTER on a pool)
+// is PENDING in the answer to its call, and for the first tenth of its
+// time, then RUNNING. Each is DONE when the operation time
+// (WithOperationTime, DefaultOperationTime otherwise) has passed on the
+// injected clock (WithNow), with an endTime and, on failure, an error and
+// statusMessage. Completion is evaluated on every call from the clock
+// rather than by timers, so a fake clock makes tests deterministic. An
+// operation's selfLink and targetLink name the project by number
+// (ProjectNumber) and a zonal location as zones/Z, regional ones as
+// locations/R (https://container.googleapis.com/v1/projects/123456789012/
+// zones/us-central1-a/operations/operation-...); its zone field is the
+// location and its location field is empty, as GKE answers. A cluster's
+// and a pool's selfLink keep the project ID, with zones/ for a zonal
+// cluster. Meanwhile clusters are PROVISIONING (create), STOPPING (delete)
+// or RECONCILING (any other operation on the cluster or one of its pools),
+// and node pools PROVISIONING, RECONCILING or STOPPING. A cluster-level
+// operation needs the cluster idle; a node pool operation needs no
+// cluster-level operation and none on the same pool; otherwise
+// FAILED_PRECONDITION, in GKE's words: "Operation operation-... is
+// currently creating cluster C. Please wait and try again once it is
+// done." (deleting cluster, upgrading cluster, creating a node pool for
+// cluster, deleting a node pool for cluster), "Cluster is running
+// incompatible operation operation-...." for the other operations. A
+// sixth concurrent operation on a cluster is RESOURCE_EXHAUSTED. A
+// missing cluster is NOT_FOUND "Not found: projects/P/zones/Z/clusters/C."
+// (locations/R for a regional one), a missing node pool NOT_FOUND "Not
+// found: node pool "NP" not found.", an UpdateCluster that sets nothing
+// INVALID_ARGUMENT "Must specify a field to update.".
+//
+// Read back, a pool shows GKE's defaults for what it was created without:
+// machine type e2-medium, a 100 GB pd-balanced disk (hyperdisk-balanced
+// for n4), image COS_CONTAINERD, service account "default", the six
+// default OAuth scopes, metadata disable-legacy-endpoints=true, Shielded
+// VM integrity monitoring, 110 Pods a node, upgradeSettings SURGE with
+// maxSurge 1, management autoRepair and autoUpgrade, and autoscaling's
+// locationPolicy BALANCED. A cluster shows its first pool's nodeConfig as
+// its own; one created in the legacy form (initialNodeCount and
+// nodeConfig, which become the pool default-pool) keeps its
+// initialNodeCount. Instance groups are named as GKE names them,
+// gke-<cluster>-<pool>-<8 hex, one hash per zone>-grp, the cluster and
+// pool names cut to 32 characters together (each keeps 16 when both are
+// longer, a short one leaves the other the rest) so that the name fits
+// Compute Engine's 63; the 8 hex are those of the zone's Node names.
 //
 // Refusals. What GKE checks when it accepts a request is refused
 // synchronously with INVALID_ARGUMENT: names, unknown locations, node
@@ -131,10 +170,24 @@
 //     Neither ever cuts a connection: a watch or an apply under way keeps
 //     its server. A server that exits on its own is started again by the
 //     next connection.
-//   - Clients authenticate with bearer tokens only: the cluster's admin
-//     token (Server.KubernetesAccess, which also gives a kubeconfig) and
-//     Kubernetes.Tokens (real GKE takes Google OAuth tokens). RBAC
-//     authorizes; group system:masters may do anything.
+//   - Clients authenticate with bearer tokens: the cluster's admin token
+//     (Server.KubernetesAccess, which also gives a kubeconfig; group
+//     system:masters), Kubernetes.Tokens, and, with WithIAM, Google
+//     access tokens, as GKE takes them: each API server asks the
+//     simulator (kube-apiserver's webhook token authentication, over
+//     HTTPS) who a token stands for (IAM.Identify), and the token is
+//     accepted, as that identity's email, when the cluster's project
+//     allows the identity in (IAM.Projects, Server.SetProjectIAM);
+//     otherwise the API server answers 401. RBAC authorizes, then the
+//     simulator's IAM (webhook authorization): an identity allowed in the
+//     project may do anything in its clusters, as roles/container.admin
+//     gives. The simplification: GKE maps each IAM role to its own
+//     Kubernetes permissions (roles/container.developer cannot change
+//     RBAC, roles/container.viewer only reads) and authenticates any
+//     Google identity, leaving one with no role 403 rather than 401; here
+//     access is all or nothing per project, like the GKE API's, and none
+//     is 401. Answers are kept KubernetesAuthCacheTTL (2 s) by the API
+//     servers, so an IAM change or an expired token is felt within it.
 //   - While its server runs, a loop (every Kubernetes.SyncInterval)
 //     registers a Node for each node of each node pool (nodeCount per
 //     zone of the pool's locations), named gke-<cluster>-<pool>-<8 hex
@@ -186,9 +239,9 @@
 // cluster, and the endpoint is a documentation address (203.0.113.x).
 //
 // Differences from GKE:
-//   - The catalog is small and fixed: six regions (us-central1, us-east1,
-//     us-west1, europe-west1, europe-west4, asia-southeast1), the e2, n1,
-//     n2, n2d, c3, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
+//   - The catalog is small and fixed: seven regions (us-central1,
+//     us-east1, us-west1, us-west2, europe-west1, europe-west4,
+//     asia-southeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
 //     nvidia-tesla-a100 and nvidia-a100-80gb (built into a2), and
 //     nvidia-tesla-t4, -p4, -v100 (attachable to n1). Quotas: the
 //     concurrent-operations one, and with WithRequestQuota or
@@ -202,23 +255,56 @@
 //     the initial version; upgrades happen when a test calls
 //     UpgradeMaster or UpgradeMasterFor (the next build, NextVersion,
 //     over a chosen time). Node pools are never upgraded automatically.
-//   - Node counts: like GKE, initial_node_count keeps its created value
-//     and instanceGroupUrls name one group per zone; the cluster's
-//     currentNodeCount is the live total. The per-zone count is exposed
-//     through Server.NodeCounts, since GKE only shows it through Compute
-//     Engine. The autoscaler never acts on its own: Server.Autoscale moves
-//     the size; enabling autoscaling clamps the size into the bounds when
-//     the operation ends.
-//   - Autoscaling changes report operation type UPDATE_CLUSTER, location
-//     and label changes UPDATE_CLUSTER, version changes UPGRADE_NODES.
+//   - Node counts: as in GKE, a pool's initial_node_count is its created
+//     size until SetNodePoolSize makes the new size its
+//     initial_node_count, and new autoscaling bounds resize nothing;
+//     instanceGroupUrls name one group per zone. The per-zone count is
+//     exposed through Server.NodeCounts, since GKE only shows it through
+//     Compute Engine, whose instanceGroupManagers (which the recordings
+//     read) are not part of this API. The cluster's currentNodeCount is
+//     the live total at once, where GKE's lags: the recording showed 2
+//     right after a resize to 3 nodes in all was DONE. The autoscaler
+//     never acts on its own: Server.Autoscale moves the size, and
+//     Server.ResizeNodePool moves it behind the API's back, leaving
+//     initial_node_count. A failed resize (a stockout) leaves
+//     initial_node_count as it was; no recording shows what GKE does.
+//   - Operation types, as recorded: autoscaling changes (UpdateCluster's
+//     desiredNodePoolAutoscaling or SetNodePoolAutoscaling) and cluster
+//     updates and label changes report UPDATE_CLUSTER; a pool's taint
+//     change UPGRADE_NODES, which the simulator also reports for its label
+//     and version changes (recorded: taints only); a change of locations
+//     alone reports UPDATE_CLUSTER (not recorded). Operations carry no
+//     progress metrics.
 //   - UpdateNodePool applies only node_version, locations, labels and
-//     taints; any other field is refused with INVALID_ARGUMENT.
+//     taints, and UpdateCluster only desired_node_pool_autoscaling (with
+//     desired_node_pool_id, which may be left out for a cluster of one
+//     pool), desired_master_version, and desired_logging_service with
+//     desired_monitoring_service; any other field is refused with
+//     INVALID_ARGUMENT. SetLabels refuses a label_fingerprint other than
+//     the cluster's with FAILED_PRECONDITION (GKE's wording for it is not
+//     recorded); fingerprints and etags are the simulator's own.
+//   - Read back, clusters and pools lack what the simulator does not
+//     model: networking (clusterIpv4Cidr, ipAllocationPolicy,
+//     networkConfig, podRange), addons, endpoint and DNS configuration,
+//     logging and monitoring configuration, database encryption, the
+//     pool's bootDisk, kubeletConfig, effectiveCgroupMode, loggingConfig
+//     and the goog-gke-node-pool-provisioning-model resource label, and
+//     the operations' progress. The replay tests compare only the fields
+//     the simulator models. A region's default zones are its first three
+//     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
+//     client must not rely on their order. The 8 hex of an instance group
+//     name are a hash of the simulator's own. The recordings are of the
+//     v1beta1 REST API; the simulator serves v1 over gRPC, so its links
+//     say v1. Request paths must name the project by ID: a project number
+//     in a path names another project.
 //   - Deleting a cluster needs it idle (GKE can delete a cluster that is
 //     still being created). A successful operation on a pool in ERROR or
 //     RUNNING_WITH_ERROR makes it RUNNING.
-//   - Operation IDs, cluster IDs and etags are random; selfLinks use the
-//     project ID, not the project number. No ErrorInfo details are
-//     attached to errors.
+//   - Operation IDs, cluster IDs and etags are random; project numbers are
+//     made up from the project ID (ProjectNumber). No ErrorInfo details
+//     are attached to errors, and the busy refusal's wording for a
+//     running resize, autoscaling or update is the terse one (GKE's is
+//     not recorded).
 //   - IAM (WithIAM) is per project and all or nothing: an identity allowed
 //     in a project has every permission there, as with
 //     roles/container.admin; custom roles, cluster-level conditions and

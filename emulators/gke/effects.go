@@ -33,6 +33,10 @@ type effect struct {
 	autoscaling *containerpb.NodePoolAutoscaling
 	// update is UpdateNodePool's request (locations, labels, taints).
 	update *containerpb.UpdateNodePoolRequest
+	// labels are SetLabels' resource labels.
+	labels map[string]string
+	// cluster is UpdateCluster's change of the cluster's services.
+	cluster *containerpb.ClusterUpdate
 }
 
 // poolStatus is a node pool's status at some point.
@@ -104,6 +108,22 @@ func (s *GServer) complete(op *operation) {
 			c.pb.CurrentMasterVersion = e.version
 		}
 		return
+	case "UpdateCluster":
+		if !failed && !c.gone {
+			if v := e.cluster.GetDesiredLoggingService(); v != "" {
+				c.pb.LoggingService = v
+			}
+			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
+				c.pb.MonitoringService = v
+			}
+		}
+		return
+	case "SetLabels":
+		if !failed && !c.gone {
+			c.pb.ResourceLabels = maps.Clone(e.labels)
+			c.pb.LabelFingerprint = labelFingerprint(e.labels)
+		}
+		return
 	}
 
 	// A node pool operation: nothing happens to a pool that has gone.
@@ -125,14 +145,20 @@ func (s *GServer) complete(op *operation) {
 	case "DeleteNodePool":
 		s.removePool(c, np)
 	case "SetNodePoolAutoscaling":
-		a := e.autoscaling
-		np.pb.Autoscaling = proto.Clone(a).(*containerpb.NodePoolAutoscaling)
-		if a.Enabled {
-			for z, n := range np.nodes {
-				np.nodes[z] = min(max(n, a.MinNodeCount), a.MaxNodeCount)
+		// New bounds move no node: the cluster autoscaler would, in its
+		// own time (Server.Autoscale).
+		np.pb.Autoscaling = proto.Clone(e.autoscaling).(*containerpb.NodePoolAutoscaling)
+		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+	case "SetNodePoolSize":
+		e.applyFates(c)
+		if !failed {
+			// GKE shows the size set as the pool's initial_node_count.
+			for _, f := range e.fates {
+				if len(np.pb.Locations) > 0 {
+					np.pb.InitialNodeCount = f.nodes[np.pb.Locations[0]]
+				}
 			}
 		}
-		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
 	case "UpdateNodePool":
 		req := e.update
 		if e.version != "" {
@@ -152,7 +178,7 @@ func (s *GServer) complete(op *operation) {
 		}
 		e.applyFates(c)
 		np.pb.Etag = randomHex(8)
-	default: // CreateNodePool, SetNodePoolSize
+	default: // CreateNodePool
 		e.applyFates(c)
 	}
 }

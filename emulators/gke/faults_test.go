@@ -271,11 +271,11 @@ func TestOutOfBand(t *testing.T) {
 
 func TestUnimplemented(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.client.SetLabels(e.ctx, &containerpb.SetLabelsRequest{Name: clusterN}); code(err) != codes.Unimplemented {
-		t.Errorf("SetLabels = %v, want Unimplemented", err)
+	if _, err := e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN}); code(err) != codes.Unimplemented {
+		t.Errorf("SetLegacyAbac = %v, want Unimplemented", err)
 	}
-	if got := e.srv.Calls("SetLabels"); got != 1 {
-		t.Errorf("Calls(SetLabels) = %d, want 1", got)
+	if got := e.srv.Calls("SetLegacyAbac"); got != 1 {
+		t.Errorf("Calls(SetLegacyAbac) = %d, want 1", got)
 	}
 }
 

@@ -39,8 +39,9 @@ func (s *Server) NodePool(name string) (*containerpb.NodePool, error) {
 }
 
 // NodeCounts returns the node pool's current nodes per zone. GKE itself
-// only shows them through the pool's instance groups; the API keeps
-// initial_node_count as created.
+// only shows them through the pool's instance groups; the API's
+// initial_node_count is the size created or last set, which the
+// autoscaler and ResizeNodePool do not change.
 func (s *Server) NodeCounts(name string) (map[string]int32, error) {
 	var out map[string]int32
 	err := s.withPool("NodeCounts", name, func(_ *cluster, np *nodePool) error {

@@ -181,6 +181,8 @@ type kubeEnv struct {
 	// reaper's passes, for tests.
 	peak  int
 	reaps atomic.Int64
+	// auth answers the API servers' webhooks (WithIAM).
+	auth kubeAuth
 }
 
 func newKubeEnv(cfg Kubernetes, log *slog.Logger) (*kubeEnv, error) {
@@ -427,6 +429,7 @@ func (s *GServer) closeKubernetes() {
 	}
 	e.closing.Do(func() { close(e.done) })
 	e.wg.Wait()
+	e.auth.close()
 	if e.tempDir {
 		_ = os.RemoveAll(e.dir)
 	}
@@ -773,12 +776,17 @@ func (k *kubeCluster) start() (*kubesim.APIServer, *syncer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("the API server binary: %w", err)
 	}
+	wh, err := k.webhook(k.c.key.project)
+	if err != nil {
+		return nil, nil, err
+	}
 	api, err := kubesim.StartAPIServer(k.ctx, bin, kubesim.Options{
 		Dir:        k.dir(),
 		Tokens:     k.env.cfg.Tokens,
 		CA:         &k.ca,
 		AdminToken: k.adminToken,
 		Log:        k.log,
+		Webhook:    wh,
 	})
 	if err != nil {
 		return nil, nil, err

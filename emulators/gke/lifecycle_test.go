@@ -19,7 +19,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if op.OperationType != containerpb.Operation_CREATE_CLUSTER || op.Status != containerpb.Operation_RUNNING {
 		t.Errorf("CreateCluster op = %v %v, want CREATE_CLUSTER RUNNING", op.OperationType, op.Status)
 	}
-	if want := apiBase + clusterN; op.TargetLink != want {
+	if want := apiBase + "projects/" + ProjectNumber(project) + "/locations/us-central1/clusters/c1"; op.TargetLink != want {
 		t.Errorf("op.TargetLink = %q, want %q", op.TargetLink, want)
 	}
 	c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})

@@ -1,7 +1,11 @@
 package gke
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -135,4 +139,67 @@ func parseNameArg(name string) (clusterKey, string, error) {
 		return clusterKey{v[0], v[1], v[2]}, v[3], nil
 	}
 	return clusterKey{}, "", fmt.Errorf("gke: bad name %q: want projects/P/locations/L/clusters/C[/nodePools/NP]", name)
+}
+
+// scope is how GKE writes a location in the paths it answers with:
+// projects/P/zones/Z for a zone, projects/P/locations/R for a region, as
+// the resources of the older zonal API were and still are.
+func scope(project, location string) string {
+	if _, isZone, _ := regionOf(location); isZone {
+		return "projects/" + project + "/zones/" + location
+	}
+	return "projects/" + project + "/locations/" + location
+}
+
+// path is a cluster's path as GKE writes it in selfLinks and messages.
+func (k clusterKey) path() string { return scope(k.project, k.location) + "/clusters/" + k.cluster }
+
+// ProjectNumber is the project number the simulator gives a project ID:
+// GKE writes operations' selfLink and targetLink with the project's
+// number, which a project ID does not tell, so the simulator makes up a
+// stable twelve-digit one. A project given by number keeps it.
+func ProjectNumber(project string) string {
+	if _, err := strconv.ParseUint(project, 10, 64); err == nil {
+		return project
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(project))
+	return strconv.FormatUint(100000000000+h.Sum64()%900000000000, 10)
+}
+
+// instanceGroupName is the name of the Compute Engine instance group
+// manager of a pool in one zone, as GKE names it:
+// gke-<cluster>-<pool>-<8 hex>-grp, with the 8 hex different in each zone
+// and the cluster and pool names cut so that together they take at most
+// 32 characters (each keeps at least 16 when both are long; a cut may
+// leave a trailing hyphen, as GKE's does:
+// gke-cluster-sample-d-nodepool-sample--de290dea-grp). The 8 hex are
+// also those of the zone's Node names.
+func instanceGroupName(clusterName, pool, clusterID, poolUID, zone string) string {
+	c, p := cutNames(clusterName, pool, 32)
+	return "gke-" + c + "-" + p + "-" + groupHash(clusterID, poolUID, zone) + "-grp"
+}
+
+// groupHash names a pool's instance group in a zone: a hash of the
+// cluster, the pool and the zone, stable for the pool's life.
+func groupHash(clusterID, poolUID, zone string) string {
+	sum := sha256.Sum256([]byte(clusterID + "/" + poolUID + "/" + zone))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+// cutNames shortens a and b so that together they have at most n
+// characters: the shorter one is kept whole when it fits in half, and the
+// longer one takes the rest.
+func cutNames(a, b string, n int) (string, string) {
+	if len(a)+len(b) <= n {
+		return a, b
+	}
+	half := n / 2
+	switch {
+	case len(a) <= half:
+		return a, b[:n-len(a)]
+	case len(b) <= half:
+		return a[:n-len(b)], b
+	}
+	return a[:half], b[:n-half]
 }

@@ -37,7 +37,7 @@ func (s *GServer) CreateNodePool(_ context.Context, req *containerpb.CreateNodeP
 		return nil, err
 	}
 	if c.pools[np.pb.Name] != nil {
-		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s/nodePools/%s.", k, np.pb.Name)
+		return nil, status.Errorf(codes.AlreadyExists, "Already exists: %s/nodePools/%s.", k.path(), np.pb.Name)
 	}
 	if err := s.busy(c, np.pb.Name); err != nil {
 		return nil, err
@@ -95,8 +95,9 @@ func (s *GServer) DeleteNodePool(_ context.Context, req *containerpb.DeleteNodeP
 }
 
 // SetNodePoolSize sets the node count per zone: RECONCILING until the
-// SET_NODE_POOL_SIZE operation ends. initial_node_count is unchanged, as
-// in GKE; Server.NodeCounts shows the current size.
+// SET_NODE_POOL_SIZE operation ends, then the size is the pool's
+// initial_node_count, as GKE shows it; Server.NodeCounts shows the
+// current size.
 func (s *GServer) SetNodePoolSize(_ context.Context, req *containerpb.SetNodePoolSizeRequest) (*containerpb.Operation, error) {
 	if req.NodeCount < 0 || req.NodeCount > maxNodesPerZone {
 		return nil, status.Errorf(codes.InvalidArgument, "node_count %d is out of range [0, %d].", req.NodeCount, maxNodesPerZone)
@@ -113,20 +114,34 @@ func (s *GServer) SetNodePoolSize(_ context.Context, req *containerpb.SetNodePoo
 }
 
 // SetNodePoolAutoscaling changes the autoscaling settings: RECONCILING
-// until the operation (UPDATE_CLUSTER, as GKE reports it) ends. Enabling
-// it moves a size outside the new bounds to the nearest bound when the
-// operation ends, as the cluster autoscaler soon would.
+// until the operation (UPDATE_CLUSTER, as GKE reports it) ends. As in
+// GKE, new bounds do not resize the pool: only the cluster autoscaler
+// would (Server.Autoscale).
 func (s *GServer) SetNodePoolAutoscaling(_ context.Context, req *containerpb.SetNodePoolAutoscalingRequest) (*containerpb.Operation, error) {
 	if req.Autoscaling == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "Required field autoscaling not set.")
 	}
+	return s.setAutoscaling("SetNodePoolAutoscaling", poolRef{req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId}, req.Autoscaling)
+}
+
+// poolRef is how a request names a node pool: by name, or by the
+// deprecated fields.
+type poolRef struct{ name, project, zone, cluster, pool string }
+
+// setAutoscaling starts the UPDATE_CLUSTER operation of rpc that gives the
+// pool the autoscaling settings in (off when not enabled).
+func (s *GServer) setAutoscaling(rpc string, ref poolRef, in *containerpb.NodePoolAutoscaling) (*containerpb.Operation, error) {
 	a := &containerpb.NodePoolAutoscaling{}
-	if req.Autoscaling.Enabled {
-		a = proto.Clone(req.Autoscaling).(*containerpb.NodePoolAutoscaling)
+	if in.Enabled {
+		a = proto.Clone(in).(*containerpb.NodePoolAutoscaling)
+		autoscalingDefaults(a)
 	}
-	return s.poolOp("SetNodePoolAutoscaling", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, containerpb.Operation_UPDATE_CLUSTER,
+	return s.poolOp(rpc, ref.name, ref.project, ref.zone, ref.cluster, ref.pool, containerpb.Operation_UPDATE_CLUSTER,
 		containerpb.NodePool_RECONCILING,
-		func(_ *cluster, _ *nodePool, op *operation) { op.eff.autoscaling = a },
+		func(_ *cluster, _ *nodePool, op *operation) {
+			op.eff.rpc = "SetNodePoolAutoscaling"
+			op.eff.autoscaling = a
+		},
 		func(_ *cluster, np *nodePool) error { return checkAutoscaling(np.pb.Name, a) })
 }
 
@@ -138,9 +153,10 @@ var updatable = map[protoreflect.Name]bool{
 }
 
 // UpdateNodePool changes a node pool's version, locations, Kubernetes
-// labels or taints: RECONCILING until the operation (UPGRADE_NODES for a
-// version change, UPDATE_CLUSTER otherwise) ends. Other fields are refused
-// with INVALID_ARGUMENT, as is a request that changes nothing.
+// labels or taints: RECONCILING until the operation ends, UPGRADE_NODES
+// (as GKE reports a version, label or taint change, which it rolls out
+// node by node) or UPDATE_CLUSTER for locations alone. Other fields are
+// refused with INVALID_ARGUMENT, as is a request that changes nothing.
 func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodePoolRequest) (*containerpb.Operation, error) {
 	var refused []string
 	req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
@@ -156,7 +172,7 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: the request changes nothing; set node_version, locations, labels or taints.")
 	}
 	typ := containerpb.Operation_UPDATE_CLUSTER
-	if req.NodeVersion != "" {
+	if req.NodeVersion != "" || req.Labels != nil || req.Taints != nil {
 		typ = containerpb.Operation_UPGRADE_NODES
 	}
 	var version string

@@ -51,8 +51,8 @@ func TestNodePoolOperations(t *testing.T) {
 			during:    containerpb.NodePool_RECONCILING,
 			wantNodes: map[string]int32{zoneA: 5},
 			check: func(t *testing.T, np *containerpb.NodePool) {
-				if np.InitialNodeCount != 2 {
-					t.Errorf("InitialNodeCount after resize = %d, want 2 (unchanged, as GKE)", np.InitialNodeCount)
+				if np.InitialNodeCount != 5 {
+					t.Errorf("InitialNodeCount after resize = %d, want 5 (the new size, as GKE shows it)", np.InitialNodeCount)
 				}
 			},
 		},
@@ -66,16 +66,19 @@ func TestNodePoolOperations(t *testing.T) {
 			wantNodes: map[string]int32{zoneA: 0},
 		},
 		{
-			name: "enable autoscaling clamps into the bounds",
+			name: "enable autoscaling does not resize",
 			call: func(e *env) (*containerpb.Operation, error) {
 				return e.client.SetNodePoolAutoscaling(e.ctx, &containerpb.SetNodePoolAutoscalingRequest{Name: clusterN + "/nodePools/p1", Autoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, MinNodeCount: 3, MaxNodeCount: 6}})
 			},
 			wantType:  containerpb.Operation_UPDATE_CLUSTER,
 			during:    containerpb.NodePool_RECONCILING,
-			wantNodes: map[string]int32{zoneA: 3},
+			wantNodes: map[string]int32{zoneA: 2},
 			check: func(t *testing.T, np *containerpb.NodePool) {
-				if a := np.Autoscaling; !a.GetEnabled() || a.MinNodeCount != 3 || a.MaxNodeCount != 6 {
-					t.Errorf("Autoscaling = %v, want enabled 3..6", a)
+				if a := np.Autoscaling; !a.GetEnabled() || a.MinNodeCount != 3 || a.MaxNodeCount != 6 || a.LocationPolicy != containerpb.NodePoolAutoscaling_BALANCED {
+					t.Errorf("Autoscaling = %v, want enabled 3..6, BALANCED", a)
+				}
+				if np.InitialNodeCount != 2 {
+					t.Errorf("InitialNodeCount = %d, want 2", np.InitialNodeCount)
 				}
 			},
 		},
@@ -117,7 +120,7 @@ func TestNodePoolOperations(t *testing.T) {
 					Taints:    &containerpb.NodeTaints{Taints: []*containerpb.NodeTaint{{Key: "gpu", Value: "yes", Effect: containerpb.NodeTaint_NO_SCHEDULE}}},
 				})
 			},
-			wantType:  containerpb.Operation_UPDATE_CLUSTER,
+			wantType:  containerpb.Operation_UPGRADE_NODES,
 			during:    containerpb.NodePool_RECONCILING,
 			wantNodes: map[string]int32{zoneA: 2, zoneF: 2},
 			check: func(t *testing.T, np *containerpb.NodePool) {
@@ -150,10 +153,10 @@ func TestNodePoolOperations(t *testing.T) {
 			if err != nil {
 				t.Fatalf("call: %v", err)
 			}
-			if op.OperationType != tt.wantType || op.Status != containerpb.Operation_RUNNING {
-				t.Errorf("op = %v %v, want %v RUNNING", op.OperationType, op.Status, tt.wantType)
+			if op.OperationType != tt.wantType || op.Status != containerpb.Operation_PENDING {
+				t.Errorf("op = %v %v, want %v PENDING", op.OperationType, op.Status, tt.wantType)
 			}
-			if want := apiBase + clusterN + "/nodePools/p1"; op.TargetLink != want {
+			if want := apiBase + "projects/" + ProjectNumber(project) + "/locations/us-central1/clusters/c1/nodePools/p1"; op.TargetLink != want {
 				t.Errorf("op.TargetLink = %q, want %q", op.TargetLink, want)
 			}
 			if got := e.getPool(t, "p1").Status; got != tt.during {

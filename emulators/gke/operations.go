@@ -31,7 +31,7 @@ func (s *GServer) GetOperation(_ context.Context, req *containerpb.GetOperationR
 func (s *GServer) operation(p parentKey, id string) (*operation, error) {
 	op := s.ops[id]
 	if op == nil || op.lost || op.parent.project != p.project || (p.location != "-" && op.parent.location != p.location) {
-		return nil, status.Errorf(codes.NotFound, "Not found: %s/operations/%s.", p, id)
+		return nil, status.Errorf(codes.NotFound, "Not found: %s/operations/%s.", scope(p.project, p.location), id)
 	}
 	return op, nil
 }

@@ -92,13 +92,15 @@ type savedOp struct {
 }
 
 type savedEffect struct {
-	RPC         string          `json:"rpc"`
-	Own         bool            `json:"own,omitempty"`
-	Fates       []savedFate     `json:"fates,omitempty"`
-	Before      []savedStatus   `json:"before,omitempty"`
-	Version     string          `json:"version,omitempty"`
-	Autoscaling json.RawMessage `json:"autoscaling,omitempty"`
-	Update      json.RawMessage `json:"update,omitempty"`
+	RPC         string            `json:"rpc"`
+	Own         bool              `json:"own,omitempty"`
+	Fates       []savedFate       `json:"fates,omitempty"`
+	Before      []savedStatus     `json:"before,omitempty"`
+	Version     string            `json:"version,omitempty"`
+	Autoscaling json.RawMessage   `json:"autoscaling,omitempty"`
+	Update      json.RawMessage   `json:"update,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Cluster     json.RawMessage   `json:"clusterUpdate,omitempty"`
 }
 
 type savedFate struct {
@@ -236,11 +238,14 @@ func saveOp(op *operation) (savedOp, error) {
 		return so, err
 	}
 	e := op.eff
-	se := &savedEffect{RPC: e.rpc, Own: e.own, Version: e.version}
+	se := &savedEffect{RPC: e.rpc, Own: e.own, Version: e.version, Labels: maps.Clone(e.labels)}
 	if se.Autoscaling, err = marshalOpt(e.autoscaling); err != nil {
 		return so, err
 	}
 	if se.Update, err = marshalOpt(e.update); err != nil {
+		return so, err
+	}
+	if se.Cluster, err = marshalOpt(e.cluster); err != nil {
 		return so, err
 	}
 	for _, f := range e.fates {
@@ -370,11 +375,14 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	se := so.Effect
-	op.eff = effect{rpc: se.RPC, own: se.Own, version: se.Version}
+	op.eff = effect{rpc: se.RPC, own: se.Own, version: se.Version, labels: maps.Clone(se.Labels)}
 	if op.eff.autoscaling, err = unmarshalOpt[containerpb.NodePoolAutoscaling](se.Autoscaling); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	if op.eff.update, err = unmarshalOpt[containerpb.UpdateNodePoolRequest](se.Update); err != nil {
+		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
+	}
+	if op.eff.cluster, err = unmarshalOpt[containerpb.ClusterUpdate](se.Cluster); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 	}
 	if (se.RPC == "SetNodePoolAutoscaling" && op.eff.autoscaling == nil) || (se.RPC == "UpdateNodePool" && op.eff.update == nil) {

@@ -16,13 +16,13 @@ import (
 // running: c1 has a resize, an autoscaling change, an update, a pool
 // delete and a pool create that a stockout hits, c2 is being created with
 // a pool whose machine type its zone lacks, c3 is being deleted, c4
-// upgraded; one operation is lost and one will fail.
+// upgraded, c5 relabelled; one operation is lost and one will fail.
 func busyEnv(t *testing.T, e *env) {
 	t.Helper()
 	ctx := e.ctx
 	e.createCluster(t, pool("p0", "e2-standard-4", 1, zoneA), pool("p1", "e2-standard-4", 1, zoneA, zoneB),
 		pool("p2", "e2-standard-4", 1, zoneA), pool("p3", "e2-standard-4", 1, zoneA))
-	for _, name := range []string{"c3", "c4"} {
+	for _, name := range []string{"c3", "c4", "c5"} {
 		op, err := e.client.CreateCluster(ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: name, NodePools: []*containerpb.NodePool{pool("p0", "e2-standard-4", 1, zoneA)}}})
 		if err != nil {
 			t.Fatalf("CreateCluster(%s): %v", name, err)
@@ -56,6 +56,8 @@ func busyEnv(t *testing.T, e *env) {
 	must("CreateCluster(c2)", op, err)
 	op, err = e.client.DeleteCluster(ctx, &containerpb.DeleteClusterRequest{Name: parent + "/clusters/c3"})
 	must("DeleteCluster(c3)", op, err)
+	op, err = e.client.SetLabels(ctx, &containerpb.SetLabelsRequest{Name: parent + "/clusters/c5", ResourceLabels: map[string]string{"team": "b"}})
+	must("SetLabels(c5)", op, err)
 	if _, err := e.srv.UpgradeMaster(parent+"/clusters/c4", DefaultVersions[containerpb.ReleaseChannel_RAPID]); err != nil {
 		t.Fatalf("UpgradeMaster: %v", err)
 	}
@@ -138,10 +140,10 @@ func TestSnapshotRestore(t *testing.T) {
 			n, err := e.srv.NodeCounts(clusterN + "/nodePools/p0")
 			return err == nil && n[zoneA] == 3
 		}},
-		{"p1 has autoscaling and 2 nodes per zone", func(e *env) bool {
+		{"p1 has autoscaling and still 1 node per zone", func(e *env) bool {
 			np, err := e.srv.NodePool(clusterN + "/nodePools/p1")
 			n, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1")
-			return err == nil && np.Autoscaling.GetEnabled() && n[zoneA] == 2 && n[zoneB] == 2
+			return err == nil && np.Autoscaling.GetEnabled() && n[zoneA] == 1 && n[zoneB] == 1
 		}},
 		{"p2 has its labels, taint and zones", func(e *env) bool {
 			np, err := e.srv.NodePool(clusterN + "/nodePools/p2")
@@ -158,6 +160,14 @@ func TestSnapshotRestore(t *testing.T) {
 		{"c2 is ERROR", func(e *env) bool {
 			c, err := e.srv.Cluster(parent + "/clusters/c2")
 			return err == nil && c.Status == containerpb.Cluster_ERROR
+		}},
+		{"c5 has its labels", func(e *env) bool {
+			c, err := e.srv.Cluster(parent + "/clusters/c5")
+			return err == nil && c.ResourceLabels["team"] == "b"
+		}},
+		{"p0's size is its initialNodeCount", func(e *env) bool {
+			np, err := e.srv.NodePool(clusterN + "/nodePools/p0")
+			return err == nil && np.InitialNodeCount == 3
 		}},
 		{"c3 is gone", func(e *env) bool { _, err := e.srv.Cluster(parent + "/clusters/c3"); return err != nil }},
 		{"c4 is upgraded", func(e *env) bool {

@@ -39,6 +39,7 @@ func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 	if err := checkNodeConfig(pb.Name, pb.Config); err != nil {
 		return nil, err
 	}
+	poolDefaults(pb)
 	if len(pb.Locations) == 0 {
 		pb.Locations = slices.Clone(c.pb.Locations)
 	}
@@ -53,7 +54,7 @@ func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 		return nil, status.Errorf(codes.InvalidArgument, "Node pool %q: node version %q must not be newer than the master version %q.", pb.Name, v, c.pb.CurrentMasterVersion)
 	}
 	pb.Version = v
-	pb.SelfLink = apiBase + c.key.String() + "/nodePools/" + pb.Name
+	pb.SelfLink = apiBase + c.key.path() + "/nodePools/" + pb.Name
 	pb.Status = containerpb.NodePool_PROVISIONING
 	pb.StatusMessage = ""
 	pb.InstanceGroupUrls = nil
@@ -62,6 +63,61 @@ func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 		pb.Management = &containerpb.NodeManagement{AutoUpgrade: true, AutoRepair: true}
 	}
 	return &nodePool{pb: pb, uid: randomHex(4), nodes: map[string]int32{}}, nil
+}
+
+// defaultScopes are the OAuth scopes GKE gives nodes when none are asked.
+var defaultScopes = []string{
+	"https://www.googleapis.com/auth/devstorage.read_only",
+	"https://www.googleapis.com/auth/logging.write",
+	"https://www.googleapis.com/auth/monitoring",
+	"https://www.googleapis.com/auth/service.management.readonly",
+	"https://www.googleapis.com/auth/servicecontrol",
+	"https://www.googleapis.com/auth/trace.append",
+}
+
+// poolDefaults fills in what GKE shows of a pool created without it, as
+// recorded of real GKE: the image, the nodes' service account, scopes and
+// metadata, Shielded VM integrity monitoring, 110 Pods a node, surge
+// upgrades one node at a time and balanced autoscaling.
+func poolDefaults(pb *containerpb.NodePool) {
+	cfg := pb.Config
+	if cfg.ImageType == "" {
+		cfg.ImageType = "COS_CONTAINERD"
+	}
+	if cfg.ServiceAccount == "" {
+		cfg.ServiceAccount = "default"
+	}
+	if len(cfg.OauthScopes) == 0 {
+		cfg.OauthScopes = slices.Clone(defaultScopes)
+	}
+	if cfg.Metadata == nil {
+		cfg.Metadata = map[string]string{}
+	}
+	if _, ok := cfg.Metadata["disable-legacy-endpoints"]; !ok {
+		cfg.Metadata["disable-legacy-endpoints"] = "true"
+	}
+	if cfg.ShieldedInstanceConfig == nil {
+		cfg.ShieldedInstanceConfig = &containerpb.ShieldedInstanceConfig{EnableIntegrityMonitoring: true}
+	}
+	if pb.MaxPodsConstraint == nil {
+		pb.MaxPodsConstraint = &containerpb.MaxPodsConstraint{MaxPodsPerNode: 110}
+		pb.PodIpv4CidrSize = 24
+	}
+	if pb.UpgradeSettings == nil {
+		pb.UpgradeSettings = &containerpb.NodePool_UpgradeSettings{MaxSurge: 1}
+	}
+	if pb.UpgradeSettings.Strategy == nil {
+		surge := containerpb.NodePoolUpdateStrategy_SURGE
+		pb.UpgradeSettings.Strategy = &surge
+	}
+	autoscalingDefaults(pb.Autoscaling)
+}
+
+// autoscalingDefaults gives enabled autoscaling GKE's location policy.
+func autoscalingDefaults(a *containerpb.NodePoolAutoscaling) {
+	if a != nil && a.Enabled && a.LocationPolicy == containerpb.NodePoolAutoscaling_LOCATION_POLICY_UNSPECIFIED {
+		a.LocationPolicy = containerpb.NodePoolAutoscaling_BALANCED
+	}
 }
 
 // checkAutoscaling refuses bounds GKE refuses.

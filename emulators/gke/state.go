@@ -65,6 +65,17 @@ type operation struct {
 	eff  effect
 }
 
+// pendingUntil is when a node pool operation stops being PENDING and
+// starts RUNNING: after the first tenth of its time. GKE answers the
+// call that starts one with PENDING; cluster operations start RUNNING.
+func (op *operation) pendingUntil(opTime time.Duration) time.Time {
+	start, err := time.Parse(time.RFC3339Nano, op.pb.StartTime)
+	if err != nil {
+		return time.Time{}
+	}
+	return start.Add(opTime / 10)
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -82,6 +93,8 @@ func (s *GServer) settle() {
 	for _, op := range s.running {
 		if !op.end.After(now) {
 			due = append(due, op)
+		} else if op.pb.Status == containerpb.Operation_PENDING && !now.Before(op.pendingUntil(s.opTime)) {
+			op.pb.Status = containerpb.Operation_RUNNING
 		}
 	}
 	slices.SortFunc(due, func(a, b *operation) int {
@@ -119,13 +132,30 @@ func (s *GServer) finish(op *operation) {
 func (s *GServer) busy(c *cluster, pool string) error {
 	for _, op := range c.running {
 		if pool == "" || op.clusterLevel || op.pool == pool {
-			return status.Errorf(codes.FailedPrecondition, "Cluster is running incompatible operation %s.", op.pb.Name)
+			return status.Errorf(codes.FailedPrecondition, "%s", incompatible(c, op))
 		}
 	}
 	if len(c.running) >= maxConcurrentOps {
 		return status.Errorf(codes.ResourceExhausted, "Too many operations: cluster %q hits the concurrent operations quota %d, please try again later.", c.key.cluster, maxConcurrentOps)
 	}
 	return nil
+}
+
+// incompatible is GKE's refusal of a call while op runs: it names what op
+// is doing to the cluster for the operations public reports show it for,
+// and is terser for the others.
+func incompatible(c *cluster, op *operation) string {
+	doing := map[containerpb.Operation_Type]string{
+		containerpb.Operation_CREATE_CLUSTER:   "creating cluster",
+		containerpb.Operation_DELETE_CLUSTER:   "deleting cluster",
+		containerpb.Operation_UPGRADE_MASTER:   "upgrading cluster",
+		containerpb.Operation_CREATE_NODE_POOL: "creating a node pool for cluster",
+		containerpb.Operation_DELETE_NODE_POOL: "deleting a node pool for cluster",
+	}[op.pb.OperationType]
+	if doing == "" {
+		return fmt.Sprintf("Cluster is running incompatible operation %s.", op.pb.Name)
+	}
+	return fmt.Sprintf("Operation %s is currently %s %s. Please wait and try again once it is done.", op.pb.Name, doing, c.key.cluster)
 }
 
 // startOp records a RUNNING operation of rpc on c (and pool, if any), taking
@@ -135,19 +165,24 @@ func (s *GServer) startOp(rpc string, c *cluster, typ containerpb.Operation_Type
 	now := s.now()
 	s.seq++
 	id := fmt.Sprintf("operation-%d-%s", now.UnixMilli(), randomHex(4))
-	target := apiBase + c.key.String()
+	// GKE links an operation by the project's number, with zones/ for a
+	// zonal location, and reports the location in the zone field only.
+	at := apiBase + scope(ProjectNumber(c.key.project), c.key.location)
+	target := at + "/clusters/" + c.key.cluster
+	st := containerpb.Operation_RUNNING
 	if pool != "" {
 		target += "/nodePools/" + pool
+		// A node pool operation is queued first (see settle).
+		st = containerpb.Operation_PENDING
 	}
 	parent := parentKey{c.key.project, c.key.location}
 	op := &operation{
 		pb: &containerpb.Operation{
 			Name:          id,
 			Zone:          c.key.location,
-			Location:      c.key.location,
 			OperationType: typ,
-			Status:        containerpb.Operation_RUNNING,
-			SelfLink:      apiBase + parent.String() + "/operations/" + id,
+			Status:        st,
+			SelfLink:      at + "/operations/" + id,
 			TargetLink:    target,
 			StartTime:     timestamp(now),
 		},
@@ -216,7 +251,7 @@ func (s *GServer) refresh(c *cluster) {
 func (s *GServer) cluster(k clusterKey) (*cluster, error) {
 	c := s.clusters[k]
 	if c == nil {
-		return nil, status.Errorf(codes.NotFound, "Not found: %s.", k)
+		return nil, status.Errorf(codes.NotFound, "Not found: %s.", k.path())
 	}
 	return c, nil
 }
@@ -230,7 +265,7 @@ func (s *GServer) pool(k poolKey) (*cluster, *nodePool, error) {
 	}
 	np := c.pools[k.pool]
 	if np == nil {
-		return nil, nil, status.Errorf(codes.NotFound, "Not found: %s.", k)
+		return nil, nil, status.Errorf(codes.NotFound, "Not found: node pool %q not found.", k.pool)
 	}
 	return c, np, nil
 }
@@ -261,9 +296,15 @@ func poolOut(c *cluster, np *nodePool) *containerpb.NodePool {
 	out := proto.Clone(np.pb).(*containerpb.NodePool)
 	out.InstanceGroupUrls = nil
 	for _, z := range np.pb.Locations {
-		out.InstanceGroupUrls = append(out.InstanceGroupUrls, fmt.Sprintf("%sprojects/%s/zones/%s/instanceGroupManagers/gke-%s-%s-%s-grp", computeBase, c.key.project, z, c.key.cluster, np.pb.Name, np.uid))
+		out.InstanceGroupUrls = append(out.InstanceGroupUrls, instanceGroupURL(c, np, z))
 	}
 	return out
+}
+
+// instanceGroupURL is the URL of a pool's instance group manager in zone,
+// by project ID as GKE gives it.
+func instanceGroupURL(c *cluster, np *nodePool, zone string) string {
+	return fmt.Sprintf("%sprojects/%s/zones/%s/instanceGroupManagers/%s", computeBase, c.key.project, zone, instanceGroupName(c.key.cluster, np.pb.Name, c.pb.Id, np.uid, zone))
 }
 
 // clusterOut is the API view of a cluster, with its node pools. Must be
@@ -272,6 +313,11 @@ func clusterOut(c *cluster) *containerpb.Cluster {
 	out := proto.Clone(c.pb).(*containerpb.Cluster)
 	out.CurrentNodeCount = 0
 	out.InstanceGroupUrls = nil
+	if len(c.order) > 0 {
+		// GKE shows the first pool's node configuration as the
+		// cluster's.
+		out.NodeConfig = proto.Clone(c.pools[c.order[0]].pb.Config).(*containerpb.NodeConfig)
+	}
 	for _, name := range c.order {
 		np := c.pools[name]
 		p := poolOut(c, np)

@@ -62,12 +62,15 @@ type Options struct {
 	// Log receives what the server's start and stop do (discarded when
 	// nil); the server's own log goes to Dir/kube-apiserver.log.
 	Log *slog.Logger
+	// Webhook, when set, authenticates the bearer tokens that are not
+	// the server's own, and authorizes what RBAC does not allow.
+	Webhook *Webhook
 }
 
 // APIServer is a running kube-apiserver with its etcd: one process,
 // listening on 127.0.0.1, serving TLS with a certificate for 127.0.0.1 and
-// localhost signed by CAPEM, authenticating static bearer tokens and
-// authorizing with RBAC. Nothing else runs: no controllers, no scheduler,
+// localhost signed by CAPEM, authenticating static bearer tokens (and
+// Options.Webhook's) and authorizing with RBAC (and the webhook). Nothing else runs: no controllers, no scheduler,
 // no kubelet.
 type APIServer struct {
 	// Endpoint is host:port, on 127.0.0.1.
@@ -173,7 +176,7 @@ func (s *APIServer) prepare(opts Options) ([]string, error) {
 	if err := writeFile(file("tokens.csv"), csv); err != nil {
 		return nil, err
 	}
-	return []string{
+	args := []string{
 		"--embedded-etcd-dir=" + file("etcd"),
 		"--bind-address=127.0.0.1",
 		// Without it the server looks for an interface with a default
@@ -190,13 +193,20 @@ func (s *APIServer) prepare(opts Options) ([]string, error) {
 		"--service-account-key-file=" + file("sa.key"),
 		"--service-account-signing-key-file=" + file("sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
 		"--token-auth-file=" + file("tokens.csv"),
 		// Flow control keeps a dozen goroutines and objects busy for
 		// nothing here, on machines that run many of these servers.
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-	}, nil
+	}
+	if opts.Webhook == nil {
+		return append(args, "--authorization-mode=RBAC"), nil
+	}
+	wargs, err := webhookArgs(opts.Webhook, s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return append(args, wargs...), nil
 }
 
 // loadCA returns ca if set, else the CA kept in certPath and keyPath, else

@@ -25,7 +25,10 @@
 // cluster. What differs from a cluster is what else runs, which is
 // nothing: no controller manager (no Pods for a DaemonSet, no garbage
 // collection, no namespace finalization), no scheduler, no kubelet, no
-// Nodes. Clients authenticate with static bearer tokens only (the admin
-// token and Options.Tokens); TLS is served with a certificate for
-// 127.0.0.1 and localhost signed by the server's own CA.
+// Nodes. Clients authenticate with static bearer tokens (the admin token
+// and Options.Tokens) and, with Options.Webhook, any token a service of
+// the caller's vouches for (TokenReview), which may also allow what RBAC
+// does not (SubjectAccessReview), as a managed cluster's provider does;
+// TLS is served with a certificate for 127.0.0.1 and localhost signed by
+// the server's own CA.
 package kubesim

@@ -85,6 +85,7 @@ var methods = []struct {
 	{Method{"kubernetesSubstrates", "get"}, handler((*api).getSubstrate)},
 	{Method{"kubernetesSubstrates", "list"}, handler((*api).listSubstrates)},
 	{Method{"kubernetesSubstrates", "listNodes"}, handler((*api).listSubstrateNodes)},
+	{Method{"kubernetesSubstrates", "plan"}, handler((*api).planSubstrate)},
 	{Method{"kubernetesSubstrates", "join"}, func(a *api) (http.Handler, error) { return a.join() }},
 }
 

@@ -741,6 +741,6 @@ func repeat(s string, n int) string { return strings.Repeat(s, n) }
 // noKubernetes is a connector that reaches no cluster.
 type noKubernetes struct{}
 
-func (noKubernetes) Connect(endpoint string, _ []byte) (substrates.KubeAPI, error) {
-	return nil, fmt.Errorf("no Kubernetes API at %s in these tests", endpoint)
+func (noKubernetes) Connect(t substrates.Target) (substrates.KubeAPI, error) {
+	return nil, fmt.Errorf("no Kubernetes API at %s in these tests", t.Endpoint)
 }

@@ -23,7 +23,8 @@ var (
 var allMethods = []string{
 	"kubernetesNodePools/create", "kubernetesNodePools/list", "kubernetesNodePools/update", "kubernetesNodePools/delete",
 	"kubernetesClusters/create", "kubernetesClusters/get", "kubernetesClusters/list", "kubernetesClusters/delete",
-	"kubernetesSubstrates/get", "kubernetesSubstrates/list", "kubernetesSubstrates/listNodes", "kubernetesSubstrates/join",
+	"kubernetesSubstrates/get", "kubernetesSubstrates/list", "kubernetesSubstrates/listNodes", "kubernetesSubstrates/plan",
+	"kubernetesSubstrates/join",
 }
 
 // unknownSubstrate is a well-formed substrate ID that names nothing.
@@ -38,6 +39,8 @@ func anyMethodBody(method string, tg target, n int) obj {
 		return obj{"tenantId": tg.tenantID}
 	case "kubernetesSubstrates/listNodes":
 		return obj{"tenantId": tg.tenantID, "substrateId": unknownSubstrate, "pageSize": 10}
+	case "kubernetesSubstrates/plan":
+		return obj{"tenantId": tg.tenantID, "pool": obj{"id": "pool-x", "tenantId": tg.tenantID, "version": 1}}
 	case "kubernetesSubstrates/join":
 		return obj{"nodeName": "node-1", "providerId": "gce://p/us-central1-a/node-1"}
 	}

@@ -60,6 +60,18 @@ func (a *api) listSubstrateNodes() httpapi.Method[*input.ListSubstrateNodes] {
 	}
 }
 
+// planSubstrate answers what the pool's substrate would do for the pool
+// given, changing nothing.
+func (a *api) planSubstrate() httpapi.Method[*input.PlanSubstrate] {
+	return httpapi.Method[*input.PlanSubstrate]{
+		Name:   "kubernetesSubstrates.plan",
+		Decode: input.DecodePlanSubstrate,
+		Call: func(ctx context.Context, principal string, in *input.PlanSubstrate) (any, error) {
+			return a.Substrates.Plan(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, &in.Pool)
+		},
+	}
+}
+
 // join is called by bcd with the substrate's join token, not a user's
 // token: the token is its own authenticator.
 func (a *api) join() (http.Handler, error) {

@@ -62,6 +62,10 @@ type cloud struct {
 	apiRoutes  *lazy[map[string]http.Handler]
 	reconciler *lazy[*chain.Runner]
 	kube       *lazy[*kubeConnector]
+	// tokens mints tenants' service accounts' tokens, for the clusters'
+	// GKE calls and the substrates' Kubernetes calls alike; nil when the
+	// deployment impersonates no one.
+	tokens     *lazy[*impersonate.Tokens]
 	poolEvents *lazy[*poolEvents]
 	watchdog   *lazy[*chain.Watchdog]
 
@@ -113,7 +117,14 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 	})
 	c.apiRoutes = newLazy(c.buildAPI)
 	c.reconciler = newLazy(c.newReconciler)
-	c.kube = newLazy(func(ctx context.Context) (*kubeConnector, error) { return newKubeConnector(ctx, cfg.KubernetesToken) })
+	c.tokens = newLazy(c.buildTokens)
+	c.kube = newLazy(func(ctx context.Context) (*kubeConnector, error) {
+		tokens, err := c.tokens.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return newKubeConnector(cfg, tokens), nil
+	})
 	c.poolEvents = newLazy(func(ctx context.Context) (*poolEvents, error) {
 		k, err := c.core.get(ctx)
 		if err != nil {
@@ -273,7 +284,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	// for a tenth of their interval.
 	opts := []clusters.Option{clusters.WithBudget(budget), clusters.WithListing(c.cfg.SteadyInterval / 10),
 		clusters.WithNodeServiceAccount(c.cfg.NodeServiceAccount)}
-	imp, err := c.impersonation()
+	imp, err := c.impersonation(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -321,22 +332,13 @@ func (c *cloud) providerCalls() option.ClientOption {
 // on a GKE client of its own that carries no credentials but theirs. None
 // when the reconciler runs on the GKE emulator without the IAM
 // Credentials one.
-func (c *cloud) impersonation() (*clusters.Impersonation, error) {
-	gkeEmu, iamEmu := c.cfg.GKEEmulatorHost, c.cfg.IAMCredentialsEmulatorHost
-	if gkeEmu != "" && iamEmu == "" {
-		return nil, nil
-	}
-	bg := context.Background()
-	ic, err := credentials.NewIamCredentialsClient(bg, emulatorAs(iamEmu, c.cfg.EmulatorAccessToken)...)
-	if err != nil {
-		return nil, fmt.Errorf("IAM Credentials client: %w", err)
-	}
-	c.onClose(ic.Close)
-	life := c.cfg.ImpersonationTokenLifetime
-	tokens, err := impersonate.New(ic, impersonate.WithLifetime(life, min(impersonate.DefaultMargin, life/2)))
-	if err != nil {
+func (c *cloud) impersonation(ctx context.Context) (*clusters.Impersonation, error) {
+	tokens, err := c.tokens.get(ctx)
+	if err != nil || tokens == nil {
 		return nil, err
 	}
+	gkeEmu := c.cfg.GKEEmulatorHost
+	bg := context.Background()
 	// The tenants' client has no identity of its own (TLS only, toward
 	// the real service): every call carries the tenant's account's token.
 	opts := emulator(gkeEmu)
@@ -348,8 +350,25 @@ func (c *cloud) impersonation() (*clusters.Impersonation, error) {
 		return nil, fmt.Errorf("GKE client for tenants' projects: %w", err)
 	}
 	c.onClose(tg.Close)
-	c.log.Info("Acting in tenants' projects as their service accounts", "reconciler", c.cfg.ReconcilerServiceAccount, "tokenLifetime", life.String())
+	c.log.Info("Acting in tenants' projects as their service accounts", "reconciler", c.cfg.ReconcilerServiceAccount, "tokenLifetime", c.cfg.ImpersonationTokenLifetime.String())
 	return &clusters.Impersonation{GKE: tg, Tokens: tokens, Caller: c.cfg.ReconcilerServiceAccount, Insecure: gkeEmu != ""}, nil
+}
+
+// buildTokens mints tenants' service accounts' tokens through the IAM
+// Credentials API, as the reconciler's own identity; nil when the
+// reconciler runs on the GKE emulator without the IAM Credentials one.
+func (c *cloud) buildTokens(context.Context) (*impersonate.Tokens, error) {
+	gkeEmu, iamEmu := c.cfg.GKEEmulatorHost, c.cfg.IAMCredentialsEmulatorHost
+	if gkeEmu != "" && iamEmu == "" {
+		return nil, nil
+	}
+	ic, err := credentials.NewIamCredentialsClient(context.Background(), emulatorAs(iamEmu, c.cfg.EmulatorAccessToken)...)
+	if err != nil {
+		return nil, fmt.Errorf("IAM Credentials client: %w", err)
+	}
+	c.onClose(ic.Close)
+	life := c.cfg.ImpersonationTokenLifetime
+	return impersonate.New(ic, impersonate.WithLifetime(life, min(impersonate.DefaultMargin, life/2)))
 }
 
 // newWatchdog builds the watchdog over the core clients.

@@ -365,10 +365,7 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := newKubeConnector(context.Background(), "no-cluster-here")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := newKubeConnector(Config{KubernetesToken: "no-cluster-here"}, nil)
 	joiner, err := substrates.NewJoiner(st, kube, nopEvents{}, nil)
 	if err != nil {
 		t.Fatal(err)

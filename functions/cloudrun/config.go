@@ -80,11 +80,14 @@ type Config struct {
 	// required by the reconcile function.
 	BcdImage string
 	JoinURL  string
-	// KubernetesToken, when set, is the bearer token presented to the
-	// clusters' Kubernetes APIs (KUBERNETES_TOKEN): the devstack's, for
-	// its simulated clusters. Unset in production, where the reconcile
-	// and join functions present their Google OAuth token, as GKE
-	// accepts.
+	// KubernetesToken, when set, is the bearer token presented as the
+	// functions' own identity to the clusters' Kubernetes APIs
+	// (KUBERNETES_TOKEN), for clusters that take static tokens. Unset in
+	// production, where the reconcile and join functions present their
+	// Google OAuth token, as GKE accepts, and on the GKE emulator, where
+	// they present EmulatorAccessToken, which its clusters accept as
+	// GKE's do. Either way, a cluster in a tenant's project is reached as
+	// the tenant's impersonated service account.
 	KubernetesToken string
 
 	ConvergingInterval time.Duration // CONVERGING_INTERVAL, 30s

@@ -28,6 +28,11 @@ import (
 //     infra/tenant grants the platform), so that it works only through
 //     impersonation.
 //
+// The same policy decides who may use the Kubernetes APIs of a project's
+// simulated clusters (the GKE simulator authenticates their callers'
+// access tokens, as GKE does): the reconciler's own token there, the
+// tenant's provisioner's in acme-prod.
+//
 // Tests revoke and grant again on Stack.IAM, or change a project's policy
 // on Stack.GKE (SetProjectIAM). Neither is saved in the data file: a
 // restart starts from the seed again.

@@ -8,22 +8,15 @@ import (
 
 	"github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/emulators/kubesim"
-	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// SubstratesUser is the Kubernetes user of the reconciler's token in the
-// simulated clusters (group system:masters).
-const SubstratesUser = "better-compute-substrates"
-
 // kubeSide is what Config.Kubernetes adds to the stack: the API server's
-// build, in the background, and the reconciler's token in every
-// simulated cluster.
+// build, in the background.
 type kubeSide struct {
 	builder *kubesim.Builder
-	token   string
 }
 
 // startKubernetes starts building the API server in the background, so
@@ -37,38 +30,28 @@ func (s *Stack) startKubernetes() {
 	}
 	b := kubesim.NewBuilder(s.log)
 	b.Start()
-	s.kube = &kubeSide{builder: b, token: kubesim.RandomToken()}
+	s.kube = &kubeSide{builder: b}
 	s.emulators = append(s.emulators, func() error { b.Close(); return nil })
 }
 
 // kubernetesOptions give the GKE simulator's clusters a Kubernetes API
-// server each, accepting the reconciler's token. With a data file, their
-// state lives beside it, so that a restart keeps their objects.
+// server each. With a data file, their state lives beside it, so that a
+// restart keeps their objects. They take no static token but their
+// administrator's: the functions present Google access tokens, which the
+// simulator's IAM accepts as GKE's does (API.md §8): the reconciler's own
+// (EMULATOR_ACCESS_TOKEN) in the platform's projects, the tenant's
+// impersonated service account's in a tenant's.
 func (s *Stack) kubernetesOptions() []gke.Option {
 	if s.kube == nil {
 		return nil
 	}
-	k := gke.Kubernetes{
-		Binary: s.kube.builder.Wait,
-		Tokens: []kubesim.Token{{Value: s.kube.token, User: SubstratesUser, Groups: []string{"system:masters"}}},
-	}
+	k := gke.Kubernetes{Binary: s.kube.builder.Wait}
 	if s.cfg.DataFile != "" {
 		k.Dir = s.cfg.DataFile + ".kubernetes"
 	}
 	k.AtCreate = s.cfg.KubernetesAtCreate
 	k.IdleTimeout, k.MaxRunning = s.cfg.KubernetesIdleTimeout, s.cfg.KubernetesMaxRunning
 	return []gke.Option{gke.WithKubernetes(k)}
-}
-
-// kubernetesConfig adds the reconciler's token to the functions'
-// configuration. In production the reconciler presents its own Google OAuth
-// token to each cluster, as GKE accepts; the simulated clusters take only
-// static tokens, so the devstack makes one and registers it with every
-// cluster's API server.
-func (s *Stack) kubernetesConfig(c *cloudrun.Config) {
-	if s.kube != nil {
-		c.KubernetesToken = s.kube.token
-	}
 }
 
 // kubernetesRoutes serves /healthz/kubernetes and the clusters'

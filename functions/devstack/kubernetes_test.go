@@ -15,14 +15,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestKubernetes creates a cluster through the API on a stack with
 // Kubernetes, fetches its kubeconfig and lists its Nodes with client-go,
-// with the administrator's credentials and with the reconciler's token.
+// with the administrator's credentials and with the reconciler's Google
+// access token, which the cluster authenticates as its identity.
 func TestKubernetes(t *testing.T) {
 	t.Parallel()
 	cfg := fastConfig()
@@ -73,9 +73,10 @@ func TestKubernetes(t *testing.T) {
 		t.Fatalf("parse kubeconfig: %v\n%s", err, kc)
 	}
 	reconciler := rest.CopyConfig(admin)
-	reconciler.BearerToken = e.FunctionsConfig().KubernetesToken
+	// The reconciler presents its own Google access token, as to GKE.
+	reconciler.BearerToken = e.FunctionsConfig().EmulatorAccessToken
 	if reconciler.BearerToken == "" || reconciler.BearerToken == admin.BearerToken {
-		t.Fatalf("KUBERNETES_TOKEN = %q, want a token of its own", reconciler.BearerToken)
+		t.Fatalf("EMULATOR_ACCESS_TOKEN = %q, want a token of its own", reconciler.BearerToken)
 	}
 	for name, rc := range map[string]*rest.Config{"admin": admin, "reconciler": reconciler} {
 		cs, err := kubernetes.NewForConfig(rc)
@@ -104,8 +105,9 @@ func TestKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SelfSubjectReview: %v", err)
 	}
-	if u := review.Status.UserInfo; u.Username != devstack.SubstratesUser || !slices.Contains(u.Groups, "system:masters") {
-		t.Errorf("the reconciler's token authenticates as %s %v, want %s in system:masters", u.Username, u.Groups, devstack.SubstratesUser)
+	me := e.FunctionsConfig().ReconcilerServiceAccount
+	if u := review.Status.UserInfo; u.Username != me || slices.Contains(u.Groups, "system:masters") {
+		t.Errorf("the reconciler's token authenticates as %s %v, want %s, not in system:masters", u.Username, u.Groups, me)
 	}
 }
 

@@ -99,7 +99,7 @@ type Config struct {
 	// Kubernetes gives the GKE simulator's clusters a real Kubernetes API
 	// (API.md §8; kubernetes.go): the API server is built in the
 	// background from start-up (several minutes, once per machine), and
-	// the functions get a KubernetesToken accepted by every cluster.
+	// the clusters authenticate the functions' Google access tokens.
 	Kubernetes bool
 	// KubernetesAtCreate starts a simulated cluster's API server when the
 	// cluster is created, as GKE's control plane, instead of on demand
@@ -381,7 +381,6 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	// share of the simulator's quota.
 	c.ProviderQuota = s.cfg.GKERequestQuota
 	c.ReconcileInstances = 1
-	s.kubernetesConfig(&c)
 	s.iamConfig(&c)
 	for _, d := range []struct {
 		dst *time.Duration

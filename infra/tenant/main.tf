@@ -1,11 +1,13 @@
 # What a tenant applies in its own Google Cloud project so that Better
 # Compute runs its clusters there (a tenant's account, the second hosting
-# model): a provisioner service account with exactly the GKE permissions
-# of Better Compute's reconciler, an account for the clusters' nodes, and
+# model): a provisioner service account with exactly the permissions of
+# Better Compute's calls (GKE's API, and the clusters' Kubernetes APIs for
+# its pool substrates), an account for the clusters' nodes, and
 # the one grant that lets Better Compute act as the provisioner, with
 # short-lived tokens and no key. Revoking that grant (or destroying this
-# module) stops Better Compute at once: the clusters show an error saying
-# what to grant, and recover by themselves once it is back.
+# module) stops Better Compute at once: the clusters and their substrates
+# show an error saying what to grant, and recover by themselves once it is
+# back.
 
 terraform {
   required_version = ">= 1.5"
@@ -40,24 +42,47 @@ resource "google_service_account" "nodes" {
   display_name = "Nodes of Better Compute's clusters"
 }
 
-# Exactly the GKE calls the reconciler makes (get, list, create, update and
-# delete clusters and their node pools, read operations), and the list of
-# the node pools' instance groups it reads their node counts from: not
-# roles/container.admin, which can also read every cluster's credentials
-# and change any of its settings.
+# Exactly the calls Better Compute makes as the provisioner: the GKE calls
+# of its reconciler (get, list, create, update and delete clusters and
+# their node pools, read operations; list the node pools' instance groups
+# for their node counts), and, in the clusters' Kubernetes
+# APIs, the calls of a pool substrate (write and remove bcd's Namespace,
+# ServiceAccount, Secret and DaemonSet; read the Nodes, also to check a
+# node that joins). Not roles/container.admin, which can also read every
+# cluster's credentials, change any of its settings and do anything in
+# its Kubernetes API; nor roles/container.developer, which can read every
+# Secret of every namespace.
 resource "google_project_iam_custom_role" "provisioner" {
   project     = var.project
   role_id     = var.role_id
   title       = "Better Compute provisioner"
-  description = "The GKE calls of Better Compute's reconciler: get, list, create, update and delete clusters and node pools, read operations, list the node pools' instance groups."
+  description = "The calls of Better Compute's reconciler: get, list, create, update and delete GKE clusters and node pools, read operations, list the node pools' instance groups; in their Kubernetes APIs, write and remove a pool substrate's objects and read Nodes."
   permissions = [
     "container.clusters.create",
     "container.clusters.delete",
     "container.clusters.get",
     "container.clusters.list",
     "container.clusters.update",
+    "container.daemonSets.create",
+    "container.daemonSets.delete",
+    "container.daemonSets.get",
+    "container.daemonSets.update",
+    "container.namespaces.create",
+    "container.namespaces.delete",
+    "container.namespaces.get",
+    "container.namespaces.update",
+    "container.nodes.get",
+    "container.nodes.list",
     "container.operations.get",
     "container.operations.list",
+    "container.secrets.create",
+    "container.secrets.delete",
+    "container.secrets.get",
+    "container.secrets.update",
+    "container.serviceAccounts.create",
+    "container.serviceAccounts.delete",
+    "container.serviceAccounts.get",
+    "container.serviceAccounts.update",
     "compute.instanceGroupManagers.list",
   ]
 }

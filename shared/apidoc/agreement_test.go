@@ -33,6 +33,12 @@ var decoders = map[string]func([]byte) error{
 	"Join":               func(b []byte) error { _, err := input.DecodeJoin(b); return err },
 }
 
+// planBody is the schema of kubernetesSubstrates.plan's body, which holds
+// a pool event's data (PoolUpdated, with allOf and if/then that the
+// corpus does not derive): TestPlanBodyAgreesWithDocument holds it to
+// its decoder instead.
+const planBody = "PlanSubstrate"
+
 // TestDecodersAgreeWithDocument feeds each decoder a corpus of bodies
 // derived from the document (its examples, each mutated at every member
 // the schema names, with values at and beyond every bound, pattern, enum,
@@ -46,6 +52,9 @@ func TestDecodersAgreeWithDocument(t *testing.T) {
 	seenRules := map[string]int{}
 	total, refused := 0, 0
 	for _, op := range apidoc.Operations() {
+		if op.Request == planBody {
+			continue
+		}
 		decode, ok := decoders[op.Request]
 		if !ok {
 			t.Fatalf("%s: no decoder for the schema %s: add it to decoders", op.ID(), op.Request)

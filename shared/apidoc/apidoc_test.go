@@ -406,3 +406,37 @@ func TestREADMEConsumer(t *testing.T) {
 		t.Errorf("the README's consumer has %d lines", n)
 	}
 }
+
+// TestPlanBodyAgreesWithDocument: kubernetesSubstrates.plan's body is
+// refused by the document exactly when its decoder refuses it, for the
+// pool's rules (those of compute.pool.updated) and the body's own.
+func TestPlanBodyAgreesWithDocument(t *testing.T) {
+	const pool = `{"id":"pool-gpu","tenantId":"acme","version":8,"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp",` +
+		`"cluster":{"create":{"region":"us-central1","zones":["us-central1-a"]}}}},"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`
+	body := func(p string) string { return `{"tenantId":"acme","pool":` + p + `}` }
+	for _, tt := range []struct {
+		name, data string
+		valid      bool
+	}{
+		{"a pool", body(pool), true},
+		{"a pool with a member of the pools module's", body(strings.Replace(pool, `"version":8`, `"version":8,"owner":"team-ml"`, 1)), true},
+		{"a pool asking for no substrate", body(`{"id":"p","tenantId":"acme","version":2,"policy":{}}`), true},
+		{"no pool", `{"tenantId":"acme"}`, false},
+		{"no tenant", `{"pool":` + pool + `}`, false},
+		{"an unknown member", `{"tenantId":"acme","dryRun":true,"pool":` + pool + `}`, false},
+		{"a pool that is not an object", `{"tenantId":"acme","pool":[]}`, false},
+		{"a pool without version", body(strings.Replace(pool, `"version":8,`, "", 1)), false},
+		{"a flavor breaking a node pool rule", body(strings.Replace(pool, `"nodeCount":1`, `"nodeCount":1001`, 1)), false},
+		{"no flavors", body(strings.Replace(pool, `,"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]`, "", 1)), false},
+	} {
+		docOK := apidoctest.Validate(apidoctest.OpenAPI, "/components/schemas/PlanSubstrate", []byte(tt.data)) == nil
+		_, err := input.DecodePlanSubstrate([]byte(tt.data))
+		if docOK != tt.valid || (err == nil) != tt.valid {
+			t.Errorf("%s: the document accepts it: %v, the decoder: %v (%v); want %v", tt.name, docOK, err == nil, err, tt.valid)
+		}
+	}
+	// Another tenant's pool breaks the x-rule the document lists.
+	if _, err := input.DecodePlanSubstrate([]byte(body(strings.Replace(pool, `"tenantId":"acme"`, `"tenantId":"globex"`, 1)))); err == nil {
+		t.Errorf("DecodePlanSubstrate accepts another tenant's pool, which the document's %s forbids", apidoc.RuleSamePoolTenant)
+	}
+}

@@ -30,12 +30,13 @@ func Example_consumer() {
 		log.Fatal(err)
 	}
 	var mu sync.Mutex         // Receive calls the function concurrently
-	seen := map[string]bool{} // delivery is at least once: a redelivery keeps its ce-id
+	seen := map[string]bool{} // delivery is at least once: a redelivery keeps its place
 	err = ps.Subscriber(sub).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 		defer m.Ack()
+		key := m.Attributes["clusterId"] + "/" + m.Attributes["ce-sequence"] // in its cluster's sequence
 		mu.Lock()
-		dup := seen[m.Attributes["ce-id"]]
-		seen[m.Attributes["ce-id"]] = true
+		dup := seen[key]
+		seen[key] = true
 		mu.Unlock()
 		if dup {
 			return

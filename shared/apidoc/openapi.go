@@ -54,6 +54,10 @@ func openAPI() map[string]any {
 	for name, s := range substrateRequestSchemas() {
 		schemas[name] = s
 	}
+	// kubernetesSubstrates.plan takes a pool as its event carries it.
+	for name, s := range poolSchemas() {
+		schemas[name] = s
+	}
 	schemas["Error"] = errorSchema()
 
 	paths := map[string]any{}

@@ -22,7 +22,7 @@ import "github.com/better-compute/kubernetes/shared/errs"
 // Operation is one documented method, POST /api/compute/{Resource}/{Verb}.
 type Operation struct {
 	Resource    string // kubernetesNodePools, kubernetesClusters, kubernetesSubstrates
-	Verb        string // create, get, list, update, delete, listNodes, join
+	Verb        string // create, get, list, update, delete, listNodes, plan, join
 	Summary     string
 	Description string
 	// Permission is the permission the method needs, on the cluster
@@ -197,6 +197,25 @@ var operations = []Operation{
 		Examples: map[string]string{
 			"minimal": `{"tenantId":"acme","substrateId":"` + substrateID + `"}`,
 			"page":    `{"tenantId":"acme","substrateId":"` + substrateID + `","pageSize":500,"pageToken":"opaque"}`,
+		},
+	},
+	{
+		Resource: "kubernetesSubstrates", Verb: "plan",
+		Summary: "Plan what a pool's substrate would do",
+		Description: "What the pool's substrate would do if the pool's next compute.pool.updated event carried this pool, action by action, " +
+			"computed by the planner the reconciler runs, and the substrate as it would be once converged (no id when none exists yet). Nothing changes. " +
+			"Actions: createCluster, adoptCluster, createNodePool, resizeNodePool, replaceNodePool (a field that cannot change in place: " +
+			"the new node pool bc-<pool>-<flavor>-<n> is made first and the old one deleted once the new one is ready and its nodes joined), " +
+			"deleteNodePool, applyObjects (bcd's objects in the cluster), teardown (the pool asks for no substrate, or for another account or cluster), " +
+			"none (nothing to change, or the error the substrate would show, such as a node pool or an object of the same name that is not the substrate's). " +
+			"A malformed pool is INVALID_INPUT naming every broken field under pool, by the rules the consumer applies to the event. " +
+			"The pool's version is not compared with the last one applied.",
+		Permission: "compute:kubernetes:read", On: "the substrate's cluster, or the tenant while it has none",
+		Request: "PlanSubstrate", Response: "SubstratePlan",
+		Examples: map[string]string{
+			"create": `{"tenantId":"acme","pool":{"id":"pool-gpu","tenantId":"acme","version":8,"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp",` +
+				`"cluster":{"create":{"region":"us-central1","zones":["us-central1-a"],"releaseChannel":"regular"}}}},` +
+				`"flavors":[{"name":"l4","machineType":"g2-standard-8","nodeCount":1,"autoscaling":{"minNodes":0,"maxNodes":8},"spot":true,"accelerators":{"type":"nvidia-l4","count":1}}]}}`,
 		},
 	},
 	{

@@ -61,6 +61,25 @@ func substrateRequestSchemas() map[string]map[string]any {
 		"ListSubstrates":     object(map[string]any{"tenantId": maps.Clone(tenant), "poolId": pool}, "tenantId"),
 		"ListSubstrateNodes": object(map[string]any{"tenantId": maps.Clone(tenant), "substrateId": maps.Clone(substrateID), "pageSize": pageSize, "pageToken": pageToken}, "tenantId", "substrateId"),
 		"Join":               object(map[string]any{"nodeName": nodeName, "providerId": providerID}, "nodeName", "providerId"),
+		"PlanSubstrate":      planSubstrate(tenant),
+	}
+}
+
+// RuleSamePoolTenant is the x-rule of kubernetesSubstrates.plan's body:
+// the pool is the request's tenant's.
+const RuleSamePoolTenant = "samePoolTenant"
+
+// planSubstrate is the body of kubernetesSubstrates.plan: the tenant and
+// a pool as compute.pool.updated carries it (PoolUpdated).
+func planSubstrate(tenant map[string]any) map[string]any {
+	return map[string]any{
+		"type": "object", "required": []any{"tenantId", "pool"}, "additionalProperties": false,
+		"properties": map[string]any{
+			"tenantId": maps.Clone(tenant),
+			"pool": map[string]any{"$ref": schemaRef("PoolUpdated"),
+				"description": "The pool, as the pools module's compute.pool.updated event carries it, checked by the same rules; its fields are named under pool."},
+		},
+		"x-rules": []any{map[string]any{"id": RuleSamePoolTenant, "description": "pool.tenantId is the request's tenantId"}},
 	}
 }
 
@@ -149,7 +168,38 @@ func substrateSchemas() map[string]map[string]any {
 	join["properties"].(map[string]any)["substrateId"].(map[string]any)["pattern"] = idPattern(resource.SubstratePrefix)
 	join["description"] = "The node's substrate, and the flavor whose node pool it is in."
 
+	planned := maps.Clone(sub)
+	pp := maps.Clone(sub["properties"].(map[string]any))
+	pp["id"] = map[string]any{"type": "string", "pattern": idPattern(resource.SubstratePrefix), "description": "Absent while the substrate does not exist."}
+	planned["properties"] = pp
+	var req []any
+	for _, r := range sub["required"].([]any) {
+		if r != "id" {
+			req = append(req, r)
+		}
+	}
+	planned["required"] = req
+	planned["description"] = "The substrate as it would be once converged: its node pools, joined nodes (as many as its node pools are made with) and state " +
+		"(ready, deleted after a teardown, or error with the message it would show)."
+
+	action := objectSchema(reflect.TypeFor[resource.PlanAction]())
+	ap := action["properties"].(map[string]any)
+	ap["action"] = map[string]any{"type": "string", "enum": anySlice(resource.PlanActions)}
+	ap["nodePool"].(map[string]any)["description"] = "The node pool acted on: made, resized, replaced (the old one) or deleted."
+	ap["from"] = map[string]any{"type": "object", "description": "What of the node pool changes, as it is (resize: nodeCount, autoscaling; replace: nodePool and the fields that cannot change in place)."}
+	ap["to"] = map[string]any{"type": "object", "description": "What of the node pool changes, as it will be."}
+	action["description"] = "One action of a plan, with why it is taken."
+
 	return map[string]map[string]any{
+		"PlannedSubstrate": planned,
+		"PlanAction":       action,
+		"SubstratePlan": {
+			"type": "object", "required": []any{"actions"}, "additionalProperties": false,
+			"properties": map[string]any{
+				"substrate": map[string]any{"$ref": schemaRef("PlannedSubstrate")},
+				"actions":   map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"$ref": schemaRef("PlanAction")}},
+			},
+		},
 		"Substrate":         sub,
 		"SubstrateNodePool": np,
 		"SubstrateNode":     node,

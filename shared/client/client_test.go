@@ -103,7 +103,7 @@ func TestSubstrateBodies(t *testing.T) {
 		mu.Lock()
 		bodies[r.URL.Path] = m
 		mu.Unlock()
-		_, _ = w.Write([]byte(`{"id":"ksb_01jd8x4k2m9q7v3w5y6z0a1b2e","substrates":[],"nodes":[],"nextPageToken":""}`))
+		_, _ = w.Write([]byte(`{"id":"ksb_01jd8x4k2m9q7v3w5y6z0a1b2e","substrates":[],"nodes":[],"nextPageToken":"","actions":[]}`))
 	}))
 	defer srv.Close()
 	c, err := client.New(srv.URL)
@@ -119,6 +119,9 @@ func TestSubstrateBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.ListSubstrateNodes(ctx, client.ListSubstrateNodesRequest{TenantID: "acme", SubstrateID: id, PageSize: 10, PageToken: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PlanSubstrate(ctx, "acme", json.RawMessage(`{"id":"pool-gpu","tenantId":"acme","version":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	for _, op := range apidoc.Operations() {

@@ -450,6 +450,18 @@ func TestSubstrates(t *testing.T) {
 			"cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}},
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
 
+	// The plan of the next version: its one flavor resized in place.
+	plan, err := c.PlanSubstrate(ctx, "acme", json.RawMessage(`{"id":"`+poolID+`","tenantId":"acme","version":2,`+
+		`"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp","cluster":{"create":{"region":"us-central1"}}}},`+
+		`"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`))
+	if err != nil || len(plan.Actions) == 0 || plan.Substrate == nil || plan.Substrate.PoolID != poolID {
+		t.Errorf("PlanSubstrate = %+v, %v; want the pool's substrate and its actions", plan, err)
+	}
+	if _, err := c.PlanSubstrate(ctx, "acme", json.RawMessage(`{"id":"`+poolID+`","tenantId":"acme","version":0}`)); !errors.As(err, new(*client.Error)) ||
+		!client.IsCode(err, client.CodeInvalidInput) {
+		t.Errorf("PlanSubstrate of a malformed pool = %v, want INVALID_INPUT", err)
+	}
+
 	var sub client.Substrate
 	for {
 		list, err := c.ListSubstrates(ctx, "acme", poolID)

@@ -20,6 +20,22 @@ type (
 	Substrate         = resource.Substrate
 	SubstrateNodePool = resource.SubstrateNodePool
 	SubstrateNode     = resource.SubstrateNode
+	SubstratePlan     = resource.SubstratePlan
+	PlannedSubstrate  = resource.PlannedSubstrate
+	PlanAction        = resource.PlanAction
+)
+
+// The kinds of a plan's actions (kubernetesSubstrates.plan).
+const (
+	PlanCreateCluster   = resource.PlanCreateCluster
+	PlanAdoptCluster    = resource.PlanAdoptCluster
+	PlanCreateNodePool  = resource.PlanCreateNodePool
+	PlanResizeNodePool  = resource.PlanResizeNodePool
+	PlanReplaceNodePool = resource.PlanReplaceNodePool
+	PlanDeleteNodePool  = resource.PlanDeleteNodePool
+	PlanApplyObjects    = resource.PlanApplyObjects
+	PlanTeardown        = resource.PlanTeardown
+	PlanNone            = resource.PlanNone
 )
 
 // Substrate modes: the substrate created its cluster, or adopted one.
@@ -60,13 +76,14 @@ var (
 	substratesGet       = method{"kubernetesSubstrates", "get", true}
 	substratesList      = method{"kubernetesSubstrates", "list", true}
 	substratesListNodes = method{"kubernetesSubstrates", "listNodes", true}
+	substratesPlan      = method{"kubernetesSubstrates", "plan", true}
 
 	// methods is every method the client calls, in the order of API.md:
 	// every method a tenant calls. kubernetesSubstrates.join is bcd's,
 	// with a join token, not a user's.
 	methods = []method{nodePoolsCreate, nodePoolsList, nodePoolsUpdate, nodePoolsDelete,
 		clustersCreate, clustersGet, clustersList, clustersDelete,
-		substratesGet, substratesList, substratesListNodes}
+		substratesGet, substratesList, substratesListNodes, substratesPlan}
 )
 
 // NodePoolSpec is a node pool as a tenant asks for it. Zero optional
@@ -293,6 +310,19 @@ func (c *Client) AllSubstrateNodes(ctx context.Context, tenantID, substrateID st
 			req.PageToken = page.NextPageToken
 		}
 	}
+}
+
+// PlanSubstrate answers what the pool's substrate would do if the pool's
+// next event carried pool (the data of compute.pool.updated, as JSON),
+// action by action, and the substrate as it would be once converged
+// (kubernetesSubstrates.plan). Nothing changes. A malformed pool is
+// INVALID_INPUT naming every broken field under pool.
+func (c *Client) PlanSubstrate(ctx context.Context, tenantID string, pool json.RawMessage) (*SubstratePlan, error) {
+	req := struct {
+		TenantID string          `json:"tenantId"`
+		Pool     json.RawMessage `json:"pool"`
+	}{tenantID, pool}
+	return callFor[SubstratePlan](ctx, c, substratesPlan, req)
 }
 
 type substrateRef struct {

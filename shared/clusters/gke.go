@@ -33,6 +33,16 @@ func (n names) operation(id string) string {
 	return n.parent + "/operations/" + id
 }
 
+// sameTarget reports whether an operation's targetLink is the cluster or
+// pool named name (projects/P/locations/L/clusters/C[/nodePools/NP]) of
+// the location the operations were listed in. GKE writes the link with
+// the project's number and, for a zonal cluster, zones/Z: only what
+// follows the location says which cluster or pool.
+func sameTarget(link, name string) bool {
+	i := strings.Index(name, "/clusters/")
+	return i >= 0 && strings.HasSuffix(link, name[i:])
+}
+
 // observe turns the provider's cluster into what the planner reads.
 func observe(c *containerpb.Cluster) *ObservedCluster {
 	o := &ObservedCluster{

@@ -93,11 +93,11 @@ func (r *Reconciler) provider(ctx context.Context, c *lifecycle.Cluster) (GKE, e
 // grantGuidance is what a tenant who revoked the reconciler's grant on
 // its service account must grant again.
 func (r *Reconciler) grantGuidance(c *lifecycle.Cluster) string {
-	caller := "Better Compute's reconciler service account"
-	if r.imp != nil && r.imp.Caller != "" {
+	caller := ""
+	if r.imp != nil {
 		caller = r.imp.Caller
 	}
-	return fmt.Sprintf("Better Compute cannot act in project %s: grant %s on %s to %s", c.Spec.Project, impersonate.TokenCreator, c.Spec.Impersonate, caller)
+	return impersonate.Guidance(c.Spec.Project, c.Spec.Impersonate, caller)
 }
 
 // refusedInProject turns the provider refusing a call in a tenant's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
@@ -59,7 +58,7 @@ func (r *Reconciler) resolveIntents(ctx context.Context, g GKE, n names, in *Inp
 		found := ""
 		for _, op := range resp.GetOperations() {
 			start, _ := time.Parse(time.RFC3339Nano, op.GetStartTime())
-			if slices.Contains(opTypes[t.provider.Kind], op.GetOperationType()) && strings.HasSuffix(op.GetTargetLink(), t.target) && !start.Before(t.provider.At.Add(-time.Second)) {
+			if slices.Contains(opTypes[t.provider.Kind], op.GetOperationType()) && sameTarget(op.GetTargetLink(), t.target) && !start.Before(t.provider.At.Add(-time.Second)) {
 				found = n.operation(op.GetName())
 			}
 		}

@@ -43,7 +43,7 @@ type ObservedPool struct {
 	Status      string
 	Message     string
 	Autoscaling *resource.Autoscaling // nil when autoscaling is off
-	NodeCount   int                   // the initial size per zone
+	NodeCount   int                   // per zone: the size created, or last set (GKE's initialNodeCount)
 	// Nodes are the nodes of its instance groups; nil when they could
 	// not be read.
 	Nodes *PoolNodes

@@ -38,6 +38,10 @@ func (p *planner) applyOp(op *OpOutcome) {
 				p.failed = i
 				p.emit(lifecycle.NodePoolError(np, op.Err.Message, p.now))
 			}
+		case op.Lost && kind == SetSize && intent != nil && p.resized(np.Spec.Name, intent.NodeCount):
+			// GKE shows the size a resize set as the pool's
+			// initial_node_count: the lost resize was made.
+			pr.NodeCount = intent.NodeCount
 		case op.Err != nil && kind == SetSize && intent != nil && isStockout(op.Err.Message):
 			// The provider keeps the new size and goes on creating the
 			// nodes a stockout withheld: nothing to call again.
@@ -52,4 +56,14 @@ func (p *planner) applyOp(op *OpOutcome) {
 		}
 		return
 	}
+}
+
+// resized reports whether the provider shows pool at size n, as GKE does
+// once a resize to n is done, and is not still changing it.
+func (p *planner) resized(pool string, n int) bool {
+	if p.obs == nil {
+		return false
+	}
+	op, ok := p.obs.Pools[pool]
+	return ok && op.Autoscaling == nil && op.NodeCount == n && op.Status == StatusRunning
 }

@@ -460,6 +460,26 @@ func TestPlan(t *testing.T) {
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
 		},
 		{
+			name: "lost resize that the provider shows done: not made again",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(3)}),
+				Op:       &OpOutcome{Lost: true},
+			},
+			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
+		},
+		{
+			name: "lost resize that the provider does not show: made again",
+			in: Input{
+				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
+				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Op:       &OpOutcome{Lost: true},
+			},
+			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
+		},
+		{
 			name: "pool broken at the provider: error",
 			in: Input{
 				Cluster:  clusterDoc(ready),

@@ -534,12 +534,10 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 		Refused(d, f.Message, r.now())
 		return false, nil
 	}
-	opName := op.GetSelfLink()
-	if i := strings.Index(opName, "projects/"); i >= 0 {
-		opName = opName[i:]
-	} else {
-		opName = n.operation(op.GetName())
-	}
+	// The operation is named by the cluster's project and location, not
+	// by its selfLink: GKE writes that with the project's number, and
+	// zones/ for a zonal cluster, which GetOperation's name does not take.
+	opName := n.operation(op.GetName())
 	pr := &d.Cluster.Status.Provider
 	if a.Pool >= 0 {
 		p := &d.Pools[a.Pool].Status.Provider

@@ -185,3 +185,14 @@ func Refused(err error) bool {
 	}
 	return false
 }
+
+// Guidance is what the owner of project must grant again when the
+// reconciler, caller, may no longer impersonate serviceAccount there: the
+// error a cluster of that account shows, and its substrate. An empty
+// caller is described rather than named.
+func Guidance(project, serviceAccount, caller string) string {
+	if caller == "" {
+		caller = "Better Compute's reconciler service account"
+	}
+	return fmt.Sprintf("Better Compute cannot act in project %s: grant %s on %s to %s", project, TokenCreator, serviceAccount, caller)
+}

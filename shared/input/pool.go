@@ -65,23 +65,26 @@ const flavorRule = "must be 1 to 20 lowercase letters, digits or '-', starting w
 // known pool's substrate in error with the reason.
 func DecodePoolUpdated(data []byte) (*PoolUpdated, error) {
 	p := &PoolUpdated{}
-	err := decode(data, func(f *fields) {
-		p.decodeHead(f)
-		policy := f.object("policy", false)
-		if policy == nil {
-			return
-		}
-		sub := policy.object("substrate", false)
-		if sub == nil {
-			return
-		}
-		if kind, _ := sub.str("kind", true, false); kind != "kubernetes" {
-			return // another kind of substrate is not this project's
-		}
-		p.Substrate = decodeSubstrate(sub)
-		p.Flavors = decodeFlavors(f)
-	})
+	err := decode(data, p.decode)
 	return p, err
+}
+
+// decode reads the pool from the object f, wherever it is in the body.
+func (p *PoolUpdated) decode(f *fields) {
+	p.decodeHead(f)
+	policy := f.object("policy", false)
+	if policy == nil {
+		return
+	}
+	sub := policy.object("substrate", false)
+	if sub == nil {
+		return
+	}
+	if kind, _ := sub.str("kind", true, false); kind != "kubernetes" {
+		return // another kind of substrate is not this project's
+	}
+	p.Substrate = decodeSubstrate(sub)
+	p.Flavors = decodeFlavors(f)
 }
 
 func decodeSubstrate(f *fields) *SubstratePolicy {
@@ -124,20 +127,21 @@ func decodeSubstrate(f *fields) *SubstratePolicy {
 // decodeFlavors reads the pool's flavors: 1 to MaxFlavors node pool specs
 // whose names follow the flavor rule and are unique.
 func decodeFlavors(f *fields) []lifecycle.Flavor {
+	at := keyPath(f.path, "flavors")
 	list := f.array("flavors")
 	if list == nil {
-		if f.r.ok("flavors") {
-			f.r.add("flavors", fmt.Sprintf("is required for a kubernetes substrate: 1 to %d flavors", MaxFlavors))
+		if f.r.ok(at) {
+			f.r.add(at, fmt.Sprintf("is required for a kubernetes substrate: 1 to %d flavors", MaxFlavors))
 		}
 		return nil
 	}
 	if len(list) == 0 || len(list) > MaxFlavors {
-		f.r.add("flavors", fmt.Sprintf("must have 1 to %d flavors", MaxFlavors))
+		f.r.add(at, fmt.Sprintf("must have 1 to %d flavors", MaxFlavors))
 	}
 	out := make([]nodePoolSpec, len(list))
 	seen := map[string]int{}
 	for i, v := range list {
-		path := indexPath("flavors", i)
+		path := indexPath(at, i)
 		fl := asObject(f.r, path, v)
 		if fl == nil {
 			continue
@@ -157,7 +161,7 @@ func decodeFlavors(f *fields) []lifecycle.Flavor {
 			continue
 		}
 		if j, dup := seen[name]; dup {
-			f.r.add(np, fmt.Sprintf("duplicates flavors[%d].name: flavor names are unique in a pool", j))
+			f.r.add(np, fmt.Sprintf("duplicates %s.name: flavor names are unique in a pool", indexPath(at, j)))
 			continue
 		}
 		seen[name] = i
@@ -183,5 +187,5 @@ func (p *PoolArchived) decodeHead(f *fields) {
 	if v, ok := f.int("version", true); ok {
 		p.Version = int64(v)
 	}
-	f.r.check("", p)
+	f.r.check(f.path, p)
 }

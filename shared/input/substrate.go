@@ -97,3 +97,33 @@ func DecodeJoin(body []byte) (*Join, error) {
 	}
 	return j, nil
 }
+
+// PlanSubstrate is the body of kubernetesSubstrates.plan: a pool as its
+// compute.pool.updated event carries it, checked by the same rules.
+type PlanSubstrate struct {
+	TenantID string      `json:"tenantId" validate:"token"`
+	Pool     PoolUpdated `json:"-" validate:"-"`
+}
+
+// DecodePlanSubstrate decodes and validates the body of
+// kubernetesSubstrates.plan. The pool's fields are named under pool
+// (pool.flavors[0].machineType); its tenantId must be the request's.
+func DecodePlanSubstrate(body []byte) (*PlanSubstrate, error) {
+	p := &PlanSubstrate{}
+	err := decode(body, func(f *fields) {
+		p.TenantID, _ = f.str("tenantId", true, false)
+		if pool := f.object("pool", true); pool != nil {
+			p.Pool.decode(pool)
+			at := keyPath(pool.path, "tenantId")
+			if p.TenantID != "" && p.Pool.TenantID != "" && p.Pool.TenantID != p.TenantID && f.r.ok(at) {
+				f.r.add(at, "must be the request's tenantId")
+			}
+		}
+		f.rest(unknown)
+		f.r.check("", p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}

@@ -74,8 +74,11 @@ type Target struct {
 	CAPEM []byte
 	// Token gives the bearer token sent with each request, asked once per
 	// request: caching is the source's business (Google's token sources
-	// cache until expiry). In production it is the reconciler's Google
-	// OAuth token, which GKE accepts; in tests a static one.
+	// cache until expiry). It is a Google OAuth token, which GKE
+	// accepts: the reconciler's own for a cluster in the platform's
+	// projects, the impersonated tenant account's for one in a tenant's
+	// project (an error of the source fails the request, wrapped); in
+	// tests a static one.
 	Token oauth2.TokenSource
 }
 

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -64,8 +65,12 @@ type SubstrateStatus struct {
 	Applied   int64 `firestore:"applied"`
 	EverReady bool  `firestore:"everReady"`
 	// Announced is the error kubernetes.substrate.error last announced.
-	Announced string    `firestore:"announced"`
-	UpdatedAt time.Time `firestore:"updatedAt"`
+	Announced string `firestore:"announced"`
+	// Serials are, by flavor, the n of the flavor's newest node pool
+	// (bc-<pool>-<flavor>-<n>, n = 1 being bc-<pool>-<flavor>): a
+	// replacement is named by the next one (API.md §9).
+	Serials   map[string]int `firestore:"serials,omitempty"`
+	UpdatedAt time.Time      `firestore:"updatedAt"`
 }
 
 // Substrate is a stored substrate.
@@ -126,6 +131,7 @@ func (s *Substrate) ClusterID() string {
 // changed by a run).
 func (s Substrate) Clone() Substrate {
 	s.Status.NodePools = slices.Clone(s.Status.NodePools)
+	s.Status.Serials = maps.Clone(s.Status.Serials)
 	return s
 }
 

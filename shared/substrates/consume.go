@@ -124,9 +124,18 @@ func (c *Consumer) unstored(ctx context.Context, err error) error {
 // event is what a well-formed event asks of the pool's substrate, with the
 // reason it cannot be served, if any, as its Problem.
 func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input.PoolUpdated) (store.PoolEvent, error) {
+	ev, _, err := desired(ctx, c.store, head, p)
+	return ev, err
+}
+
+// desired is what a well-formed event asks of the pool's substrate, with
+// the reason it cannot be served, if any, as its Problem, and the
+// account it names (nil when there is none). The consumer records it;
+// kubernetesSubstrates.plan previews it.
+func desired(ctx context.Context, st *store.Store, head *input.PoolArchived, p *input.PoolUpdated) (store.PoolEvent, *store.Account, error) {
 	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version}
 	if p == nil || p.Substrate == nil {
-		return ev, nil
+		return ev, nil, nil
 	}
 	pol := p.Substrate
 	s := &lifecycle.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account}
@@ -142,10 +151,10 @@ func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input
 		s.AdoptClusterID = pol.Adopt.ClusterID
 	}
 	ev.Want = s
-	acc, err := c.store.Account(ctx, pol.Account)
+	acc, err := st.Account(ctx, pol.Account)
 	switch {
 	case err != nil:
-		return ev, err
+		return ev, nil, err
 	case acc == nil:
 		s.Problem = fmt.Sprintf("account %s does not exist", pol.Account)
 	case !acc.ManagedKubernetes():
@@ -156,7 +165,7 @@ func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input
 		}
 		ev.AccountID = acc.ID
 	}
-	return ev, nil
+	return ev, acc, nil
 }
 
 // placement is why the region and zones of a cluster to create, and its

@@ -2,7 +2,6 @@ package substrates
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strings"
 	"time"
@@ -167,11 +166,13 @@ func (j *Joiner) cluster(ctx context.Context, s *lifecycle.Substrate) (*lifecycl
 // node checks, in the cluster's Kubernetes API, that the node is a Node of
 // one of the substrate's node pools, and returns it with its flavor.
 func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.Cluster, in *input.Join) (kubeapply.Node, string, error) {
-	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
-	if err != nil || c.Status.Endpoint == "" || len(ca) == 0 {
+	t, err := target(c)
+	if err != nil {
 		return kubeapply.Node{}, "", errs.E(errs.Unavailable, "the Kubernetes API of cluster %s cannot be reached yet", c.ID)
 	}
-	api, err := j.kube.Connect(c.Status.Endpoint, ca)
+	// As the cluster's account, as the substrate's runs: the tenant's
+	// impersonated service account in a tenant's project.
+	api, err := j.kube.Connect(t)
 	if err != nil {
 		return kubeapply.Node{}, "", errs.Wrap(errs.Unavailable, err, "reach the cluster's Kubernetes API")
 	}
@@ -185,10 +186,8 @@ func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.
 	if n.ProviderID != "" && n.ProviderID != in.ProviderID {
 		return kubeapply.Node{}, "", notOurs(in.NodeName)
 	}
-	for _, f := range s.Spec.Flavors {
-		if f.NodePool.Name == n.NodePool {
-			return n, f.Name, nil
-		}
+	if flavor, ok := FlavorOf(s, n.NodePool); ok {
+		return n, flavor, nil
 	}
 	return kubeapply.Node{}, "", notOurs(in.NodeName)
 }

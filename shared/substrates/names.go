@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/better-compute/kubernetes/shared/store"
@@ -18,6 +19,17 @@ var validName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
 // pair (API.md §9).
 func NodePoolName(poolID, flavor string) string {
 	return validNameFor("bc-"+poolID+"-"+flavor, poolID+"/"+flavor)
+}
+
+// FlavorPoolName is the name of a flavor's n-th node pool: NodePoolName
+// for n = 1, and for each replacement (n = 2, 3, ...) the same rule
+// applied to bc-<pool>-<flavor>-<n>, with <pool>/<flavor>/<n> hashed.
+func FlavorPoolName(poolID, flavor string, n int) string {
+	if n <= 1 {
+		return NodePoolName(poolID, flavor)
+	}
+	suffix := "-" + strconv.Itoa(n)
+	return validNameFor("bc-"+poolID+"-"+flavor+suffix, poolID+"/"+flavor+"/"+strconv.Itoa(n))
 }
 
 // ClusterName is the name of the cluster a substrate creates: bc-<pool>,

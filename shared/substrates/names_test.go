@@ -41,3 +41,34 @@ func TestNames(t *testing.T) {
 		t.Errorf("ClusterName(POOL) = %q", got)
 	}
 }
+
+func TestFlavorPoolName(t *testing.T) {
+	for _, tc := range []struct {
+		pool, flavor string
+		n            int
+		want         string // ending in '-': that prefix and 6 hash characters
+	}{
+		{"pool-gpu", "l4", 1, "bc-pool-gpu-l4"},
+		{"pool-gpu", "l4", 2, "bc-pool-gpu-l4-2"},
+		{"pool-gpu", "l4", 17, "bc-pool-gpu-l4-17"},
+		{"pool-with-a-rather-long-identifier", "l4", 3, "bc-pool-with-a-rather-long-identi-"},
+		{"Pool_GPU", "l4", 2, "bc-pool-gpu-l4-2-"},
+	} {
+		got := FlavorPoolName(tc.pool, tc.flavor, tc.n)
+		if !validName.MatchString(got) {
+			t.Errorf("FlavorPoolName(%q, %q, %d) = %q: not a valid name", tc.pool, tc.flavor, tc.n, got)
+		}
+		prefix, hashed := strings.CutSuffix(tc.want, "-")
+		switch {
+		case !hashed && got != tc.want:
+			t.Errorf("FlavorPoolName(%q, %q, %d) = %q, want %q", tc.pool, tc.flavor, tc.n, got, tc.want)
+		case hashed && (!strings.HasPrefix(got, prefix+"-") || len(got) != len(tc.want)+6):
+			t.Errorf("FlavorPoolName(%q, %q, %d) = %q, want %q + 6 hash characters", tc.pool, tc.flavor, tc.n, got, tc.want)
+		}
+	}
+	// The hash input holds n: two replacements of a long name differ.
+	a, b := FlavorPoolName("pool-with-a-rather-long-identifier", "l4", 2), FlavorPoolName("pool-with-a-rather-long-identifier", "l4", 3)
+	if a == b {
+		t.Errorf("replacements 2 and 3 share name %q", a)
+	}
+}

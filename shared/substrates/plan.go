@@ -25,6 +25,7 @@ package substrates
 import (
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -35,12 +36,16 @@ const (
 	CreateCluster  = "createCluster"
 	AdoptCluster   = "adoptCluster"
 	CreateNodePool = "createNodePool"
-	ResizeNodePool = "resizeNodePool"
-	DeleteNodePool = "deleteNodePool"
-	ApplyObjects   = "applyObjects"
-	DeleteCluster  = "deleteCluster"
-	RemoveObjects  = "removeObjects"
-	ReleaseCluster = "releaseCluster"
+	// ReplaceNodePool makes the node pool that replaces one of another
+	// shape; the old one is deleted (DeleteNodePool) once the new one is
+	// ready and its nodes joined.
+	ReplaceNodePool = "replaceNodePool"
+	ResizeNodePool  = "resizeNodePool"
+	DeleteNodePool  = "deleteNodePool"
+	ApplyObjects    = "applyObjects"
+	DeleteCluster   = "deleteCluster"
+	RemoveObjects   = "removeObjects"
+	ReleaseCluster  = "releaseCluster"
 )
 
 // Action is the one change a run makes next, through the store or in the
@@ -48,10 +53,16 @@ const (
 type Action struct {
 	Kind string
 	// Flavor is the index in the spec's flavors of the node pool to
-	// create or resize; Pool the index in Input.Pools of the pool to
-	// resize or delete.
+	// create, replace or resize; Pool the index in Input.Pools of the pool
+	// to resize, delete or replace (-1 for a create).
 	Flavor int
 	Pool   int
+	// Name is the node pool to create (CreateNodePool, ReplaceNodePool),
+	// or the one that replaces the pool to delete (DeleteNodePool with
+	// Retire, once it is made).
+	Name string
+	// Retire: the pool deleted is one that a replacement retires.
+	Retire bool
 	// Mint: a new join token is minted before the objects are applied
 	// (ApplyObjects).
 	Mint bool
@@ -64,8 +75,8 @@ type Seen struct {
 	// Held: the cluster's Kubernetes API holds bcd's objects as the spec
 	// asks, its Secret with a token (not read in a teardown).
 	Held bool
-	// Nodes are the names of the Nodes of the substrate's node pools.
-	Nodes []string
+	// Nodes are the Nodes of the substrate's node pools.
+	Nodes []kubeapply.Node
 }
 
 // Input is what a run knows when it plans.
@@ -130,6 +141,10 @@ func Plan(in Input, now time.Time) Decision {
 type planner struct {
 	in *Input
 	d  Decision
+	// flavors are each flavor's node pools, once planPools found them;
+	// serials the flavors' serials as they are now.
+	flavors []flavorPools
+	serials map[string]int
 }
 
 // act chooses the next action.

@@ -46,8 +46,10 @@ func (p *planner) planCluster() {
 	}
 	switch st, msg := lifecycle.ClusterState(c); st {
 	case resource.StateError:
-		p.d.fail(fmt.Sprintf("cluster %s: %s", c.Spec.Name, msg))
-		return
+		if !p.poolsFailing() {
+			p.d.fail(fmt.Sprintf("cluster %s: %s", c.Spec.Name, msg))
+			return
+		}
 	case resource.StateDeleting, resource.StateDeleted:
 		p.d.fail(fmt.Sprintf("cluster %s is being deleted", c.Spec.Name))
 		return
@@ -59,15 +61,29 @@ func (p *planner) planCluster() {
 		p.d.progress()
 		return
 	}
-	if st, _ := lifecycle.ClusterState(c); st != resource.StateReady {
+	if st, _ := lifecycle.ClusterState(c); st != resource.StateReady && (st != resource.StateError || !p.poolsFailing()) {
 		p.d.wait("")
 		return
 	}
-	for _, np := range s.Status.NodePools {
-		if np.State != resource.StateReady {
+	for _, fp := range p.flavors {
+		if st, _ := lifecycle.NodePoolState(&in.Pools[fp.newest]); st != resource.StateReady {
 			p.d.wait("")
 			return
 		}
 	}
 	p.planObjects()
+}
+
+// poolsFailing reports whether one of the cluster's node pools is in
+// error. The cluster then shows their error, but its control plane
+// serves: the substrate's pools say their own error, and one that a
+// replacement retires does not stop the substrate (a stockout of a new
+// pool is replaced by the next change).
+func (p *planner) poolsFailing() bool {
+	for _, np := range p.in.Pools {
+		if np.Status.State == resource.StateError {
+			return true
+		}
+	}
+	return false
 }

@@ -1,8 +1,6 @@
 package substrates
 
 import (
-	"slices"
-
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -10,8 +8,12 @@ import (
 // planNodes notes the joined nodes that are no longer among the Nodes of
 // the substrate's pools: they leave (kubernetes.substrate.node.left).
 func (p *planner) planNodes() {
+	present := make(map[string]bool, len(p.in.Seen.Nodes))
+	for _, k := range p.in.Seen.Nodes {
+		present[k.Name] = true
+	}
 	for _, n := range p.in.Seen.Joined {
-		if !slices.Contains(p.in.Seen.Nodes, n.Name) {
+		if !present[n.Name] {
 			p.leave(n)
 		}
 	}

@@ -3,7 +3,7 @@ package substrates
 // planObjects applies bcd's objects in the cluster's Kubernetes API, with
 // a join token (minted when the substrate has none), unless it holds them
 // as the spec asks already; then the substrate is ready and follows its
-// nodes. A ready substrate whose objects are as applied is confirmed by
+// nodes, once no pool is being replaced. A ready substrate whose objects are as applied is confirmed by
 // reading only: the run writes nothing.
 func (p *planner) planObjects() {
 	s := &p.d.Substrate
@@ -17,5 +17,7 @@ func (p *planner) planObjects() {
 		return
 	}
 	p.planNodes()
-	p.d.ready()
+	if p.planRetire() {
+		p.d.ready()
+	}
 }

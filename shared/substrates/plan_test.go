@@ -2,11 +2,13 @@ package substrates
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -61,7 +63,7 @@ func applied() Input {
 	in.Substrate.Status.Applied = 1
 	in.Substrate.Status.Token = lifecycle.JoinToken{Hash: "h1"}
 	in.Substrate.Status.NodePools = []resource.SubstrateNodePool{{Flavor: "cpu", Name: cpuPool, NodePoolID: "knp_1", State: resource.StateReady}}
-	in.Seen = &Seen{Held: true, Nodes: []string{"n1", "n2"}, Joined: []resource.SubstrateNode{{Name: "n1"}, {Name: "n2"}}}
+	in.Seen = &Seen{Held: true, Nodes: nodesOf(cpuPool, "n1", "n2"), Joined: []resource.SubstrateNode{{Name: "n1"}, {Name: "n2"}}}
 	return in
 }
 
@@ -93,6 +95,10 @@ type want struct {
 	left      []string
 	revoked   []string
 	nodePools int // -1: not checked
+	// pools are the names of the status's node pools, in order; serials
+	// the status's serials (nil: not checked).
+	pools   []string
+	serials map[string]int
 }
 
 func TestPlan(t *testing.T) {
@@ -163,7 +169,7 @@ func TestPlan(t *testing.T) {
 			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_1"
 			in.Substrate.Status.ClusterID, in.Adopted, in.Pools = "", true, nil
 			return in
-		}, want{action: &Action{Kind: CreateNodePool}, lease: true, nodePools: -1}},
+		}, want{action: &Action{Kind: CreateNodePool, Pool: -1, Name: cpuPool}, lease: true, nodePools: -1}},
 		{"the cluster in error", func() Input {
 			in := converging()
 			in.Cluster.Status.State, in.Cluster.Status.Message = resource.StateError, "stockout"
@@ -185,18 +191,18 @@ func TestPlan(t *testing.T) {
 			in := converging()
 			in.Pools = nil
 			return in
-		}, want{action: &Action{Kind: CreateNodePool, Flavor: 0}, lease: true, nodePools: 0}},
+		}, want{action: &Action{Kind: CreateNodePool, Flavor: 0, Pool: -1, Name: cpuPool}, lease: true, nodePools: 0, serials: map[string]int{"cpu": 1}}},
 		{"a same-named pool the substrate did not make", func() Input {
 			in := converging()
 			in.Pools[0].Spec.ManagedBy = ""
 			return in
 		}, want{state: resource.StateError, message: "node pool " + cpuPool + " of cluster bc-pool-gpu exists and was not made by the substrate",
 			events: []string{outbox.SubstrateError}, nodePools: 0}},
-		{"a pool of another shape: deleted, to be made again", func() Input {
+		{"a pool of another shape: its replacement is made first", func() Input {
 			in := converging()
 			in.Pools[0].Spec.MachineType = "n2-standard-8"
 			return in
-		}, want{action: &Action{Kind: DeleteNodePool, Pool: 0}, lease: true, nodePools: 0}},
+		}, want{action: &Action{Kind: ReplaceNodePool, Pool: 0, Name: cpuPool + "-2"}, lease: true, nodePools: 0, serials: map[string]int{"cpu": 2}}},
 		{"a pool of another size: resized", func() Input {
 			in := converging()
 			in.Pools[0].Spec.NodeCount = 1
@@ -207,11 +213,11 @@ func TestPlan(t *testing.T) {
 			in.Pools[0].Spec.Autoscaling = &resource.Autoscaling{MinNodes: 1, MaxNodes: 3}
 			return in
 		}, want{action: &Action{Kind: ResizeNodePool, Flavor: 0, Pool: 0}, lease: true, nodePools: 0}},
-		{"a pool being replaced: wait for it", func() Input {
+		{"a flavor whose only pool is being deleted: the next one is made", func() Input {
 			in := converging()
 			in.Pools[0].Spec.MachineType, in.Pools[0].Spec.Deleting = "n2-standard-8", true
 			return in
-		}, want{state: resource.StateProvisioning, converge: true, nodePools: 1}},
+		}, want{action: &Action{Kind: CreateNodePool, Pool: -1, Name: cpuPool + "-2"}, lease: true, nodePools: 0}},
 		{"a pool in error", func() Input {
 			in := converging()
 			in.Pools[0].Status.State, in.Pools[0].Status.Message = resource.StateError, "quota exceeded"
@@ -277,7 +283,7 @@ func TestPlan(t *testing.T) {
 		// The nodes.
 		{"a joined node that is no longer a Node leaves", func() Input {
 			in := applied()
-			in.Seen.Nodes = []string{"n1"}
+			in.Seen.Nodes = nodesOf(cpuPool, "n1")
 			return in
 		}, want{state: resource.StateReady, events: []string{outbox.SubstrateNodeLeft}, left: []string{"n2"}, nodePools: 1}},
 
@@ -384,6 +390,18 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	if w.nodePools >= 0 && len(st.NodePools) != w.nodePools {
 		t.Errorf("status node pools %+v, want %d", st.NodePools, w.nodePools)
 	}
+	if w.pools != nil {
+		var names []string
+		for _, np := range st.NodePools {
+			names = append(names, np.Name)
+		}
+		if !slices.Equal(names, w.pools) {
+			t.Errorf("status node pools %v, want %v", names, w.pools)
+		}
+	}
+	if w.serials != nil && !maps.Equal(st.Serials, w.serials) {
+		t.Errorf("serials %v, want %v", st.Serials, w.serials)
+	}
 }
 
 // A refused action leaves the substrate in error with the refusal.
@@ -393,6 +411,15 @@ func TestRefused(t *testing.T) {
 	d := Plan(in, planNow)
 	Refused(&d, "INVALID_STATE: cluster bc-pool-gpu is being deleted")
 	checkDecision(t, d, want{state: resource.StateError, message: "is being deleted", events: []string{outbox.SubstrateError}, lease: true, nodePools: 0})
+}
+
+// nodesOf are Nodes of the pool.
+func nodesOf(pool string, names ...string) []kubeapply.Node {
+	var out []kubeapply.Node
+	for _, n := range names {
+		out = append(out, kubeapply.Node{Name: n, NodePool: pool})
+	}
+	return out
 }
 
 func jsonOf(v any) string {

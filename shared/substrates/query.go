@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -121,4 +124,105 @@ func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, page
 		next = base64.RawURLEncoding.EncodeToString(b)
 	}
 	return nodes, next, nil
+}
+
+// Plan answers kubernetesSubstrates.plan: what the pool's substrate would
+// do if the pool's next event were p, action by action, and the substrate
+// as it would be once converged (Preview), changing nothing. Reading it
+// takes compute:kubernetes:read on the substrate's cluster, or on the
+// tenant while it has none. The pool's version is not compared with the
+// last one applied.
+func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated) (resource.SubstratePlan, error) {
+	m, err := q.store.Member(ctx, c)
+	if err != nil {
+		return resource.SubstratePlan{}, err
+	}
+	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID, p.ID)
+	if err != nil {
+		return resource.SubstratePlan{}, err
+	}
+	var cur *lifecycle.Substrate
+	for i := range subs {
+		if !subs[i].Spec.Deleting {
+			cur = &subs[i]
+		}
+	}
+	clusterID := ""
+	if cur != nil {
+		clusterID = cur.ClusterID()
+	}
+	if err := m.Require(auth.PermRead, clusterID); err != nil {
+		return resource.SubstratePlan{}, err
+	}
+	ev, acc, err := desired(ctx, q.store, &p.PoolArchived, p)
+	if err != nil {
+		return resource.SubstratePlan{}, err
+	}
+	want := ev.Want
+	if want != nil {
+		owner, err := q.store.PoolOwner(ctx, p.ID)
+		if err != nil {
+			return resource.SubstratePlan{}, err
+		}
+		if owner != "" && owner != c.TenantID {
+			w := *want
+			w.Problem = fmt.Sprintf("pool ID %s is another tenant's pool: it cannot be used", p.ID)
+			want = &w
+		}
+	}
+	now := time.Now().UTC()
+	plan := resource.SubstratePlan{Actions: []resource.PlanAction{}}
+	var last *lifecycle.Substrate
+	if cur != nil {
+		rd, err := q.store.ReadSubstrate(ctx, c.TenantID, cur.ID)
+		if err != nil {
+			return resource.SubstratePlan{}, err
+		}
+		if rd == nil {
+			return resource.SubstratePlan{}, errs.E(errs.Unavailable, "substrate %s changed while it was read; retry", cur.ID)
+		}
+		in := Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
+		spec := in.Substrate.Spec
+		if want == nil || !lifecycle.SameChoice(spec, *want) {
+			spec.Deleting = true
+		} else {
+			spec = *want
+			spec.After = in.Substrate.Spec.After
+		}
+		// The event would make a new generation (store.ApplyPoolEvent).
+		spec.Generation = in.Substrate.Spec.Generation + 1
+		spec.PoolVersion = p.Version
+		in.Substrate.Spec = spec
+		acts, s := Preview(in, nil, now)
+		plan.Actions = append(plan.Actions, acts...)
+		last = &s
+		if spec.Deleting {
+			cur = nil
+		}
+	}
+	if want != nil && cur == nil {
+		spec := *want
+		spec.Generation, spec.UpdatedAt = 1, now
+		in := Input{Substrate: lifecycle.Substrate{TenantID: c.TenantID, PoolID: p.ID, CreatedAt: now, Active: true, Spec: spec,
+			Status: lifecycle.SubstrateStatus{State: resource.StatePending}}}
+		if spec.Mode == resource.SubstrateAdopt {
+			if in.Cluster, in.Pools, err = q.store.ReadAdoption(ctx, c.TenantID, spec.AdoptClusterID); err != nil {
+				return resource.SubstratePlan{}, err
+			}
+		}
+		zones := spec.Zones
+		if len(zones) == 0 && acc != nil {
+			zones = acc.Regions[spec.Region]
+		}
+		acts, s := Preview(in, zones, now)
+		plan.Actions = append(plan.Actions, acts...)
+		last = &s
+	}
+	if last == nil {
+		plan.Actions = append(plan.Actions, resource.PlanAction{Action: resource.PlanNone, Reason: "the pool asks for no substrate, and it has none"})
+		return plan, nil
+	}
+	v := last.View()
+	plan.Substrate = &resource.PlannedSubstrate{Substrate: v, ID: v.ID}
+	return plan, nil
 }

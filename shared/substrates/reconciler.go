@@ -107,7 +107,14 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		d = Plan(u.in, u.r.now())
 		if d.Observe {
-			seen, err := u.observe(ctx)
+			seen, err := u.observe(ctx, &d)
+			if msg := accessRefused(u.in.Cluster, err); msg != "" {
+				// The grant is the tenant's to make: the substrate
+				// shows it, and a run at the steady pace looks again.
+				Refused(&d, msg)
+				d.Observe = false
+				break
+			}
 			if err != nil {
 				return chain.Outcome{}, err
 			}
@@ -144,7 +151,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 // what its cluster's Kubernetes API holds: whether bcd's objects are as
 // applied, and the Nodes of its pools (read before any token is minted,
 // so that an unreachable API leaves no token unused).
-func (u *run) observe(ctx context.Context) (*Seen, error) {
+func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 	s := &u.in.Substrate
 	joined, err := u.r.store.JoinedNodes(ctx, s.TenantID, s.ID, "", 0)
 	if err != nil {
@@ -158,15 +165,12 @@ func (u *run) observe(ctx context.Context) (*Seen, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := api.Nodes(ctx, u.nodePools())
-	if err != nil {
+	objs := u.objects(d)
+	if seen.Nodes, err = api.Nodes(ctx, objs.NodePools); err != nil {
 		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
 	}
-	for _, n := range nodes {
-		seen.Nodes = append(seen.Nodes, n.Name)
-	}
 	if s.Status.Token.Hash != "" {
-		if seen.Held, err = api.Check(ctx, u.objects()); err != nil {
+		if seen.Held, err = api.Check(ctx, objs); err != nil {
 			return nil, fmt.Errorf("check bcd's objects: %w", err)
 		}
 	}
@@ -197,17 +201,22 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		}
 		d.Substrate.Status.ClusterID = s.Spec.AdoptClusterID
 		return false, nil
-	case CreateNodePool:
-		f := s.Spec.Flavors[a.Flavor]
-		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: f.NodePool,
-			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, f.Name, s.Spec.Generation),
-			RequestHash:    store.RequestHash(mustJSON(f.NodePool))}
+	case CreateNodePool, ReplaceNodePool:
+		spec := s.Spec.Flavors[a.Flavor].NodePool
+		spec.Name = a.Name
+		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
+			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
+			RequestHash:    store.RequestHash(mustJSON(spec))}
 		res, err := u.r.store.CreateNodePool(ctx, caller, req)
 		if err != nil {
 			return false, u.refused(d, err)
 		}
 		u.afterCommit(ctx, res.Events, res.Kick)
-		log.Info("Created a substrate node pool", "nodePool", f.NodePool.Name)
+		if a.Kind == ReplaceNodePool {
+			log.Info("Created a substrate node pool to replace one", "nodePool", spec.Name, "replaces", u.in.Pools[a.Pool].Spec.Name)
+		} else {
+			log.Info("Created a substrate node pool", "nodePool", spec.Name)
+		}
 		return true, u.poolsChanged(ctx)
 	case ResizeNodePool:
 		p, want := &u.in.Pools[a.Pool], s.Spec.Flavors[a.Flavor].NodePool
@@ -231,7 +240,11 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		log.Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
 		return true, u.poolsChanged(ctx)
 	case ApplyObjects:
-		foreign, err := u.apply(ctx, lease, a.Mint)
+		foreign, err := u.apply(ctx, lease, d)
+		if msg := accessRefused(u.in.Cluster, err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -255,6 +268,10 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 			return false, err
 		}
 		gone, err := api.Remove(ctx, s.PoolID)
+		if msg := accessRefused(u.in.Cluster, err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if err != nil {
 			return false, fmt.Errorf("remove bcd's objects: %w", err)
 		}
@@ -296,13 +313,13 @@ func (u *run) refused(d *Decision, err error) error {
 // apply applies bcd's objects with a token: a new one when mint is set,
 // or when its Secret went missing. foreign, when set, is why an object of
 // the same name is not the substrate's (nothing was written).
-func (u *run) apply(ctx context.Context, lease *chain.Lease, mint bool) (foreign string, err error) {
+func (u *run) apply(ctx context.Context, lease *chain.Lease, d *Decision) (foreign string, err error) {
 	api, err := u.connect()
 	if err != nil {
 		return "", err
 	}
-	objs := u.objects()
-	if mint {
+	objs := u.objects(d)
+	if d.Action.Mint {
 		if objs.Token, err = u.mint(ctx, lease); err != nil {
 			return "", err
 		}
@@ -317,7 +334,7 @@ func (u *run) apply(ctx context.Context, lease *chain.Lease, mint bool) (foreign
 	}
 	if _, ok := errors.AsType[*kubeapply.ForeignError](err); ok {
 		// Every foreign object is named, on one line.
-		return "an object of the same name is not the substrate's: " + strings.ReplaceAll(err.Error(), "\n", "; "), nil
+		return foreignPrefix + ": " + strings.ReplaceAll(err.Error(), "\n", "; "), nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("apply bcd's objects: %w", err)
@@ -374,35 +391,39 @@ func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, e
 	return res.Cluster.ID, nil
 }
 
+// connect reaches the cluster's Kubernetes API as its account: the
+// tenant's impersonated service account in a tenant's project.
 func (u *run) connect() (KubeAPI, error) {
-	c := u.in.Cluster
-	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
+	t, err := target(u.in.Cluster)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: its CA certificate is not base64: %w", c.ID, err)
+		return nil, err
 	}
-	if c.Status.Endpoint == "" || len(ca) == 0 {
-		return nil, fmt.Errorf("cluster %s has no endpoint or CA yet", c.ID)
-	}
-	return u.r.kube.Connect(c.Status.Endpoint, ca)
+	return u.r.kube.Connect(t)
 }
 
-// nodePools are the GKE names of the substrate's node pools.
-func (u *run) nodePools() []string {
-	names := make([]string, len(u.in.Substrate.Spec.Flavors))
-	for i, f := range u.in.Substrate.Spec.Flavors {
-		names[i] = f.NodePool.Name
-	}
-	return names
-}
-
-// objects are bcd's objects as the substrate's spec asks for them.
-func (u *run) objects() kubeapply.Desired {
+// objects are bcd's objects as the substrate's spec asks for them, on the
+// node pools the decision lists (during a replacement, the old and the
+// new).
+func (u *run) objects(d *Decision) kubeapply.Desired {
 	s := &u.in.Substrate
-	o := kubeapply.Desired{PoolID: s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL, NodePools: u.nodePools()}
-	seen := map[resource.Taint]bool{}
+	o := kubeapply.Desired{PoolID: s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
+	// Tolerated: the flavors' taints, and those of the pools they replace.
+	var specs []lifecycle.NodePoolSpec
 	for _, f := range s.Spec.Flavors {
-		taints := f.NodePool.Taints
-		if f.NodePool.Accelerators != nil {
+		specs = append(specs, f.NodePool)
+	}
+	for _, np := range d.Substrate.Status.NodePools {
+		o.NodePools = append(o.NodePools, np.Name)
+		for _, p := range u.in.Pools {
+			if p.ID == np.NodePoolID {
+				specs = append(specs, p.Spec)
+			}
+		}
+	}
+	seen := map[resource.Taint]bool{}
+	for _, spec := range specs {
+		taints := spec.Taints
+		if spec.Accelerators != nil {
 			// GKE taints the nodes of GPU pools itself.
 			taints = append(slices.Clone(taints), gpuTaint)
 		}

@@ -34,11 +34,23 @@ type kubeAPI struct {
 	secret  string
 	applies int
 	hook    func(kubeapply.Desired) error
+	// fail, when set, fails every call, as a cluster unreachable as its
+	// account does.
+	fail error
 }
 
-func (k *kubeAPI) Connect(string, []byte) (KubeAPI, error) { return k, nil }
+func (k *kubeAPI) failure() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.fail
+}
+
+func (k *kubeAPI) Connect(Target) (KubeAPI, error) { return k, nil }
 
 func (k *kubeAPI) Apply(_ context.Context, d kubeapply.Desired) (kubeapply.Applied, error) {
+	if err := k.failure(); err != nil {
+		return kubeapply.Applied{}, err
+	}
 	k.mu.Lock()
 	hook := k.hook
 	k.mu.Unlock()
@@ -62,6 +74,9 @@ func (k *kubeAPI) Apply(_ context.Context, d kubeapply.Desired) (kubeapply.Appli
 }
 
 func (k *kubeAPI) Check(_ context.Context, d kubeapply.Desired) (bool, error) {
+	if err := k.failure(); err != nil {
+		return false, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	d.Token = ""
@@ -75,7 +90,7 @@ func (k *kubeAPI) Remove(context.Context, string) (bool, error) {
 	return true, nil
 }
 
-func (k *kubeAPI) Nodes(context.Context, []string) ([]kubeapply.Node, error) { return nil, nil }
+func (k *kubeAPI) Nodes(context.Context, []string) ([]kubeapply.Node, error) { return nil, k.failure() }
 
 func (k *kubeAPI) Node(context.Context, string) (kubeapply.Node, error) {
 	return kubeapply.Node{}, kubeapply.ErrNodeNotFound

@@ -73,7 +73,7 @@ func (c *joinCounts) JoinCall(_ context.Context, result string) {
 // nodes is a cluster's Kubernetes API that has the Nodes it holds.
 type nodes map[string]kubeapply.Node
 
-func (n nodes) Connect(string, []byte) (KubeAPI, error) { return n, nil }
+func (n nodes) Connect(Target) (KubeAPI, error) { return n, nil }
 func (nodes) Apply(context.Context, kubeapply.Desired) (kubeapply.Applied, error) {
 	return kubeapply.Applied{}, nil
 }

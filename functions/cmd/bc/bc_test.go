@@ -562,6 +562,32 @@ func TestSubstrates(t *testing.T) {
 		}
 	}
 
+	// The plan of a change of shape: the flavor's node pool replaced.
+	dir := t.TempDir()
+	planned := filepath.Join(dir, "pool.json")
+	pool := `{"id":"` + poolID + `","tenantId":"acme","version":2,"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp",` +
+		`"cluster":{"create":{"region":"us-central1"}}}},"flavors":[{"name":"cpu","machineType":"n2-standard-4","nodeCount":1}]}`
+	if err := os.WriteFile(planned, []byte(pool), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = u.run("substrates", "plan", "-f", planned, "-o", "json")
+	if err := apidoctest.Validate(apidoctest.OpenAPI, "/components/schemas/SubstratePlan", []byte(res.stdout)); res.code != 0 || err != nil {
+		t.Errorf("bc substrates plan -o json = %d %q (%v)\n%s", res.code, res.stdout, err, res.stderr)
+	}
+	if res = u.run("substrates", "plan", "-f", planned); res.code != 0 || !strings.HasPrefix(res.stdout, "ACTION ") || !strings.Contains(res.stdout, "bc-"+poolID+"-cpu") {
+		t.Errorf("bc substrates plan = %d %q, want the table of actions on the flavor's pool\n%s", res.code, res.stdout, res.stderr)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(strings.Replace(pool, `"nodeCount":1`, `"nodeCount":0,"diskGiB":1`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res = u.run("substrates", "plan", "-f", bad); res.code != exitInvalid || !strings.Contains(res.stderr, "-f (pool.flavors[0].diskGiB):") {
+		t.Errorf("bc substrates plan of a malformed pool = %d %q, want %d naming -f (pool.flavors[0].diskGiB)", res.code, res.stderr, exitInvalid)
+	}
+	if res = u.run("substrates", "plan"); res.code != exitUsage || !strings.Contains(res.stderr, "file") {
+		t.Errorf("bc substrates plan without -f = %d %q, want usage", res.code, res.stderr)
+	}
+
 	// A policy that cannot be served: --wait ends with the substrate's
 	// error and its reason.
 	publishPool(t, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2,

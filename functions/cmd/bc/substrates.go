@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +19,7 @@ import (
 // substrateFlags are the flags and arguments setting the fields of the
 // substrates' requests, by JSON path.
 var substrateFlags = map[string]string{
-	"tenantId": "--tenant", "substrateId": "SUBSTRATE_ID", "poolId": "--pool",
+	"tenantId": "--tenant", "substrateId": "SUBSTRATE_ID", "poolId": "--pool", "pool": "-f",
 }
 
 func (a *app) substratesCommand() *cobra.Command {
@@ -26,7 +31,7 @@ func (a *app) substratesCommand() *cobra.Command {
 			"bc reads them. A substrate's cluster and node pools are listed by bc clusters and bc nodepools too,\n" +
 			"with managedBy set; they cannot be changed there.",
 	}
-	cmd.AddCommand(a.substratesGet(), a.substratesList(), a.substratesNodes())
+	cmd.AddCommand(a.substratesGet(), a.substratesList(), a.substratesNodes(), a.substratesPlan())
 	return cmd
 }
 
@@ -113,6 +118,68 @@ func (a *app) substratesNodes() *cobra.Command {
 			return a.print(client.SubstrateNodeList{Nodes: nodes}, substrateNodeHeader, rows)
 		},
 	}
+}
+
+func (a *app) substratesPlan() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "plan -f POOL_JSON",
+		Short: "Show what a pool's substrate would do for the pool, action by action, changing nothing",
+		Long: "POOL_JSON (a file, or - for stdin) is the pool as the pools module's compute.pool.updated event carries it:\n" +
+			"{\"id\", \"tenantId\", \"version\", \"policy\": {\"substrate\": ...}, \"flavors\": [...]}.\n" +
+			"The answer is computed by the planner the reconciler runs; nothing is recorded or changed.\n" +
+			"Actions: createCluster, adoptCluster, createNodePool, resizeNodePool, replaceNodePool (the new node pool\n" +
+			"is made first, the old one deleted once the new one's nodes joined), deleteNodePool, applyObjects,\n" +
+			"teardown, none (nothing to change, or the error the substrate would show).",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var pool []byte
+			var err error
+			if file == "-" {
+				pool, err = io.ReadAll(os.Stdin)
+			} else {
+				pool, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return fmt.Errorf("read the pool: %w", err)
+			}
+			if !json.Valid(pool) {
+				return fmt.Errorf("%s is not JSON", file)
+			}
+			tenant, c, err := a.tenantClient()
+			if err != nil {
+				return err
+			}
+			plan, err := c.PlanSubstrate(a.ctx, tenant, pool)
+			if err != nil {
+				return apiErr(err, substrateFlags)
+			}
+			var rows [][]string
+			for _, act := range plan.Actions {
+				rows = append(rows, planRow(act))
+			}
+			return a.print(plan, planHeader, rows)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the pool, as JSON (- for stdin)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+var planHeader = []string{"ACTION", "NODE POOL", "FLAVOR", "FROM", "TO", "REASON"}
+
+func planRow(a client.PlanAction) []string {
+	return []string{a.Action, orDash(a.NodePool), orDash(a.Flavor), orDash(fields(a.From)), orDash(fields(a.To)), a.Reason}
+}
+
+// fields shows what of a node pool a plan's action changes: k=v, by key.
+func fields(m map[string]any) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v, _ := json.Marshal(m[k])
+		out = append(out, k+"="+strings.Trim(string(v), `"`))
+	}
+	return strings.Join(out, ",")
 }
 
 var substrateHeader = []string{"POOL", "ID", "MODE", "CLUSTER", "NODE POOLS", "NODES", "STATE", "AGE", "MESSAGE"}

@@ -1,0 +1,146 @@
+package gke
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// UpdateCluster applies one change to a cluster: desired_node_pool_autoscaling
+// (of desired_node_pool_id, which may be left out when the cluster has one
+// pool), as SetNodePoolAutoscaling does and with the same UPDATE_CLUSTER
+// operation on the pool; desired_master_version, as UpdateMaster does; or
+// desired_logging_service and desired_monitoring_service, an
+// UPDATE_CLUSTER operation on the cluster.
+// An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
+// update.", as in GKE; any other field is refused with INVALID_ARGUMENT.
+func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateClusterRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	u := req.Update
+	var set []string
+	if u != nil {
+		u.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			set = append(set, string(fd.Name()))
+			return true
+		})
+	}
+	set = slices.DeleteFunc(set, func(f string) bool { return f == "desired_node_pool_id" || f == "etag" })
+	services := !slices.ContainsFunc(set, func(f string) bool { return f != "desired_logging_service" && f != "desired_monitoring_service" })
+	switch {
+	case len(set) == 0:
+		return nil, status.Errorf(codes.InvalidArgument, "Must specify a field to update.")
+	case len(set) > 0 && services:
+		return s.updateServices(k, u)
+	case len(set) > 1:
+		return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s at once is not supported by this emulator; make one change per call.", strings.Join(set, ", "))
+	}
+	switch set[0] {
+	case "desired_node_pool_autoscaling":
+		pool, err := s.onlyPool(k, u.DesiredNodePoolId)
+		if err != nil {
+			return nil, err
+		}
+		return s.setAutoscaling("UpdateCluster", poolRef{name: k.String() + "/nodePools/" + pool}, u.DesiredNodePoolAutoscaling)
+	case "desired_master_version":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.settle()
+		op, err := s.upgradeMaster("UpdateCluster", k, u.DesiredMasterVersion)
+		if err != nil {
+			return nil, err
+		}
+		op.eff.rpc = "UpdateMaster"
+		return opOut(op), nil
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s is not supported by this emulator; it supports desired_node_pool_autoscaling and desired_master_version.", set[0])
+}
+
+// updateServices starts the UPDATE_CLUSTER operation that sets the
+// cluster's logging and monitoring services.
+func (s *GServer) updateServices(k clusterKey, u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp("UpdateCluster", c, containerpb.Operation_UPDATE_CLUSTER, "")
+	op.eff.cluster = &containerpb.ClusterUpdate{DesiredLoggingService: u.DesiredLoggingService, DesiredMonitoringService: u.DesiredMonitoringService}
+	s.refresh(c)
+	s.log.Info("Updating cluster", "cluster", k.String())
+	return opOut(op), nil
+}
+
+// onlyPool returns the node pool an update names, or the cluster's only
+// pool when it names none.
+func (s *GServer) onlyPool(k clusterKey, pool string) (string, error) {
+	if pool != "" {
+		return pool, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return "", err
+	}
+	if len(c.order) != 1 {
+		return "", status.Errorf(codes.InvalidArgument, "desired_node_pool_id must be set: cluster %q has %d node pools.", k.cluster, len(c.order))
+	}
+	return c.order[0], nil
+}
+
+// SetLabels replaces the cluster's resource labels: an UPDATE_CLUSTER
+// operation on the cluster, after which GetCluster shows the labels and a
+// new labelFingerprint. A label_fingerprint that is not the cluster's
+// current one is refused with FAILED_PRECONDITION, so that a caller does
+// not overwrite labels it has not seen; an empty one is not checked.
+func (s *GServer) SetLabels(_ context.Context, req *containerpb.SetLabelsRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if req.LabelFingerprint != "" && req.LabelFingerprint != c.pb.LabelFingerprint {
+		return nil, status.Errorf(codes.FailedPrecondition, "Labels could not be set due to fingerprint mismatch.")
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp("SetLabels", c, containerpb.Operation_UPDATE_CLUSTER, "")
+	op.eff.labels = maps.Clone(req.ResourceLabels)
+	s.refresh(c)
+	s.log.Info("Setting cluster labels", "cluster", k.String())
+	return opOut(op), nil
+}
+
+// labelFingerprint is a fingerprint of resource labels: it changes when
+// they do.
+func labelFingerprint(labels map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		h.Write([]byte(k + "=" + labels[k] + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:8]
+}

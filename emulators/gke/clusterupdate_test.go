@@ -1,0 +1,92 @@
+package gke
+
+import (
+	"maps"
+	"testing"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
+)
+
+func TestUpdateCluster(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	upd := func(u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
+		return e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: u})
+	}
+	// A cluster of one pool: the pool may be left out.
+	op, err := upd(&containerpb.ClusterUpdate{DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, MinNodeCount: 1, MaxNodeCount: 5}})
+	if err != nil {
+		t.Fatalf("UpdateCluster autoscaling: %v", err)
+	}
+	if op.OperationType != containerpb.Operation_UPDATE_CLUSTER || op.Status != containerpb.Operation_PENDING {
+		t.Errorf("op = %v %v, want UPDATE_CLUSTER PENDING", op.OperationType, op.Status)
+	}
+	// PENDING for the first tenth of the operation, then RUNNING.
+	e.clock.Step(opTime / 10)
+	if got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name}); err != nil || got.Status != containerpb.Operation_RUNNING {
+		t.Errorf("GetOperation after a tenth = %v, %v; want RUNNING", got.GetStatus(), err)
+	}
+	e.wait(t, op)
+	np := e.getPool(t, "p0")
+	if a := np.Autoscaling; !a.GetEnabled() || a.MaxNodeCount != 5 || a.LocationPolicy != containerpb.NodePoolAutoscaling_BALANCED || np.InitialNodeCount != 1 {
+		t.Errorf("pool = autoscaling %v, initialNodeCount %d; want enabled 1..5 BALANCED, 1", a, np.InitialNodeCount)
+	}
+	if n, _ := e.srv.NodeCounts(clusterN + "/nodePools/p0"); n[zoneA] != 1 {
+		t.Errorf("NodeCounts = %v, want 1 in %s: new bounds resize nothing", n, zoneA)
+	}
+
+	op, err = upd(&containerpb.ClusterUpdate{DesiredLoggingService: "none", DesiredMonitoringService: "none"})
+	if err != nil || op.Status != containerpb.Operation_RUNNING {
+		t.Fatalf("UpdateCluster services = %v, %v; want a RUNNING operation", op.GetStatus(), err)
+	}
+	e.wait(t, op)
+	if c, _ := e.srv.Cluster(clusterN); c.LoggingService != "none" || c.MonitoringService != "none" {
+		t.Errorf("services = %q, %q; want none, none", c.LoggingService, c.MonitoringService)
+	}
+
+	refusals := []struct {
+		name string
+		u    *containerpb.ClusterUpdate
+		want codes.Code
+	}{
+		{"nothing", nil, codes.InvalidArgument},
+		{"empty", &containerpb.ClusterUpdate{}, codes.InvalidArgument},
+		{"unsupported", &containerpb.ClusterUpdate{DesiredImageType: "UBUNTU_CONTAINERD"}, codes.InvalidArgument},
+		{"missing pool", &containerpb.ClusterUpdate{DesiredNodePoolId: "nope", DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}}, codes.NotFound},
+	}
+	for _, tt := range refusals {
+		if _, err := upd(tt.u); code(err) != tt.want {
+			t.Errorf("UpdateCluster %s = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	op, err = e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-medium", 1, zoneA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, op)
+	if _, err := upd(&containerpb.ClusterUpdate{DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}}); code(err) != codes.InvalidArgument {
+		t.Errorf("UpdateCluster autoscaling of no pool in a cluster of two = %v, want InvalidArgument", err)
+	}
+}
+
+func TestSetLabels(t *testing.T) {
+	e := newEnv(t)
+	c := e.createCluster(t)
+	labels := map[string]string{"team": "ml"}
+	if _, err := e.client.SetLabels(e.ctx, &containerpb.SetLabelsRequest{Name: clusterN, ResourceLabels: labels, LabelFingerprint: "0000"}); code(err) != codes.FailedPrecondition {
+		t.Errorf("SetLabels with a stale fingerprint = %v, want FailedPrecondition", err)
+	}
+	op, err := e.client.SetLabels(e.ctx, &containerpb.SetLabelsRequest{Name: clusterN, ResourceLabels: labels, LabelFingerprint: c.LabelFingerprint})
+	if err != nil {
+		t.Fatalf("SetLabels: %v", err)
+	}
+	if op.OperationType != containerpb.Operation_UPDATE_CLUSTER || op.Status != containerpb.Operation_RUNNING {
+		t.Errorf("op = %v %v, want UPDATE_CLUSTER RUNNING", op.OperationType, op.Status)
+	}
+	e.wait(t, op)
+	got, err := e.srv.Cluster(clusterN)
+	if err != nil || !maps.Equal(got.ResourceLabels, labels) || got.LabelFingerprint == c.LabelFingerprint {
+		t.Errorf("cluster = labels %v fingerprint %q (was %q), %v; want %v and a new fingerprint", got.GetResourceLabels(), got.GetLabelFingerprint(), c.LabelFingerprint, err, labels)
+	}
+}
