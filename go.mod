@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	cloud.google.com/go/cloudtasks v1.21.1
+	cloud.google.com/go/compute v1.75.0
 	cloud.google.com/go/container v1.56.1
 	cloud.google.com/go/firestore v1.29.2
 	cloud.google.com/go/iam v1.14.0

@@ -106,13 +106,15 @@ resource "google_service_account_iam_member" "acts_as_tasks" {
 # The reconciler creates, resizes and deletes clusters and node pools in
 # the accounts' projects: exactly the permissions of the GKE calls it makes
 # (shared/clusters.GKE), not roles/container.clusterAdmin, which also
-# reads every cluster's credentials and changes any cluster setting.
+# reads every cluster's credentials and changes any cluster setting; and
+# it lists the pools' instance groups (shared/clusters.Compute) for their
+# node counts, not roles/compute.viewer, which reads every resource.
 resource "google_project_iam_custom_role" "reconciler_gke" {
   for_each    = toset(var.platform_projects)
   project     = each.value
   role_id     = "${replace(var.prefix, "-", "_")}_reconciler"
   title       = "Node pool reconciler"
-  description = "The GKE calls of the reconcile function: get, create and delete clusters, add, resize and delete node pools, read operations."
+  description = "The GKE calls of the reconcile function: get, create and delete clusters, add, resize and delete node pools, read operations, list the node pools' instance groups."
   permissions = [
     "container.clusters.create",
     "container.clusters.delete",
@@ -121,6 +123,7 @@ resource "google_project_iam_custom_role" "reconciler_gke" {
     "container.clusters.update",
     "container.operations.get",
     "container.operations.list",
+    "compute.instanceGroupManagers.list",
   ]
 }
 

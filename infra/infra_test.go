@@ -378,6 +378,34 @@ var gkePermissions = map[string]string{
 	"ListOperations":         "container.operations.list",
 }
 
+// computePermissions maps each call of shared/clusters.Compute (the
+// reading of the pools' instance groups, currentNodeCount) to the
+// permission it needs, as gkePermissions does for GKE's.
+var computePermissions = map[string]string{
+	"AggregatedList": "compute.instanceGroupManagers.list",
+}
+
+// providerPermissions are the permissions of the reconciler's provider
+// calls (shared/clusters.GKE and Compute), sorted, each once; a call not
+// mapped fails t.
+func providerPermissions(t *testing.T) []string {
+	var perms []string
+	for _, c := range []struct {
+		iface reflect.Type
+		perms map[string]string
+	}{{reflect.TypeFor[clusters.GKE](), gkePermissions}, {reflect.TypeFor[clusters.Compute](), computePermissions}} {
+		for k := range c.iface.NumMethod() {
+			name := c.iface.Method(k).Name
+			p, ok := c.perms[name]
+			if !ok {
+				t.Errorf("clusters.%s.%s needs a permission: map it", c.iface.Name(), name)
+			}
+			perms = append(perms, p)
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(perms)))
+}
+
 // kubePermissions maps each call the substrates make to a cluster's
 // Kubernetes API (substrates.Connector and substrates.KubeAPI, served by
 // shared/kubeapply) to the GKE IAM permissions of its requests. GKE maps
@@ -605,15 +633,7 @@ func TestServiceAccountRoles(t *testing.T) {
 	// calls to their clusters' Kubernetes APIs. The reconciler also gets
 	// actAs on the nodes' account that it sets on what it creates.
 	needs := kubeCalls(t)
-	gke := reflect.TypeFor[clusters.GKE]()
-	for k := range gke.NumMethod() {
-		name := gke.Method(k).Name
-		p, ok := gkePermissions[name]
-		if !ok {
-			t.Errorf("clusters.GKE.%s needs a permission: map it in gkePermissions", name)
-		}
-		needs[cloudrun.ReconcileFunction] = append(needs[cloudrun.ReconcileFunction], p)
-	}
+	needs[cloudrun.ReconcileFunction] = append(needs[cloudrun.ReconcileFunction], providerPermissions(t)...)
 	customRoles := map[string]*instance{} // by name, as the bindings name them
 	for _, r := range m.ofType("google_project_iam_custom_role") {
 		customRoles[r.str("name")] = r

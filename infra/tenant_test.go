@@ -3,7 +3,6 @@ package infra
 import (
 	"bytes"
 	"os"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -35,7 +33,8 @@ func tenantModule(t *testing.T) *module {
 
 // TestTenantModuleRoles checks what a tenant grants in its own project:
 // the provisioner gets exactly the permissions of the reconciler's GKE
-// calls (shared/clusters.GKE) and of the substrates' calls to the
+// and Compute Engine calls (shared/clusters.GKE and Compute) and of the
+// substrates' calls to the
 // clusters' Kubernetes APIs, which go out as the provisioner too (the
 // reconcile and join functions' alike: kubePermissions), and actAs on the
 // nodes' account, the nodes their logs and metrics, and the platform's
@@ -46,17 +45,7 @@ func TestTenantModuleRoles(t *testing.T) {
 	sa := func(res string) string { return "serviceAccount:google_service_account." + res + ".email" }
 	account := func(res string) string { return "serviceAccount google_service_account." + res + ".name" }
 
-	var perms []string
-	gke := reflect.TypeFor[clusters.GKE]()
-	for k := range gke.NumMethod() {
-		p, ok := gkePermissions[gke.Method(k).Name]
-		if !ok {
-			t.Errorf("clusters.GKE.%s needs a permission: map it in gkePermissions", gke.Method(k).Name)
-		}
-		if !slices.Contains(perms, p) {
-			perms = append(perms, p)
-		}
-	}
+	perms := providerPermissions(t)
 	for _, ps := range kubeCalls(t) {
 		for _, p := range ps {
 			if !slices.Contains(perms, p) {

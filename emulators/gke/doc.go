@@ -81,8 +81,15 @@
 // does not offer (g2 in us-central1-f and europe-west1-d; a2 in
 // europe-west4-c, us-east1-d and us-west1-c) leaves the pool ERROR, a
 // stockout (Server.Stockout) leaves it RUNNING_WITH_ERROR with a
-// ZONE_RESOURCE_POOL_EXHAUSTED message, and Server.FailNextOperation fails
-// any operation. A cluster whose create failed is ERROR.
+// ZONE_RESOURCE_POOL_EXHAUSTED message and part of its nodes until its
+// instance groups get the others, and Server.FailNextOperation fails any
+// operation. A cluster whose create failed is ERROR.
+//
+// Compute Engine. NewComputeServer serves the pools' instance groups (one
+// per zone, those instanceGroupUrls name) over Compute Engine's REST API,
+// as the official client cloud.google.com/go/compute/apiv1 calls it:
+// instanceGroupManagers aggregatedList (with a name filter) and get, with
+// targetSize and currentActions (a stockout's missing nodes creating).
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says

@@ -3,6 +3,7 @@ package gke
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/protobuf/proto"
@@ -185,5 +186,63 @@ func (s *GServer) complete(op *operation) {
 func (e effect) applyFates(c *cluster) {
 	for _, f := range e.fates {
 		f.apply(c)
+	}
+}
+
+// shortfall is what a stockout left a node pool lacking: the nodes per
+// zone it should have, which the zones' instance groups keep creating
+// (Compute Engine's currentActions.creating) until the zones have the
+// machines again.
+type shortfall struct {
+	want map[string]int32
+	// retryAt is when the instance groups next try for the missing nodes.
+	retryAt time.Time
+}
+
+func (sh *shortfall) clone() *shortfall {
+	if sh == nil {
+		return nil
+	}
+	return &shortfall{want: maps.Clone(sh.want), retryAt: sh.retryAt}
+}
+
+// stockedOut is what a zone out of stock gets when it has cur nodes and
+// needs target: half of those it lacks (rounded down), as an instance
+// group that created some of its instances before the zone ran out.
+func stockedOut(cur, target int32) int32 { return cur + (target-cur)/2 }
+
+// retryShortfalls makes the instance groups of the pools a stockout left
+// short try again for their missing nodes, every operation time: a try in
+// a zone that still has a stockout pending (Server.Stockout) uses one of
+// them and gets nothing more; the first one in a zone that has none gets
+// every missing node. A pool that lacks nothing more is RUNNING again, as
+// GKE shows it once its instance groups are whole. Must be called with the
+// lock held.
+func (s *GServer) retryShortfalls(now time.Time) {
+	step := max(s.opTime, time.Millisecond)
+	for _, c := range s.clusters {
+		for _, name := range c.order {
+			np := c.pools[name]
+			for np.short != nil && !np.short.retryAt.After(now) {
+				sh := np.short
+				for _, z := range slices.Sorted(maps.Keys(sh.want)) {
+					if s.stockouts[z] > 0 {
+						s.stockouts[z]--
+						continue
+					}
+					np.nodes[z] = sh.want[z]
+					delete(sh.want, z)
+				}
+				sh.retryAt = sh.retryAt.Add(step)
+				if len(sh.want) > 0 {
+					continue
+				}
+				np.short = nil
+				if np.pb.Status == containerpb.NodePool_RUNNING_WITH_ERROR {
+					np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+				}
+				s.log.Info("Stockout over: the node pool has all its nodes", "nodePool", c.key.String()+"/nodePools/"+name, "nodes", np.nodes)
+			}
+		}
 	}
 }

@@ -283,7 +283,7 @@ func TestLateFailures(t *testing.T) {
 			wantCode:   codes.ResourceExhausted,
 			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
 			wantMsg:    "ZONE_RESOURCE_POOL_EXHAUSTED",
-			wantNodes:  map[string]int32{zoneA: 2, zoneB: 0},
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
 		},
 		{
 			name:       "stockout elsewhere",
@@ -342,7 +342,7 @@ func TestFailedResizeKeepsThePool(t *testing.T) {
 		wantNodes  map[string]int32
 	}{
 		{"injected failure", func(e *env) { e.srv.FailNextOperation("SetNodePoolSize", codes.Internal, "boom") }, containerpb.NodePool_RUNNING, map[string]int32{zoneA: 1, zoneB: 1}},
-		{"stockout in one zone", func(e *env) { e.srv.Stockout(zoneB, 1) }, containerpb.NodePool_RUNNING_WITH_ERROR, map[string]int32{zoneA: 4, zoneB: 1}},
+		{"stockout in one zone", func(e *env) { e.srv.Stockout(zoneB, 1) }, containerpb.NodePool_RUNNING_WITH_ERROR, map[string]int32{zoneA: 4, zoneB: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

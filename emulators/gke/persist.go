@@ -52,6 +52,27 @@ type savedPool struct {
 	Pool  json.RawMessage  `json:"nodePool"`
 	UID   string           `json:"uid"`
 	Nodes map[string]int32 `json:"nodes"` // zone → current node count
+	Short *savedShort      `json:"short,omitempty"`
+}
+
+// savedShort is a shortfall: the nodes a stockout withholds.
+type savedShort struct {
+	Want    map[string]int32 `json:"want"`
+	RetryAt time.Time        `json:"retryAt"`
+}
+
+func (sh *shortfall) saved() *savedShort {
+	if sh == nil {
+		return nil
+	}
+	return &savedShort{Want: maps.Clone(sh.want), RetryAt: sh.retryAt}
+}
+
+func (ss *savedShort) restore() *shortfall {
+	if ss == nil {
+		return nil
+	}
+	return &shortfall{want: maps.Clone(ss.Want), retryAt: ss.RetryAt}
 }
 
 type savedOp struct {
@@ -89,6 +110,7 @@ type savedFate struct {
 	Status  string           `json:"status"`
 	Message string           `json:"message,omitempty"`
 	Nodes   map[string]int32 `json:"nodes"`
+	Short   *savedShort      `json:"short,omitempty"`
 }
 
 type savedStatus struct {
@@ -186,7 +208,7 @@ func (s *GServer) save() (savedState, error) {
 			if err != nil {
 				return st, fmt.Errorf("node pool %s/nodePools/%s: %w", c.key, name, err)
 			}
-			sc.Pools = append(sc.Pools, savedPool{Pool: b, UID: np.uid, Nodes: maps.Clone(np.nodes)})
+			sc.Pools = append(sc.Pools, savedPool{Pool: b, UID: np.uid, Nodes: maps.Clone(np.nodes), Short: np.short.saved()})
 		}
 		if k := c.kube; k != nil {
 			sc.Kubernetes = &savedKube{Port: k.lis.Addr().(*net.TCPAddr).Port, CACert: string(k.ca.CertPEM), CAKey: string(k.ca.KeyPEM), AdminToken: k.adminToken, Up: k.up}
@@ -227,7 +249,7 @@ func saveOp(op *operation) (savedOp, error) {
 		return so, err
 	}
 	for _, f := range e.fates {
-		sf := savedFate{Pool: f.pool, UID: f.uid, Status: f.status.String(), Message: f.msg, Nodes: maps.Clone(f.nodes)}
+		sf := savedFate{Pool: f.pool, UID: f.uid, Status: f.status.String(), Message: f.msg, Nodes: maps.Clone(f.nodes), Short: f.short.saved()}
 		if sf.Fail, err = marshalOpt(f.fail); err != nil {
 			return so, err
 		}
@@ -291,7 +313,7 @@ func load(st savedState) (*restored, error) {
 			return nil, fmt.Errorf("cluster %s: %v", k, err)
 		}
 		for _, sp := range sc.Pools {
-			np := &nodePool{uid: sp.UID, nodes: maps.Clone(sp.Nodes)}
+			np := &nodePool{uid: sp.UID, nodes: maps.Clone(sp.Nodes), short: sp.Short.restore()}
 			if np.pb, err = unmarshalOpt[containerpb.NodePool](sp.Pool); err != nil || np.pb == nil {
 				return nil, fmt.Errorf("node pool of %s: %v", k, err)
 			}
@@ -367,7 +389,7 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 		return nil, fmt.Errorf("operation %s: %s without its request", pb.Name, se.RPC)
 	}
 	for _, sf := range se.Fates {
-		f := fate{pool: sf.Pool, uid: sf.UID, msg: sf.Message, nodes: maps.Clone(sf.Nodes)}
+		f := fate{pool: sf.Pool, uid: sf.UID, msg: sf.Message, nodes: maps.Clone(sf.Nodes), short: sf.Short.restore()}
 		if f.status, err = poolStatusValue(sf.Status); err != nil {
 			return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
 		}

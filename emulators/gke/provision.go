@@ -143,11 +143,13 @@ type fate struct {
 	status    containerpb.NodePool_Status
 	msg       string
 	nodes     map[string]int32
+	short     *shortfall // the nodes a stockout withholds, nil for none
 }
 
 // planNodes decides the fate of np when an operation asks for target nodes
 // per zone. A create fails on a zone that lacks the machine type; a zone
-// with a stockout pending keeps its current count. Must be called with the
+// with a stockout pending gets only part of the nodes it lacks, and its
+// instance group keeps creating the others (shortfall). Must be called with the
 // lock held.
 func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, create bool) fate {
 	f := fate{pool: np.pb.Name, uid: np.uid, status: containerpb.NodePool_RUNNING, nodes: maps.Clone(target)}
@@ -164,7 +166,11 @@ func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, c
 			continue
 		}
 		s.stockouts[z]--
-		f.nodes[z] = np.nodes[z]
+		f.nodes[z] = stockedOut(np.nodes[z], target[z])
+		if f.short == nil {
+			f.short = &shortfall{want: map[string]int32{}, retryAt: s.now().Add(2 * s.opTime)}
+		}
+		f.short.want[z] = target[z]
 		msg := fmt.Sprintf("Instance group in zone %q could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request. Try a different zone, or try again later.", z, c.key.project, z)
 		if f.fail == nil {
 			f.fail = rpcStatus(codes.ResourceExhausted, "%s", msg)
@@ -182,6 +188,7 @@ func (f fate) apply(c *cluster) {
 	}
 	np.pb.Status, np.pb.StatusMessage = f.status, f.msg
 	np.nodes = maps.Clone(f.nodes)
+	np.short = f.short.clone()
 }
 
 // perZone returns n nodes in each of zones.

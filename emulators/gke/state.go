@@ -43,6 +43,8 @@ type nodePool struct {
 	uid   string
 	nodes map[string]int32 // zone → current node count
 	gone  bool
+	// short is what a stockout left the pool lacking (effects.go).
+	short *shortfall
 }
 
 // operation is one long-running operation. It is RUNNING until end and
@@ -104,6 +106,7 @@ func (s *GServer) settle() {
 	for _, op := range due {
 		s.finish(op)
 	}
+	s.retryShortfalls(now)
 }
 
 // finish ends op now (its end time), applying its effects. Must be called

@@ -291,6 +291,14 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if imp != nil {
 		opts = append(opts, clusters.WithImpersonation(*imp))
 	}
+	nc, err := c.nodeCounts(imp != nil)
+	if err != nil {
+		return nil, err
+	}
+	if nc != nil {
+		opts = append(opts, clusters.WithNodeCounts(*nc))
+	}
+	opts = append(opts, clusters.WithRetryEvery(c.cfg.SteadyInterval))
 	cr, err := clusters.New(k.store, g, nil, opts...)
 	if err != nil {
 		return nil, err

@@ -131,6 +131,11 @@ type Config struct {
 	PubSubEmulatorHost    string
 	TasksEmulatorHost     string
 	GKEEmulatorHost       string
+	// ComputeEmulatorHost (COMPUTE_EMULATOR_HOST) points the reading of
+	// the node pools' instance groups (currentNodeCount) at the GKE
+	// simulator's Compute Engine API, over plain HTTP. A reconciler on the
+	// GKE emulator without it reads no node counts.
+	ComputeEmulatorHost string
 	// IAMCredentialsEmulatorHost (IAM_CREDENTIALS_EMULATOR_HOST) points
 	// the impersonation of tenants' service accounts at the IAM
 	// Credentials emulator. Without it, a reconciler on the GKE emulator
@@ -259,6 +264,7 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 	c.PubSubEmulatorHost = get("PUBSUB_EMULATOR_HOST")
 	c.TasksEmulatorHost = get("CLOUD_TASKS_EMULATOR_HOST")
 	c.GKEEmulatorHost = get("GKE_EMULATOR_HOST")
+	c.ComputeEmulatorHost = get("COMPUTE_EMULATOR_HOST")
 	c.NodeServiceAccount = get("NODE_SERVICE_ACCOUNT")
 	c.BcdImage = get("BCD_IMAGE")
 	c.JoinURL = get("SUBSTRATE_JOIN_URL")
@@ -466,6 +472,7 @@ func (c Config) problems(rec *loaded) []error {
 		{"PUBSUB_EMULATOR_HOST", c.PubSubEmulatorHost},
 		{"CLOUD_TASKS_EMULATOR_HOST", c.TasksEmulatorHost},
 		{"GKE_EMULATOR_HOST", c.GKEEmulatorHost},
+		{"COMPUTE_EMULATOR_HOST", c.ComputeEmulatorHost},
 		{"IAM_CREDENTIALS_EMULATOR_HOST", c.IAMCredentialsEmulatorHost},
 	} {
 		if e.v == "" {

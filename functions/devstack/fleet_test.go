@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -99,6 +100,7 @@ type fleetReport struct {
 	readsPerInterval             float64       // Firestore read RPCs per cluster per steady interval
 	writesPerInterval            float64       // Firestore document writes per cluster per steady interval
 	tasksPerSecond               float64       // Cloud Tasks dispatched per second, steady
+	computePerInterval           float64       // Compute Engine calls (currentNodeCount) per cluster per steady interval
 	changed, converged           int
 	p50, p99, limit              time.Duration
 	watchdogRPCs                 int
@@ -225,6 +227,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	readsBefore, writesBefore := rpcs.reads(), rpcs.writeCount()
 	tasksBefore := s.Tasks.Stats().Dispatched
 	usageBefore := sampleFleetUsage(t, s)
+	computeBefore := s.Compute.Calls(gkeemu.ComputeAggregatedList)
 	steadyStart := time.Now()
 	time.Sleep(f.steadyFor)
 	steady := time.Since(steadyStart)
@@ -238,6 +241,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	// kept up with its fast one.
 	rep.perHour = usage.scale(time.Hour.Seconds() / cloudrun.DefaultSteadyInterval.Seconds() / max(usage.tasksDispatches, 1))
 	rep.runsPerInterval = usage.tasksDispatches / intervals
+	rep.computePerInterval = float64(s.Compute.Calls(gkeemu.ComputeAggregatedList)-computeBefore) / intervals
 
 	// The watchdog's cost: it grows with the overdue chains, not with
 	// the fleet. It is counted on a client of its own, apart from the
@@ -340,8 +344,8 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 
 	t.Logf("GKE calls per project per minute: peak %.0f, mean %.0f (full minutes), quota %d, reconciler's share %.0f; refused %d",
 		rep.peakPerMinute, rep.meanPerMinute, f.quota, share, rep.refused)
-	t.Logf("steady, per cluster per interval (%v): %.2f Firestore read RPCs, %.3f document writes; Cloud Tasks dispatched %.1f/s",
-		f.steady, rep.readsPerInterval, rep.writesPerInterval, rep.tasksPerSecond)
+	t.Logf("steady, per cluster per interval (%v): %.2f Firestore read RPCs, %.3f document writes, %.3f Compute Engine calls (currentNodeCount); Cloud Tasks dispatched %.1f/s",
+		f.steady, rep.readsPerInterval, rep.writesPerInterval, rep.computePerInterval, rep.tasksPerSecond)
 	t.Logf("burst of %d changes: converged %d, change to ready p50 %v p99 %v (limit %v); to the ready event's commit p50 %v p99 %v",
 		rep.changed, rep.converged, rep.p50.Round(time.Millisecond), rep.p99.Round(time.Millisecond), rep.limit,
 		rep.commitP50.Round(time.Millisecond), rep.commitP99.Round(time.Millisecond))

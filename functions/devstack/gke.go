@@ -71,8 +71,10 @@ type stockoutRequest struct {
 }
 
 // gkeStockout answers POST /dev/gke/stockout {"zone", "count"}: the next
-// count operations that need new nodes in zone get none there
-// (ZONE_RESOURCE_POOL_EXHAUSTED). 202 {}.
+// count tries to get new nodes in zone (an operation, then each retry of
+// the zone's instance group, one every operation time) get fewer than
+// asked (ZONE_RESOURCE_POOL_EXHAUSTED); the missing nodes stay creating
+// and come at the first try after those (gke.Server.Stockout). 202 {}.
 func (s *Stack) gkeStockout(w http.ResponseWriter, r *http.Request) {
 	req, ok := readRequest(w, r, func(req *stockoutRequest) []errs.FieldError {
 		bad := required("zone", req.Zone)

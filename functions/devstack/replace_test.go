@@ -193,7 +193,7 @@ func TestSubstrateReplacement(t *testing.T) {
 		// A stockout of the new pool: the substrate shows its error, and
 		// the old pool stays with its nodes. A further change replaces the
 		// pool that got no nodes.
-		if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-c", "count": 1}); code != http.StatusAccepted {
+		if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-c", "count": 1000}); code != http.StatusAccepted {
 			t.Fatalf("stockout = %d %s", code, body)
 		}
 		putPool(t, e, zonesAC(pool, 5, machine("e2-standard-8")))

@@ -172,6 +172,9 @@ type Stack struct {
 	PubSub *psemu.Server
 	Tasks  *ctemu.Server
 	GKE    *gkeemu.Server
+	// Compute serves the GKE simulator's instance groups through the
+	// Compute Engine API.
+	Compute *gkeemu.ComputeServer
 	// IAM is the IAM Credentials emulator: who may impersonate whom
 	// (iam.go).
 	IAM    *iamemu.Server
@@ -387,6 +390,7 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	c.PubSubEmulatorHost = s.PubSub.Addr
 	c.TasksEmulatorHost = s.Tasks.Addr()
 	c.GKEEmulatorHost = s.GKE.Addr()
+	c.ComputeEmulatorHost = s.Compute.Addr()
 	// bcd runs nowhere here: the GKE simulator plays it from the
 	// DaemonSet's environment.
 	c.BcdImage = "bcd.invalid/bcd:dev"
@@ -510,6 +514,10 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 	}
 	s.GKE = gke
 	s.emulators = append(s.emulators, gke.Close)
+	if s.Compute, err = gkeemu.NewComputeServer(gke, "127.0.0.1:0"); err != nil {
+		return err
+	}
+	s.emulators = append(s.emulators, s.Compute.Close)
 	if data != nil && len(data.GKE) > 0 {
 		if err := gke.Restore(data.GKE); err != nil {
 			return fmt.Errorf("data file %s: %w", s.cfg.DataFile, err)

@@ -44,7 +44,8 @@ resource "google_service_account" "nodes" {
 
 # Exactly the calls Better Compute makes as the provisioner: the GKE calls
 # of its reconciler (get, list, create, update and delete clusters and
-# their node pools, read operations), and, in the clusters' Kubernetes
+# their node pools, read operations; list the node pools' instance groups
+# for their node counts), and, in the clusters' Kubernetes
 # APIs, the calls of a pool substrate (write and remove bcd's Namespace,
 # ServiceAccount, Secret and DaemonSet; read the Nodes, also to check a
 # node that joins). Not roles/container.admin, which can also read every
@@ -55,7 +56,7 @@ resource "google_project_iam_custom_role" "provisioner" {
   project     = var.project
   role_id     = var.role_id
   title       = "Better Compute provisioner"
-  description = "The calls of Better Compute's reconciler: get, list, create, update and delete GKE clusters and node pools, read operations; in their Kubernetes APIs, write and remove a pool substrate's objects and read Nodes."
+  description = "The calls of Better Compute's reconciler: get, list, create, update and delete GKE clusters and node pools, read operations, list the node pools' instance groups; in their Kubernetes APIs, write and remove a pool substrate's objects and read Nodes."
   permissions = [
     "container.clusters.create",
     "container.clusters.delete",
@@ -82,6 +83,7 @@ resource "google_project_iam_custom_role" "provisioner" {
     "container.serviceAccounts.delete",
     "container.serviceAccounts.get",
     "container.serviceAccounts.update",
+    "compute.instanceGroupManagers.list",
   ]
 }
 

@@ -234,7 +234,10 @@ func resourceSchemas() map[string]map[string]any {
 	p := np["properties"].(map[string]any)
 	p["id"].(map[string]any)["pattern"] = idPattern(resource.NodePoolPrefix)
 	p["state"] = stateSchema(nodePoolStates)
-	p["message"].(map[string]any)["description"] = "Why the node pool is in state error (the provider's message)."
+	p["message"].(map[string]any)["description"] = "Why the node pool is in state error (the provider's message; a stockout names the zones, the machine type and the nodes got of those wanted: \"us-central1-a: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 1 of 2 nodes; retried every 5 minutes\"), or what it waits for."
+	cnc := p["currentNodeCount"].(map[string]any)
+	cnc["minimum"] = 0
+	cnc["description"] = "The nodes the provider runs for the pool in all its zones: the running instances of its instance groups, refreshed at every run that looks at the cluster. With autoscaling, the provider's autoscaler owns it within the bounds. Absent until first observed, and while it cannot be read."
 	np["description"] = "A node pool. Optional fields that were not given are omitted (autoscaling, accelerators, diskGiB, diskType) or empty (zones, labels, taints)."
 
 	cl := objectSchema(reflect.TypeFor[resource.Cluster]())

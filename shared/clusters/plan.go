@@ -44,6 +44,9 @@ type ObservedPool struct {
 	Message     string
 	Autoscaling *resource.Autoscaling // nil when autoscaling is off
 	NodeCount   int                   // per zone: the size created, or last set (GKE's initialNodeCount)
+	// Nodes are the nodes of its instance groups; nil when they could
+	// not be read.
+	Nodes *PoolNodes
 }
 
 // ObservedCluster is a cluster as the provider reports it.
@@ -114,6 +117,10 @@ type Input struct {
 	// cluster's project as its account, and what the project's owner must
 	// grant: nothing was observed, and the cluster shows it as its error.
 	Access string
+	// RetryEvery is how often a pool the provider could not fully
+	// provision is looked at again (the steady interval), as its message
+	// says; zero says nothing of it.
+	RetryEvery time.Duration
 }
 
 // Decision is a run's plan: the next call, the objects as they should be,
@@ -135,7 +142,7 @@ type Decision struct {
 
 // Plan decides the next step for a cluster. It never mutates in.
 func Plan(in Input, now time.Time) Decision {
-	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed, failed: -1, waiting: map[int]bool{}}
+	p := &planner{now: now.UTC().Truncate(time.Microsecond), obs: in.Observed, failed: -1, waiting: map[int]bool{}, retryEvery: in.RetryEvery}
 	p.d.Cluster = lifecycle.BeginRun(in.Cluster)
 	for _, np := range in.Pools {
 		p.d.Pools = append(p.d.Pools, lifecycle.BeginNodePoolRun(np))
@@ -174,6 +181,8 @@ type planner struct {
 	// the cluster shows.
 	waiting map[int]bool
 	waitMsg string
+	// retryEvery is Input.RetryEvery.
+	retryEvery time.Duration
 }
 
 // held reports what holds pool i's change: an operation the provider

@@ -53,6 +53,10 @@ func (p *planner) applyOp(op *OpOutcome) {
 			// GKE shows the size a resize set as the pool's
 			// initial_node_count: the lost resize was made.
 			pr.NodeCount = intent.NodeCount
+		case op.Err != nil && kind == SetSize && intent != nil && isStockout(op.Err.Message):
+			// The provider keeps the new size and goes on creating the
+			// nodes a stockout withheld: nothing to call again.
+			pr.NodeCount = intent.NodeCount
 		case op.Err != nil || op.Lost:
 			// Retried from what the provider shows.
 		case kind == SetSize && intent != nil:

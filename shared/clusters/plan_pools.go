@@ -9,6 +9,7 @@ import (
 func (p *planner) planPool(i int) {
 	np := &p.d.Pools[i]
 	pr := &np.Status.Provider
+	p.setNodes(np)
 	if inFlight(pr.Operation, pr.Intent) {
 		p.d.Converging = true
 		return
@@ -67,12 +68,12 @@ func (p *planner) planPool(i int) {
 		if p.act(change, i) {
 			lifecycle.NodePoolChanging(np, p.now)
 		} else if failing && np.Status.State == resource.StateError {
-			p.emit(lifecycle.NodePoolError(np, op.Message, p.now))
+			p.emit(lifecycle.NodePoolError(np, p.failure(np, op), p.now))
 			return
 		}
 		p.d.Converging = true
 	case failing:
-		p.emit(lifecycle.NodePoolError(np, op.Message, p.now))
+		p.emit(lifecycle.NodePoolError(np, p.failure(np, op), p.now))
 	case change != "":
 		// The operation that failed just now shows its error until the
 		// next run retries it.
@@ -85,6 +86,7 @@ func (p *planner) planPool(i int) {
 // the provider no longer has it.
 func (p *planner) planPoolDelete(i int) {
 	np := &p.d.Pools[i]
+	p.setNodes(np)
 	if inFlight(np.Status.Provider.Operation, np.Status.Provider.Intent) {
 		p.d.Converging = true
 		return

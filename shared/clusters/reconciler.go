@@ -48,6 +48,10 @@ type Reconciler struct {
 	lists  *listings // nil: every refresh observes with GetCluster
 	nodeSA string    // the nodes' service account; empty: GKE's default
 	imp    *Impersonation
+	// groups reads the pools' nodes (WithNodeCounts); nil: not read.
+	groups *groupListings
+	// retryEvery is WithRetryEvery's.
+	retryEvery time.Duration
 }
 
 var _ chain.Subject = (*Reconciler)(nil)
@@ -91,6 +95,9 @@ func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconc
 	if r.lists != nil {
 		r.lists.budget, r.lists.now = r.budget, now
 	}
+	if r.groups != nil {
+		r.groups.budget, r.groups.now = r.budget, now
+	}
 	if r.imp != nil && (r.imp.GKE == nil || r.imp.Tokens == nil) {
 		return nil, errors.New("clusters: WithImpersonation needs a GKE client and tokens")
 	}
@@ -129,6 +136,10 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 			return u.loadPools(rd, snap)
 		}
 		u.prefetch = make(chan fetched, 1)
+		if r.groups != nil {
+			// Read with the cluster, not after it.
+			_, _ = u.startNodes(rd.Context())
+		}
 		n := namesOf(c)
 		u.listed = r.lists != nil
 		go func() {
@@ -199,6 +210,10 @@ type run struct {
 	// found it; gkeErr is why it could not.
 	gke    GKE
 	gkeErr error
+	// nodes is the listing of the project's instance groups the run
+	// started (startNodes); nodesErr is why it could not.
+	nodes    *groupListing
+	nodesErr error
 }
 
 // provider returns the run's GKE client for the cluster's account
@@ -295,7 +310,7 @@ func reason(err error) string {
 func (u *run) plan(ctx context.Context) error {
 	log := logging.FromContext(ctx)
 	n := namesOf(&u.read.Cluster)
-	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]lifecycle.NodePool, len(u.read.Pools))}
+	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]lifecycle.NodePool, len(u.read.Pools)), RetryEvery: u.r.retryEvery}
 	for i, p := range u.read.Pools {
 		in.Pools[i] = p.Clone()
 	}
@@ -360,6 +375,7 @@ func (u *run) plan(ctx context.Context) error {
 		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
 	default:
 		in.Observed = observe(pc)
+		u.readNodes(ctx, pc, in.Observed, in.Op != nil && (in.Op.Done || in.Op.Lost))
 		// Only a change can wait: a steady refresh of a busy cluster
 		// lists nothing.
 		if opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {

@@ -193,3 +193,8 @@ func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []outbox.Event {
 func setNodePoolState(p *NodePool, st resource.State, msg string, now time.Time) {
 	p.Status.State, p.Status.Message, p.Status.UpdatedAt = st, msg, now
 }
+
+// NodePoolNodes records n, the nodes the provider runs for the pool (nil
+// when they could not be read). Nothing else changes: the pool's state
+// and events follow the provider's status alone.
+func NodePoolNodes(p *NodePool, n *int) { p.Status.CurrentNodeCount = cloneInt(n) }

@@ -178,6 +178,10 @@ type NodePoolStatus struct {
 	ObservedGeneration int64          `firestore:"observedGeneration"`
 	Provider           ProviderPool   `firestore:"provider"`
 	UpdatedAt          time.Time      `firestore:"updatedAt"`
+
+	// CurrentNodeCount is the nodes the provider runs for the pool, as the
+	// last run read them; nil until read and when they could not be.
+	CurrentNodeCount *int `firestore:"currentNodeCount"`
 }
 
 // NodePool is a stored node pool.
@@ -245,6 +249,7 @@ func (p *NodePool) View() resource.NodePool {
 		CreatedAt:    p.CreatedAt,
 		UpdatedAt:    later(p.Spec.UpdatedAt, p.Status.UpdatedAt),
 	}
+	v.CurrentNodeCount = cloneInt(p.Status.CurrentNodeCount)
 	v.Normalize()
 	return v
 }
@@ -269,6 +274,7 @@ func (c Cluster) Clone() Cluster {
 func (p NodePool) Clone() NodePool {
 	p.Spec = p.Spec.clone()
 	p.Status.Provider.Intent = cloneIntent(p.Status.Provider.Intent)
+	p.Status.CurrentNodeCount = cloneInt(p.Status.CurrentNodeCount)
 	if p.ExpireAt != nil {
 		t := *p.ExpireAt
 		p.ExpireAt = &t
@@ -304,4 +310,12 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+func cloneInt(n *int) *int {
+	if n == nil {
+		return nil
+	}
+	v := *n
+	return &v
 }

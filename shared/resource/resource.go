@@ -87,6 +87,11 @@ type NodePool struct {
 	Version   int64     `json:"version" firestore:"version"`
 	CreatedAt time.Time `json:"createdAt" firestore:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt" firestore:"updatedAt"`
+
+	// CurrentNodeCount is the nodes the provider runs for the pool in all
+	// its zones, as last observed; nil until observed and when it cannot
+	// be read.
+	CurrentNodeCount *int `json:"currentNodeCount,omitempty" firestore:"currentNodeCount,omitempty"`
 }
 
 // Normalize replaces nil collections by empty ones, so the JSON shows [] and

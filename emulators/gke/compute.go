@@ -1,0 +1,339 @@
+package gke
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ComputeServer serves the instance groups of the simulator's node pools
+// through the Compute Engine API, as the official REST client
+// (cloud.google.com/go/compute/apiv1) calls it: instanceGroupManagers
+// aggregatedList and get. Each pool has one managed instance group per
+// zone, named as GKE's instanceGroupUrls name it; its targetSize is the
+// nodes the zone should have and currentActions.none the nodes it runs,
+// the others (a stockout's missing nodes) creating. Calls are
+// authenticated and authorized by the simulator's IAM (WithIAM), as its
+// gRPC calls are, and are not charged to GKE's request quota: Compute
+// Engine has its own.
+type ComputeServer struct {
+	g   *GServer
+	log *slog.Logger
+	srv *http.Server
+	lis net.Listener
+
+	mu    sync.Mutex
+	calls map[string]int
+	fails map[string][]computeFault
+}
+
+// Compute Engine methods the server serves, as Calls and FailNext name
+// them.
+const (
+	ComputeAggregatedList = "instanceGroupManagers.aggregatedList"
+	ComputeGet            = "instanceGroupManagers.get"
+)
+
+// computeFault is an injected failure of one call.
+type computeFault struct {
+	code int
+	msg  string
+}
+
+// NewComputeServer starts serving s's instance groups on addr (host:port;
+// "127.0.0.1:0" picks a port). Close it when done.
+func NewComputeServer(s *Server, addr string) (*ComputeServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("gke: compute: listen on %s: %w", addr, err)
+	}
+	c := &ComputeServer{g: s.GServer, log: s.GServer.log, lis: lis, calls: map[string]int{}, fails: map[string][]computeFault{}}
+	c.srv = &http.Server{Handler: c}
+	go func() {
+		if err := c.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Warn("Compute emulator stopped serving", "err", err)
+		}
+	}()
+	c.log.Info("Compute emulator listening", "addr", lis.Addr().String())
+	return c, nil
+}
+
+// Addr is the host:port the server listens on.
+func (c *ComputeServer) Addr() string { return c.lis.Addr().String() }
+
+// URL is the server's endpoint, for the client's option.WithEndpoint.
+func (c *ComputeServer) URL() string { return "http://" + c.Addr() }
+
+// Close stops the server at once.
+func (c *ComputeServer) Close() error { return c.srv.Close() }
+
+// Calls is how many calls of method (ComputeAggregatedList, ComputeGet)
+// were made, including those refused.
+func (c *ComputeServer) Calls(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[method]
+}
+
+// FailNext makes the next n calls of method answer the HTTP status code
+// with msg, before anything else happens to them.
+func (c *ComputeServer) FailNext(method string, n, code int, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for range n {
+		c.fails[method] = append(c.fails[method], computeFault{code, msg})
+	}
+}
+
+// ServeHTTP serves GET /compute/v1/projects/P/aggregated/instanceGroupManagers
+// and GET /compute/v1/projects/P/zones/Z/instanceGroupManagers/NAME.
+func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	var method, project, zone, name string
+	switch {
+	case len(parts) == 6 && parts[0] == "compute" && parts[1] == "v1" && parts[2] == "projects" && parts[4] == "aggregated" && parts[5] == "instanceGroupManagers":
+		method, project = ComputeAggregatedList, parts[3]
+	case len(parts) == 8 && parts[0] == "compute" && parts[1] == "v1" && parts[2] == "projects" && parts[4] == "zones" && parts[6] == "instanceGroupManagers":
+		method, project, zone, name = ComputeGet, parts[3], parts[5], parts[7]
+	}
+	if method == "" || r.Method != http.MethodGet {
+		computeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path))
+		return
+	}
+	c.mu.Lock()
+	c.calls[method]++
+	var fault *computeFault
+	if q := c.fails[method]; len(q) > 0 {
+		fault, c.fails[method] = &q[0], q[1:]
+	}
+	c.mu.Unlock()
+	if fault != nil {
+		computeError(w, fault.code, "backendError", fault.msg)
+		return
+	}
+	if code, reason, msg := c.g.computeAuth(r, method, project, zone, name); code != 0 {
+		computeError(w, code, reason, msg)
+		return
+	}
+	groups := c.g.instanceGroups(project)
+	switch method {
+	case ComputeAggregatedList:
+		keep, err := nameFilter(r.URL.Query().Get("filter"))
+		if err != nil {
+			computeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+		groups = slices.DeleteFunc(groups, func(m instanceGroupManager) bool { return !keep(m.Name) })
+		writeJSON(w, aggregatedList(project, groups))
+	case ComputeGet:
+		for _, m := range groups {
+			if m.Zone == zoneURL(project, zone) && m.Name == name {
+				writeJSON(w, m)
+				return
+			}
+		}
+		computeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instanceGroupManagers/%s' was not found", project, zone, name))
+	}
+}
+
+// nameFilter is the filter of a list, of the one form the simulator
+// takes: name eq RE (RE2, matching the whole name, quoted or not), as
+// Compute Engine's; "" keeps everything.
+func nameFilter(f string) (func(string) bool, error) {
+	f = strings.TrimSpace(f)
+	if f == "" {
+		return func(string) bool { return true }, nil
+	}
+	f = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(f, "("), ")"))
+	v, ok := strings.CutPrefix(f, "name eq ")
+	if !ok {
+		return nil, fmt.Errorf("Invalid value for field 'filter': '%s'. The simulator takes only 'name eq <regular expression>'.", f)
+	}
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		v = v[1 : len(v)-1]
+	}
+	re, err := regexp.Compile(`^(?:` + v + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("Invalid value for field 'filter': '%s': %v", f, err)
+	}
+	return re.MatchString, nil
+}
+
+// computeAuth authenticates and authorizes a Compute call as the gRPC
+// calls are (intercept); a zero code lets it through.
+func (s *GServer) computeAuth(r *http.Request, method, project, zone, name string) (code int, reason, msg string) {
+	if s.iam == nil {
+		return 0, "", ""
+	}
+	tok := ""
+	if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
+		tok = strings.TrimSpace(t)
+	}
+	if tok == "" {
+		return http.StatusUnauthorized, "required", missingCredential
+	}
+	who, ok := s.iam.identify(tok)
+	if !ok {
+		return http.StatusUnauthorized, "authError", invalidCredential
+	}
+	s.mu.Lock()
+	allowed := slices.Contains(s.iam.projects[project], who)
+	s.mu.Unlock()
+	if allowed {
+		return 0, "", ""
+	}
+	s.log.Info("Refusing a Compute call into a project the caller is not allowed in", "method", method, "project", project, "caller", who)
+	if method == ComputeGet {
+		return http.StatusForbidden, "forbidden", fmt.Sprintf("Required 'compute.instanceGroupManagers.get' permission for 'projects/%s/zones/%s/instanceGroupManagers/%s'", project, zone, name)
+	}
+	return http.StatusForbidden, "forbidden", fmt.Sprintf("Required 'compute.instanceGroupManagers.list' permission for 'projects/%s'", project)
+}
+
+// instanceGroupManager is the JSON of a Compute Engine managed instance
+// group, in the fields the simulator fills.
+type instanceGroupManager struct {
+	Kind             string         `json:"kind"`
+	ID               string         `json:"id"`
+	Name             string         `json:"name"`
+	Zone             string         `json:"zone"`
+	SelfLink         string         `json:"selfLink"`
+	InstanceGroup    string         `json:"instanceGroup"`
+	BaseInstanceName string         `json:"baseInstanceName"`
+	TargetSize       int32          `json:"targetSize"`
+	CurrentActions   currentActions `json:"currentActions"`
+	Status           struct {
+		IsStable bool `json:"isStable"`
+	} `json:"status"`
+}
+
+// currentActions are the instances of a group by what is pending for them.
+type currentActions struct {
+	None                   int32 `json:"none"`
+	Creating               int32 `json:"creating"`
+	CreatingWithoutRetries int32 `json:"creatingWithoutRetries"`
+	Abandoning             int32 `json:"abandoning"`
+	Deleting               int32 `json:"deleting"`
+	Recreating             int32 `json:"recreating"`
+	Refreshing             int32 `json:"refreshing"`
+	Restarting             int32 `json:"restarting"`
+	Verifying              int32 `json:"verifying"`
+}
+
+// instanceGroups returns the instance groups of every node pool of the
+// project's clusters, by zone and name. The groups are those GKE reports
+// in the pools' instanceGroupUrls (poolOut), so that the two never differ.
+func (s *GServer) instanceGroups(project string) []instanceGroupManager {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	var out []instanceGroupManager
+	for _, c := range s.clusters {
+		if c.key.project != project || c.gone {
+			continue
+		}
+		for _, name := range c.order {
+			np := c.pools[name]
+			for _, u := range poolOut(c, np).InstanceGroupUrls {
+				zone, group, ok := groupOfURL(u)
+				if !ok {
+					continue
+				}
+				running := np.nodes[zone]
+				target := running
+				if np.short != nil {
+					if w, ok := np.short.want[zone]; ok {
+						target = w
+					}
+				}
+				m := instanceGroupManager{
+					Kind:             "compute#instanceGroupManager",
+					ID:               groupID(u),
+					Name:             group,
+					Zone:             zoneURL(project, zone),
+					SelfLink:         u,
+					InstanceGroup:    strings.Replace(u, "/instanceGroupManagers/", "/instanceGroups/", 1),
+					BaseInstanceName: strings.TrimSuffix(group, "-grp"),
+					TargetSize:       target,
+					CurrentActions:   currentActions{None: running, Creating: max(0, target-running)},
+				}
+				m.Status.IsStable = target == running
+				out = append(out, m)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b instanceGroupManager) int {
+		if c := strings.Compare(a.Zone, b.Zone); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// groupOfURL returns the zone and name of an instance group manager URL
+// (.../projects/P/zones/Z/instanceGroupManagers/NAME).
+func groupOfURL(u string) (zone, name string, ok bool) {
+	parts := strings.Split(u, "/")
+	n := len(parts)
+	if n < 4 || parts[n-2] != "instanceGroupManagers" || parts[n-4] != "zones" {
+		return "", "", false
+	}
+	return parts[n-3], parts[n-1], true
+}
+
+func zoneURL(project, zone string) string {
+	return fmt.Sprintf("%sprojects/%s/zones/%s", computeBase, project, zone)
+}
+
+// groupID is a stable numeric ID for a group, as Compute Engine gives
+// every resource one.
+func groupID(u string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(u))
+	return fmt.Sprint(h.Sum64() >> 1)
+}
+
+// aggregatedList is the answer of aggregatedList: the groups by
+// "zones/Z", every zone that has one.
+func aggregatedList(project string, groups []instanceGroupManager) map[string]any {
+	items := map[string]any{}
+	byZone := map[string][]instanceGroupManager{}
+	for _, m := range groups {
+		z := "zones/" + m.Zone[strings.LastIndex(m.Zone, "/")+1:]
+		byZone[z] = append(byZone[z], m)
+	}
+	for z, ms := range byZone {
+		items[z] = map[string]any{"instanceGroupManagers": ms}
+	}
+	return map[string]any{
+		"kind":     "compute#instanceGroupManagerAggregatedList",
+		"id":       "projects/" + project + "/aggregated/instanceGroupManagers",
+		"items":    items,
+		"selfLink": computeBase + "projects/" + project + "/aggregated/instanceGroupManagers",
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// computeError answers as Google's JSON APIs do.
+func computeError(w http.ResponseWriter, code int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"code":    code,
+		"message": msg,
+		"errors":  []any{map[string]any{"message": msg, "domain": "global", "reason": reason}},
+	}})
+}

@@ -1,0 +1,217 @@
+package gke
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"github.com/googleapis/gax-go/v2/callctx"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+)
+
+// computeClient is the official Compute Engine REST client of srv's
+// instance groups.
+func computeClient(t *testing.T, srv *Server) (*ComputeServer, *compute.InstanceGroupManagersClient) {
+	t.Helper()
+	cs, err := NewComputeServer(srv, "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("NewComputeServer: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	c, err := compute.NewInstanceGroupManagersRESTClient(context.Background(), option.WithEndpoint(cs.URL()), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatalf("NewInstanceGroupManagersRESTClient: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return cs, c
+}
+
+// group is what a test reads of one instance group.
+type group struct{ target, none, creating int32 }
+
+// groups lists project's instance groups with aggregatedList, by zone.
+func groups(ctx context.Context, c *compute.InstanceGroupManagersClient, project string) (map[string]group, error) {
+	out := map[string]group{}
+	it := c.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
+	for {
+		pair, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range pair.Value.GetInstanceGroupManagers() {
+			z := m.GetZone()[strings.LastIndex(m.GetZone(), "/")+1:]
+			out[z] = group{m.GetTargetSize(), m.GetCurrentActions().GetNone(), m.GetCurrentActions().GetCreating()}
+		}
+	}
+}
+
+// The instance groups are those GKE names in instanceGroupUrls, and
+// follow the pool's nodes: a stockout's missing nodes are creating, and
+// come once the zone has machines again.
+func TestComputeInstanceGroupsFollowAStockout(t *testing.T) {
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t)
+	e.srv.Stockout(zoneB, 2) // the create, then the groups' first retry
+	op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-standard-4", 3, zoneA, zoneB)})
+	if err != nil {
+		t.Fatalf("CreateNodePool: %v", err)
+	}
+	e.wait(t, op)
+	np := e.getPool(t, "p1")
+	if np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
+		t.Fatalf("pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	}
+	got, err := groups(e.ctx, cc, project)
+	if err != nil {
+		t.Fatalf("AggregatedList: %v", err)
+	}
+	want := map[string]group{zoneA: {3, 3, 0}, zoneB: {3, 1, 2}}
+	// p0 has a group in zone a too: p1's are found by its URLs.
+	for _, u := range np.InstanceGroupUrls {
+		zone, name, _ := groupOfURL(u)
+		m, err := cc.Get(e.ctx, &computepb.GetInstanceGroupManagerRequest{Project: project, Zone: zone, InstanceGroupManager: name})
+		if err != nil {
+			t.Fatalf("Get(%s): %v", u, err)
+		}
+		g := group{m.GetTargetSize(), m.GetCurrentActions().GetNone(), m.GetCurrentActions().GetCreating()}
+		if g != want[zone] {
+			t.Errorf("group %s = %+v, want %+v", name, g, want[zone])
+		}
+		if m.GetSelfLink() != u {
+			t.Errorf("selfLink = %q, want the pool's instanceGroupUrl %q", m.GetSelfLink(), u)
+		}
+	}
+	if g := got[zoneB]; g != want[zoneB] {
+		t.Errorf("aggregated zone b = %+v, want %+v", g, want[zoneB])
+	}
+
+	// The groups' first retry uses up the stockout's second try.
+	e.clock.Step(opTime)
+	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
+		t.Fatalf("after one retry, pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	}
+	e.clock.Step(opTime)
+	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING || np.StatusMessage != "" {
+		t.Fatalf("after the stockout, pool = %v %q, want RUNNING", np.Status, np.StatusMessage)
+	}
+	got, err = groups(e.ctx, cc, project)
+	if err != nil {
+		t.Fatalf("AggregatedList: %v", err)
+	}
+	if g := got[zoneB]; g != (group{3, 3, 0}) {
+		t.Errorf("zone b after the stockout = %+v, want every node running", g)
+	}
+	if n, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1"); n[zoneB] != 3 {
+		t.Errorf("NodeCounts = %v, want 3 in zone b", n)
+	}
+}
+
+// The Compute calls are authenticated and authorized as the gRPC ones, and
+// can be failed.
+func TestComputeIAMAndFaults(t *testing.T) {
+	e := iamEnv(t)
+	cs, cc := computeClient(t, e.srv)
+	as := func(tok string) context.Context {
+		if tok == "" {
+			return e.ctx
+		}
+		return callctx.SetHeaders(e.ctx, "authorization", "Bearer "+tok)
+	}
+	tests := []struct {
+		name, token, project string
+		wantCode             int
+		wantMsg              string
+	}{
+		{"allowed", "platform", project, 0, ""},
+		{"no credential", "", project, http.StatusUnauthorized, "missing required authentication credential"},
+		{"unknown token", "forged", project, http.StatusUnauthorized, "invalid authentication credentials"},
+		{"another's project", "tenant", project, http.StatusForbidden, "Required 'compute.instanceGroupManagers.list' permission for 'projects/" + project + "'"},
+		{"own project", "tenant", "acme-prod", 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := groups(as(tt.token), cc, tt.project)
+			if tt.wantCode == 0 {
+				if err != nil {
+					t.Fatalf("AggregatedList: %v, want it served", err)
+				}
+				return
+			}
+			ae, ok := errors.AsType[*apierror.APIError](err)
+			if !ok || ae.HTTPCode() != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("AggregatedList: %v, want HTTP %d with %q", err, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+	cs.FailNext(ComputeAggregatedList, 1, http.StatusServiceUnavailable, "backend unavailable")
+	if _, err := groups(as("platform"), cc, project); err == nil || !strings.Contains(err.Error(), "backend unavailable") {
+		t.Errorf("AggregatedList after FailNext: %v, want the failure", err)
+	}
+	if _, err := groups(as("platform"), cc, project); err != nil {
+		t.Errorf("AggregatedList after the failure: %v", err)
+	}
+	if n := cs.Calls(ComputeAggregatedList); n != len(tests)+2 {
+		t.Errorf("Calls = %d, want %d", n, len(tests)+2)
+	}
+}
+
+func TestComputeNameFilter(t *testing.T) {
+	tests := []struct {
+		filter string
+		name   string
+		keep   bool
+		bad    bool
+	}{
+		{"", "gke-c1-p1-ab-grp", true, false},
+		{`name eq "gke-c1-p1-ab-grp|gke-c1-p2-cd-grp"`, "gke-c1-p2-cd-grp", true, false},
+		{`name eq "gke-c1-p1-ab-grp"`, "gke-c1-p1-ab-grp-x", false, false},
+		{"(name eq gke-c1-.*)", "gke-c1-p1-ab-grp", true, false},
+		{"name ne x", "", false, true},
+		{`name eq "("`, "", false, true},
+	}
+	for _, tt := range tests {
+		keep, err := nameFilter(tt.filter)
+		if (err != nil) != tt.bad {
+			t.Errorf("nameFilter(%q) error = %v, want error %v", tt.filter, err, tt.bad)
+			continue
+		}
+		if err == nil && keep(tt.name) != tt.keep {
+			t.Errorf("nameFilter(%q)(%q) = %v, want %v", tt.filter, tt.name, !tt.keep, tt.keep)
+		}
+	}
+	// Through the official client.
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t, pool("p0", "e2-standard-4", 1, zoneA), pool("p1", "e2-standard-4", 1, zoneA))
+	np := e.getPool(t, "p1")
+	_, name, _ := groupOfURL(np.InstanceGroupUrls[0])
+	f := `name eq "` + name + `"`
+	it := cc.AggregatedList(e.ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project, Filter: &f})
+	var got []string
+	for {
+		pair, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("AggregatedList(%s): %v", f, err)
+		}
+		for _, m := range pair.Value.GetInstanceGroupManagers() {
+			got = append(got, m.GetName())
+		}
+	}
+	if len(got) != 1 || got[0] != name {
+		t.Errorf("AggregatedList(%s) = %v, want only %s", f, got, name)
+	}
+}

@@ -1,0 +1,106 @@
+package devstack_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"google.golang.org/api/option"
+
+	"github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// bearerRT presents an access token on every request.
+type bearerRT string
+
+func (t bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(t))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// BenchmarkNoopRefreshNodeCounts is the added cost of currentNodeCount on
+// a steady refresh: two ready clusters alike (two pools, three zones
+// each) are refreshed by turns, one by a reconciler that reads no node
+// counts and the other by one that reads them as production does (one aggregated list of the
+// project's instance groups, shared for a tenth of the steady interval,
+// which the benchmark's clock passes at every refresh: the worst case, a
+// project with one cluster). It reports the Compute Engine and GKE calls
+// per refresh of each, the time of each, and their ratio
+// (x-without-counts).
+func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
+	rb := newRefreshBench(b, 2)
+	k, kc := rb.clusters[0], rb.clusters[1]
+	ctx := context.Background()
+	cc, err := compute.NewInstanceGroupManagersRESTClient(ctx, option.WithEndpoint(rb.e.Compute.URL()),
+		option.WithHTTPClient(&http.Client{Transport: bearerRT(rb.e.FunctionsConfig().EmulatorAccessToken)}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	cfg := chain.Config{ConvergingInterval: 60 * time.Millisecond, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: rb.clock.now}
+	cr, err := clusters.New(rb.e.Store, rb.e.GKEClient, cfg.Now,
+		clusters.WithNodeCounts(clusters.NodeCounts{Compute: cc, TTL: cfg.SteadyInterval / 10}), clusters.WithRetryEvery(cfg.SteadyInterval))
+	if err != nil {
+		b.Fatal(err)
+	}
+	counted, err := chain.NewRunner(rb.e.FirestoreClient, &noSchedule{}, rb.e.Relay, cfg, cr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := rb.rec
+	// A first refresh each: the stack's own reconciler left the counts,
+	// which the one without them drops once.
+	rb.refresh(b, k, -1)
+	rb.rec = counted
+	rb.refresh(b, kc, -2)
+	rb.rec = plain
+
+	var without, with time.Duration
+	var gkeWithout, gkeWith, computeCalls int
+	b.ResetTimer()
+	for i := range b.N {
+		g := rb.gkeCalls()
+		t := time.Now()
+		rb.refresh(b, k, int64(2*i))
+		without += time.Since(t)
+		gkeWithout += rb.gkeCalls() - g
+
+		rb.rec = counted
+		g, c := rb.gkeCalls(), rb.e.Compute.Calls(gke.ComputeAggregatedList)
+		t = time.Now()
+		rb.refresh(b, kc, int64(2*i+1))
+		with += time.Since(t)
+		gkeWith += rb.gkeCalls() - g
+		computeCalls += rb.e.Compute.Calls(gke.ComputeAggregatedList) - c
+		rb.rec = plain
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(computeCalls)/n, "compute-calls/op")
+	b.ReportMetric(float64(gkeWithout)/n, "gke-calls-without/op")
+	b.ReportMetric(float64(gkeWith)/n, "gke-calls-with/op")
+	b.ReportMetric(float64(without.Microseconds())/n, "µs-without/op")
+	b.ReportMetric(float64(with.Microseconds())/n, "µs-with/op")
+	b.ReportMetric(float64(with)/float64(without), "x-without-counts")
+	for _, p := range rb.e.poolsOf(b, kc.ID) {
+		if p.State != resource.StateReady || p.CurrentNodeCount == nil {
+			b.Errorf("pool %s after the refreshes = %s with %v nodes, want ready with its count", p.Name, p.State, p.CurrentNodeCount)
+		}
+	}
+}
+
+// poolsOf lists a cluster's pools through the API.
+func (e *env) poolsOf(t testing.TB, clusterID string) []resource.NodePool {
+	t.Helper()
+	ps, err := e.api.listPools(clusterID)
+	if err != nil {
+		t.Fatalf("list node pools of %s: %v", clusterID, err)
+	}
+	return ps
+}

@@ -1,0 +1,210 @@
+package clusters
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+const stockoutZoneB = `Instance group in zone "us-central1-b" could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.`
+
+func TestPoolNodes(t *testing.T) {
+	const base = "https://www.googleapis.com/compute/v1/projects/p/zones/"
+	groups := map[groupKey]group{
+		{"us-central1-a", "gke-a"}: {target: 2, running: 2},
+		{"us-central1-b", "gke-b"}: {target: 2, running: 1},
+	}
+	tests := []struct {
+		name string
+		urls []string
+		want *PoolNodes
+	}{
+		{"whole", []string{base + "us-central1-a/instanceGroupManagers/gke-a"}, &PoolNodes{Running: 2, Target: 2}},
+		{"short in one zone", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-b/instanceGroupManagers/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}}},
+		{"no groups yet", nil, nil},
+		{"a group not listed", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-c/instanceGroupManagers/gke-c"}, nil},
+		{"not a group", []string{"https://example.com/x"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := poolNodes(tt.urls, groups); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("poolNodes = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStockoutMessage(t *testing.T) {
+	tests := []struct {
+		name     string
+		provider string
+		nodes    *PoolNodes
+		every    time.Duration
+		want     string
+	}{
+		{"from the groups", stockoutZoneB, &PoolNodes{Running: 1, Target: 2, Short: []string{"us-central1-a"}}, 5 * time.Minute,
+			"us-central1-a: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 1 of 2 nodes; retried every 5 minutes"},
+		{"from the message, counts unknown", stockoutZoneB, nil, 2 * time.Second,
+			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); retried every 2 seconds"},
+		{"groups whole again, zones from the message", stockoutZoneB, &PoolNodes{Running: 2, Target: 2}, 0,
+			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 2 of 2 nodes"},
+		{"GCE_STOCKOUT, two zones", "GCE_STOCKOUT in zones/us-east1-c and zones/us-east1-b", nil, time.Hour,
+			"us-east1-b, us-east1-c: no g2-standard-8 available (GCE_STOCKOUT); retried every 1 hour"},
+		{"no zone named", "GCE_STOCKOUT", nil, 90 * time.Second, "no g2-standard-8 available (GCE_STOCKOUT); retried every 90 seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, ok := stockout(tt.provider)
+			if !ok {
+				t.Fatalf("stockout(%q) = false", tt.provider)
+			}
+			if got := stockoutMessage(code, tt.provider, "g2-standard-8", tt.nodes, tt.every); got != tt.want {
+				t.Errorf("message = %q\nwant      %q", got, tt.want)
+			}
+		})
+	}
+	if _, ok := stockout(`Machine type "g2-standard-8" is not available in zone "us-central1-f".`); ok {
+		t.Errorf("a machine type a zone lacks is not a stockout")
+	}
+}
+
+func TestSpell(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Minute: "5 minutes", time.Minute: "1 minute", 2 * time.Second: "2 seconds",
+		90 * time.Minute: "90 minutes", 1500 * time.Millisecond: "1.5s",
+	} {
+		if got := spell(d); got != want {
+			t.Errorf("spell(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// The pools show the nodes their instance groups run, whatever the
+// planner decides; the autoscaler's count is never resized back; a
+// stockout is said plainly, with one error event, and its end with one
+// ready event.
+func TestPlanNodeCounts(t *testing.T) {
+	nodes := func(running, target int, short ...string) *PoolNodes {
+		return &PoolNodes{Running: running, Target: target, Short: short}
+	}
+	withNodes := func(op ObservedPool, n *PoolNodes) ObservedPool { op.Nodes = n; return op }
+	one := 1
+	tests := []struct {
+		name       string
+		pool       lifecycle.NodePool
+		obs        ObservedPool
+		wantCount  *int
+		wantState  resource.State
+		wantMsg    string
+		wantEvents []string
+		wantAction string
+	}{
+		{
+			name: "ready pool shows its nodes", pool: poolDoc("a", resource.StateReady, 2),
+			obs: withNodes(running(2), nodes(6, 6)), wantCount: new(6), wantState: resource.StateReady,
+		},
+		{
+			name: "count that cannot be read is absent, nothing else changes",
+			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Status.CurrentNodeCount = &one }),
+			obs:  running(2), wantCount: nil, wantState: resource.StateReady,
+		},
+		{
+			name: "autoscaled pool follows the autoscaler, no resize",
+			pool: poolDoc("a", resource.StateReady, 1, func(p *lifecycle.NodePool) {
+				p.Spec.Autoscaling = autoscale(1, 4)
+				p.Status.Provider.NodeCount = -1
+			}),
+			obs:       withNodes(ObservedPool{Status: StatusRunning, NodeCount: 1, Autoscaling: autoscale(1, 4)}, nodes(9, 9)),
+			wantCount: new(9), wantState: resource.StateReady,
+		},
+		{
+			name: "stockout starts",
+			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
+			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
+				nodes(3, 4, "us-central1-b")),
+			wantCount: new(3), wantState: resource.StateError,
+			wantMsg:    "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes",
+			wantEvents: []string{"nodepool.error a", "cluster.error"},
+		},
+		{
+			name: "stockout goes on: no event",
+			pool: poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) {
+				p.Spec.MachineType = "g2-standard-8"
+				p.Status.Message = "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes"
+			}),
+			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
+				nodes(3, 4, "us-central1-b")),
+			wantCount: new(3), wantState: resource.StateError,
+			wantMsg: "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes",
+		},
+		{
+			name:      "stockout over",
+			pool:      poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) { p.Status.Message = "old" }),
+			obs:       withNodes(running(2), nodes(4, 4)),
+			wantCount: new(4), wantState: resource.StateReady, wantEvents: []string{"nodepool.ready a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clusterDoc(resource.StateReady)
+			if tt.pool.Status.State == resource.StateError {
+				c.Status.State = resource.StateError
+			}
+			d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{tt.pool},
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": tt.obs}), RetryEvery: 5 * time.Minute}, t0)
+			p := &d.Pools[0]
+			if !reflect.DeepEqual(p.Status.CurrentNodeCount, tt.wantCount) {
+				t.Errorf("CurrentNodeCount = %v, want %v", deref(p.Status.CurrentNodeCount), deref(tt.wantCount))
+			}
+			if v := p.View(); !reflect.DeepEqual(v.CurrentNodeCount, tt.wantCount) {
+				t.Errorf("View().CurrentNodeCount = %v, want %v", deref(v.CurrentNodeCount), deref(tt.wantCount))
+			}
+			st, msg := lifecycle.NodePoolState(p)
+			if st != tt.wantState || msg != tt.wantMsg {
+				t.Errorf("pool = %s %q, want %s %q", st, msg, tt.wantState, tt.wantMsg)
+			}
+			got := slices.DeleteFunc(eventNames(d), func(e string) bool { return e == "cluster.ready" || e == "cluster.updated" })
+			if !slices.Equal(got, tt.wantEvents) {
+				t.Errorf("events = %v, want %v", got, tt.wantEvents)
+			}
+			if d.Action != nil {
+				t.Errorf("action = %+v, want none", *d.Action)
+			}
+		})
+	}
+}
+
+// A resize the provider could not fully make (a stockout) is not made
+// again: the provider keeps the size and goes on creating the nodes.
+func TestPlanResizeStockout(t *testing.T) {
+	p := poolDoc("a", resource.StateUpdating, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+	d := Plan(Input{
+		Cluster:  clusterDoc(resource.StateReady),
+		Pools:    []lifecycle.NodePool{p},
+		Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 1, Nodes: &PoolNodes{Running: 2, Target: 3, Short: []string{"us-central1-b"}}}}),
+		Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: stockoutZoneB}},
+	}, t0)
+	if d.Action != nil {
+		t.Fatalf("action = %+v, want none: the provider keeps trying", *d.Action)
+	}
+	if got := d.Pools[0].Status.Provider.NodeCount; got != 3 {
+		t.Errorf("provider NodeCount = %d, want 3", got)
+	}
+	if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != "us-central1-b: no e2-standard-4 available (ZONE_RESOURCE_POOL_EXHAUSTED); 2 of 3 nodes" {
+		t.Errorf("pool = %s %q", st, msg)
+	}
+	if got := eventNames(d); !slices.Contains(got, "nodepool.error a") {
+		t.Errorf("events = %v, want nodepool.error a", got)
+	}
+}
+
+func deref(n *int) any {
+	if n == nil {
+		return nil
+	}
+	return *n
+}
