@@ -595,6 +595,7 @@ func instanceEnv(c cloudrun.Config) []string {
 	set("PUBSUB_EMULATOR_HOST", c.PubSubEmulatorHost)
 	set("CLOUD_TASKS_EMULATOR_HOST", c.TasksEmulatorHost)
 	set("GKE_EMULATOR_HOST", c.GKEEmulatorHost)
+	set("COMPUTE_EMULATOR_HOST", c.ComputeEmulatorHost)
 	set("IAM_CREDENTIALS_EMULATOR_HOST", c.IAMCredentialsEmulatorHost)
 	set("EMULATOR_ACCESS_TOKEN", c.EmulatorAccessToken)
 	return env

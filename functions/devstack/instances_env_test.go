@@ -34,6 +34,7 @@ func TestInstanceEnv(t *testing.T) {
 	c.Telemetry = cloudrun.TelemetryOff
 	c.FirestoreEmulatorHost, c.PubSubEmulatorHost = "127.0.0.1:8086", "127.0.0.1:8085"
 	c.TasksEmulatorHost, c.GKEEmulatorHost, c.IAMCredentialsEmulatorHost = "127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"
+	c.ComputeEmulatorHost = "127.0.0.1:1004"
 	c.EmulatorAccessToken = "access-token"
 
 	env := map[string]string{"K_SERVICE": instanceService}
