@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) e
 	}
 	cfg.Log.Info("Devstack ready",
 		"api", s.URL, "firestore", s.Firestore.Addr, "pubsub", s.PubSub.Addr,
-		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "iamCredentials", s.IAM.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
+		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "compute", s.Compute.Addr(), "iamCredentials", s.IAM.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
 	fmt.Fprintf(stderr, `
 Better Compute devstack is up.
   API            %[1]s   (GET %[1]s/healthz)
@@ -148,6 +148,7 @@ Better Compute devstack is up.
   Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)
   Cloud Tasks    %[5]s
   GKE simulator  %[6]s   (callers need an access token: POST %[1]s/dev/access-token)
+  Compute Engine http://%[10]s   (the simulator's instance groups: instanceGroupManagers get, aggregatedList)
   IAM emulator   %[8]s   (IAM Credentials; who may act in each simulated project:)%[9]s
   Kubernetes     GET %[1]s/healthz/kubernetes, then GET %[1]s/dev/clusters/<clusterId>/kubeconfig
 
@@ -166,7 +167,7 @@ or with bc (go install ./functions/cmd/bc):
     --node-pool name=default,machine-type=e2-standard-4,nodes=1 --wait
 The API's documents: %[1]s/openapi.json and %[1]s/asyncapi.json
 
-`, s.URL, s.Firestore.Addr, s.PubSub.Addr, s.cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok, s.IAM.Addr(), s.iamSummary())
+`, s.URL, s.Firestore.Addr, s.PubSub.Addr, s.cfg.Project, s.Tasks.Addr(), s.GKE.Addr(), tok, s.IAM.Addr(), s.iamSummary(), s.Compute.Addr())
 	<-ctx.Done()
 	cfg.Log.Info("Shutting down")
 	return s.Close()

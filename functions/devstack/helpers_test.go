@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -579,4 +580,20 @@ func (e *env) checkEvents(t testing.TB, cl resource.Cluster, want map[string]int
 		}
 	}
 	e.checkSequence(t, "cluster/"+cl.ID, e.Store.ClusterRef("acme", cl.ID))
+}
+
+// seededRand is a random source of a seed from the environment variable
+// env, or of the clock when it is unset; the seed is logged, so that a
+// failed run can be repeated with env set to it.
+func seededRand(t *testing.T, env string) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(env); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", env, s, err)
+		}
+	}
+	t.Logf("seed %d (%s=%d repeats this run)", seed, env, seed)
+	return rand.New(rand.NewPCG(seed, seed))
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path"
@@ -53,15 +52,7 @@ func TestInstancesUnderKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("INSTANCES_KILL_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("INSTANCES_KILL_SEED=%q: %v", s, err)
-		}
-	}
-	t.Logf("seed %d (INSTANCES_KILL_SEED=%d repeats its kills)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seededRand(t, "INSTANCES_KILL_SEED")
 	begin := time.Now()
 
 	// INSTANCES_KILL_N=1 runs the same load in the stack's own process,

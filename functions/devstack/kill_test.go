@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,15 +74,7 @@ func TestKillAndRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("KILL_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("KILL_SEED=%q: %v", s, err)
-		}
-	}
-	t.Logf("seed %d (KILL_SEED=%d repeats this run)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seededRand(t, "KILL_SEED")
 	begin := time.Now()
 
 	dir := t.TempDir()
