@@ -238,13 +238,17 @@ func (p *planner) planDenied(msg string) { deny(&p.d, msg, p.now) }
 // deny is a decision that cannot be carried out in the cluster's project
 // as its account: the cluster is in error with msg, what to grant
 // (announced once); its pools and what is in flight are left as they are
-// for the run that can act again; and the next run comes at the steady
+// for the run that can act again, but for their currentNodeCount, which
+// cannot be read either and so is absent; and the next run comes at the steady
 // pace, not sooner: only the project's owner can change the outcome. A
 // cluster being deleted shows deleting whatever its status says, so its
 // delete waits unseen, as a refused delete does.
 func deny(d *Decision, msg string, now time.Time) {
 	if !d.Cluster.Spec.Deleting {
 		d.Events = append(d.Events, lifecycle.ClusterError(&d.Cluster, msg, now)...)
+	}
+	for i := range d.Pools {
+		lifecycle.NodePoolNodes(&d.Pools[i], nil)
 	}
 	d.Converging = false
 }

@@ -55,6 +55,11 @@ func TestPlanDenied(t *testing.T) {
 			checkDecision(t, d, tc.want)
 		})
 	}
+	// A count that cannot be read is absent, as API.md §4 says.
+	counted := poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { two := 2; lifecycle.NodePoolNodes(p, &two) })
+	if d := Plan(Input{Cluster: clusterDoc(ready), Pools: []lifecycle.NodePool{counted}, Access: grant}, t0); d.Pools[0].Status.CurrentNodeCount != nil {
+		t.Errorf("currentNodeCount after a denied run = %d; want absent", *d.Pools[0].Status.CurrentNodeCount)
+	}
 	// What is in flight stays recorded for the run that can look at it.
 	in := Input{Cluster: clusterDoc(updating, withClusterOp(DeleteCluster)), Pools: []lifecycle.NodePool{poolDoc("a", ready, 2, withPoolOp(SetSize, 3))}, Access: grant}
 	d := Plan(in, t0)
