@@ -216,6 +216,24 @@ func TestCreateWaitsToReady(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &p); res.code != 0 || err != nil || p.NodeCount != 3 || p.Version != 2 || p.State != client.StateReady {
 		t.Errorf("bc nodepools update --wait = %d, %+v (%v)\n%s", res.code, p, err, res.stderr)
 	}
+	// The table shows what the provider runs beside what was asked.
+	res = u.run("nodepools", "list", "--cluster", id)
+	found := false
+	for _, line := range strings.Split(res.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[0] == "gpu" {
+			found = true
+			// A ready pool's count was read when its resize ended.
+			if p.CurrentNodeCount == nil {
+				t.Fatalf("the ready pool after its resize has no currentNodeCount: %+v", p)
+			}
+			if want := fmt.Sprint(*p.CurrentNodeCount); f[3] != "3" || f[4] != want {
+				t.Errorf("bc nodepools list row %q: NODES %s, RUNNING %s; want 3 and %s", line, f[3], f[4], want)
+			}
+		}
+	}
+	if !found || !strings.Contains(res.stdout, " NODES ") || !strings.Contains(res.stdout, " RUNNING ") {
+		t.Errorf("bc nodepools list = %q, want the NODES and RUNNING columns", res.stdout)
+	}
 	res = u.run("nodepools", "list", "--cluster", id, "-o", "json")
 	var list struct{ NodePools []client.NodePool }
 	if err := json.Unmarshal([]byte(res.stdout), &list); res.code != 0 || err != nil || len(list.NodePools) != 2 {

@@ -55,18 +55,24 @@ func clusterRow(c client.Cluster, now time.Time) []string {
 	return []string{c.Name, c.ID, c.Mode, c.Region, orDash(c.KubernetesVersion), string(c.State), age(c.CreatedAt, now), c.Message}
 }
 
-var nodePoolHeader = []string{"NAME", "ID", "MACHINE TYPE", "NODES", "ZONES", "STATE", "VERSION", "AGE", "MESSAGE"}
+// RUNNING is the pool's currentNodeCount, the nodes the provider runs in
+// all its zones, beside NODES, what was asked (per zone).
+var nodePoolHeader = []string{"NAME", "ID", "MACHINE TYPE", "NODES", "RUNNING", "ZONES", "STATE", "VERSION", "AGE", "MESSAGE"}
 
 func nodePoolRow(p client.NodePool, now time.Time) []string {
 	nodes := fmt.Sprint(p.NodeCount)
 	if p.Autoscaling != nil {
 		nodes += fmt.Sprintf(" (%d-%d)", p.Autoscaling.MinNodes, p.Autoscaling.MaxNodes)
 	}
+	running := "-"
+	if p.CurrentNodeCount != nil {
+		running = fmt.Sprint(*p.CurrentNodeCount)
+	}
 	zones := "-"
 	if len(p.Zones) > 0 {
 		zones = strings.Join(p.Zones, ",")
 	}
-	return []string{p.Name, p.ID, p.MachineType, nodes, zones, string(p.State), fmt.Sprint(p.Version), age(p.CreatedAt, now), p.Message}
+	return []string{p.Name, p.ID, p.MachineType, nodes, running, zones, string(p.State), fmt.Sprint(p.Version), age(p.CreatedAt, now), p.Message}
 }
 
 func orDash(s string) string {
