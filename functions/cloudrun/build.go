@@ -213,7 +213,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 	}
 	if k.queue, err = tasks.New(k.tasks, tasks.Config{
 		Queue:          c.cfg.TasksQueue,
-		SteadyQueue:    c.cfg.TasksSteadyQueue,
+		SteadyQueues:   c.cfg.SteadyQueues(),
 		URL:            c.cfg.ReconcileURL,
 		ServiceAccount: c.cfg.TasksServiceAccount,
 		Audience:       c.cfg.TasksAudience,

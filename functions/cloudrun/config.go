@@ -40,7 +40,9 @@ type Config struct {
 	TasksQueue string
 	// TasksSteadyQueue takes the runs of steady chains, so that a
 	// fleet's refreshes never delay a change (TASKS_STEADY_QUEUE;
-	// TasksQueue takes every run when unset).
+	// TasksQueue takes every run when unset): one queue, or several
+	// separated by commas, each chain on the one its ID hashes to, for a
+	// fleet whose refreshes outgrow one queue's dispatch rate.
 	TasksSteadyQueue    string
 	ReconcileURL        string
 	TasksServiceAccount string
@@ -380,8 +382,15 @@ func (c Config) problems(rec *loaded) []error {
 	if required("TASKS_QUEUE", c.TasksQueue) && !queueRE.MatchString(c.TasksQueue) {
 		bad("TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksQueue)
 	}
-	if c.TasksSteadyQueue != "" && !queueRE.MatchString(c.TasksSteadyQueue) {
-		bad("TASKS_STEADY_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksSteadyQueue)
+	seen := map[string]bool{}
+	for _, q := range c.SteadyQueues() {
+		switch {
+		case !queueRE.MatchString(q):
+			bad("TASKS_STEADY_QUEUE", "%q is not projects/P/locations/L/queues/Q", q)
+		case seen[q] || q == c.TasksQueue:
+			bad("TASKS_STEADY_QUEUE", "%q is named twice", q)
+		}
+		seen[q] = true
 	}
 	if required("RECONCILE_URL", c.ReconcileURL) {
 		if err := checkURL(c.ReconcileURL); err != nil {
@@ -504,4 +513,12 @@ func checkURL(raw string) error {
 		return fmt.Errorf("%q: http is allowed only on the loopback interface; use https", raw)
 	}
 	return fmt.Errorf("%q: scheme must be https", raw)
+}
+
+// SteadyQueues are the queues TasksSteadyQueue names, in its order.
+func (c Config) SteadyQueues() []string {
+	if c.TasksSteadyQueue == "" {
+		return nil
+	}
+	return strings.Split(c.TasksSteadyQueue, ",")
 }

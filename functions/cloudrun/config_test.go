@@ -1,6 +1,7 @@
 package cloudrun
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -99,6 +100,16 @@ func TestLoadConfigValid(t *testing.T) {
 			check: func(c Config) string {
 				if c.Function != "kubernetesClusters-get" {
 					return "Function = " + c.Function
+				}
+				return ""
+			},
+		},
+		{
+			name: "steady queues separated by commas",
+			env:  with(map[string]string{"TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s,projects/p/locations/l/queues/s-1"}),
+			check: func(c Config) string {
+				if got := c.SteadyQueues(); len(got) != 2 || got[1] != "projects/p/locations/l/queues/s-1" {
+					return fmt.Sprintf("SteadyQueues() = %q", got)
 				}
 				return ""
 			},
@@ -221,6 +232,9 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"bad database", with(map[string]string{"FIRESTORE_DATABASE": "No Spaces"}), []string{"FIRESTORE_DATABASE"}},
 		{"bad queue", with(map[string]string{"TASKS_QUEUE": "reconcile"}), []string{"TASKS_QUEUE"}},
 		{"bad steady queue", with(map[string]string{"TASKS_STEADY_QUEUE": "reconcile-steady"}), []string{"TASKS_STEADY_QUEUE"}},
+		{"bad second steady queue", with(map[string]string{"TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s,s-1"}), []string{"TASKS_STEADY_QUEUE"}},
+		{"steady queue named twice", with(map[string]string{"TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s,projects/p/locations/l/queues/s"}), []string{"TASKS_STEADY_QUEUE"}},
+		{"steady queue the main one", with(map[string]string{"TASKS_QUEUE": "projects/p/locations/l/queues/s", "TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s"}), []string{"TASKS_STEADY_QUEUE"}},
 		{"plain http beyond loopback", with(map[string]string{"RECONCILE_URL": "http://reconcile.example.com"}), []string{"RECONCILE_URL"}},
 		{"relative issuer", with(map[string]string{"AUTH_ISSUER_URL": "issuer.example.com"}), []string{"AUTH_ISSUER_URL"}},
 		{"issuer with query", with(map[string]string{"RECONCILE_ISSUER_URL": "https://accounts.google.com?x=1"}), []string{"RECONCILE_ISSUER_URL"}},

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"time"
 
@@ -58,10 +59,12 @@ func (p Payload) Kick() chain.Kick {
 // Config says where tasks go.
 type Config struct {
 	Queue string // projects/P/locations/L/queues/Q
-	// SteadyQueue takes the runs of steady chains (chain.Kick.Steady),
+	// SteadyQueues take the runs of steady chains (chain.Kick.Steady),
 	// so that a fleet's refreshes never delay a tenant's change, which
-	// Queue takes with every other run. Empty: Queue takes them all.
-	SteadyQueue    string
+	// Queue takes with every other run; each chain on the one its ID
+	// hashes to, so that a fleet's refreshes can outgrow one queue's
+	// dispatch rate (500 a second). None: Queue takes them all.
+	SteadyQueues   []string
 	URL            string // the reconcile function's URL
 	ServiceAccount string // OIDC identity of the tasks
 	Audience       string // OIDC audience (the function's URL when empty)
@@ -141,14 +144,25 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 	return nil
 }
 
-// queueOf is the queue of the runs of k's chain. A chain's token decides
-// it, so every task of one chain goes to one queue, where Cloud Tasks
-// deduplicates their names.
+// queueOf is the queue of the runs of k's chain. A chain's token and ID
+// decide it, so every task of one chain goes to one queue, where Cloud
+// Tasks deduplicates their names; every instance computes the same. A
+// change of SteadyQueues moves a steady chain at its next run, where a
+// duplicate finds its token stale, as between Queue and a steady queue.
 func (q *Queue) queueOf(k chain.Kick) string {
-	if k.Steady() && q.cfg.SteadyQueue != "" {
-		return q.cfg.SteadyQueue
+	if !k.Steady() || len(q.cfg.SteadyQueues) == 0 {
+		return q.cfg.Queue
 	}
-	return q.cfg.Queue
+	return q.cfg.SteadyQueues[SteadyShard(k.ID, len(q.cfg.SteadyQueues))]
+}
+
+// SteadyShard is which of n steady queues takes the steady runs of the
+// chain of id: FNV-1a of the ID, so that chains spread evenly whatever
+// their IDs look like.
+func SteadyShard(id string, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
 }
 
 // TaskID is the task ID of a run of k's chain scheduled by the task after

@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -185,7 +186,7 @@ func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueue: steadyQueue, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
+	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueues: []string{steadyQueue}, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +223,99 @@ func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
 		if len(got) != 1 || got[0] != want {
 			t.Errorf("%s holds tasks of tokens %q, want [%q]", name, got, want)
 		}
+	}
+}
+
+// Steady chains spread over several steady queues by their IDs: every
+// task of one chain on one queue (where Cloud Tasks deduplicates its
+// names), every queue taking some, a change's runs on the main queue.
+func TestSteadyChainsSpreadOverSteadyQueues(t *testing.T) {
+	ctx := context.Background()
+	srv, err := ctemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	steady := []string{queue + "-steady", queue + "-steady-1", queue + "-steady-2"}
+	for _, name := range append([]string{queue}, steady...) {
+		if _, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+			Parent: "projects/p/locations/us-central1", Queue: &cloudtaskspb.Queue{Name: name},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueues: steady, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chains = 30
+	later := time.Now().Add(time.Hour)
+	var st chain.State
+	for i := range chains {
+		k := st.Restart("clusters", "acme", fmt.Sprintf("kcl_%02d", i), time.Now())
+		change := k
+		k.Token = "s" + k.Token
+		// Two runs of the chain, the second scheduled twice (a
+		// redelivered task), and one run of a change of it.
+		for _, after := range []string{"", "task-1", "task-1"} {
+			if err := q.Schedule(ctx, k, later, after); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Schedule(ctx, change, later, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(queuedIDs(t, client, queue)); got != chains {
+		t.Errorf("%s holds %d tasks, want %d: the changes' runs", queue, got, chains)
+	}
+	total := 0
+	for shard, name := range steady {
+		ids := queuedIDs(t, client, name)
+		if len(ids) == 0 {
+			t.Errorf("%s holds no task of %d chains", name, chains)
+		}
+		count := map[string]int{}
+		for _, id := range ids {
+			count[id]++
+			if got := tasks.SteadyShard(id, len(steady)); got != shard {
+				t.Errorf("%s holds a run of %s, whose shard is %d", name, id, got)
+			}
+		}
+		for id, n := range count {
+			if n != 2 {
+				t.Errorf("%s holds %d runs of %s, want 2", name, n, id)
+			}
+		}
+		total += len(ids)
+	}
+	if total != 2*chains {
+		t.Errorf("the steady queues hold %d tasks, want %d", total, 2*chains)
+	}
+}
+
+// queuedIDs is the chain IDs of the tasks a queue holds, one per task.
+func queuedIDs(t *testing.T, client *cloudtasks.Client, name string) []string {
+	t.Helper()
+	var ids []string
+	it := client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: name, ResponseView: cloudtaskspb.Task_FULL})
+	for {
+		task, err := it.Next()
+		if err == iterator.Done {
+			return ids
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p tasks.Payload
+		if err := json.Unmarshal(task.GetHttpRequest().GetBody(), &p); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ID)
 	}
 }
