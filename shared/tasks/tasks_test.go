@@ -168,24 +168,8 @@ func TestScheduleFailure(t *testing.T) {
 // and the same scheduling twice makes one task there.
 func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
 	ctx := context.Background()
-	srv, err := ctemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
 	const steadyQueue = "projects/p/locations/us-central1/queues/reconcile-steady"
-	for _, name := range []string{queue, steadyQueue} {
-		if _, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-			Parent: "projects/p/locations/us-central1", Queue: &cloudtaskspb.Queue{Name: name},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	client := queuesOnEmulator(t, queue, steadyQueue)
 	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueues: []string{steadyQueue}, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,19 +189,7 @@ func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
 	}
 	for name, want := range map[string]string{queue: change.Token, steadyQueue: steady.Token} {
 		var got []string
-		it := client.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: name, ResponseView: cloudtaskspb.Task_FULL})
-		for {
-			task, err := it.Next()
-			if err == iterator.Done {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var p tasks.Payload
-			if err := json.Unmarshal(task.GetHttpRequest().GetBody(), &p); err != nil {
-				t.Fatal(err)
-			}
+		for _, p := range queued(t, client, name) {
 			got = append(got, p.Token)
 		}
 		if len(got) != 1 || got[0] != want {
@@ -231,24 +203,8 @@ func TestSteadyChainsHaveTheirOwnQueue(t *testing.T) {
 // names), every queue taking some, a change's runs on the main queue.
 func TestSteadyChainsSpreadOverSteadyQueues(t *testing.T) {
 	ctx := context.Background()
-	srv, err := ctemu.NewServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
 	steady := []string{queue + "-steady", queue + "-steady-1", queue + "-steady-2"}
-	for _, name := range append([]string{queue}, steady...) {
-		if _, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
-			Parent: "projects/p/locations/us-central1", Queue: &cloudtaskspb.Queue{Name: name},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	client := queuesOnEmulator(t, append([]string{queue}, steady...)...)
 	q, err := tasks.New(client, tasks.Config{Queue: queue, SteadyQueues: steady, URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
 	if err != nil {
 		t.Fatal(err)
@@ -271,17 +227,18 @@ func TestSteadyChainsSpreadOverSteadyQueues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := len(queuedIDs(t, client, queue)); got != chains {
+	if got := len(queued(t, client, queue)); got != chains {
 		t.Errorf("%s holds %d tasks, want %d: the changes' runs", queue, got, chains)
 	}
 	total := 0
 	for shard, name := range steady {
-		ids := queuedIDs(t, client, name)
-		if len(ids) == 0 {
+		ps := queued(t, client, name)
+		if len(ps) == 0 {
 			t.Errorf("%s holds no task of %d chains", name, chains)
 		}
 		count := map[string]int{}
-		for _, id := range ids {
+		for _, p := range ps {
+			id := p.ID
 			count[id]++
 			if got := tasks.SteadyShard(id, len(steady)); got != shard {
 				t.Errorf("%s holds a run of %s, whose shard is %d", name, id, got)
@@ -292,22 +249,22 @@ func TestSteadyChainsSpreadOverSteadyQueues(t *testing.T) {
 				t.Errorf("%s holds %d runs of %s, want 2", name, n, id)
 			}
 		}
-		total += len(ids)
+		total += len(ps)
 	}
 	if total != 2*chains {
 		t.Errorf("the steady queues hold %d tasks, want %d", total, 2*chains)
 	}
 }
 
-// queuedIDs is the chain IDs of the tasks a queue holds, one per task.
-func queuedIDs(t *testing.T, client *cloudtasks.Client, name string) []string {
+// queued is the payloads of the tasks a queue holds.
+func queued(t *testing.T, client *cloudtasks.Client, name string) []tasks.Payload {
 	t.Helper()
-	var ids []string
+	var ps []tasks.Payload
 	it := client.ListTasks(context.Background(), &cloudtaskspb.ListTasksRequest{Parent: name, ResponseView: cloudtaskspb.Task_FULL})
 	for {
 		task, err := it.Next()
 		if err == iterator.Done {
-			return ids
+			return ps
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -316,6 +273,32 @@ func queuedIDs(t *testing.T, client *cloudtasks.Client, name string) []string {
 		if err := json.Unmarshal(task.GetHttpRequest().GetBody(), &p); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, p.ID)
+		ps = append(ps, p)
 	}
+}
+
+// queuesOnEmulator is a client of a Cloud Tasks emulator holding the
+// queues named (in projects/p/locations/us-central1), whose tasks stay
+// listed until they are due.
+func queuesOnEmulator(t *testing.T, names ...string) *cloudtasks.Client {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := ctemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	for _, name := range names {
+		if _, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+			Parent: "projects/p/locations/us-central1", Queue: &cloudtaskspb.Queue{Name: name},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return client
 }
