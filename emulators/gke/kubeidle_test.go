@@ -99,38 +99,8 @@ func (e *kubeEnv) slots() (running, peak int) {
 // connections, as a client that exits.
 func ownClient(t *testing.T, c *containerpb.Cluster) (kubernetes.Interface, func()) {
 	t.Helper()
-	ca, err := base64.StdEncoding.DecodeString(c.MasterAuth.GetClusterCaCertificate())
-	if err != nil {
-		t.Fatalf("clusterCaCertificate: %v", err)
-	}
-	cfg := kubesim.RESTConfig(c.Endpoint, ca, testToken)
-	var mu sync.Mutex
-	var conns []net.Conn
-	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-		return conn, err
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatalf("HTTPClientFor: %v", err)
-	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatalf("NewForConfigAndClient: %v", err)
-	}
-	return cs, func() {
-		hc.CloseIdleConnections()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, conn := range conns {
-			conn.Close()
-		}
-	}
+	cs, _, done := countedClient(t, c)
+	return cs, done
 }
 
 // use creates (or, when it is there, reads) the ConfigMap named after the
