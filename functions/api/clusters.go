@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -29,7 +30,7 @@ func (a *api) createCluster() httpapi.Method[*input.CreateCluster] {
 				IdempotencyKey: in.IdempotencyKey,
 				RequestHash:    store.RequestHash(in.Canonical()),
 			}
-			res, err := a.Store.CreateCluster(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, req)
+			res, err := a.Store.CreateCluster(ctx, auth.User(in.TenantID, principal), req)
 			if err != nil {
 				return nil, err
 			}
@@ -44,7 +45,7 @@ func (a *api) getCluster() httpapi.Method[*input.ClusterRef] {
 		Name:   "kubernetesClusters.get",
 		Decode: input.DecodeClusterRef,
 		Call: func(ctx context.Context, principal string, in *input.ClusterRef) (any, error) {
-			return a.Store.GetCluster(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, in.ClusterID)
+			return a.Store.GetCluster(ctx, auth.User(in.TenantID, principal), in.ClusterID)
 		},
 	}
 }
@@ -54,7 +55,7 @@ func (a *api) listClusters() httpapi.Method[*input.ListClusters] {
 		Name:   "kubernetesClusters.list",
 		Decode: input.DecodeListClusters,
 		Call: func(ctx context.Context, principal string, in *input.ListClusters) (any, error) {
-			clusters, next, err := a.Store.ListClusters(ctx, store.Caller{TenantID: in.TenantID, Principal: principal},
+			clusters, next, err := a.Store.ListClusters(ctx, auth.User(in.TenantID, principal),
 				store.ListClustersRequest{PoolID: in.PoolID, PageSize: in.PageSize, PageToken: in.PageToken})
 			if err != nil {
 				return nil, err
@@ -70,7 +71,7 @@ func (a *api) deleteCluster() httpapi.Method[*input.ClusterRef] {
 		Decode: input.DecodeClusterRef,
 		Call: func(ctx context.Context, principal string, in *input.ClusterRef) (any, error) {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "clusterId", in.ClusterID)
-			res, err := a.Store.DeleteCluster(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, in.ClusterID)
+			res, err := a.Store.DeleteCluster(ctx, auth.User(in.TenantID, principal), in.ClusterID)
 			if err != nil {
 				return nil, err
 			}

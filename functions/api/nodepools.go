@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -21,7 +22,7 @@ func (a *api) createNodePool() httpapi.Method[*input.CreateNodePool] {
 		Decode: input.DecodeCreateNodePool,
 		Call: func(ctx context.Context, principal string, in *input.CreateNodePool) (any, error) {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "clusterId", in.ClusterID)
-			res, err := a.Store.CreateNodePool(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, store.CreateNodePoolRequest{
+			res, err := a.Store.CreateNodePool(ctx, auth.User(in.TenantID, principal), store.CreateNodePoolRequest{
 				ClusterID:      in.ClusterID,
 				Spec:           in.Spec,
 				IdempotencyKey: in.IdempotencyKey,
@@ -41,7 +42,7 @@ func (a *api) listNodePools() httpapi.Method[*input.ClusterRef] {
 		Name:   "kubernetesNodePools.list",
 		Decode: input.DecodeClusterRef,
 		Call: func(ctx context.Context, principal string, in *input.ClusterRef) (any, error) {
-			pools, err := a.Store.ListNodePools(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, in.ClusterID)
+			pools, err := a.Store.ListNodePools(ctx, auth.User(in.TenantID, principal), in.ClusterID)
 			if err != nil {
 				return nil, err
 			}
@@ -56,7 +57,7 @@ func (a *api) updateNodePool() httpapi.Method[*input.UpdateNodePool] {
 		Decode: input.DecodeUpdateNodePool,
 		Call: func(ctx context.Context, principal string, in *input.UpdateNodePool) (any, error) {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "clusterId", in.ClusterID, "nodePoolId", in.NodePoolID)
-			res, err := a.Store.UpdateNodePool(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, in.ClusterID, in.NodePoolID, in.Apply)
+			res, err := a.Store.UpdateNodePool(ctx, auth.User(in.TenantID, principal), in.ClusterID, in.NodePoolID, in.Apply)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +73,7 @@ func (a *api) deleteNodePool() httpapi.Method[*input.NodePoolRef] {
 		Decode: input.DecodeNodePoolRef,
 		Call: func(ctx context.Context, principal string, in *input.NodePoolRef) (any, error) {
 			ctx = logging.With(ctx, "tenantId", in.TenantID, "clusterId", in.ClusterID, "nodePoolId", in.NodePoolID)
-			res, err := a.Store.DeleteNodePool(ctx, store.Caller{TenantID: in.TenantID, Principal: principal}, in.ClusterID, in.NodePoolID)
+			res, err := a.Store.DeleteNodePool(ctx, auth.User(in.TenantID, principal), in.ClusterID, in.NodePoolID)
 			if err != nil {
 				return nil, err
 			}

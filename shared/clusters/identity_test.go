@@ -47,7 +47,7 @@ type iamEnv struct {
 func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &iamEnv{env: &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: store.Caller{TenantID: "acme", Principal: "alice"}}}
+	e := &iamEnv{env: &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: auth.User("acme", "alice")}}
 	var err error
 	if e.iam, err = iamemu.NewServer(iamemu.WithNow(e.clk.Now)); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ type env struct {
 	gke    *gkeemu.Server
 	st     *store.Store
 	runner *chain.Runner
-	caller store.Caller
+	caller auth.Principal
 	kick   chain.Kick
 	id     string
 }
@@ -52,7 +52,7 @@ const opTime = 10 * time.Second
 func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: store.Caller{TenantID: "acme", Principal: "alice"}}
+	e := &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: auth.User("acme", "alice")}
 	e.fs = fsemu.ForTest(t, "p")
 	var err error
 	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.Now), gkeemu.WithOperationTime(opTime)); err != nil {

@@ -59,10 +59,12 @@ func MayDeleteCluster(c *Cluster, usedBy map[string]string) error {
 	return errs.E(errs.InvalidState, "cluster %s is used by %s: change the pool's policy before deleting it", c.Spec.Name, strings.Join(uses, ", "))
 }
 
-// MayAdopt refuses the adoption of a cluster by a substrate on accountID
-// unless it is a standard cluster on that account, not being deleted and
-// not made by a substrate.
-func MayAdopt(c *Cluster, accountID string) error {
+// MayAdopt refuses the adoption of a cluster by the substrate (of a pool
+// on accountID) unless it is a standard cluster on that account, not
+// being deleted, not made by a substrate and adopted by no other
+// substrate: a cluster has one adopter at most, so that two pools never
+// share it.
+func MayAdopt(c *Cluster, substrate, accountID string) error {
 	switch {
 	case c.Spec.Mode != resource.ModeStandard:
 		return errs.E(errs.InvalidState, "cluster %s is an %s cluster: a substrate adopts only a standard cluster", c.ID, c.Spec.Mode)
@@ -72,6 +74,11 @@ func MayAdopt(c *Cluster, accountID string) error {
 		return errs.E(errs.InvalidState, "cluster %s is being deleted", c.ID)
 	case c.Spec.ManagedBy != "":
 		return errs.E(errs.InvalidState, "cluster %s is managed by substrate %s of pool %s", c.ID, c.Spec.ManagedBy, c.Spec.ManagedPool)
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.AdoptedBy)) {
+		if id != substrate {
+			return errs.E(errs.InvalidState, "cluster %s is adopted by substrate %s of pool %s: a cluster serves one pool", c.ID, id, c.AdoptedBy[id])
+		}
 	}
 	return nil
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
+func standard() *Cluster {
+	return &Cluster{ID: "kcl_1", Spec: ClusterSpec{Name: "c", Mode: resource.ModeStandard, AccountID: "acc"}}
+}
+
 func TestManagedRules(t *testing.T) {
-	standard := func() *Cluster {
-		return &Cluster{ID: "kcl_1", Spec: ClusterSpec{Name: "c", Mode: resource.ModeStandard, AccountID: "acc"}}
-	}
 	managed := func() *Cluster {
 		c := standard()
 		c.Spec.ManagedBy, c.Spec.ManagedPool = "ksb_1", "pool-gpu"
@@ -34,11 +35,13 @@ func TestManagedRules(t *testing.T) {
 		{"delete of an unused cluster", MayDeleteCluster(standard(), nil), ""},
 		{"delete of an adopted cluster", MayDeleteCluster(standard(), map[string]string{"ksb_2": "p2", "ksb_1": "p1"}),
 			"cluster c is used by substrate ksb_1 of pool p1, substrate ksb_2 of pool p2"},
-		{"adopt a standard cluster of the account", MayAdopt(standard(), "acc"), ""},
-		{"adopt an autopilot cluster", MayAdopt(&Cluster{ID: "kcl_1", Spec: ClusterSpec{Mode: resource.ModeAutopilot, AccountID: "acc"}}, "acc"), "adopts only a standard cluster"},
-		{"adopt a cluster of another account", MayAdopt(standard(), "acc-2"), "not on the substrate's account acc-2"},
-		{"adopt a cluster being deleted", MayAdopt(func() *Cluster { c := standard(); c.Spec.Deleting = true; return c }(), "acc"), "is being deleted"},
-		{"adopt a substrate's cluster", MayAdopt(managed(), "acc"), "managed by substrate ksb_1 of pool pool-gpu"},
+		{"adopt a standard cluster of the account", MayAdopt(standard(), "ksb_9", "acc"), ""},
+		{"adopt an autopilot cluster", MayAdopt(&Cluster{ID: "kcl_1", Spec: ClusterSpec{Mode: resource.ModeAutopilot, AccountID: "acc"}}, "ksb_9", "acc"), "adopts only a standard cluster"},
+		{"adopt a cluster of another account", MayAdopt(standard(), "ksb_9", "acc-2"), "not on the substrate's account acc-2"},
+		{"adopt a cluster being deleted", MayAdopt(func() *Cluster { c := standard(); c.Spec.Deleting = true; return c }(), "ksb_9", "acc"), "is being deleted"},
+		{"adopt a substrate's cluster", MayAdopt(managed(), "ksb_9", "acc"), "managed by substrate ksb_1 of pool pool-gpu"},
+		{"adopt a cluster adopted by another", MayAdopt(adopted("ksb_1", "pool-a"), "ksb_9", "acc"), "cluster kcl_1 is adopted by substrate ksb_1 of pool pool-a: a cluster serves one pool"},
+		{"adopt a cluster it adopted", MayAdopt(adopted("ksb_9", "pool-b"), "ksb_9", "acc"), ""},
 	} {
 		switch {
 		case c.want == "" && c.err != nil:
@@ -47,4 +50,11 @@ func TestManagedRules(t *testing.T) {
 			t.Errorf("%s: %v, want INVALID_STATE holding %q", c.name, c.err, c.want)
 		}
 	}
+}
+
+// adopted is a standard cluster that substrate (of pool) adopted.
+func adopted(substrate, pool string) *Cluster {
+	c := standard()
+	c.AdoptedBy = map[string]string{substrate: pool}
+	return c
 }

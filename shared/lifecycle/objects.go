@@ -132,6 +132,11 @@ type Cluster struct {
 	ExpireAt  *time.Time    `firestore:"expireAt"`
 	Spec      ClusterSpec   `firestore:"spec"`
 	Status    ClusterStatus `firestore:"status"`
+	// AdoptedBy is the substrate that adopted the cluster, if any (its
+	// ID → its pool's): one at most (MayAdopt), and the cluster may not
+	// be deleted while it uses it. Outside the spec, since adopting
+	// changes nothing the tenant asked for.
+	AdoptedBy map[string]string `firestore:"substrates"`
 }
 
 // NodePoolSpec is what the tenant asked of a node pool.

@@ -10,23 +10,62 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
-// decodeMember returns the caller's member document, or PERMISSION_DENIED
-// revealing nothing when the caller has no binding in the tenant: the
-// membership check comes before any lookup.
-func decodeMember(snap *firestore.DocumentSnapshot) (*auth.Member, error) {
-	var m *auth.Member
-	if snap != nil && snap.Exists() {
-		m = &auth.Member{}
-		if err := snap.DataTo(m); err != nil {
-			return nil, fmt.Errorf("decode member %s: %w", snap.Ref.Path, err)
+// Every call of the store is decided by auth.Authorize: the store reads
+// the principal's grant (grantRef) in the same batch as the resource,
+// admits the principal before it looks the resource up (auth.Admit, so
+// that a stranger learns nothing), then authorizes the permission on what
+// it found.
+
+// grantRef is the document that says what the principal holds in its
+// tenant: a user's member document, a substrate's own document.
+func (s *Store) grantRef(p auth.Principal) *firestore.DocumentRef {
+	if p.Kind() == auth.KindSubstrate {
+		return s.substrateRef(p.TenantID(), p.ID())
+	}
+	return s.memberRef(p.TenantID(), p.ID())
+}
+
+// admit decodes the principal's grant from snap (grantRef's document)
+// and admits it (auth.Admit).
+func admit(p auth.Principal, snap *firestore.DocumentSnapshot) (auth.Grant, error) {
+	var g auth.Grant
+	exists := snap != nil && snap.Exists()
+	switch p.Kind() {
+	case auth.KindUser:
+		if exists {
+			g.Member = &auth.Member{}
+			if err := snap.DataTo(g.Member); err != nil {
+				return g, fmt.Errorf("decode member %s: %w", snap.Ref.Path, err)
+			}
+		}
+	case auth.KindSubstrate:
+		if exists {
+			var d lifecycle.Substrate
+			if err := snap.DataTo(&d); err != nil {
+				return g, fmt.Errorf("decode substrate %s: %w", snap.Ref.Path, err)
+			}
+			if d.TenantID == p.TenantID() {
+				g.Substrate = &auth.SubstrateGrant{Active: d.Active, PoolID: d.PoolID, Mode: d.Spec.Mode, AdoptClusterID: d.Spec.AdoptClusterID}
+			}
 		}
 	}
-	if err := auth.RequireMember(m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return g, auth.Admit(p, g)
+}
+
+// clusterResource is a cluster as the authorizer reads it.
+func clusterResource(c *clusterDoc) auth.Resource {
+	return auth.Resource{ClusterID: c.ID, Pool: c.Spec.PoolID, ManagedBy: c.Spec.ManagedBy, AdoptedBy: c.AdoptedBy}
+}
+
+// nodePoolResource is a node pool of the cluster as the authorizer reads
+// it.
+func nodePoolResource(c *clusterDoc, p *lifecycle.NodePool) auth.Resource {
+	r := clusterResource(c)
+	r.NodePool, r.NodePoolManagedBy = true, p.Spec.ManagedBy
+	return r
 }
 
 // isNotFound reports whether a Get failed because the document is missing
@@ -40,29 +79,13 @@ func isNotFound(err error) bool {
 	return false
 }
 
-// Member returns the caller's member document, or PERMISSION_DENIED
-// revealing nothing when the caller has no binding in the tenant.
-func (s *Store) Member(ctx context.Context, c Caller) (*auth.Member, error) {
-	snap, err := s.memberRef(c.TenantID, c.Principal).Get(ctx)
+// Grant reads and admits the principal's grant (auth.Admit): for a
+// decision made outside a transaction (the substrates' queries), with
+// the resource read after it.
+func (s *Store) Grant(ctx context.Context, p auth.Principal) (auth.Grant, error) {
+	snap, err := s.grantRef(p).Get(ctx)
 	if err != nil && !isNotFound(err) {
-		return nil, storageErr("read member", err)
+		return auth.Grant{}, storageErr("read the caller's grant", err)
 	}
-	return decodeMember(snap)
-}
-
-// member returns the caller's member document; a substrate has none and
-// needs none.
-func (c Caller) member(snap *firestore.DocumentSnapshot) (*auth.Member, error) {
-	if c.Substrate != "" {
-		return nil, nil
-	}
-	return decodeMember(snap)
-}
-
-// require checks the member's permission; a substrate acts for its tenant.
-func (c Caller) require(m *auth.Member, perm auth.Permission, clusterID string) error {
-	if c.Substrate != "" {
-		return nil
-	}
-	return m.Require(perm, clusterID)
+	return admit(p, snap)
 }

@@ -44,14 +44,14 @@ type CreateClusterRequest struct {
 // idempotency record in one batch, then the pool's account, against whose
 // regions it checks the cluster's region and its pools' zones
 // (lifecycle.ClusterZones).
-func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRequest) (ClusterResult, error) {
+func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateClusterRequest) (ClusterResult, error) {
 	var res ClusterResult
 	poolRef := s.poolRef(req.PoolID)
-	nameRef := s.clusterNameRef(c.TenantID, req.Spec.Name)
-	refs := []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), poolRef, nameRef}
+	nameRef := s.clusterNameRef(c.TenantID(), req.Spec.Name)
+	refs := []*firestore.DocumentRef{s.grantRef(c), poolRef, nameRef}
 	var idemRef *firestore.DocumentRef
 	if req.IdempotencyKey != "" {
-		idemRef = s.idempotencyRef(c.TenantID, "clusters.create", c.Principal, req.IdempotencyKey)
+		idemRef = s.idempotencyRef(c.TenantID(), "clusters.create", c.Actor(), req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -60,7 +60,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := c.member(snaps[0])
+		grant, err := admit(c, snaps[0])
 		if err != nil {
 			return err
 		}
@@ -71,10 +71,10 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		if err := snaps[1].DataTo(&pool); err != nil {
 			return fmt.Errorf("decode pool: %w", err)
 		}
-		if pool.TenantID != c.TenantID {
+		if pool.TenantID != c.TenantID() {
 			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
 		}
-		if err := c.require(member, auth.PermCreate, ""); err != nil {
+		if err := auth.Authorize(c, grant, auth.PermCreate, auth.Tenant(pool.ID)); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -84,7 +84,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 				return err
 			}
 			if replay {
-				snap, err := tx.Get(s.ClusterRef(c.TenantID, rec.ResourceID))
+				snap, err := tx.Get(s.ClusterRef(c.TenantID(), rec.ResourceID))
 				if err != nil {
 					return fmt.Errorf("read cluster %s: %w", rec.ResourceID, err)
 				}
@@ -135,20 +135,20 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		}
 		id := resource.NewClusterID()
 		spec.ProviderName = resource.ProviderClusterName(id)
-		spec.ManagedBy, spec.ManagedPool = c.Substrate, c.Pool
-		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID, spec, len(req.NodePools), now)}
-		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID, id, now)
+		spec.ManagedBy, spec.ManagedPool = c.SubstrateID(), c.Pool()
+		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID(), spec, len(req.NodePools), now)}
+		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID(), id, now)
 		res.Kick = &kick
 		for i, spec := range req.NodePools {
 			// A microsecond apart, so that the pools are listed by
 			// creation in the order the request gave them (their IDs
 			// need not sort so within one millisecond).
 			at := now.Add(time.Duration(i) * time.Microsecond)
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, id, lifecycle.Managed(spec, c.Substrate, c.Pool), at)
-			if err := tx.Create(s.NodePoolRef(c.TenantID, id, p.ID), p); err != nil {
+			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), id, lifecycle.Managed(spec, c.SubstrateID(), c.Pool()), at)
+			if err := tx.Create(s.NodePoolRef(c.TenantID(), id, p.ID), p); err != nil {
 				return err
 			}
-			if err := tx.Create(s.poolNameRef(c.TenantID, id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
+			if err := tx.Create(s.poolNameRef(c.TenantID(), id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
 				return err
 			}
 		}
@@ -156,7 +156,7 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 		// created with the sequence of its first event.
 		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.View(), now)}
 		cl.Sequence = outbox.Number(res.Events, 0)
-		if err := tx.Create(s.ClusterRef(c.TenantID, id), cl); err != nil {
+		if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
 			return err
 		}
 		if err := tx.Create(nameRef, reservation{ID: id}); err != nil {
@@ -178,12 +178,12 @@ func (s *Store) CreateCluster(ctx context.Context, c Caller, req CreateClusterRe
 }
 
 // GetCluster returns a cluster that is not deleted.
-func (s *Store) GetCluster(ctx context.Context, c Caller, clusterID string) (resource.Cluster, error) {
-	snaps, err := s.fs.GetAll(ctx, []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), s.ClusterRef(c.TenantID, clusterID)})
+func (s *Store) GetCluster(ctx context.Context, c auth.Principal, clusterID string) (resource.Cluster, error) {
+	snaps, err := s.fs.GetAll(ctx, []*firestore.DocumentRef{s.grantRef(c), s.ClusterRef(c.TenantID(), clusterID)})
 	if err != nil {
 		return resource.Cluster{}, storageErr("get cluster", err)
 	}
-	member, err := decodeMember(snaps[0])
+	grant, err := admit(c, snaps[0])
 	if err != nil {
 		return resource.Cluster{}, err
 	}
@@ -191,7 +191,7 @@ func (s *Store) GetCluster(ctx context.Context, c Caller, clusterID string) (res
 	if err != nil {
 		return resource.Cluster{}, storageErr("get cluster", err)
 	}
-	if err := member.Require(auth.PermRead, clusterID); err != nil {
+	if err := auth.Authorize(c, grant, auth.PermRead, clusterResource(cl)); err != nil {
 		return resource.Cluster{}, err
 	}
 	return cl.View(), nil
@@ -217,23 +217,19 @@ type pageToken struct {
 // ListClusters returns the tenant's clusters that are not deleted and that
 // the caller may read, newest first, a page at a time. The next page token is
 // empty on the last page.
-func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequest) ([]resource.Cluster, string, error) {
-	snap, err := s.memberRef(c.TenantID, c.Principal).Get(ctx)
-	if err != nil && !isNotFound(err) {
-		return nil, "", storageErr("list clusters", err)
-	}
-	member, err := decodeMember(snap)
+func (s *Store) ListClusters(ctx context.Context, c auth.Principal, req ListClustersRequest) ([]resource.Cluster, string, error) {
+	grant, err := s.Grant(ctx, c)
 	if err != nil {
 		return nil, "", err
 	}
-	q := s.clusters(c.TenantID).Where("active", "==", true)
+	q := s.clusters(c.TenantID()).Where("active", "==", true)
 	if req.PoolID != "" {
 		q = q.Where("spec.poolId", "==", req.PoolID)
 	}
 	q = q.OrderBy("createdAt", firestore.Desc).OrderBy(firestore.DocumentID, firestore.Desc)
 	if req.PageToken != "" {
 		tok, err := decodePageToken(req.PageToken)
-		if err != nil || tok.TenantID != c.TenantID || tok.PoolID != req.PoolID {
+		if err != nil || tok.TenantID != c.TenantID() || tok.PoolID != req.PoolID {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
 		q = q.StartAfter(tok.CreatedAt, docpath.ID(tok.ID))
@@ -249,17 +245,17 @@ func (s *Store) ListClusters(ctx context.Context, c Caller, req ListClustersRequ
 			return nil, "", storageErr("list clusters", err)
 		}
 		for _, d := range docs {
-			var cl lifecycle.Cluster
+			var cl clusterDoc
 			if err := d.DataTo(&cl); err != nil {
 				return nil, "", storageErr("list clusters", fmt.Errorf("decode %s: %w", d.Ref.Path, err))
 			}
-			examined = &cl
-			if !member.Allows(auth.PermRead, cl.ID) {
+			examined = &cl.Cluster
+			if auth.Authorize(c, grant, auth.PermRead, clusterResource(&cl)) != nil {
 				continue
 			}
 			if len(out) == req.PageSize {
 				last := out[len(out)-1]
-				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, TenantID: c.TenantID, PoolID: req.PoolID}), nil
+				return out, encodePageToken(pageToken{CreatedAt: last.CreatedAt, ID: last.ID, TenantID: c.TenantID(), PoolID: req.PoolID}), nil
 			}
 			out = append(out, cl.View())
 		}
@@ -292,16 +288,16 @@ func decodePageToken(s string) (pageToken, error) {
 
 // DeleteCluster marks a cluster and its node pools for deletion; a cluster
 // already deleting is returned unchanged.
-func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (ClusterResult, error) {
+func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (ClusterResult, error) {
 	var res ClusterResult
-	clusterRef := s.ClusterRef(c.TenantID, clusterID)
+	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
-		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef})
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), clusterRef})
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := c.member(snaps[0])
+		grant, err := admit(c, snaps[0])
 		if err != nil {
 			return err
 		}
@@ -309,13 +305,13 @@ func (s *Store) DeleteCluster(ctx context.Context, c Caller, clusterID string) (
 		if err != nil {
 			return err
 		}
-		if err := c.require(member, auth.PermDelete, clusterID); err != nil {
+		if err := auth.Authorize(c, grant, auth.PermDelete, clusterResource(cl)); err != nil {
 			return err
 		}
-		if err := lifecycle.MayChange(c.Substrate, cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
+		if err := lifecycle.MayChange(c.SubstrateID(), cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
 			return err
 		}
-		if err := lifecycle.MayDeleteCluster(&cl.Cluster, cl.Substrates); err != nil {
+		if err := lifecycle.MayDeleteCluster(&cl.Cluster, cl.AdoptedBy); err != nil {
 			return err
 		}
 		now := s.timestamp()

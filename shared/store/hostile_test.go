@@ -36,15 +36,15 @@ func TestHostileIDsBound(t *testing.T) {
 	}
 	for _, id := range hostile {
 		for _, p := range hostile {
-			m, err := st.Member(ctx, store.Caller{TenantID: id, Principal: p})
+			m, err := st.Grant(ctx, auth.User(id, p))
 			switch {
-			case p == id && (err != nil || !m.Allows(auth.PermCreate, "")):
-				t.Errorf("Member(%.20q, %.20q) = %v, %v, want the admin", id, p, m, err)
+			case p == id && (err != nil || auth.Authorize(auth.User(id, p), m, auth.PermCreate, auth.Tenant("")) != nil):
+				t.Errorf("Grant(%.20q, %.20q) = %v, %v, want the admin", id, p, m, err)
 			case p != id && !errs.Is(err, errs.PermissionDenied):
-				t.Errorf("Member(%.20q, %.20q) = %v, %v, want PERMISSION_DENIED", id, p, m, err)
+				t.Errorf("Grant(%.20q, %.20q) = %v, %v, want PERMISSION_DENIED", id, p, m, err)
 			}
 		}
-		c := store.Caller{TenantID: id, Principal: id}
+		c := auth.User(id, id)
 		// The pool and its account are found: a metal pool has no
 		// managed Kubernetes.
 		_, err := st.CreateCluster(ctx, c, store.CreateClusterRequest{

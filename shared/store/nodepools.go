@@ -21,19 +21,6 @@ import (
 // documents, and the Kind of their kicks.
 const ClustersKind = "clusters"
 
-// Caller is who makes a call: the tenant named in the request and the
-// authenticated principal.
-type Caller struct {
-	TenantID  string
-	Principal string
-	// Substrate, when set, is the substrate (ksb_...) acting for the
-	// tenant on the clusters and pools it manages (Pool is its pool):
-	// it needs no role binding, what it creates is marked managed by it,
-	// and only it may change what it manages.
-	Substrate string
-	Pool      string
-}
-
 // NodePoolResult is the outcome of a node pool mutation: the pool as the API
 // returns it, the events committed with it (for the relay) and the
 // reconcile kick, if the cluster needs a run.
@@ -61,14 +48,14 @@ type CreateNodePoolRequest struct {
 // writes the pool, its reservation, the cluster's spec and chain, the
 // idempotency record and the kubernetes.nodepool.created event. A
 // substrate's pools are held to the same rules as a tenant's.
-func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePoolRequest) (NodePoolResult, error) {
+func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req CreateNodePoolRequest) (NodePoolResult, error) {
 	var res NodePoolResult
-	clusterRef := s.ClusterRef(c.TenantID, req.ClusterID)
-	nameRef := s.poolNameRef(c.TenantID, req.ClusterID, req.Spec.Name)
+	clusterRef := s.ClusterRef(c.TenantID(), req.ClusterID)
+	nameRef := s.poolNameRef(c.TenantID(), req.ClusterID, req.Spec.Name)
 	var idemRef *firestore.DocumentRef
-	refs := []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef, nameRef}
+	refs := []*firestore.DocumentRef{s.grantRef(c), clusterRef, nameRef}
 	if req.IdempotencyKey != "" {
-		idemRef = s.idempotencyRef(c.TenantID, "nodePools.create/"+req.ClusterID, c.Principal, req.IdempotencyKey)
+		idemRef = s.idempotencyRef(c.TenantID(), "nodePools.create/"+req.ClusterID, c.Actor(), req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -77,7 +64,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := c.member(snaps[0])
+		grant, err := admit(c, snaps[0])
 		if err != nil {
 			return err
 		}
@@ -85,7 +72,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 		if err != nil {
 			return err
 		}
-		if err := c.require(member, auth.PermUpdate, req.ClusterID); err != nil {
+		if err := auth.Authorize(c, grant, auth.PermUpdate, clusterResource(cluster)); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -95,7 +82,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 				return err
 			}
 			if replay {
-				p, err := s.getNodePoolTx(tx, c.TenantID, req.ClusterID, rec.ResourceID)
+				p, err := s.getNodePoolTx(tx, c.TenantID(), req.ClusterID, rec.ResourceID)
 				if err != nil {
 					return err
 				}
@@ -103,14 +90,14 @@ func (s *Store) CreateNodePool(ctx context.Context, c Caller, req CreateNodePool
 				return nil
 			}
 		}
-		if err := lifecycle.MayAddNodePool(c.Substrate, &cluster.Cluster); err != nil {
+		if err := lifecycle.MayAddNodePool(c.SubstrateID(), &cluster.Cluster); err != nil {
 			return err
 		}
 		if err := lifecycle.AddNodePool(&cluster.Cluster, &req.Spec, snaps[2].Exists(), now); err != nil {
 			return err
 		}
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID, cluster.ID, lifecycle.Managed(req.Spec, c.Substrate, c.Pool), now)
-		if err := tx.Create(s.NodePoolRef(c.TenantID, cluster.ID, p.ID), p); err != nil {
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), cluster.ID, lifecycle.Managed(req.Spec, c.SubstrateID(), c.Pool()), now)
+		if err := tx.Create(s.NodePoolRef(c.TenantID(), cluster.ID, p.ID), p); err != nil {
 			return err
 		}
 		if err := tx.Create(nameRef, reservation{ID: p.ID}); err != nil {
@@ -192,22 +179,23 @@ func (s *Store) createEvents(tx *firestore.Transaction, events []outbox.Event) e
 
 // ListNodePools returns the cluster's pools that are not deleted, deleting
 // ones included, ordered by creation.
-func (s *Store) ListNodePools(ctx context.Context, c Caller, clusterID string) ([]resource.NodePool, error) {
-	snaps, err := s.fs.GetAll(ctx, []*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), s.ClusterRef(c.TenantID, clusterID)})
+func (s *Store) ListNodePools(ctx context.Context, c auth.Principal, clusterID string) ([]resource.NodePool, error) {
+	snaps, err := s.fs.GetAll(ctx, []*firestore.DocumentRef{s.grantRef(c), s.ClusterRef(c.TenantID(), clusterID)})
 	if err != nil {
 		return nil, storageErr("list node pools", err)
 	}
-	member, err := decodeMember(snaps[0])
+	grant, err := admit(c, snaps[0])
 	if err != nil {
 		return nil, err
 	}
-	if _, err := decodeCluster(snaps[1], clusterID); err != nil {
+	cl, err := decodeCluster(snaps[1], clusterID)
+	if err != nil {
 		return nil, err
 	}
-	if err := member.Require(auth.PermRead, clusterID); err != nil {
+	if err := auth.Authorize(c, grant, auth.PermRead, clusterResource(cl)); err != nil {
 		return nil, err
 	}
-	it := s.activePools(s.ClusterRef(c.TenantID, clusterID)).Documents(ctx)
+	it := s.activePools(s.ClusterRef(c.TenantID(), clusterID)).Documents(ctx)
 	defer it.Stop()
 	pools := []resource.NodePool{}
 	for {
@@ -234,7 +222,7 @@ func (s *Store) activePools(cluster *firestore.DocumentRef) firestore.Query {
 }
 
 // UpdateNodePool resizes a pool in one transaction (lifecycle.ResizeNodePool).
-func (s *Store) UpdateNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string, resize lifecycle.Resize) (NodePoolResult, error) {
+func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (NodePoolResult, error) {
 	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
 		return true, lifecycle.ResizeNodePool(cluster, p, resize, now)
 	})
@@ -242,7 +230,7 @@ func (s *Store) UpdateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 
 // DeleteNodePool marks a pool for deletion and returns it deleting; a pool
 // already deleting is returned unchanged, with no write.
-func (s *Store) DeleteNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string) (NodePoolResult, error) {
+func (s *Store) DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (NodePoolResult, error) {
 	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
 		return lifecycle.DeleteNodePool(cluster, p, now), nil
 	})
@@ -251,18 +239,18 @@ func (s *Store) DeleteNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 // mutateNodePool runs change on a pool in one transaction (one batch read
 // of member, cluster and pool). When change reports a change, the specs of
 // the pool and of its cluster are written and the cluster's chain kicked.
-func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoolID string,
+func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string,
 	change func(*lifecycle.Cluster, *lifecycle.NodePool, time.Time) (bool, error)) (NodePoolResult, error) {
 	var res NodePoolResult
-	clusterRef := s.ClusterRef(c.TenantID, clusterID)
-	poolRef := s.NodePoolRef(c.TenantID, clusterID, nodePoolID)
+	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
+	poolRef := s.NodePoolRef(c.TenantID(), clusterID, nodePoolID)
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = NodePoolResult{}
-		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.memberRef(c.TenantID, c.Principal), clusterRef, poolRef})
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), clusterRef, poolRef})
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		member, err := c.member(snaps[0])
+		grant, err := admit(c, snaps[0])
 		if err != nil {
 			return err
 		}
@@ -274,10 +262,10 @@ func (s *Store) mutateNodePool(ctx context.Context, c Caller, clusterID, nodePoo
 		if err != nil {
 			return err
 		}
-		if err := c.require(member, auth.PermUpdate, clusterID); err != nil {
+		if err := auth.Authorize(c, grant, auth.PermUpdate, nodePoolResource(cluster, p)); err != nil {
 			return err
 		}
-		if err := lifecycle.MayChange(c.Substrate, p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
+		if err := lifecycle.MayChange(c.SubstrateID(), p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
 			return err
 		}
 		now := s.timestamp()

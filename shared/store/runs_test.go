@@ -27,7 +27,7 @@ type runEnv struct {
 	fs      *firestore.Client
 	st      *store.Store
 	clk     *clock
-	caller  store.Caller
+	caller  auth.Principal
 	cluster resource.Cluster
 	pool    resource.NodePool
 	kick    chain.Kick
@@ -50,7 +50,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &runEnv{fs: fs, st: st, clk: clk, caller: store.Caller{TenantID: "acme", Principal: "alice"}}
+	e := &runEnv{fs: fs, st: st, clk: clk, caller: auth.User("acme", "alice")}
 	res, err := st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
 		PoolID:      "pool",
 		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},

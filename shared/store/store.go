@@ -117,10 +117,6 @@ type Pool struct {
 
 // clusterDoc is a cluster's document: the object and its reconcile chain.
 type clusterDoc struct {
-	// Substrates are the substrates that adopted the cluster (ID → pool
-	// ID): it may not be deleted while one uses it. Outside the spec,
-	// since adopting changes nothing the tenant asked for.
-	Substrates map[string]string `firestore:"substrates"`
 	lifecycle.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
 	// Sequence is the last ce-sequence of the cluster's events, its node

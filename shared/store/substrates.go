@@ -6,6 +6,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -197,7 +198,7 @@ func (s *Store) loadSubstrateRun(rd *chain.Reader, snap *firestore.DocumentSnaps
 		return nil, fmt.Errorf("decode cluster %s: %w", clusterID, err)
 	}
 	r.Read.Cluster = &c.Cluster
-	r.Read.Adopted = c.Substrates[sub.ID] == sub.PoolID
+	r.Read.Adopted = c.AdoptedBy[sub.ID] == sub.PoolID
 	if r.Read.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
 		return nil, err
 	}
@@ -249,29 +250,56 @@ func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string)
 	return s.LoadNodePools(chain.NewReader(ctx, nil), s.ClusterRef(tenantID, clusterID))
 }
 
-// AdoptCluster records that the caller's substrate uses the tenant's
-// cluster (lifecycle.MayAdopt). The cluster's spec is not written:
-// adopting changes nothing the tenant asked for.
-func (s *Store) AdoptCluster(ctx context.Context, c Caller, clusterID, accountID string) (resource.Cluster, error) {
+// AdoptCluster records that the calling substrate uses the tenant's
+// cluster (auth.PermAdopt, then lifecycle.MayAdopt), in one transaction:
+// of two substrates adopting one cluster at once, exactly one wins. An
+// adoption left by a substrate that is gone (deleted without releasing
+// the cluster, its run killed) is dropped. The cluster's spec is not
+// written: adopting changes nothing the tenant asked for.
+func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, accountID string) (resource.Cluster, error) {
 	var view resource.Cluster
-	ref := s.ClusterRef(c.TenantID, clusterID)
+	ref := s.ClusterRef(c.TenantID(), clusterID)
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if err != nil && !isNotFound(err) {
-			return fmt.Errorf("read cluster: %w", err)
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), ref})
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
 		}
-		cl, err := decodeCluster(snap, clusterID)
+		grant, err := admit(c, snaps[0])
+		if err != nil {
+			return err
+		}
+		cl, err := decodeCluster(snaps[1], clusterID)
 		if err != nil {
 			return err
 		}
 		view = cl.View()
-		if err := lifecycle.MayAdopt(&cl.Cluster, accountID); err != nil {
+		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(cl)); err != nil {
 			return err
 		}
-		if cl.Substrates[c.Substrate] == c.Pool {
+		var updates []firestore.Update
+		for id := range cl.AdoptedBy {
+			if id == c.ID() {
+				continue
+			}
+			other, err := s.readSubstrateTx(tx, c.TenantID(), id)
+			if err != nil {
+				return err
+			}
+			if other == nil || !other.Active {
+				delete(cl.AdoptedBy, id)
+				updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", id}, Value: firestore.Delete})
+			}
+		}
+		if err := lifecycle.MayAdopt(&cl.Cluster, c.ID(), accountID); err != nil {
+			return err
+		}
+		if cl.AdoptedBy[c.ID()] != c.Pool() {
+			updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: c.Pool()})
+		}
+		if len(updates) == 0 {
 			return nil
 		}
-		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.Substrate}, Value: c.Pool}})
+		return tx.Update(ref, updates)
 	})
 	if err != nil {
 		return resource.Cluster{}, storageErr("adopt cluster", err)

@@ -198,7 +198,7 @@ func (w *world) take(d *Decision) bool {
 		note(resource.PlanAction{Action: resource.PlanCreateCluster,
 			Reason: fmt.Sprintf("the pool asks for a cluster: %s (standard, %s), with node pools %s", c.Spec.Name, spec.Region, strings.Join(names, ", "))})
 	case AdoptCluster:
-		if err := lifecycle.MayAdopt(in.Cluster, spec.AccountID); err != nil {
+		if err := lifecycle.MayAdopt(in.Cluster, in.Substrate.ID, spec.AccountID); err != nil {
 			Refused(d, err.Error())
 			return false
 		}

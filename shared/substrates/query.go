@@ -23,20 +23,25 @@ type Queries struct {
 // NewQueries returns the substrates' queries over the store.
 func NewQueries(s *store.Store) *Queries { return &Queries{store: s} }
 
+// onCluster is a substrate as the authorizer reads it: its cluster, or
+// the tenant while it has none. Reading a substrate takes
+// compute:kubernetes:read there.
+func onCluster(clusterID string) auth.Resource { return auth.Resource{ClusterID: clusterID} }
+
 // Get returns a substrate that is not deleted. Reading it takes
 // compute:kubernetes:read on its cluster, or on the tenant while it has
 // none.
-func (q *Queries) Get(ctx context.Context, c store.Caller, id string) (resource.Substrate, error) {
-	m, err := q.store.Member(ctx, c)
+func (q *Queries) Get(ctx context.Context, c auth.Principal, id string) (resource.Substrate, error) {
+	g, err := q.store.Grant(ctx, c)
 	if err != nil {
 		return resource.Substrate{}, err
 	}
-	d, err := q.get(ctx, c.TenantID, id)
+	d, err := q.get(ctx, c.TenantID(), id)
 	if err != nil {
 		return resource.Substrate{}, err
 	}
 	v := d.View()
-	if err := m.Require(auth.PermRead, v.ClusterID); err != nil {
+	if err := auth.Authorize(c, g, auth.PermRead, onCluster(v.ClusterID)); err != nil {
 		return resource.Substrate{}, err
 	}
 	return v, nil
@@ -55,25 +60,25 @@ func (q *Queries) get(ctx context.Context, tenantID, id string) (*lifecycle.Subs
 
 // List returns the tenant's substrates that are not deleted and that the
 // caller may read, of one pool when poolID is set, by creation.
-func (q *Queries) List(ctx context.Context, c store.Caller, poolID string) ([]resource.Substrate, error) {
-	m, err := q.store.Member(ctx, c)
+func (q *Queries) List(ctx context.Context, c auth.Principal, poolID string) ([]resource.Substrate, error) {
+	g, err := q.store.Grant(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID, poolID)
+	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID(), poolID)
 	if err != nil {
 		return nil, err
 	}
 	out := []resource.Substrate{}
 	for _, d := range subs {
 		v := d.View()
-		if m.Allows(auth.PermRead, v.ClusterID) {
+		if auth.Authorize(c, g, auth.PermRead, onCluster(v.ClusterID)) == nil {
 			out = append(out, v)
 		}
 	}
-	if len(out) == 0 && !m.Allows(auth.PermRead, "") {
+	if len(out) == 0 {
 		// A member who may read nothing here learns nothing either.
-		if err := m.Require(auth.PermRead, ""); err != nil {
+		if err := auth.Authorize(c, g, auth.PermRead, onCluster("")); err != nil {
 			return nil, err
 		}
 	}
@@ -89,16 +94,16 @@ type nodesPage struct {
 }
 
 // ListNodes returns a page of the substrate's joined nodes, by name.
-func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, pageSize int, pageToken string) ([]resource.SubstrateNode, string, error) {
-	m, err := q.store.Member(ctx, c)
+func (q *Queries) ListNodes(ctx context.Context, c auth.Principal, id string, pageSize int, pageToken string) ([]resource.SubstrateNode, string, error) {
+	g, err := q.store.Grant(ctx, c)
 	if err != nil {
 		return nil, "", err
 	}
-	d, err := q.get(ctx, c.TenantID, id)
+	d, err := q.get(ctx, c.TenantID(), id)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := m.Require(auth.PermRead, d.View().ClusterID); err != nil {
+	if err := auth.Authorize(c, g, auth.PermRead, onCluster(d.View().ClusterID)); err != nil {
 		return nil, "", err
 	}
 	after := ""
@@ -108,19 +113,19 @@ func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, page
 		if err == nil {
 			err = json.Unmarshal(b, &p)
 		}
-		if err != nil || p.TenantID != c.TenantID || p.SubstrateID != id || p.After == "" {
+		if err != nil || p.TenantID != c.TenantID() || p.SubstrateID != id || p.After == "" {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
 		after = p.After
 	}
-	nodes, err := q.store.JoinedNodes(ctx, c.TenantID, id, after, pageSize+1)
+	nodes, err := q.store.JoinedNodes(ctx, c.TenantID(), id, after, pageSize+1)
 	if err != nil {
 		return nil, "", err
 	}
 	next := ""
 	if len(nodes) > pageSize {
 		nodes = nodes[:pageSize]
-		b, _ := json.Marshal(nodesPage{TenantID: c.TenantID, SubstrateID: id, After: nodes[len(nodes)-1].Name})
+		b, _ := json.Marshal(nodesPage{TenantID: c.TenantID(), SubstrateID: id, After: nodes[len(nodes)-1].Name})
 		next = base64.RawURLEncoding.EncodeToString(b)
 	}
 	return nodes, next, nil
@@ -132,12 +137,12 @@ func (q *Queries) ListNodes(ctx context.Context, c store.Caller, id string, page
 // takes compute:kubernetes:read on the substrate's cluster, or on the
 // tenant while it has none. The pool's version is not compared with the
 // last one applied.
-func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated) (resource.SubstratePlan, error) {
-	m, err := q.store.Member(ctx, c)
+func (q *Queries) Plan(ctx context.Context, c auth.Principal, p *input.PoolUpdated) (resource.SubstratePlan, error) {
+	g, err := q.store.Grant(ctx, c)
 	if err != nil {
 		return resource.SubstratePlan{}, err
 	}
-	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID, p.ID)
+	subs, err := q.store.ActiveSubstrates(ctx, c.TenantID(), p.ID)
 	if err != nil {
 		return resource.SubstratePlan{}, err
 	}
@@ -151,7 +156,7 @@ func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated
 	if cur != nil {
 		clusterID = cur.ClusterID()
 	}
-	if err := m.Require(auth.PermRead, clusterID); err != nil {
+	if err := auth.Authorize(c, g, auth.PermRead, onCluster(clusterID)); err != nil {
 		return resource.SubstratePlan{}, err
 	}
 	ev, acc, err := desired(ctx, q.store, &p.PoolArchived, p)
@@ -164,7 +169,7 @@ func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated
 		if err != nil {
 			return resource.SubstratePlan{}, err
 		}
-		if owner != "" && owner != c.TenantID {
+		if owner != "" && owner != c.TenantID() {
 			w := *want
 			w.Problem = fmt.Sprintf("pool ID %s is another tenant's pool: it cannot be used", p.ID)
 			want = &w
@@ -174,7 +179,7 @@ func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated
 	plan := resource.SubstratePlan{Actions: []resource.PlanAction{}}
 	var last *lifecycle.Substrate
 	if cur != nil {
-		rd, err := q.store.ReadSubstrate(ctx, c.TenantID, cur.ID)
+		rd, err := q.store.ReadSubstrate(ctx, c.TenantID(), cur.ID)
 		if err != nil {
 			return resource.SubstratePlan{}, err
 		}
@@ -203,10 +208,10 @@ func (q *Queries) Plan(ctx context.Context, c store.Caller, p *input.PoolUpdated
 	if want != nil && cur == nil {
 		spec := *want
 		spec.Generation, spec.UpdatedAt = 1, now
-		in := Input{Substrate: lifecycle.Substrate{TenantID: c.TenantID, PoolID: p.ID, CreatedAt: now, Active: true, Spec: spec,
+		in := Input{Substrate: lifecycle.Substrate{TenantID: c.TenantID(), PoolID: p.ID, CreatedAt: now, Active: true, Spec: spec,
 			Status: lifecycle.SubstrateStatus{State: resource.StatePending}}}
 		if spec.Mode == resource.SubstrateAdopt {
-			if in.Cluster, in.Pools, err = q.store.ReadAdoption(ctx, c.TenantID, spec.AdoptClusterID); err != nil {
+			if in.Cluster, in.Pools, err = q.store.ReadAdoption(ctx, c.TenantID(), spec.AdoptClusterID); err != nil {
 				return resource.SubstratePlan{}, err
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
@@ -185,7 +186,7 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again bool, err error) {
 	a := d.Action
 	s := &u.in.Substrate
-	caller := store.Caller{TenantID: s.TenantID, Principal: "substrate:" + s.ID, Substrate: s.ID, Pool: s.PoolID}
+	caller := auth.Substrate(s.TenantID, s.ID, s.PoolID)
 	log := logging.FromContext(ctx)
 	switch a.Kind {
 	case CreateCluster:
@@ -372,7 +373,7 @@ func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chai
 	}
 }
 
-func (u *run) createCluster(ctx context.Context, caller store.Caller) (string, error) {
+func (u *run) createCluster(ctx context.Context, caller auth.Principal) (string, error) {
 	s := &u.in.Substrate
 	spec := lifecycle.ClusterSpec{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
 		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}, Zones: s.Spec.Zones}
