@@ -96,6 +96,11 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 				return nil
 			}
 		}
+		if pool.Archived {
+			// After a replay: a cluster made before the archive is
+			// still returned to a retry.
+			return errs.E(errs.InvalidState, "pool %s is archived: it takes no new cluster", pool.ID)
+		}
 		accSnap, err := tx.Get(s.accountRef(pool.AccountID))
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("read account %s: %w", pool.AccountID, err)
@@ -106,6 +111,11 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		}
 		if err := accSnap.DataTo(&acc); err != nil {
 			return fmt.Errorf("decode account: %w", err)
+		}
+		if !acc.UsableBy(c.TenantID()) {
+			// Unreachable through the API: a pool is recorded only on
+			// an account its tenant may use (ParseSeed, ApplyPoolEvent).
+			return errs.E(errs.InvalidState, "pool %s: %s", pool.ID, Unusable(acc.ID, c.TenantID()))
 		}
 		if !acc.ManagedKubernetes() {
 			return errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)

@@ -31,7 +31,7 @@ func ParseSeed(b []byte) (*Seed, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("parse seed: %w", err)
 	}
-	accounts := map[string]bool{}
+	accounts := map[string]Account{}
 	for i, a := range s.Accounts {
 		if a.ID == "" || a.Provider == "" {
 			return nil, fmt.Errorf("parse seed: accounts[%d] needs an id and a provider", i)
@@ -47,11 +47,15 @@ func ParseSeed(b []byte) (*Seed, error) {
 				return nil, fmt.Errorf("parse seed: accounts[%d].%s: %q is not a service account email", i, field, email)
 			}
 		}
-		accounts[a.ID] = true
+		accounts[a.ID] = a
 	}
 	for i, p := range s.Pools {
-		if p.ID == "" || p.TenantID == "" || !accounts[p.AccountID] {
+		a, ok := accounts[p.AccountID]
+		if p.ID == "" || p.TenantID == "" || !ok {
 			return nil, fmt.Errorf("parse seed: pools[%d] needs an id, a tenantId and an accountId among the accounts", i)
+		}
+		if !a.UsableBy(p.TenantID) {
+			return nil, fmt.Errorf("parse seed: pools[%d]: %s", i, Unusable(a.ID, p.TenantID))
 		}
 	}
 	if _, err := auth.MembersFromBindings(s.RoleBindings); err != nil {

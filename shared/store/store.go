@@ -82,10 +82,16 @@ func New(fs *firestore.Client, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Account is a provider account: which provider, which cloud project, the
-// zones of each region enabled on it, and how the reconciler acts in it.
+// Account is a provider account: whose it is, which provider, which cloud
+// project, the zones of each region enabled on it, and how the reconciler
+// acts in it.
 type Account struct {
-	ID       string              `firestore:"id" json:"id"`
+	ID string `firestore:"id" json:"id"`
+	// TenantID is the tenant whose own account it is (the second hosting
+	// model: a project of the tenant's); empty for the platform's, which
+	// it offers to every tenant through pools. A pool uses a platform
+	// account or its own tenant's, never another tenant's (UsableBy).
+	TenantID string              `firestore:"tenantId,omitempty" json:"tenantId,omitempty"`
 	Provider string              `firestore:"provider" json:"provider"`
 	Project  string              `firestore:"project" json:"project"`
 	Regions  map[string][]string `firestore:"regions" json:"regions"`
@@ -104,6 +110,19 @@ type Account struct {
 	NodeServiceAccount string `firestore:"nodeServiceAccount,omitempty" json:"nodeServiceAccount,omitempty"`
 }
 
+// UsableBy reports whether a pool of the tenant may use the account: a
+// platform account, or the tenant's own.
+func (a Account) UsableBy(tenantID string) bool {
+	return a.TenantID == "" || a.TenantID == tenantID
+}
+
+// Unusable is the refusal of an account that a tenant may not use, in the
+// same words for an account that does not exist, so that nothing is
+// revealed of other tenants' accounts.
+func Unusable(accountID, tenantID string) string {
+	return fmt.Sprintf("account %s cannot be used by tenant %s", accountID, tenantID)
+}
+
 // ManagedKubernetes reports whether the account's provider provides managed
 // Kubernetes; only gcp does.
 func (a Account) ManagedKubernetes() bool { return a.Provider == "gcp" }
@@ -113,6 +132,9 @@ type Pool struct {
 	ID        string `firestore:"id" json:"id"`
 	TenantID  string `firestore:"tenantId" json:"tenantId"`
 	AccountID string `firestore:"accountId" json:"accountId"`
+	// Archived: the pools module archived the pool. Its clusters stay
+	// their tenant's, and manageable; it takes no new cluster.
+	Archived bool `firestore:"archived,omitempty" json:"archived,omitempty"`
 }
 
 // clusterDoc is a cluster's document: the object and its reconcile chain.

@@ -21,6 +21,9 @@ type poolIndex struct {
 	// Last is the pool's latest substrate, deleting or not: a new one
 	// waits for it to be deleted.
 	Last string `firestore:"last"`
+	// Archived: an archive event was applied. Archival is final: no
+	// later event of the pool changes anything.
+	Archived bool `firestore:"archived,omitempty"`
 }
 
 // PoolEvent is what one event of the pools module asks of its pool's
@@ -34,9 +37,14 @@ type PoolEvent struct {
 	// UpdatedAt and After are the store's to set.
 	Want *lifecycle.SubstrateSpec
 	// AccountID, when set, is the account that provides the clusters of
-	// the pool's substrate: the pool is recorded (pools/{id}) on it, as
-	// the API's pools are, so that those clusters belong to the pool.
+	// the pool's substrate, one its tenant may use: the pool is recorded
+	// (pools/{id}) on it, as the API's pools are, so that those clusters
+	// belong to the pool.
 	AccountID string
+	// Archived: the event archives the pool (Want is nil). An archive at
+	// the version of the last update applied is applied too, so that
+	// even a pool at the greatest version can be archived.
+	Archived bool
 }
 
 // PoolEventResult is what an applied pool event did.
@@ -69,7 +77,11 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 		if err != nil {
 			return err
 		}
-		if ev.Version <= idx.Version {
+		switch {
+		case idx.Archived:
+			res.Outcome = "ignored: the pool is archived, and archival is final"
+			return nil
+		case ev.Version < idx.Version, ev.Version == idx.Version && !ev.Archived:
 			res.Outcome = "ignored: not newer than the version applied"
 			return nil
 		}
@@ -93,11 +105,18 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 				w.Problem = fmt.Sprintf("pool ID %s is another tenant's pool: it cannot be used", ev.PoolID)
 				want = &w
 			}
-		} else if want != nil && ev.AccountID != "" {
+		} else if want != nil && ev.AccountID != "" && (owner.AccountID != ev.AccountID || owner.Archived) {
 			if err := tx.Set(pr, Pool{ID: ev.PoolID, TenantID: ev.TenantID, AccountID: ev.AccountID}); err != nil {
 				return err
 			}
+		} else if ev.Archived && owner.TenantID == ev.TenantID && !owner.Archived {
+			// Its clusters stay the tenant's, and manageable; it takes
+			// no new one (CreateCluster).
+			if err := tx.Update(pr, []firestore.Update{{Path: "archived", Value: true}}); err != nil {
+				return err
+			}
 		}
+		idx.Archived = ev.Archived
 		now := s.timestamp()
 		idx.Version = ev.Version
 		outcome := ""
@@ -168,7 +187,7 @@ func (s *Store) RefusePoolEvent(ctx context.Context, tenantID, poolID string, ve
 			return fmt.Errorf("read %s: %w", ir.Path, err)
 		}
 		idx, err := decodeIndex(snap)
-		if err != nil || idx.SubstrateID == "" || version <= idx.Version {
+		if err != nil || idx.SubstrateID == "" || version <= idx.Version || idx.Archived {
 			return err
 		}
 		cur, err := s.readSubstrateTx(tx, tenantID, idx.SubstrateID)

@@ -307,11 +307,36 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 	return view, nil
 }
 
-// ReleaseCluster records that the substrate no longer uses the cluster.
-func (s *Store) ReleaseCluster(ctx context.Context, tenantID, clusterID, substrateID string) error {
-	ref := s.ClusterRef(tenantID, clusterID)
-	_, err := ref.Update(ctx, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", substrateID}, Value: firestore.Delete}})
-	if err != nil && !isNotFound(err) {
+// ReleaseCluster records that the calling substrate no longer uses the
+// cluster it adopted (auth.PermAdopt): it removes its own adoption and
+// nothing else.
+func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID string) error {
+	ref := s.ClusterRef(c.TenantID(), clusterID)
+	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), ref})
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		grant, err := admit(c, snaps[0])
+		if err != nil {
+			return err
+		}
+		if !snaps[1].Exists() {
+			return nil
+		}
+		var cl clusterDoc
+		if err := snaps[1].DataTo(&cl); err != nil {
+			return fmt.Errorf("decode cluster %s: %w", clusterID, err)
+		}
+		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(&cl)); err != nil {
+			return err
+		}
+		if _, ok := cl.AdoptedBy[c.ID()]; !ok {
+			return nil
+		}
+		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: firestore.Delete}})
+	})
+	if err != nil {
 		return storageErr("release cluster", err)
 	}
 	return nil

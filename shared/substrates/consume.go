@@ -133,7 +133,7 @@ func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input
 // account it names (nil when there is none). The consumer records it;
 // kubernetesSubstrates.plan previews it.
 func desired(ctx context.Context, st *store.Store, head *input.PoolArchived, p *input.PoolUpdated) (store.PoolEvent, *store.Account, error) {
-	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version}
+	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: p == nil}
 	if p == nil || p.Substrate == nil {
 		return ev, nil, nil
 	}
@@ -155,8 +155,11 @@ func desired(ctx context.Context, st *store.Store, head *input.PoolArchived, p *
 	switch {
 	case err != nil:
 		return ev, nil, err
-	case acc == nil:
-		s.Problem = fmt.Sprintf("account %s does not exist", pol.Account)
+	case acc == nil || !acc.UsableBy(head.TenantID):
+		// The same words for both, so that a tenant learns nothing of
+		// the accounts of others.
+		s.Problem = store.Unusable(pol.Account, head.TenantID)
+		acc = nil
 	case !acc.ManagedKubernetes():
 		s.Problem = fmt.Sprintf("the provider %q of account %s has no managed Kubernetes", acc.Provider, acc.ID)
 	default:

@@ -279,7 +279,7 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		u.in.Tried, u.in.Removed = true, gone
 		return true, nil
 	case ReleaseCluster:
-		if err := u.r.store.ReleaseCluster(ctx, s.TenantID, u.in.Cluster.ID, s.ID); err != nil {
+		if err := u.r.store.ReleaseCluster(ctx, caller, u.in.Cluster.ID); err != nil {
 			return false, err
 		}
 		u.in.Adopted = false
