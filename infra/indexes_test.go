@@ -256,7 +256,7 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 	}
 	t.Cleanup(func() { iss.Close() })
 	ct, err := ctemu.NewServer(ctemu.WithLogger(slog.New(slog.DiscardHandler)), ctemu.WithTokenSource(func(ctx context.Context, audience, account string) (string, error) {
-		return iss.Token(account, audience, 10*time.Minute)
+		return iss.ServiceAccountToken(account, audience, 10*time.Minute)
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +290,9 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 		"TASKS_SERVICE_ACCOUNT":     "tasks@bc-test.iam.gserviceaccount.com",
 		"RECONCILE_ISSUER_URL":      iss.URL(),
 		"RECONCILE_AUDIENCE":        reconcileURL,
+		"SCHEDULER_SERVICE_ACCOUNT": "scheduler@bc-test.iam.gserviceaccount.com",
+		"PUSH_SERVICE_ACCOUNT":      "pool-events-push@bc-test.iam.gserviceaccount.com",
+		"PUSH_AUDIENCE":             base + "/internal/poolEvents",
 		"NODE_SERVICE_ACCOUNT":      nodes,
 		"FIRESTORE_EMULATOR_HOST":   fs.Addr,
 		"PUBSUB_EMULATOR_HOST":      ps.Addr,
@@ -337,7 +340,11 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	internal, err := iss.Token("scheduler", reconcileURL, time.Hour)
+	internal, err := iss.ServiceAccountToken("scheduler@bc-test.iam.gserviceaccount.com", reconcileURL, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushToken, err := iss.ServiceAccountToken("pool-events-push@bc-test.iam.gserviceaccount.com", base+"/internal/poolEvents", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +386,7 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 	// A pools module's event, pushed to kubernetesSubstrates-poolEvents as
 	// its subscription would, makes a substrate; the substrates' lists
 	// read it.
-	pushPoolEvent(t, base+"/internal/poolEvents", `{"id":"pool-gpu","tenantId":"acme","version":1,
+	pushPoolEvent(t, base+"/internal/poolEvents", pushToken, `{"id":"pool-gpu","tenantId":"acme","version":1,
 		"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp","cluster":{"create":{"region":"us-central1"}}}},
 		"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`)
 	post("/api/compute/kubernetesSubstrates/list", alice, `{"tenantId":"acme"}`)
@@ -420,8 +427,9 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 
 // pushPoolEvent posts a pool event of the pools module to the consumer
 // function at url, as the CloudEvent the Functions Framework makes of a
-// Pub/Sub push (binary mode), and checks it was taken.
-func pushPoolEvent(t *testing.T, url, pool string) {
+// Pub/Sub push (binary mode), with the push subscription's token, and
+// checks it was taken.
+func pushPoolEvent(t *testing.T, url, token, pool string) {
 	t.Helper()
 	var msg cloudrun.MessagePublished
 	msg.Message.Data = []byte(pool)
@@ -435,6 +443,7 @@ func pushPoolEvent(t *testing.T, url, pool string) {
 	req.Header.Set("ce-type", cloudrun.MessagePublishedType)
 	req.Header.Set("ce-source", "//pubsub.googleapis.com/"+msg.Subscription)
 	req.Header.Set("ce-id", "1")
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

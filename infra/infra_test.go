@@ -684,6 +684,14 @@ func TestServiceAccountRoles(t *testing.T) {
 				continue
 			}
 			pusher := str(oidc[0]["service_account_email"])
+			// The function accepts the tokens of this account, for this
+			// audience, and no one else's.
+			if got := str(svc.env["PUSH_SERVICE_ACCOUNT"]); got != pusher {
+				t.Errorf("%s (%s) accepts PUSH_SERVICE_ACCOUNT %q, but %s pushes as %q", svc.inst.addr(), f.Name, got, sub.addr(), pusher)
+			}
+			if got, aud := str(svc.env["PUSH_AUDIENCE"]), str(oidc[0]["audience"]); got != aud {
+				t.Errorf("%s (%s) accepts PUSH_AUDIENCE %q, but %s pushes tokens for %q", svc.inst.addr(), f.Name, got, sub.addr(), aud)
+			}
 			want = append(want,
 				grant{sa(pusher), "roles/run.invoker", "run " + svc.name},
 				grant{pubsubAgent, "roles/iam.serviceAccountTokenCreator", accountName(pusher)})
@@ -718,6 +726,9 @@ func TestServiceAccountRoles(t *testing.T) {
 		}
 		if aud := str(oidc[0]["audience"]); aud != str(watchdog.env["RECONCILE_AUDIENCE"]) {
 			t.Errorf("%s mints tokens for %q, not the watchdog's RECONCILE_AUDIENCE", job.addr(), aud)
+		}
+		if got, caller := str(watchdog.env["SCHEDULER_SERVICE_ACCOUNT"]), str(oidc[0]["service_account_email"]); got != caller {
+			t.Errorf("the watchdog accepts SCHEDULER_SERVICE_ACCOUNT %q, but %s calls as %q", got, job.addr(), caller)
 		}
 		schedulers++
 		want = append(want, grant{sa(str(oidc[0]["service_account_email"])), "roles/run.invoker", "run " + watchdog.name})

@@ -159,6 +159,9 @@ resource "google_cloud_run_v2_service" "watchdog" {
         for_each = merge(local.common_env, {
           FUNCTION_TARGET    = "watchdog"
           RECONCILE_AUDIENCE = local.watchdog_url
+          # The one caller the watchdog accepts: the job's OIDC tokens
+          # (tasks.tf).
+          SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
         })
         content {
           name  = env.key
@@ -210,6 +213,10 @@ resource "google_cloud_run_v2_service" "pool_events" {
       dynamic "env" {
         for_each = merge(local.common_env, {
           FUNCTION_TARGET = "kubernetesSubstrates-poolEvents"
+          # The one caller the function accepts: the push subscriptions'
+          # OIDC tokens (pubsub.tf), their account and audience.
+          PUSH_SERVICE_ACCOUNT = google_service_account.pool_events_push.email
+          PUSH_AUDIENCE        = local.pool_events_url
         })
         content {
           name  = env.key

@@ -58,7 +58,8 @@ type cloud struct {
 	core       *lazy[*core]
 	gke        *lazy[*container.ClusterManagerClient]
 	tenants    *lazy[*auth.Verifier] // tenant tokens, for the API
-	internal   *lazy[*auth.Verifier] // Cloud Tasks and Cloud Scheduler tokens
+	internal   *lazy[*auth.Verifier] // Cloud Tasks' and Cloud Scheduler's tokens
+	pushes     *lazy[*auth.Verifier] // the push subscriptions' tokens
 	apiRoutes  *lazy[map[string]http.Handler]
 	reconciler *lazy[*chain.Runner]
 	kube       *lazy[*kubeConnector]
@@ -115,6 +116,9 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 	c.internal = newLazy(func(ctx context.Context) (*auth.Verifier, error) {
 		return auth.NewVerifier(ctx, auth.Config{IssuerURL: cfg.ReconcileIssuerURL, Audience: cfg.ReconcileAudience})
 	})
+	c.pushes = newLazy(func(ctx context.Context) (*auth.Verifier, error) {
+		return auth.NewVerifier(ctx, auth.Config{IssuerURL: cfg.ReconcileIssuerURL, Audience: cfg.PushAudience})
+	})
 	c.apiRoutes = newLazy(c.buildAPI)
 	c.reconciler = newLazy(c.newReconciler)
 	c.tokens = newLazy(c.buildTokens)
@@ -134,7 +138,16 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		if err != nil {
 			return nil, err
 		}
-		return newPoolEvents(context.Background(), cons)
+		v, err := c.pushes.get(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("push token verifier: %w", err)
+		}
+		// Only the push subscriptions' account.
+		caller, err := auth.NewServiceAccount(v, cfg.PushServiceAccount)
+		if err != nil {
+			return nil, fmt.Errorf("PUSH_SERVICE_ACCOUNT: %w", err)
+		}
+		return newPoolEvents(cons, caller)
 	})
 	c.watchdog = newLazy(c.newWatchdog)
 	return c
@@ -381,6 +394,16 @@ func (c *cloud) newWatchdog(ctx context.Context) (*chain.Watchdog, error) {
 		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace, Metrics: c.tel.Metrics()}, nil
 }
 
+// internalCaller is the authenticator of an internal function whose one
+// caller is account: its OIDC tokens for ReconcileAudience.
+func (c *cloud) internalCaller(ctx context.Context, account string) (auth.ServiceAccount, error) {
+	v, err := c.internal.get(ctx)
+	if err != nil {
+		return auth.ServiceAccount{}, fmt.Errorf("internal token verifier: %w", err)
+	}
+	return auth.NewServiceAccount(v, account)
+}
+
 // Handler builds the named function's handler.
 func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) {
 	f, ok := functionByName[name]
@@ -403,21 +426,23 @@ func (c *cloud) Handler(ctx context.Context, name string) (http.Handler, error) 
 		if err != nil {
 			return nil, err
 		}
-		v, err := c.internal.get(ctx)
+		// Only Cloud Tasks, as the tasks' account.
+		caller, err := c.internalCaller(ctx, c.cfg.TasksServiceAccount)
 		if err != nil {
-			return nil, fmt.Errorf("internal token verifier: %w", err)
+			return nil, err
 		}
-		return reconcile.Handler(v, rec)
+		return reconcile.Handler(caller, rec)
 	case kindWatchdog:
 		w, err := c.watchdog.get(ctx)
 		if err != nil {
 			return nil, err
 		}
-		v, err := c.internal.get(ctx)
+		// Only Cloud Scheduler, as the scheduler's account.
+		caller, err := c.internalCaller(ctx, c.cfg.SchedulerServiceAccount)
 		if err != nil {
-			return nil, fmt.Errorf("internal token verifier: %w", err)
+			return nil, err
 		}
-		h, err := reconcile.WatchdogHandler(v, w)
+		h, err := reconcile.WatchdogHandler(caller, w)
 		if err != nil {
 			return nil, err
 		}

@@ -46,7 +46,6 @@ import (
 	"sync/atomic"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
-	"github.com/cloudevents/sdk-go/v2/event"
 	"google.golang.org/api/option"
 
 	"github.com/better-compute/kubernetes/shared/apidoc"
@@ -61,18 +60,13 @@ import (
 // registered there find the app of the process here (Register).
 var served atomic.Pointer[App]
 
+// Every function is registered as an HTTP function, the CloudEvent
+// function of the pool events too: the framework's own CloudEvent
+// handling would hand it the event without the request, whose token must
+// be checked first (poolEvents.ServeHTTP reads the push as the framework
+// would).
 func init() {
 	for _, f := range registered {
-		if f.kind == kindConsumer {
-			functions.CloudEvent(f.Name, func(ctx context.Context, e event.Event) error {
-				a := served.Load()
-				if a == nil {
-					return errs.E(errs.Unavailable, "function %s: no app registered", f.Name)
-				}
-				return a.cloudEvents[f.Name](ctx, e)
-			})
-			continue
-		}
 		unregistered := httpapi.Edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(r.Context(), w, errs.E(errs.Unavailable, "the function is not configured; retry later"))
 		}))
@@ -131,10 +125,9 @@ type App struct {
 	b      builder
 
 	handlers map[string]*lazy[http.Handler]
-	// edged and cloudEvents are what the Functions Framework serves of
-	// each function (Handler, and cloudEvent for a consumer).
-	edged       map[string]http.Handler
-	cloudEvents map[string]func(context.Context, event.Event) error
+	// edged is what the Functions Framework serves of each function
+	// (Handler).
+	edged map[string]http.Handler
 
 	mu       sync.Mutex // guards the fields below
 	inflight int
@@ -158,7 +151,7 @@ func New(cfg Config, opts Options) (*App, error) {
 // builder newBuilder makes.
 func newApp(cfg Config, logOut io.Writer, opts Options, newBuilder func(Config, *slog.Logger, *telemetry.Telemetry) builder) *App {
 	a := &App{cfg: cfg, log: opts.Log, tel: opts.Telemetry, handlers: map[string]*lazy[http.Handler]{},
-		edged: map[string]http.Handler{}, cloudEvents: map[string]func(context.Context, event.Event) error{}, idle: make(chan struct{})}
+		edged: map[string]http.Handler{}, idle: make(chan struct{})}
 	if a.log == nil {
 		a.log = logging.New(logOut, cfg.LogLevel)
 	}
@@ -172,9 +165,6 @@ func newApp(cfg Config, logOut io.Writer, opts Options, newBuilder func(Config, 
 			return a.b.Handler(ctx, name)
 		})
 		a.edged[name] = a.Edge(a.function(f))
-		if f.kind == kindConsumer {
-			a.cloudEvents[name] = a.cloudEvent(f)
-		}
 	}
 	return a
 }
@@ -234,7 +224,7 @@ func (a *App) function(f Function) http.Handler {
 			apidoc.Handler().ServeHTTP(w, r)
 			return
 		}
-		if p := r.URL.Path; p != "/" && p != "/"+f.Name && p != f.Path {
+		if p := r.URL.Path; p != "/" && p != "/"+f.Name && p != f.Path && !f.pushedTo(p) {
 			httpapi.WriteError(ctx, w, errs.E(errs.NotFound, "no method at this path"))
 			return
 		}
@@ -246,31 +236,6 @@ func (a *App) function(f Function) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// cloudEvent returns the CloudEvent function f as the Functions Framework
-// calls it, built on its first event. An event that comes while the
-// function cannot be built fails, and Pub/Sub delivers it again.
-func (a *App) cloudEvent(f Function) func(context.Context, event.Event) error {
-	return func(ctx context.Context, e event.Event) error {
-		ctx = logging.With(logging.NewContext(ctx, a.log), "function", f.Name)
-		if !a.enter() {
-			return errs.E(errs.Unavailable, "the instance is shutting down")
-		}
-		defer a.leave()
-		h, err := a.handlers[f.Name].get(ctx)
-		if err != nil {
-			logging.FromContext(ctx).Warn("Building the function failed; the next event retries", "error", err)
-			return err
-		}
-		r, ok := h.(interface {
-			Receive(context.Context, event.Event) error
-		})
-		if !ok {
-			return fmt.Errorf("function %s is not a CloudEvent function", f.Name)
-		}
-		return r.Receive(ctx, e)
-	}
 }
 
 // Build builds every function now instead of on its first request, and

@@ -48,13 +48,29 @@ type Config struct {
 	TasksServiceAccount string
 	TasksAudience       string
 
-	// ReconcileIssuerURL and ReconcileAudience say which tokens the
-	// reconcile and watchdog functions accept: Google-signed OIDC tokens
-	// minted by Cloud Tasks and Cloud Scheduler for this service
-	// (RECONCILE_ISSUER_URL, https://accounts.google.com when unset, and
-	// RECONCILE_AUDIENCE, the URL of the service itself).
+	// ReconcileIssuerURL is the issuer of the tokens the internal
+	// functions accept: Google-signed OIDC tokens minted by Cloud Tasks,
+	// Cloud Scheduler and Pub/Sub push subscriptions
+	// (RECONCILE_ISSUER_URL, https://accounts.google.com when unset).
+	// ReconcileAudience is the audience of the reconcile and watchdog
+	// functions' tokens (RECONCILE_AUDIENCE, the URL of the service
+	// itself). Each internal function accepts the tokens of one service
+	// account only, by their verified email (auth.ServiceAccount): the
+	// reconcile function TasksServiceAccount's, the watchdog
+	// SchedulerServiceAccount's, the pool events' PushServiceAccount's.
 	ReconcileIssuerURL string
 	ReconcileAudience  string
+
+	// SchedulerServiceAccount is the identity of Cloud Scheduler's OIDC
+	// tokens, the watchdog's one caller (SCHEDULER_SERVICE_ACCOUNT).
+	SchedulerServiceAccount string
+	// PushServiceAccount and PushAudience are the identity and the
+	// audience of the OIDC tokens of the Pub/Sub push subscriptions, the
+	// pool events function's one caller (PUSH_SERVICE_ACCOUNT, and
+	// PUSH_AUDIENCE, the URL of the service itself, as the subscriptions'
+	// oidc_token names it).
+	PushServiceAccount string
+	PushAudience       string
 
 	// NodeServiceAccount is the service account the nodes of every
 	// cluster and node pool the reconciler creates run as
@@ -262,6 +278,9 @@ func load(lookup func(string) (string, bool), rec *loaded) (Config, error) {
 		c.ReconcileIssuerURL = v
 	}
 	c.ReconcileAudience = get("RECONCILE_AUDIENCE")
+	c.SchedulerServiceAccount = get("SCHEDULER_SERVICE_ACCOUNT")
+	c.PushServiceAccount = get("PUSH_SERVICE_ACCOUNT")
+	c.PushAudience = get("PUSH_AUDIENCE")
 	c.FirestoreEmulatorHost = get("FIRESTORE_EMULATOR_HOST")
 	c.PubSubEmulatorHost = get("PUBSUB_EMULATOR_HOST")
 	c.TasksEmulatorHost = get("CLOUD_TASKS_EMULATOR_HOST")
@@ -351,14 +370,15 @@ func (c Config) problems(rec *loaded) []error {
 	bad := func(name, format string, args ...any) {
 		problems = append(problems, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
-	api, internal, reconciles := true, true, true
+	api, internal, reconciles, watches, consumes := true, true, true, true, true
 	if c.Function != "" {
 		f, ok := functionByName[c.Function]
 		if !ok {
 			bad("FUNCTION_TARGET", "unknown function %q", c.Function)
 		}
 		api, reconciles = ok && f.kind == kindAPI, ok && f.kind == kindReconcile
-		internal = reconciles || ok && f.kind == kindWatchdog
+		watches, consumes = ok && f.kind == kindWatchdog, ok && f.kind == kindConsumer
+		internal = reconciles || watches
 	}
 	needs := "every function"
 	if c.Function != "" {
@@ -418,6 +438,21 @@ func (c Config) problems(rec *loaded) []error {
 	}
 	if internal {
 		required("RECONCILE_AUDIENCE", c.ReconcileAudience)
+	}
+	// The watchdog and the pool events function each accept the tokens
+	// of their one caller only.
+	if watches {
+		required("SCHEDULER_SERVICE_ACCOUNT", c.SchedulerServiceAccount)
+	}
+	if consumes {
+		required("PUSH_SERVICE_ACCOUNT", c.PushServiceAccount)
+		required("PUSH_AUDIENCE", c.PushAudience)
+	}
+	if c.SchedulerServiceAccount != "" && !serviceAccountRE.MatchString(c.SchedulerServiceAccount) {
+		bad("SCHEDULER_SERVICE_ACCOUNT", "%q is not a service account email", c.SchedulerServiceAccount)
+	}
+	if c.PushServiceAccount != "" && !serviceAccountRE.MatchString(c.PushServiceAccount) {
+		bad("PUSH_SERVICE_ACCOUNT", "%q is not a service account email", c.PushServiceAccount)
 	}
 	// Against the real GKE, nodes without this account would run as the
 	// project's Compute Engine default account; an emulator has no

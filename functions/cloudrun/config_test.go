@@ -32,8 +32,12 @@ func complete() map[string]string {
 		"TASKS_SERVICE_ACCOUNT": "tasks@bc-prod.iam.gserviceaccount.com",
 		"RECONCILE_AUDIENCE":    "https://reconcile-123.europe-west1.run.app",
 		"NODE_SERVICE_ACCOUNT":  "compute-nodes@bc-prod.iam.gserviceaccount.com",
-		"BCD_IMAGE":             "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
-		"SUBSTRATE_JOIN_URL":    "https://api.example.com/api/compute/kubernetesSubstrates/join",
+		// The internal functions' callers.
+		"SCHEDULER_SERVICE_ACCOUNT": "scheduler@bc-prod.iam.gserviceaccount.com",
+		"PUSH_SERVICE_ACCOUNT":      "pool-events-push@bc-prod.iam.gserviceaccount.com",
+		"PUSH_AUDIENCE":             "https://pool-events-123.europe-west1.run.app",
+		"BCD_IMAGE":                 "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
+		"SUBSTRATE_JOIN_URL":        "https://api.example.com/api/compute/kubernetesSubstrates/join",
 	}
 }
 
@@ -57,28 +61,31 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("LoadConfig(complete) = %v", err)
 	}
 	want := Config{
-		Project:             "bc-prod",
-		FirestoreDatabase:   "(default)",
-		AuthIssuerURL:       "https://issuer.example.com",
-		AuthAudience:        "https://api.example.com",
-		TasksQueue:          "projects/bc-prod/locations/europe-west1/queues/reconcile",
-		TasksSteadyQueue:    "projects/bc-prod/locations/europe-west1/queues/reconcile-steady",
-		ReconcileURL:        "https://reconcile-123.europe-west1.run.app",
-		TasksServiceAccount: "tasks@bc-prod.iam.gserviceaccount.com",
-		TasksAudience:       "https://reconcile-123.europe-west1.run.app",
-		ReconcileIssuerURL:  "https://accounts.google.com",
-		ReconcileAudience:   "https://reconcile-123.europe-west1.run.app",
-		NodeServiceAccount:  "compute-nodes@bc-prod.iam.gserviceaccount.com",
-		BcdImage:            "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
-		JoinURL:             "https://api.example.com/api/compute/kubernetesSubstrates/join",
-		ConvergingInterval:  30 * time.Second,
-		SteadyInterval:      5 * time.Minute,
-		LeaseTTL:            30 * time.Second,
-		WatchdogGrace:       time.Minute,
-		ProviderQuota:       600,
-		ProviderQuotaShare:  0.8,
-		ReconcileInstances:  10,
-		LogLevel:            slog.LevelInfo,
+		Project:                 "bc-prod",
+		FirestoreDatabase:       "(default)",
+		AuthIssuerURL:           "https://issuer.example.com",
+		AuthAudience:            "https://api.example.com",
+		TasksQueue:              "projects/bc-prod/locations/europe-west1/queues/reconcile",
+		TasksSteadyQueue:        "projects/bc-prod/locations/europe-west1/queues/reconcile-steady",
+		ReconcileURL:            "https://reconcile-123.europe-west1.run.app",
+		TasksServiceAccount:     "tasks@bc-prod.iam.gserviceaccount.com",
+		TasksAudience:           "https://reconcile-123.europe-west1.run.app",
+		ReconcileIssuerURL:      "https://accounts.google.com",
+		ReconcileAudience:       "https://reconcile-123.europe-west1.run.app",
+		SchedulerServiceAccount: "scheduler@bc-prod.iam.gserviceaccount.com",
+		PushServiceAccount:      "pool-events-push@bc-prod.iam.gserviceaccount.com",
+		PushAudience:            "https://pool-events-123.europe-west1.run.app",
+		NodeServiceAccount:      "compute-nodes@bc-prod.iam.gserviceaccount.com",
+		BcdImage:                "europe-docker.pkg.dev/bc-prod/bcd/bcd:1.0.0",
+		JoinURL:                 "https://api.example.com/api/compute/kubernetesSubstrates/join",
+		ConvergingInterval:      30 * time.Second,
+		SteadyInterval:          5 * time.Minute,
+		LeaseTTL:                30 * time.Second,
+		WatchdogGrace:           time.Minute,
+		ProviderQuota:           600,
+		ProviderQuotaShare:      0.8,
+		ReconcileInstances:      10,
+		LogLevel:                slog.LevelInfo,
 
 		ImpersonationTokenLifetime: time.Hour,
 		Telemetry:                  "off",
@@ -121,6 +128,24 @@ func TestLoadConfigValid(t *testing.T) {
 		{
 			name: "the watchdog needs no tenant issuer",
 			env:  with(map[string]string{"FUNCTION_TARGET": "watchdog", "AUTH_ISSUER_URL": "", "AUTH_AUDIENCE": ""}),
+		},
+		{
+			name: "each internal function needs only its own caller's settings",
+			env:  with(map[string]string{"FUNCTION_TARGET": "reconcile", "SCHEDULER_SERVICE_ACCOUNT": "", "PUSH_SERVICE_ACCOUNT": "", "PUSH_AUDIENCE": ""}),
+		},
+		{
+			name: "the watchdog needs no push subscription's settings",
+			env:  with(map[string]string{"FUNCTION_TARGET": "watchdog", "PUSH_SERVICE_ACCOUNT": "", "PUSH_AUDIENCE": ""}),
+		},
+		{
+			name: "the pool events function needs no scheduler's nor internal audience",
+			env:  with(map[string]string{"FUNCTION_TARGET": PoolEventsFunction, "SCHEDULER_SERVICE_ACCOUNT": "", "RECONCILE_AUDIENCE": ""}),
+			check: func(c Config) string {
+				if c.PushServiceAccount != "pool-events-push@bc-prod.iam.gserviceaccount.com" || c.PushAudience != "https://pool-events-123.europe-west1.run.app" {
+					return fmt.Sprintf("push settings %q %q not applied", c.PushServiceAccount, c.PushAudience)
+				}
+				return ""
+			},
 		},
 		{
 			name: "only the reconcile function needs the nodes' service account",
@@ -220,11 +245,15 @@ func TestLoadConfigInvalid(t *testing.T) {
 		env  map[string]string
 		want []string // variables the error must name
 	}{
-		{"empty environment", map[string]string{}, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT", "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT"}},
+		{"empty environment", map[string]string{}, []string{"GOOGLE_CLOUD_PROJECT", "TASKS_QUEUE", "RECONCILE_URL", "TASKS_SERVICE_ACCOUNT", "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "SCHEDULER_SERVICE_ACCOUNT", "PUSH_SERVICE_ACCOUNT", "PUSH_AUDIENCE", "NODE_SERVICE_ACCOUNT"}},
 		{"unknown target", with(map[string]string{"FUNCTION_TARGET": "kubernetesClusters-update"}), []string{"FUNCTION_TARGET"}},
 		{"API function without issuer", with(map[string]string{"FUNCTION_TARGET": "kubernetesNodePools-create", "AUTH_ISSUER_URL": ""}), []string{"AUTH_ISSUER_URL"}},
 		{"reconcile without audience", with(map[string]string{"FUNCTION_TARGET": "reconcile", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
 		{"watchdog without audience", with(map[string]string{"FUNCTION_TARGET": "watchdog", "RECONCILE_AUDIENCE": ""}), []string{"RECONCILE_AUDIENCE"}},
+		{"watchdog without its caller", with(map[string]string{"FUNCTION_TARGET": "watchdog", "SCHEDULER_SERVICE_ACCOUNT": ""}), []string{"SCHEDULER_SERVICE_ACCOUNT"}},
+		{"pool events without their caller", with(map[string]string{"FUNCTION_TARGET": PoolEventsFunction, "PUSH_SERVICE_ACCOUNT": "", "PUSH_AUDIENCE": ""}), []string{"PUSH_SERVICE_ACCOUNT", "PUSH_AUDIENCE"}},
+		{"every function without the internal callers", with(map[string]string{"SCHEDULER_SERVICE_ACCOUNT": "", "PUSH_SERVICE_ACCOUNT": "", "PUSH_AUDIENCE": ""}), []string{"SCHEDULER_SERVICE_ACCOUNT", "PUSH_SERVICE_ACCOUNT", "PUSH_AUDIENCE"}},
+		{"callers not service accounts", with(map[string]string{"SCHEDULER_SERVICE_ACCOUNT": "scheduler", "PUSH_SERVICE_ACCOUNT": "bob@example.com"}), []string{"SCHEDULER_SERVICE_ACCOUNT", "PUSH_SERVICE_ACCOUNT"}},
 		{"reconcile without nodes' service account", with(map[string]string{"FUNCTION_TARGET": "reconcile", "NODE_SERVICE_ACCOUNT": ""}), []string{"NODE_SERVICE_ACCOUNT"}},
 		{"nodes' service account not an email", with(map[string]string{"NODE_SERVICE_ACCOUNT": "compute-nodes"}), []string{"NODE_SERVICE_ACCOUNT"}},
 		{"nodes' service account not a service account", with(map[string]string{"NODE_SERVICE_ACCOUNT": "alice@example.com"}), []string{"NODE_SERVICE_ACCOUNT"}},
@@ -277,9 +306,9 @@ func TestVariables(t *testing.T) {
 	}{
 		{"kubernetesClusters-get", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE")},
 		{"reconcile", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT", "BCD_IMAGE", "SUBSTRATE_JOIN_URL")},
-		{PoolEventsFunction, common},
-		{"watchdog", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE")},
-		{"", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "NODE_SERVICE_ACCOUNT", "BCD_IMAGE", "SUBSTRATE_JOIN_URL")},
+		{PoolEventsFunction, append(common[:len(common):len(common)], "PUSH_SERVICE_ACCOUNT", "PUSH_AUDIENCE")},
+		{"watchdog", append(common[:len(common):len(common)], "RECONCILE_AUDIENCE", "SCHEDULER_SERVICE_ACCOUNT")},
+		{"", append(common[:len(common):len(common)], "AUTH_ISSUER_URL", "AUTH_AUDIENCE", "RECONCILE_AUDIENCE", "SCHEDULER_SERVICE_ACCOUNT", "PUSH_SERVICE_ACCOUNT", "PUSH_AUDIENCE", "NODE_SERVICE_ACCOUNT", "BCD_IMAGE", "SUBSTRATE_JOIN_URL")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.function, func(t *testing.T) {

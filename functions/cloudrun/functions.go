@@ -1,6 +1,9 @@
 package cloudrun
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -17,7 +20,9 @@ type Function struct {
 	Path string
 	// Topics are the Pub/Sub topics whose messages a CloudEvent function
 	// receives, pushed by a subscription; nil for an HTTP function.
-	// Deployments create a subscription of each.
+	// Deployments create a subscription of each, which pushes to the
+	// function's URL + /projects/P/topics/T (P the topic's project), as
+	// the Functions Framework expects; the function is served there too.
 	Topics []string
 	kind   kind
 }
@@ -67,4 +72,15 @@ var functionByName = func() map[string]Function {
 // are the values FUNCTION_TARGET may take.
 func Functions() []Function {
 	return append([]Function(nil), registered...)
+}
+
+// pushedTo says whether path is where a push subscription of one of f's
+// topics delivers: /projects/P/topics/T, T one of f.Topics.
+func (f Function) pushedTo(path string) bool {
+	topic, ok := pushTopic(path)
+	if !ok {
+		return false
+	}
+	name := topic[strings.LastIndex(topic, "/")+1:]
+	return slices.Contains(f.Topics, name)
 }

@@ -201,7 +201,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, fastConfig())
 	c := e.api
-	saToken, err := e.Issuer.Token("reconciler@bc-dev.iam.gserviceaccount.com", e.URL, time.Hour)
+	saToken, err := e.Issuer.ServiceAccountToken(e.FunctionsConfig().TasksServiceAccount, e.URL, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

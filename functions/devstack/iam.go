@@ -43,6 +43,39 @@ func (c Config) ReconcilerServiceAccount() string {
 	return "reconciler@" + c.Project + ".iam.gserviceaccount.com"
 }
 
+// The identities of the internal functions' callers, as infra/ makes
+// them in production, each the one caller its function accepts: Cloud
+// Tasks calls the reconcile function with OIDC tokens of
+// TasksServiceAccount (the Cloud Tasks emulator's dispatches),
+// Cloud Scheduler the watchdog with SchedulerServiceAccount's (the
+// stack's watchdog loop), the push subscriptions the pool events
+// function with PushServiceAccount's (the stack's pool delivery). The
+// development issuer signs their tokens as Google does
+// (devissuer.ServiceAccountToken); a tenant's token from /dev/token is
+// none of them.
+
+// TasksServiceAccount is the identity of the reconcile tasks' OIDC
+// tokens: tasks@<project>.iam.gserviceaccount.com.
+func (c Config) TasksServiceAccount() string {
+	return "tasks@" + c.Project + ".iam.gserviceaccount.com"
+}
+
+// SchedulerServiceAccount is the identity of the watchdog's schedule's
+// OIDC tokens: scheduler@<project>.iam.gserviceaccount.com.
+func (c Config) SchedulerServiceAccount() string {
+	return "scheduler@" + c.Project + ".iam.gserviceaccount.com"
+}
+
+// PushServiceAccount is the identity of the pool events' push
+// subscriptions' OIDC tokens: pool-events-push@<project>.iam.gserviceaccount.com.
+func (c Config) PushServiceAccount() string {
+	return "pool-events-push@" + c.Project + ".iam.gserviceaccount.com"
+}
+
+// callerTokenLifetime is the lifetime of the internal callers' tokens,
+// as Google's (an hour at most); each call has one of its own.
+const callerTokenLifetime = 10 * time.Minute
+
 // platformTokenLifetime is the lifetime of the reconciler's own token: it
 // outlives any devstack process, which mints a new one when it starts.
 const platformTokenLifetime = 10 * 365 * 24 * time.Hour

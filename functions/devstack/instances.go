@@ -297,8 +297,14 @@ func (f *fleet) startOne(ctx context.Context, i int) (*instance, *lastLines, err
 		// A connection per request: a request sent on a kept connection
 		// of a process killed since could not be told from one the
 		// process took, while a refused connection is surely safe to
-		// send to another.
-		transport: &http.Transport{DisableKeepAlives: true}}
+		// send to another. No connection is kept idle (a negative
+		// MaxIdleConnsPerHost), rather than keep-alives disabled, which
+		// would send Connection: close: a Go server that answers such a
+		// request before reading its body (401) resets the connection
+		// at once, and the answer is lost under the body still being
+		// sent, while otherwise it half-closes first and the answer
+		// arrives.
+		transport: &http.Transport{MaxIdleConnsPerHost: -1}}
 	tail := &lastLines{}
 	copied := make(chan struct{})
 	go func() { f.copyOutput(out, i, tail); close(copied) }()
@@ -397,25 +403,29 @@ func (f *fleet) pick(ctx context.Context, skip map[*instance]bool) *instance {
 // hopHeaders are not passed on by a proxy (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// maxBody bounds what the front end reads of a request, which it holds
-// to send it again to another instance when one refuses the connection.
+// maxBody is the largest request body the front end passes on, as Cloud
+// Run's front end allows (32 MiB over HTTP/1); a larger one is answered
+// 413, before anything is read when its length is declared.
 const maxBody = 32 << 20
 
-// ServeHTTP passes a request of a function to the next live instance. A
-// connection that an instance refuses (it just died) is tried on another;
-// a request that an instance took and did not answer (killed under it)
-// is answered 503 UNAVAILABLE, as Cloud Run answers when an instance
-// fails mid-request: the client cannot know whether it took effect.
+// ServeHTTP passes a request of a function to the next live instance,
+// its body streamed as it comes, not read first: the instance checks the
+// token before it reads anything (401 whatever the size) and bounds what
+// it reads (413 over the API's limit), exactly as the functions answer
+// in the stack's own process. A connection that an instance refuses (it
+// just died) is tried on another: nothing of the body has been read then.
+// A request that an instance took and did not answer (killed under it) is
+// answered 503 UNAVAILABLE, as Cloud Run answers when an instance fails
+// mid-request: the client cannot know whether it took effect.
 func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		httpapi.WriteError(ctx, w, errs.Wrap(errs.Invalid, err, "read the request"))
+	if r.ContentLength > maxBody {
+		tooLarge(w)
 		return
 	}
-	if len(body) > maxBody {
-		httpapi.WriteError(ctx, w, errs.E(errs.Invalid, "request body over %d bytes", maxBody))
-		return
+	var body *forwarded
+	if r.ContentLength != 0 {
+		body = &forwarded{r: http.MaxBytesReader(w, r.Body, maxBody)}
 	}
 	path := f.paths[r.URL.Path]
 	refused := map[*instance]bool{}
@@ -429,10 +439,13 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
 			url += "?" + r.URL.RawQuery
 		}
-		out, err := http.NewRequestWithContext(ctx, r.Method, url, bytes.NewReader(body))
+		out, err := http.NewRequestWithContext(ctx, r.Method, url, nil)
 		if err != nil {
 			httpapi.WriteError(ctx, w, err)
 			return
+		}
+		if body != nil {
+			out.Body, out.ContentLength = body, r.ContentLength
 		}
 		out.Header = r.Header.Clone()
 		for _, h := range hopHeaders {
@@ -441,7 +454,7 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, err := in.transport.RoundTrip(out)
 		if err != nil {
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
+			if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil && !body.started() {
 				refused[in] = true
 				if len(refused) < len(f.procs) {
 					continue
@@ -452,6 +465,11 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
+			if body.tooLarge() {
+				tooLarge(w)
+				return
+			}
+			f.s.log.Warn("Instance failed mid-request", "index", in.index, "path", r.URL.Path, "error", err)
 			httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, err, "the instance serving the request stopped; retry"))
 			return
 		}
@@ -468,6 +486,42 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 }
+
+// tooLarge answers a body over maxBody: 413, in the API's envelope.
+func tooLarge(w http.ResponseWriter) {
+	httpapi.WriteJSON(w, http.StatusRequestEntityTooLarge, map[string]map[string]string{
+		"error": {"code": errs.Invalid.Code(), "message": fmt.Sprintf("request body is larger than %d bytes", maxBody)},
+	})
+}
+
+// forwarded is a request's body as the front end passes it on: read once,
+// by the instance that took the connection. It records whether any of it
+// was asked for, so that a request whose connection an instance refused
+// goes to another as it stands, and it ignores the transport's Close (the
+// server closes the request's body).
+type forwarded struct {
+	r       io.Reader
+	read    atomic.Bool
+	overMax atomic.Bool
+}
+
+func (b *forwarded) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	n, err := b.r.Read(p)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		b.overMax.Store(true)
+	}
+	return n, err
+}
+
+func (b *forwarded) Close() error { return nil }
+
+// started says whether anything was read of the body (none: nil).
+func (b *forwarded) started() bool { return b != nil && b.read.Load() }
+
+// tooLarge says whether the body ran over maxBody.
+func (b *forwarded) tooLarge() bool { return b != nil && b.overMax.Load() }
 
 // close ends every instance: SIGTERM, as Cloud Run stops one, then
 // SIGKILL for those still running after grace.
@@ -517,15 +571,13 @@ func (s *Stack) stopInstances() error {
 	return f.close(closeGrace)
 }
 
-// tick runs a watchdog pass: in this process, or with instances as Cloud
-// Scheduler calls the watchdog function, through the front end with an
-// OIDC token of the tasks' identity.
+// tick runs a watchdog pass as Cloud Scheduler does: a POST of the
+// watchdog function, through the front end (to an instance, with
+// instances), with an OIDC token of the scheduler's identity, the one
+// caller the function accepts.
 func (s *Stack) tick(ctx context.Context) (chain.Pass, error) {
-	if s.cfg.Instances <= 1 {
-		return s.Watchdog.Tick(ctx)
-	}
 	var res chain.Pass
-	tok, err := s.Issuer.Token(s.functions.TasksServiceAccount, s.functions.ReconcileAudience, 10*time.Minute)
+	tok, err := s.Issuer.ServiceAccountToken(s.functions.SchedulerServiceAccount, s.functions.ReconcileAudience, callerTokenLifetime)
 	if err != nil {
 		return res, err
 	}
@@ -576,6 +628,9 @@ func instanceEnv(c cloudrun.Config) []string {
 	set("TASKS_AUDIENCE", c.TasksAudience)
 	set("RECONCILE_ISSUER_URL", c.ReconcileIssuerURL)
 	set("RECONCILE_AUDIENCE", c.ReconcileAudience)
+	set("SCHEDULER_SERVICE_ACCOUNT", c.SchedulerServiceAccount)
+	set("PUSH_SERVICE_ACCOUNT", c.PushServiceAccount)
+	set("PUSH_AUDIENCE", c.PushAudience)
 	set("NODE_SERVICE_ACCOUNT", c.NodeServiceAccount)
 	set("RECONCILER_SERVICE_ACCOUNT", c.ReconcilerServiceAccount)
 	dur("IMPERSONATION_TOKEN_LIFETIME", c.ImpersonationTokenLifetime)

@@ -23,6 +23,8 @@ func TestInstanceEnv(t *testing.T) {
 	c.TasksServiceAccount = "reconciler@bc-dev.iam.gserviceaccount.com"
 	c.TasksAudience = "http://127.0.0.1:8080"
 	c.ReconcileIssuerURL, c.ReconcileAudience = "http://127.0.0.1:8080", "http://127.0.0.1:8080"
+	c.SchedulerServiceAccount = "scheduler@bc-dev.iam.gserviceaccount.com"
+	c.PushServiceAccount, c.PushAudience = "pool-events-push@bc-dev.iam.gserviceaccount.com", "http://127.0.0.1:8080"
 	c.NodeServiceAccount = "nodes@bc-dev.iam.gserviceaccount.com"
 	c.ReconcilerServiceAccount = c.TasksServiceAccount
 	c.ImpersonationTokenLifetime = 10 * time.Minute

@@ -26,7 +26,8 @@ import (
 // module (POST /dev/pools/put and /dev/pools/archive publish its events)
 // and the push subscriptions, which pstest does not push: a subscriber
 // pulls each subscription and posts every message to the function, over
-// HTTP, as the CloudEvent the Functions Framework makes of a push, and
+// HTTP, as the CloudEvent the Functions Framework makes of a push, with
+// the OIDC token a push subscription sends (PushServiceAccount's), and
 // acknowledges it when the function answers 2xx (a failure is delivered
 // again, as Pub/Sub would).
 
@@ -97,8 +98,14 @@ func (s *Stack) deliverPools(ctx context.Context) {
 }
 
 // push posts m to the function as the CloudEvent of a delivered message
-// (binary mode).
+// (binary mode), with an OIDC token of the subscriptions' identity, as a
+// push subscription with an oidc_token sends (infra/), the one caller
+// the function accepts.
 func (s *Stack) push(ctx context.Context, url, subscription string, m *pubsub.Message) error {
+	tok, err := s.Issuer.ServiceAccountToken(s.functions.PushServiceAccount, s.functions.PushAudience, callerTokenLifetime)
+	if err != nil {
+		return err
+	}
 	var data cloudrun.MessagePublished
 	data.Message.Data, data.Message.Attributes, data.Message.MessageID = m.Data, m.Attributes, m.ID
 	data.Subscription = subscription
@@ -115,6 +122,7 @@ func (s *Stack) push(ctx context.Context, url, subscription string, m *pubsub.Me
 	req.Header.Set("ce-type", cloudrun.MessagePublishedType)
 	req.Header.Set("ce-source", "//pubsub.googleapis.com/"+subscription)
 	req.Header.Set("ce-id", m.ID)
+	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -376,16 +376,21 @@ func (s *Stack) FunctionsConfig() cloudrun.Config { return s.functions }
 
 // functionsConfig is the configuration of the stack's functions: the
 // Cloud Run settings, pointed at the emulators and the development
-// issuer, which signs both the tenants' tokens and the tasks' OIDC tokens.
+// issuer, which signs both the tenants' tokens and the internal callers'
+// OIDC tokens.
 func (s *Stack) functionsConfig() cloudrun.Config {
 	c := cloudrun.Defaults()
 	c.Project = s.cfg.Project
 	c.AuthIssuerURL, c.AuthAudience = s.URL, s.URL
 	c.TasksQueue, c.TasksSteadyQueue = s.cfg.Queue(), s.cfg.SteadyQueue()
 	c.ReconcileURL = s.URL + functionPath(cloudrun.ReconcileFunction)
-	c.TasksServiceAccount = s.cfg.ReconcilerServiceAccount()
+	// The internal functions' callers (iam.go), their tokens signed by
+	// the development issuer for the stack's URL.
+	c.TasksServiceAccount = s.cfg.TasksServiceAccount()
 	c.TasksAudience = s.URL
 	c.ReconcileIssuerURL, c.ReconcileAudience = s.URL, s.URL
+	c.SchedulerServiceAccount = s.cfg.SchedulerServiceAccount()
+	c.PushServiceAccount, c.PushAudience = s.cfg.PushServiceAccount(), s.URL
 	c.FirestoreEmulatorHost = s.Firestore.Addr
 	c.PubSubEmulatorHost = s.PubSub.Addr
 	c.TasksEmulatorHost = s.Tasks.Addr()
@@ -530,8 +535,10 @@ func (s *Stack) startEmulators(raw []byte, data *savedData) error {
 		s.log.Info("Loaded the data file", "file", s.cfg.DataFile)
 	}
 
+	// A task's OIDC token, as Cloud Tasks mints it for the task's
+	// service account.
 	tokens := func(ctx context.Context, audience, serviceAccount string) (string, error) {
-		return s.Issuer.Token(serviceAccount, audience, 10*time.Minute)
+		return s.Issuer.ServiceAccountToken(serviceAccount, audience, callerTokenLifetime)
 	}
 	// Closed by Close before the server, not with the other emulators.
 	if s.Tasks, err = ctemu.NewServer(ctemu.WithTokenSource(tokens), ctemu.WithLogger(s.log),
@@ -587,8 +594,8 @@ func (s *Stack) provision(ctx context.Context) error {
 	return nil
 }
 
-// watchdogLoop plays Cloud Scheduler: a watchdog pass every interval until
-// ctx ends.
+// watchdogLoop plays Cloud Scheduler: a call of the watchdog function
+// every interval until ctx ends (tick).
 func (s *Stack) watchdogLoop(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.WatchdogInterval)

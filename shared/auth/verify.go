@@ -256,13 +256,37 @@ func (v *Verifier) cached() (*oidc.IDTokenVerifier, error) {
 	return nil, nil
 }
 
-// claims are the registered claims Verify checks beyond the signature.
+// claims are the registered claims Verify checks beyond the signature,
+// and the email claims that name a service account (Identify).
 type claims struct {
-	Issuer    string           `json:"iss"`
-	Subject   string           `json:"sub"`
-	Audience  jwt.Audience     `json:"aud"`
-	Expiry    *jwt.NumericDate `json:"exp"`
-	NotBefore *jwt.NumericDate `json:"nbf"`
+	Issuer        string           `json:"iss"`
+	Subject       string           `json:"sub"`
+	Audience      jwt.Audience     `json:"aud"`
+	Expiry        *jwt.NumericDate `json:"exp"`
+	NotBefore     *jwt.NumericDate `json:"nbf"`
+	Email         string           `json:"email"`
+	EmailVerified verifiedFlag     `json:"email_verified"`
+}
+
+// verifiedFlag is an email_verified claim: true, or "true" as some
+// issuers write it; anything else, absent included, is false.
+type verifiedFlag bool
+
+func (f *verifiedFlag) UnmarshalJSON(b []byte) error {
+	*f = verifiedFlag(string(b) == "true" || string(b) == `"true"`)
+	return nil
+}
+
+// Identity is who a verified token names: its subject, and the email the
+// issuer vouches for, if any. Google's OIDC tokens of a service account
+// (those Cloud Tasks, Cloud Scheduler and Pub/Sub push subscriptions
+// send) carry the account's numeric unique ID as the subject and its
+// address as a verified email.
+type Identity struct {
+	Subject string
+	// Email is the token's email claim when its email_verified claim is
+	// true; empty otherwise.
+	Email string
 }
 
 // header is the part of the JOSE header Verify looks at before the key.
@@ -281,36 +305,51 @@ type header struct {
 // errs.Unavailable if the issuer has never been reachable. Verify may fetch
 // the issuer's keys (a token naming an unknown key triggers a refetch).
 func (v *Verifier) Verify(ctx context.Context, authorization string) (string, error) {
+	id, err := v.Identify(ctx, authorization)
+	return id.Subject, err
+}
+
+// Identify checks the Authorization header value as Verify does and
+// returns the whole identity the token names.
+func (v *Verifier) Identify(ctx context.Context, authorization string) (Identity, error) {
 	raw, err := bearerToken(authorization)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	if c, ok := v.cache.get(raw, v.now()); ok {
 		if err := v.checkClaims(&c); err != nil {
-			return "", err
+			return Identity{}, err
 		}
-		return c.Subject, nil
+		return c.identity(), nil
 	}
 	if err := checkHeader(raw); err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	idv, err := v.verifier(ctx)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	tok, err := idv.Verify(ctx, raw)
 	if err != nil {
-		return "", errs.Wrap(errs.Unauthenticated, err, "invalid token signature")
+		return Identity{}, errs.Wrap(errs.Unauthenticated, err, "invalid token signature")
 	}
 	var c claims
 	if err := tok.Claims(&c); err != nil {
-		return "", errs.Wrap(errs.Unauthenticated, err, "malformed token claims")
+		return Identity{}, errs.Wrap(errs.Unauthenticated, err, "malformed token claims")
 	}
 	if err := v.checkClaims(&c); err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	v.cache.put(raw, c, v.now())
-	return c.Subject, nil
+	return c.identity(), nil
+}
+
+func (c *claims) identity() Identity {
+	id := Identity{Subject: c.Subject}
+	if c.EmailVerified {
+		id.Email = c.Email
+	}
+	return id
 }
 
 // bearerToken extracts the token of an `Authorization: Bearer` value. The

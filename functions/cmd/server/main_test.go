@@ -44,7 +44,7 @@ func TestRefusesABrokenEnvironment(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("server with a broken environment = %v, want exit status 1\n%s", err, out)
 	}
-	for _, want := range []string{"Refusing to start", "TASKS_QUEUE", "RECONCILE_AUDIENCE"} {
+	for _, want := range []string{"Refusing to start", "TASKS_QUEUE", "RECONCILE_AUDIENCE", "SCHEDULER_SERVICE_ACCOUNT"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the logs do not say %q:\n%s", want, out)
 		}
@@ -70,6 +70,7 @@ func TestServesItsTarget(t *testing.T) {
 		"RECONCILE_URL=http://"+nowhere+"/reconcile",
 		"TASKS_SERVICE_ACCOUNT=tasks@bc-test.iam.gserviceaccount.com",
 		"RECONCILE_AUDIENCE=http://"+nowhere+"/watchdog",
+		"SCHEDULER_SERVICE_ACCOUNT=scheduler@bc-test.iam.gserviceaccount.com",
 		"RECONCILE_ISSUER_URL=http://"+nowhere,
 		"FIRESTORE_EMULATOR_HOST="+nowhere,
 		"PUBSUB_EMULATOR_HOST="+nowhere,

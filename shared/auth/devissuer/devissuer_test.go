@@ -296,3 +296,46 @@ func BenchmarkToken(b *testing.B) {
 		}
 	}
 }
+
+// TestServiceAccountToken: a service account's token looks like Google's
+// (a numeric subject, the account as a verified email), which is what
+// the internal functions' authenticator admits; a token of /dev/token
+// for the account's address as its subject is not admitted.
+func TestServiceAccountToken(t *testing.T) {
+	srv, v := start(t)
+	const account = "tasks@bc-dev.iam.gserviceaccount.com"
+	tok, err := srv.ServiceAccountToken(account, audience, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := v.Identify(context.Background(), "Bearer "+tok)
+	if err != nil {
+		t.Fatalf("Identify = %v", err)
+	}
+	if want := devissuer.ServiceAccountID(account); id.Subject != want || len(want) != 21 || strings.Trim(want, "0123456789") != "" {
+		t.Errorf("subject = %q, want the account's 21-digit ID %q", id.Subject, want)
+	}
+	if id.Email != account {
+		t.Errorf("email = %q, want %q verified", id.Email, account)
+	}
+	sa, err := auth.NewServiceAccount(v, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.Verify(context.Background(), "Bearer "+tok); err != nil {
+		t.Errorf("the account's authenticator refuses its token: %v", err)
+	}
+	posed, err := srv.Token(account, audience, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.Verify(context.Background(), "Bearer "+posed); !errs.Is(err, errs.PermissionDenied) {
+		t.Errorf("a token whose subject is the account's address = %v, want PERMISSION_DENIED", err)
+	}
+	if _, err := srv.ServiceAccountToken("tasks", audience, time.Minute); err == nil {
+		t.Error("ServiceAccountToken(\"tasks\") = nil error, want one")
+	}
+	if a, b := devissuer.ServiceAccountID(account), devissuer.ServiceAccountID("scheduler@bc-dev.iam.gserviceaccount.com"); a == b {
+		t.Errorf("two accounts share the ID %s", a)
+	}
+}
