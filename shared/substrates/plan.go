@@ -127,6 +127,8 @@ type Decision struct {
 // Plan decides the next step of a substrate. It never mutates in.
 func Plan(in Input, now time.Time) Decision {
 	p := &planner{in: &in, d: Decision{Substrate: in.Substrate.Clone(), now: now}}
+	// A run that plans did not fail (Reconciler's failed records failures).
+	p.d.Substrate.Status.Retrying = nil
 	if in.Substrate.Spec.Deleting {
 		p.planTeardown()
 	} else {

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -115,8 +117,15 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 				d.Observe = false
 				break
 			}
+			if msg := invalidObjects(err); msg != "" {
+				// What the spec asks for cannot be applied, and never
+				// will be: only a new event of the pool changes it.
+				Refused(&d, msg)
+				d.Observe = false
+				break
+			}
 			if err != nil {
-				return chain.Outcome{}, err
+				return u.failed(ctx, err)
 			}
 			u.in.Seen = seen
 			continue
@@ -129,7 +138,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		again, err := u.act(ctx, lease, &d)
 		if err != nil {
-			return chain.Outcome{}, err
+			return u.failed(ctx, err)
 		}
 		u.acted = true
 		if !again {
@@ -147,6 +156,99 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	}, nil
 }
 
+// objectsError is bcd's objects as the spec asks for them failing
+// kubeapply.Validate: applying them would fail the same way every time.
+type objectsError struct{ err error }
+
+func (e *objectsError) Error() string { return e.err.Error() }
+func (e *objectsError) Unwrap() error { return e.err }
+
+// invalidObjects is the substrate's error when err is an *objectsError,
+// "" otherwise.
+func invalidObjects(err error) string {
+	if oe, ok := errors.AsType[*objectsError](err); ok {
+		return objectsRefusal(oe.err)
+	}
+	return ""
+}
+
+// objectsRefusal is the substrate's error when kubeapply.Validate refuses
+// its objects (err): a run's and a preview's.
+func objectsRefusal(err error) string {
+	return "bcd's objects cannot be applied: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// failed is the outcome of a run that failed for err, which may pass (the
+// cluster's Kubernetes API unreachable, the store unavailable): the
+// substrate keeps what the run did (a token it minted, objects it
+// applied), records when its runs began to fail, and its next run comes
+// after a backoff. Runs that have kept failing for longer than
+// lifecycle.RetryShownAfter show the substrate in error with the reason,
+// and the chain goes at the steady pace (a reason that lasts is not
+// passing); a substrate being torn down stays deleting, its message saying
+// "retrying since <time>: <reason>". The first run that does not fail plans as any other and
+// clears the record. A lost lease or a canceled run is returned: nothing
+// is saved.
+func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
+	if errors.Is(err, chain.ErrLeaseLost) || ctx.Err() != nil {
+		return chain.Outcome{}, err
+	}
+	log := logging.FromContext(ctx)
+	now := u.r.now().UTC().Truncate(time.Microsecond)
+	msg := reason(err)
+	d := Decision{Substrate: u.in.Substrate.Clone(), now: now}
+	r := lifecycle.Retry{Since: now, Reason: msg}
+	if prev := u.in.Substrate.Status.Retrying; prev != nil {
+		r.Since = prev.Since
+	}
+	d.Substrate.Status.Retrying = &r
+	out := chain.Outcome{Retry: true}
+	switch {
+	case now.Sub(r.Since) <= lifecycle.RetryShownAfter:
+		log.Warn("Substrate run failed; retrying with backoff", "error", err)
+	case d.Substrate.Spec.Deleting:
+		// The pool's teardown stands, and no error state would help:
+		// the substrate says what holds it up.
+		log.Warn("Substrate teardown runs keep failing; retried at the steady pace", "error", err, "since", r.Since)
+		d.setState(resource.StateDeleting, lifecycle.RetryMessage(r))
+		out.Retry = false
+	default:
+		log.Warn("Substrate runs keep failing; the substrate shows the error and is retried at the steady pace",
+			"error", err, "since", r.Since)
+		d.fail(msg)
+		out.Retry = false
+	}
+	before := &u.Read.Substrate
+	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Events: d.Events}
+	out.Changed = u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || len(d.Events) > 0
+	return out, nil
+}
+
+// reason is a run's failure as the substrate's message says it: what the
+// run did when the cluster's Kubernetes API refused or could not be
+// reached, in its words; a failure of Better Compute's own services is
+// said without its cause (which the logs have).
+func reason(err error) string {
+	var status apierrors.APIStatus
+	api := errors.As(err, &status)
+	_, reach := errors.AsType[*url.Error](err)
+	kube := api || reach
+	if e, ok := errors.AsType[*errs.Error](err); ok && !kube {
+		if e.Kind == errs.Internal || e.Message == "" {
+			return internalReason
+		}
+		return e.Message
+	}
+	if kube {
+		return strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	return internalReason
+}
+
+// internalReason is the message of a failure that the run cannot say more
+// of without showing internals.
+const internalReason = "Better Compute's run of the substrate failed; it is retried"
+
 // observe reads the substrate's joined nodes, and unless it is torn down,
 // what its cluster's Kubernetes API holds: whether bcd's objects are as
 // applied, and the Nodes of its pools (read before any token is minted,
@@ -161,11 +263,14 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 	if s.Spec.Deleting {
 		return seen, nil
 	}
+	objs := u.objects(d)
+	if err := kubeapply.Validate(objs); err != nil {
+		return nil, &objectsError{err}
+	}
 	api, err := u.connect()
 	if err != nil {
 		return nil, err
 	}
-	objs := u.objects(d)
 	if seen.Nodes, err = api.Nodes(ctx, objs.NodePools); err != nil {
 		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
 	}
@@ -241,6 +346,10 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return true, u.poolsChanged(ctx)
 	case ApplyObjects:
 		foreign, err := u.apply(ctx, lease, d)
+		if msg := invalidObjects(err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if msg := accessRefused(u.in.Cluster, err); msg != "" {
 			Refused(d, msg)
 			return false, nil
@@ -319,6 +428,9 @@ func (u *run) apply(ctx context.Context, lease *chain.Lease, d *Decision) (forei
 		return "", err
 	}
 	objs := u.objects(d)
+	if err := kubeapply.Validate(objs); err != nil {
+		return "", &objectsError{err}
+	}
 	if d.Action.Mint {
 		if objs.Token, err = u.mint(ctx, lease); err != nil {
 			return "", err
@@ -402,39 +514,9 @@ func (u *run) connect() (KubeAPI, error) {
 }
 
 // objects are bcd's objects as the substrate's spec asks for them, on the
-// node pools the decision lists (during a replacement, the old and the
-// new).
+// node pools the decision lists (desiredObjects).
 func (u *run) objects(d *Decision) kubeapply.Desired {
-	s := &u.in.Substrate
-	o := kubeapply.Desired{PoolID: s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
-	// Tolerated: the flavors' taints, and those of the pools they replace.
-	var specs []lifecycle.NodePoolSpec
-	for _, f := range s.Spec.Flavors {
-		specs = append(specs, f.NodePool)
-	}
-	for _, np := range d.Substrate.Status.NodePools {
-		o.NodePools = append(o.NodePools, np.Name)
-		for _, p := range u.in.Pools {
-			if p.ID == np.NodePoolID {
-				specs = append(specs, p.Spec)
-			}
-		}
-	}
-	seen := map[resource.Taint]bool{}
-	for _, spec := range specs {
-		taints := spec.Taints
-		if spec.Accelerators != nil {
-			// GKE taints the nodes of GPU pools itself.
-			taints = append(slices.Clone(taints), gpuTaint)
-		}
-		for _, t := range taints {
-			if !seen[t] {
-				seen[t] = true
-				o.Tolerations = append(o.Tolerations, t)
-			}
-		}
-	}
-	return o
+	return desiredObjects(d, u.in.Pools, u.r.cfg)
 }
 
 // gpuTaint is the taint GKE puts on every node with GPUs.
