@@ -354,6 +354,15 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 			Refused(d, msg)
 			return false, nil
 		}
+		if errors.Is(err, kubeapply.ErrTerminating) {
+			// An earlier teardown's objects are still going: a wait,
+			// not a failure.
+			logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
+			d.Action = nil
+			d.progress()
+			d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}

@@ -502,3 +502,34 @@ func (e *runEnv) errorEvents(t *testing.T) int {
 	}
 	return n
 }
+
+// An apply that finds the pool's objects still being deleted (an earlier
+// teardown) waits, saying so, at the converging pace: however long it
+// lasts, it is no failure.
+func TestRunApplyWhileTerminating(t *testing.T) {
+	e := newRunEnv(t)
+	e.kube.Remove(context.Background(), "pool-gpu")
+	e.kube.mu.Lock()
+	e.kube.hook = func(kubeapply.Desired) error {
+		return fmt.Errorf("apply substrate objects: Namespace better-compute-system: %w", kubeapply.ErrTerminating)
+	}
+	e.kube.mu.Unlock()
+	for range 5 {
+		e.clk.Step(lifecycle.RetryShownAfter)
+		e.run(t)
+		s := e.substrate(t)
+		if s.Status.State != resource.StateUpdating || !strings.Contains(s.Status.Message, "earlier teardown") || s.Status.Retrying != nil {
+			t.Fatalf("substrate while its objects are being deleted: %s %q, retrying %+v; want updating, waiting", s.Status.State, s.Status.Message, s.Status.Retrying)
+		}
+		if next := e.sched.next().Sub(e.clk.Now()); next != time.Second {
+			t.Errorf("next run in %v, want the converging interval (1s)", next)
+		}
+	}
+	e.kube.mu.Lock()
+	e.kube.hook = nil
+	e.kube.mu.Unlock()
+	e.run(t)
+	if s := e.substrate(t); s.Status.State != resource.StateReady || s.Status.Message != "" {
+		t.Errorf("substrate once the objects are gone: %s %q, want ready", s.Status.State, s.Status.Message)
+	}
+}
