@@ -16,7 +16,7 @@
 // pool per flavor), plan_objects.go (bcd's objects in the cluster's
 // Kubernetes API), plan_nodes.go (the nodes that join and leave),
 // plan_teardown.go (undoing what the substrate made), reconciler.go (the
-// run), kube.go (what a run asks of a cluster's Kubernetes API), join.go
+// run), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
 // (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
 // (the names of what a substrate makes), telemetry.go (join counts, the
 // reconcile lag).
