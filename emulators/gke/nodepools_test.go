@@ -508,3 +508,30 @@ func TestNodeLabelsManagedRefused(t *testing.T) {
 	}
 	e.wait(t, op)
 }
+
+// A Node's labels are GKE's where GKE sets them, whatever its pool's
+// configuration says: a pool that got GKE's own keys past the API (a
+// snapshot of an older simulator, say) cannot make its Nodes pose as
+// another pool's.
+func TestNodeLabelsGKEWins(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	g := e.srv.GServer
+	g.mu.Lock()
+	var c *cluster
+	for _, cl := range g.clusters {
+		if cl.pb.Name == "c1" {
+			c = cl
+		}
+	}
+	c.pools["p0"].pb.Config.Labels = map[string]string{labelNodePool: "bc-impostor", labelZone: "elsewhere", "team": "ml"}
+	g.mu.Unlock()
+	nodes, ok := g.kubeNodes(&kubeCluster{c: c})
+	if !ok || len(nodes) != 1 {
+		t.Fatalf("kubeNodes = %d nodes, %v; want p0's one", len(nodes), ok)
+	}
+	l := nodes[0].labels
+	if l[labelNodePool] != "p0" || l[labelZone] != zoneA || l["team"] != "ml" {
+		t.Errorf("Node labels = %v, want GKE's %s=p0 and %s=%s, and the pool's team=ml", l, labelNodePool, labelZone, zoneA)
+	}
+}
