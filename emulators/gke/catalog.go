@@ -2,6 +2,7 @@ package gke
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -176,6 +177,9 @@ func checkNodeConfig(pool string, cfg *containerpb.NodeConfig) error {
 			return err
 		}
 	}
+	if err := checkNodeLabels(cfg.Labels); err != nil {
+		return err
+	}
 	for _, t := range cfg.Taints {
 		if t.Key == "" {
 			return status.Errorf(codes.InvalidArgument, "Node pool %q: taint key must not be empty.", pool)
@@ -257,4 +261,25 @@ func defaultZones(loc string) []string {
 		zs = zs[:3]
 	}
 	return zs
+}
+
+// checkNodeLabels refuses, as GKE does, node labels whose keys GKE or
+// Kubernetes manage: those under cloud.google.com/, and those under
+// kubernetes.io/ or k8s.io/ (or a subdomain of either), with GKE's words.
+// Keys are looked at in order, so that the error is the same every time.
+func checkNodeLabels(labels map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		prefix, _, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		under := func(d string) bool { return prefix == d || strings.HasSuffix(prefix, "."+d) }
+		switch {
+		case under("cloud.google.com"):
+			return status.Errorf(codes.InvalidArgument, "Node labels with key %q are managed by GKE or Kubernetes and must not be manually specified.", k)
+		case under("kubernetes.io"), under("k8s.io"):
+			return status.Errorf(codes.InvalidArgument, "Applying kubernetes label is not allowed: %s.", k)
+		}
+	}
+	return nil
 }

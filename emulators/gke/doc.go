@@ -76,7 +76,14 @@
 // locations outside the cluster's region, unknown machine types,
 // accelerators the machine family cannot take or counts its shape does not
 // have, disk types the family does not support, bad autoscaling bounds,
-// versions newer than the master. What GKE only finds out while it works
+// versions newer than the master, and node labels whose keys GKE or
+// Kubernetes manage (in a new pool, a new cluster's pools or
+// UpdateNodePool), in GKE's words: `Node labels with key
+// "cloud.google.com/compute-class" are managed by GKE or Kubernetes and
+// must not be manually specified.` for a key under cloud.google.com/, and
+// "Applying kubernetes label is not allowed: node-role.kubernetes.io/x."
+// for one under kubernetes.io/ or k8s.io/ (terraform-provider-google
+// #19677 and #6003 quote both, as HTTP 400). What GKE only finds out while it works
 // makes the operation end with an error instead: a machine type the zone
 // does not offer (g2 in us-central1-f and europe-west1-d; a2 in
 // europe-west4-c, us-east1-d and us-west1-c) leaves the pool ERROR, a
@@ -198,8 +205,8 @@
 //     a pool, with GKE's labels (cloud.google.com/gke-nodepool,
 //     topology.kubernetes.io/zone and region,
 //     node.kubernetes.io/instance-type, kubernetes.io/hostname,
-//     cloud.google.com/gke-spot, cloud.google.com/gke-accelerator, the
-//     pool's own labels), the pool's taints, spec.providerID
+//     cloud.google.com/gke-spot, cloud.google.com/gke-accelerator, and
+//     the pool's own labels, GKE's winning), the pool's taints, spec.providerID
 //     gce://<project>/<zone>/<name>, a Ready condition and a capacity
 //     derived from the machine type. Nodes go when their pool shrinks or
 //     goes; a shrink removes the last-named ones.
@@ -316,4 +323,12 @@
 //     Snapshot. Without WithIAM nothing is authenticated or authorized.
 //   - Operations are kept for the life of the server, and in its
 //     snapshots.
+//   - Node labels: which keys GKE refuses is inferred from two quoted
+//     errors (cloud.google.com/compute-class; node-role.kubernetes.io/...).
+//     The simulator refuses every key under cloud.google.com/,
+//     kubernetes.io/ or k8s.io/ and their subdomains; GKE may accept some
+//     of them (node.kubernetes.io/, which kubelets may set, say), or
+//     refuse others (gke.io, say). The first such key in key order is
+//     named; GKE's order is not recorded. The gRPC code is
+//     INVALID_ARGUMENT, as GKE's HTTP 400 badRequest maps.
 package gke

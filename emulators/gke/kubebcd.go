@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/better-compute/kubernetes/shared/kubeapply"
 )
 
 // joinTimeout bounds one join call.
@@ -36,6 +34,18 @@ type joinState struct {
 	backoff time.Duration
 }
 
+// What bcd is, as its image documents it (API.md §9): the DaemonSet that
+// runs it and the environment it reads. The simulator spells them itself,
+// rather than reading the product's constants, so that a product that
+// drifts from bcd's contract fails against it.
+const (
+	bcdNamespace     = "better-compute-system"
+	bcdDaemonSetName = "bcd"
+	bcdEnvJoinURL    = "BCD_JOIN_URL"
+	bcdEnvPoolID     = "BCD_POOL_ID"
+	bcdEnvToken      = "BCD_TOKEN"
+)
+
 // bcdConfig is what bcd reads from its environment.
 type bcdConfig struct {
 	url, poolID, token string
@@ -47,13 +57,13 @@ type bcdConfig struct {
 // selecting (or a DaemonSet that goes) is forgotten, so that it joins
 // again when selected again, as a new bcd Pod would.
 func (k *kubeCluster) syncBCD(ctx context.Context, cs kubernetes.Interface, st *syncState) error {
-	ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(bcdNamespace).Get(ctx, bcdDaemonSetName, metav1.GetOptions{})
 	if isNotFound(err) || (err == nil && ds.DeletionTimestamp != nil) {
 		clear(st.joins)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get daemonset %s/%s: %w", kubeapply.Namespace, kubeapply.DaemonSetName, err)
+		return fmt.Errorf("get daemonset %s/%s: %w", bcdNamespace, bcdDaemonSetName, err)
 	}
 	cfg, err := readBCDConfig(ctx, cs, ds)
 	if err != nil {
@@ -129,16 +139,16 @@ func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.Daem
 			continue // bcd reads none of the other sources
 		}
 		switch e.Name {
-		case kubeapply.EnvJoinURL:
+		case bcdEnvJoinURL:
 			cfg.url = v
-		case kubeapply.EnvPoolID:
+		case bcdEnvPoolID:
 			cfg.poolID = v
-		case kubeapply.EnvToken:
+		case bcdEnvToken:
 			cfg.token = v
 		}
 	}
 	var missing []string
-	for name, v := range map[string]string{kubeapply.EnvJoinURL: cfg.url, kubeapply.EnvToken: cfg.token} {
+	for name, v := range map[string]string{bcdEnvJoinURL: cfg.url, bcdEnvToken: cfg.token} {
 		if v == "" {
 			missing = append(missing, name)
 		}

@@ -62,7 +62,13 @@ func (s *GServer) kubeNodes(k *kubeCluster) ([]kubeNode, bool) {
 	for _, name := range c.order {
 		np := c.pools[name]
 		cfg := np.pb.Config
-		labels := map[string]string{
+		// The pool's own labels first: GKE's win (it refuses a pool
+		// that names one of them, and a Node's labels are GKE's to say).
+		labels := maps.Clone(cfg.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, map[string]string{
 			labelNodePool:                          np.pb.Name,
 			labelRegion:                            c.region,
 			labelInstanceType:                      cfg.MachineType,
@@ -70,7 +76,7 @@ func (s *GServer) kubeNodes(k *kubeCluster) ([]kubeNode, bool) {
 			"cloud.google.com/gke-os-distribution": "cos",
 			"kubernetes.io/os":                     "linux",
 			"kubernetes.io/arch":                   "amd64",
-		}
+		})
 		if cfg.Spot {
 			labels["cloud.google.com/gke-spot"] = "true"
 		}
@@ -80,7 +86,6 @@ func (s *GServer) kubeNodes(k *kubeCluster) ([]kubeNode, bool) {
 		if acc := accelerator(cfg); acc != "" {
 			labels["cloud.google.com/gke-accelerator"] = acc
 		}
-		maps.Copy(labels, cfg.Labels)
 		var taints []corev1.Taint
 		for _, t := range cfg.Taints {
 			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: taintEffect(t.Effect)})

@@ -171,6 +171,11 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 	if req.NodeVersion == "" && len(req.Locations) == 0 && req.Labels == nil && req.Taints == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: the request changes nothing; set node_version, locations, labels or taints.")
 	}
+	if req.Labels != nil {
+		if err := checkNodeLabels(req.Labels.Labels); err != nil {
+			return nil, err
+		}
+	}
 	typ := containerpb.Operation_UPDATE_CLUSTER
 	if req.NodeVersion != "" || req.Labels != nil || req.Taints != nil {
 		typ = containerpb.Operation_UPGRADE_NODES

@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestNodePoolOperations(t *testing.T) {
@@ -442,4 +443,95 @@ func TestPoolRefusalsOnMissingPool(t *testing.T) {
 			t.Errorf("SetNodePoolAutoscaling(max 0) = %v, want InvalidArgument", err)
 		}
 	})
+}
+
+// GKE refuses node labels whose keys it or Kubernetes manage, in a new
+// node pool, in a new cluster's pools and in an update, with its words;
+// nothing is created or changed. Other keys, look-alikes included, are
+// taken.
+func TestNodeLabelsManagedRefused(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	gkeWords := func(k string) string {
+		return `Node labels with key "` + k + `" are managed by GKE or Kubernetes and must not be manually specified.`
+	}
+	kubeWords := func(k string) string { return "Applying kubernetes label is not allowed: " + k + "." }
+	refused := map[string]string{
+		"cloud.google.com/gke-nodepool":  gkeWords("cloud.google.com/gke-nodepool"),
+		"cloud.google.com/compute-class": gkeWords("cloud.google.com/compute-class"),
+		"node.cloud.google.com/x":        gkeWords("node.cloud.google.com/x"),
+		"node-role.kubernetes.io/x":      kubeWords("node-role.kubernetes.io/x"),
+		"kubernetes.io/arch":             kubeWords("kubernetes.io/arch"),
+		"foo.k8s.io/y":                   kubeWords("foo.k8s.io/y"),
+	}
+	for key, words := range refused {
+		t.Run(key, func(t *testing.T) {
+			labels := map[string]string{"team": "ml", key: "v"}
+			np := pool("bad", "e2-standard-4", 1, zoneA)
+			np.Config.Labels = labels
+			_, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: np})
+			if code(err) != codes.InvalidArgument || status.Convert(err).Message() != words {
+				t.Errorf("CreateNodePool with label %q = %v, want InvalidArgument %q", key, err, words)
+			}
+			_, err = e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c2", NodePools: []*containerpb.NodePool{np}}})
+			if code(err) != codes.InvalidArgument || status.Convert(err).Message() != words {
+				t.Errorf("CreateCluster with a pool labelled %q = %v, want InvalidArgument %q", key, err, words)
+			}
+			_, err = e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{Name: clusterN + "/nodePools/p0", Labels: &containerpb.NodeLabels{Labels: labels}})
+			if code(err) != codes.InvalidArgument || status.Convert(err).Message() != words {
+				t.Errorf("UpdateNodePool with label %q = %v, want InvalidArgument %q", key, err, words)
+			}
+		})
+	}
+	list, err := e.client.ListClusters(e.ctx, &containerpb.ListClustersRequest{Parent: parent})
+	if err != nil {
+		t.Fatalf("ListClusters: %v", err)
+	}
+	var got []string
+	for _, c := range list.Clusters {
+		for _, np := range c.NodePools {
+			got = append(got, c.Name+"/"+np.Name)
+		}
+	}
+	if len(got) != 1 || got[0] != "c1/p0" {
+		t.Errorf("node pools after the refused calls: %v, want c1/p0 alone", got)
+	}
+	if got := e.getPool(t, "p0").Config.Labels; len(got) != 0 {
+		t.Errorf("p0's labels after refused updates = %v, want none", got)
+	}
+
+	np := pool("ok", "e2-standard-4", 1, zoneA)
+	np.Config.Labels = map[string]string{"team": "ml", "example.com/x": "y", "notcloud.google.com/x": "y", "google.com/x": "y", "notk8s.io/x": "y"}
+	op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: np})
+	if err != nil {
+		t.Fatalf("CreateNodePool with labels GKE takes = %v", err)
+	}
+	e.wait(t, op)
+}
+
+// A Node's labels are GKE's where GKE sets them, whatever its pool's
+// configuration says: a pool that got GKE's own keys past the API (a
+// snapshot of an older simulator, say) cannot make its Nodes pose as
+// another pool's.
+func TestNodeLabelsGKEWins(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	g := e.srv.GServer
+	g.mu.Lock()
+	var c *cluster
+	for _, cl := range g.clusters {
+		if cl.pb.Name == "c1" {
+			c = cl
+		}
+	}
+	c.pools["p0"].pb.Config.Labels = map[string]string{labelNodePool: "bc-impostor", labelZone: "elsewhere", "team": "ml"}
+	g.mu.Unlock()
+	nodes, ok := g.kubeNodes(&kubeCluster{c: c})
+	if !ok || len(nodes) != 1 {
+		t.Fatalf("kubeNodes = %d nodes, %v; want p0's one", len(nodes), ok)
+	}
+	l := nodes[0].labels
+	if l[labelNodePool] != "p0" || l[labelZone] != zoneA || l["team"] != "ml" {
+		t.Errorf("Node labels = %v, want GKE's %s=p0 and %s=%s, and the pool's team=ml", l, labelNodePool, labelZone, zoneA)
+	}
 }

@@ -536,6 +536,7 @@ func labelKeys() []string {
 		"example.com/team", "Example.com/team", "example.com/", "/team", "a/b/c", "ex_ample.com/team", "-ex.com/team",
 		strings.Repeat("a", 63), strings.Repeat("a", 64), sub(253) + "/x", sub(254) + "/x", "x/" + strings.Repeat("a", 63), "x/" + strings.Repeat("a", 64),
 		"kubernetes.io/x", "node.kubernetes.io/x", "k8s.io/x", "a.k8s.io/x", "xk8s.io/x", "kubernetes.io.example.com/x",
+		"cloud.google.com/gke-nodepool", "node.cloud.google.com/x", "xcloud.google.com/x", "google.com/x", "cloud.google.com.example.com/x",
 	}
 }
 

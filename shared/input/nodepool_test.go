@@ -141,6 +141,14 @@ func TestDecodeCreateNodePoolFields(t *testing.T) {
 		{"label key reserved", obj{"labels": obj{"kubernetes.io/role": "x"}}, sorted(`labels["kubernetes.io/role"]`)},
 		{"label key reserved subdomain", obj{"labels": obj{"node.k8s.io/x": "x"}}, sorted(`labels["node.k8s.io/x"]`)},
 		{"label key look-alike domain", obj{"labels": obj{"notkubernetes.io/x": "x"}}, nil},
+		{"label key node-role", obj{"labels": obj{"node-role.kubernetes.io/x": "x"}}, sorted(`labels["node-role.kubernetes.io/x"]`)},
+		{"label key k8s.io subdomain", obj{"labels": obj{"foo.k8s.io/y": "y"}}, sorted(`labels["foo.k8s.io/y"]`)},
+		{"label key GKE node pool", obj{"labels": obj{"cloud.google.com/gke-nodepool": "bc-pool-gpu-l4"}}, sorted(`labels["cloud.google.com/gke-nodepool"]`)},
+		{"label key GKE compute class", obj{"labels": obj{"cloud.google.com/compute-class": "x"}}, sorted(`labels["cloud.google.com/compute-class"]`)},
+		{"label key GKE subdomain", obj{"labels": obj{"node.cloud.google.com/x": "x"}}, sorted(`labels["node.cloud.google.com/x"]`)},
+		{"label key GKE look-alike domain", obj{"labels": obj{"notcloud.google.com/x": "x", "google.com/x": "x", "cloud.google.com": "x"}}, nil},
+		{"label keys reserved, all named", obj{"labels": obj{"cloud.google.com/gke-spot": "true", "kubernetes.io/arch": "amd64", "team": "ml"}},
+			sorted(`labels["cloud.google.com/gke-spot"]`, `labels["kubernetes.io/arch"]`)},
 		{"label value empty", obj{"labels": obj{"team": ""}}, nil},
 		{"label value 63", obj{"labels": obj{"team": rep("v", 63)}}, nil},
 		{"label value 64", obj{"labels": obj{"team": rep("v", 64)}}, sorted(`labels["team"]`)},
@@ -243,6 +251,10 @@ func TestDecodeReasons(t *testing.T) {
 		{obj{"labels": labelsN(33)}, "labels", "must have at most 32 labels"},
 		{obj{"taints": []any{obj{"key": "a", "effect": "x"}}}, "taints[0].effect", "must be one of NoSchedule, PreferNoSchedule, NoExecute"},
 		{obj{"diskType": ""}, "diskType", "must not be empty: omit the field instead"},
+		{obj{"labels": obj{"cloud.google.com/gke-nodepool": "x"}}, `labels["cloud.google.com/gke-nodepool"]`,
+			`key prefix cloud.google.com is managed by GKE: labels under cloud.google.com/ (and its subdomains) cannot be set (GKE: "Node labels with key "cloud.google.com/gke-nodepool" are managed by GKE or Kubernetes and must not be manually specified.")`},
+		{obj{"labels": obj{"node-role.kubernetes.io/x": "x"}}, `labels["node-role.kubernetes.io/x"]`,
+			`key prefix node-role.kubernetes.io is managed by Kubernetes: labels under kubernetes.io/ and k8s.io/ (and their subdomains) cannot be set (GKE: "Applying kubernetes label is not allowed: node-role.kubernetes.io/x.")`},
 	}
 	for _, tt := range tests {
 		body := marshal(t, with(createPool, tt.set))

@@ -52,6 +52,11 @@ func TestDecodePoolUpdated(t *testing.T) {
 			            {"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 9, "autoscaling": {"minNodes": 0, "maxNodes": 2}},
 			            {"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}]}`, true,
 			[]string{"policy.substrate.cluster.create.zones[1]", "flavors[0].name", "flavors[1].nodeCount", "flavors[2].name"}},
+		{"flavor labels GKE or Kubernetes manage", `{"id": "p", "tenantId": "acme", "version": 1, "policy": {"substrate": {"kind": "kubernetes", "account": "a",
+			"cluster": {"create": {"region": "us-central1"}}}},
+			"flavors": [{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1, "labels": {"cloud.google.com/gke-nodepool": "x", "team": "ml"}},
+			            {"name": "gpu", "machineType": "e2-standard-4", "nodeCount": 1, "labels": {"node-role.kubernetes.io/gpu": ""}}]}`, true,
+			[]string{`flavors[0].labels["cloud.google.com/gke-nodepool"]`, `flavors[1].labels["node-role.kubernetes.io/gpu"]`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := DecodePoolUpdated([]byte(tc.data))

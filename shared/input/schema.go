@@ -3,6 +3,7 @@ package input
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -152,10 +153,11 @@ func labelValueSchema() map[string]any {
 }
 
 func labelsSchema(ref func(string) string) map[string]any {
-	key := labelKeySchema("Label key: a Kubernetes qualified name; the prefixes kubernetes.io and k8s.io (and their subdomains) are reserved.")
-	reserved := make([]string, len(reservedLabelDomains))
-	for i, d := range reservedLabelDomains {
-		reserved[i] = strings.ReplaceAll(d, ".", `\.`)
+	key := labelKeySchema("Label key: a Kubernetes qualified name; the prefixes kubernetes.io and k8s.io, which Kubernetes manages, " +
+		"and cloud.google.com, which GKE manages (and their subdomains), are refused, as GKE refuses them on nodes.")
+	var reserved []string
+	for _, d := range append(slices.Clone(reservedLabelDomains), gkeLabelDomain) {
+		reserved = append(reserved, strings.ReplaceAll(d, ".", `\.`))
 	}
 	key["not"] = map[string]any{"pattern": `^([^/]*\.)?(` + strings.Join(reserved, "|") + `)/`}
 	return map[string]any{

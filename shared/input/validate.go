@@ -234,11 +234,22 @@ const MaxLabels = 32
 
 // reservedLabelDomains are the label key prefixes Kubernetes keeps for
 // itself: a kubelet refuses node labels under them, so a pool carrying one
-// would never get its nodes.
+// would never get its nodes, and GKE refuses them in a node pool.
 var reservedLabelDomains = []string{"kubernetes.io", "k8s.io"}
 
+// gkeLabelDomain is the label key prefix GKE keeps for itself on nodes
+// (cloud.google.com/gke-nodepool, cloud.google.com/compute-class, ...): GKE
+// refuses a node pool that sets one, and a label GKE puts on nodes must
+// never be the tenant's to say (the substrates tell their node pools'
+// nodes by one). A subdomain of it is refused too: GKE's documents name no
+// key under one that a tenant may set.
+const gkeLabelDomain = "cloud.google.com"
+
 // checkLabels applies Kubernetes' rules to the keys and values of labels at
-// path, in key order so the report is the same every time.
+// path, and refuses the keys GKE or Kubernetes manage, as GKE does for
+// node labels (with its words); in key order so the report is the same
+// every time. A cluster's labels, which stay on Better Compute's resource,
+// follow the same rules as its pools', so that a label means one thing.
 func (r *report) checkLabels(path string, labels map[string]string) {
 	if len(labels) > MaxLabels {
 		r.add(path, fmt.Sprintf("must have at most %d labels", MaxLabels))
@@ -252,8 +263,10 @@ func (r *report) checkLabels(path string, labels map[string]string) {
 		p := mapPath(path, k)
 		if msgs := content.IsLabelKey(k); len(msgs) > 0 {
 			r.add(p, "key "+strings.Join(msgs, "; "))
-		} else if d := reservedDomain(k); d != "" {
-			r.add(p, "key prefix "+d+" is reserved for Kubernetes")
+		} else if d := reservedDomain(k, reservedLabelDomains...); d != "" {
+			r.add(p, fmt.Sprintf(`key prefix %s is managed by Kubernetes: labels under kubernetes.io/ and k8s.io/ (and their subdomains) cannot be set (GKE: "Applying kubernetes label is not allowed: %s.")`, d, k))
+		} else if d := reservedDomain(k, gkeLabelDomain); d != "" {
+			r.add(p, fmt.Sprintf(`key prefix %s is managed by GKE: labels under cloud.google.com/ (and its subdomains) cannot be set (GKE: "Node labels with key %q are managed by GKE or Kubernetes and must not be manually specified.")`, d, k))
 		}
 		if msgs := content.IsLabelValue(labels[k]); len(msgs) > 0 {
 			r.add(p, "value "+strings.Join(msgs, "; "))
@@ -261,12 +274,14 @@ func (r *report) checkLabels(path string, labels map[string]string) {
 	}
 }
 
-func reservedDomain(key string) string {
+// reservedDomain is key's prefix when it is one of domains or a subdomain
+// of one, "" otherwise.
+func reservedDomain(key string, domains ...string) string {
 	prefix, _, ok := strings.Cut(key, "/")
 	if !ok {
 		return ""
 	}
-	for _, d := range reservedLabelDomains {
+	for _, d := range domains {
 		if prefix == d || strings.HasSuffix(prefix, "."+d) {
 			return prefix
 		}

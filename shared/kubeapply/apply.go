@@ -127,14 +127,22 @@ func (c *Cluster) Check(ctx context.Context, d Desired) (bool, error) {
 	return true, nil
 }
 
-// foreignTo returns a *ForeignError when o exists and is not pool's.
+// foreignTo returns a *ForeignError when o exists and is not pool's: its
+// LabelPool is not PoolLabel(pool), or its AnnotationPoolID names another
+// pool (two IDs may derive one label value). An object without the
+// annotation is told by its label alone, as objects applied before the
+// annotation existed are.
 func foreignTo(pool string, r ref, o metav1.Object) *ForeignError {
 	if o == nil {
 		return nil
 	}
 	found, ok := o.GetLabels()[LabelPool]
-	if ok && found == pool {
+	id, named := o.GetAnnotations()[AnnotationPoolID]
+	if ok && found == PoolLabel(pool) && (!named || id == pool) {
 		return nil
+	}
+	if ok && named {
+		found = id
 	}
 	return &ForeignError{Kind: r.kind, Namespace: r.namespace, Name: r.name, Pool: pool, Found: found}
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // ForeignError reports an object that has one of a substrate's names but is
-// not the pool's: it lacks the LabelPool label, or holds another pool's ID.
+// not the pool's: it lacks the LabelPool label, or holds another pool's
+// value in it, or another pool's ID in AnnotationPoolID.
 // Nothing was written to it. Apply may return several, joined; errors.As
 // finds the first.
 type ForeignError struct {
@@ -14,7 +15,9 @@ type ForeignError struct {
 	Namespace string // empty for the Namespace itself
 	Name      string
 	Pool      string // the pool Apply or Remove was called for
-	Found     string // the label's value on the object; empty when it has none
+	// Found is the pool the object names: its AnnotationPoolID when it
+	// has one, else its LabelPool value; empty when it has no label.
+	Found string
 }
 
 func (e *ForeignError) Error() string {

@@ -5,10 +5,12 @@
 // the ServiceAccount bcd, the Secret bcd-join holding the join token and the
 // DaemonSet bcd that runs the join daemon on the substrate's node pools. They
 // are written by server-side apply under one field manager and all carry
-// the label better-compute.dev/substrate-pool=<pool id>. That label is the
-// only proof that an object is the pool's: an object of one of these names
-// without it, or with another pool's value, is never patched, adopted or
-// deleted.
+// the label better-compute.dev/substrate-pool, whose value is the pool ID
+// or, when that is not a label value, one derived from it (PoolLabel), and
+// the annotation better-compute.dev/substrate-pool-id holding the whole ID.
+// They are the only proof that an object is the pool's: an object of one of
+// these names without the label, or with another pool's value or ID, is
+// never patched, adopted or deleted.
 //
 // The package holds no state between calls and decides nothing about when to
 // apply or remove: the reconciler does, and calls Apply and Remove as often
@@ -32,7 +34,8 @@ import (
 // cluster holds at most one substrate's objects: a second pool adopting the
 // same cluster finds them labelled with the first pool and is refused.
 const (
-	// LabelPool marks an object as a substrate's; its value is the pool ID.
+	// LabelPool marks an object as a substrate's; its value is
+	// PoolLabel of the pool ID.
 	LabelPool = "better-compute.dev/substrate-pool"
 	// LabelNodePool is the label GKE puts on every Node with the name of
 	// its node pool.

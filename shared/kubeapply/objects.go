@@ -21,7 +21,9 @@ import (
 
 // Desired is what a substrate's objects should say.
 type Desired struct {
-	PoolID  string // the value of LabelPool on every object
+	// PoolID is the pool's ID: every object carries it in
+	// AnnotationPoolID, and PoolLabel of it in LabelPool.
+	PoolID  string
 	Image   string // the join daemon's image
 	JoinURL string // where the daemon posts its join request
 	// NodePools are the GKE node pools (LabelNodePool values) the daemon
@@ -65,11 +67,13 @@ type objects struct {
 // up to order and repeats of node pools and taints, so that applying the
 // same substrate again is a no-op for the API server.
 func build(d Desired) (objects, error) {
-	if err := validate(d); err != nil {
+	if err := Validate(d); err != nil {
 		return objects{}, err
 	}
-	labels := map[string]string{LabelPool: d.PoolID}
-	podLabels := map[string]string{LabelPool: d.PoolID, labelApp: DaemonSetName}
+	value := PoolLabel(d.PoolID)
+	labels := map[string]string{LabelPool: value}
+	annotations := map[string]string{AnnotationPoolID: d.PoolID}
+	podLabels := map[string]string{LabelPool: value, labelApp: DaemonSetName}
 
 	pools := slices.Clone(d.NodePools)
 	slices.Sort(pools)
@@ -92,11 +96,11 @@ func build(d Desired) (objects, error) {
 	}
 
 	o := objects{
-		namespace: corev1ac.Namespace(Namespace).WithLabels(labels),
+		namespace: corev1ac.Namespace(Namespace).WithLabels(labels).WithAnnotations(annotations),
 		serviceAccount: corev1ac.ServiceAccount(ServiceAccountName, Namespace).
-			WithLabels(labels),
+			WithLabels(labels).WithAnnotations(annotations),
 		daemonSet: appsv1ac.DaemonSet(DaemonSetName, Namespace).
-			WithLabels(labels).
+			WithLabels(labels).WithAnnotations(annotations).
 			WithSpec(appsv1ac.DaemonSetSpec().
 				WithSelector(metav1ac.LabelSelector().WithMatchLabels(podLabels)).
 				WithTemplate(corev1ac.PodTemplateSpec().
@@ -140,19 +144,21 @@ func build(d Desired) (objects, error) {
 		// would never show the applied field and every apply would look
 		// like a change to it.
 		o.secret = corev1ac.Secret(SecretName, Namespace).
-			WithLabels(labels).
+			WithLabels(labels).WithAnnotations(annotations).
 			WithType(corev1.SecretTypeOpaque).
 			WithData(map[string][]byte{SecretKey: []byte(d.Token)})
 	}
 	return o, nil
 }
 
-// validate checks what the API server would refuse only after some objects
-// were written, so that Apply writes all or nothing for a bad Desired.
-func validate(d Desired) error {
+// Validate checks what the API server would refuse only after some
+// objects were written, so that Apply writes all or nothing for a bad
+// Desired. Its failure is d's, not the cluster's: applying d again fails
+// the same way.
+func Validate(d Desired) error {
 	var errs []error
-	if msgs := validation.IsValidLabelValue(d.PoolID); d.PoolID == "" || len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("pool ID %q is not a label value: %s", d.PoolID, strings.Join(msgs, "; ")))
+	if msgs := validation.IsValidLabelValue(PoolLabel(d.PoolID)); d.PoolID == "" || len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("pool ID %q gives no label value: %s", d.PoolID, strings.Join(msgs, "; ")))
 	}
 	if d.Image == "" {
 		errs = append(errs, errors.New("no image"))

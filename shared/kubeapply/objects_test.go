@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -38,8 +39,9 @@ func TestBuildValidates(t *testing.T) {
 		{"no token is valid", func(d *Desired) { d.Token = "" }, true},
 		{"no tolerations is valid", func(d *Desired) { d.Tolerations = nil }, true},
 		{"empty pool ID", func(d *Desired) { d.PoolID = "" }, false},
-		{"pool ID not a label value", func(d *Desired) { d.PoolID = "pool/gpu" }, false},
-		{"pool ID too long", func(d *Desired) { d.PoolID = strings.Repeat("p", 64) }, false},
+		{"pool ID not a label value", func(d *Desired) { d.PoolID = "team:gpu" }, true},
+		{"pool ID of no letter or digit", func(d *Desired) { d.PoolID = "__" }, true},
+		{"pool ID too long for a label", func(d *Desired) { d.PoolID = strings.Repeat("p", 128) }, true},
 		{"no image", func(d *Desired) { d.Image = "" }, false},
 		{"no join URL", func(d *Desired) { d.JoinURL = "" }, false},
 		{"no node pools", func(d *Desired) { d.NodePools = nil }, false},
@@ -56,6 +58,36 @@ func TestBuildValidates(t *testing.T) {
 			_, err := build(d)
 			if (err == nil) != tt.ok {
 				t.Errorf("build(%+v) = %v, want ok %v", d, err, tt.ok)
+			}
+		})
+	}
+}
+
+// Every object carries the pool's label value and its whole ID; the
+// DaemonSet selects its pods by that value.
+func TestBuildLabelsOddPoolIDs(t *testing.T) {
+	for _, id := range []string{"pool-gpu", "team:x", "__x__", ".", strings.Repeat("x", 100)} {
+		t.Run(id, func(t *testing.T) {
+			d := validDesired()
+			d.PoolID = id
+			o, err := build(d)
+			if err != nil {
+				t.Fatalf("build = %v", err)
+			}
+			want := PoolLabel(id)
+			for name, m := range map[string]*metav1ac.ObjectMetaApplyConfiguration{
+				"Namespace": o.namespace.ObjectMetaApplyConfiguration, "ServiceAccount": o.serviceAccount.ObjectMetaApplyConfiguration,
+				"Secret": o.secret.ObjectMetaApplyConfiguration, "DaemonSet": o.daemonSet.ObjectMetaApplyConfiguration,
+			} {
+				if m.Labels[LabelPool] != want || m.Annotations[AnnotationPoolID] != id {
+					t.Errorf("%s: label %q, annotation %q; want %q, %q", name, m.Labels[LabelPool], m.Annotations[AnnotationPoolID], want, id)
+				}
+			}
+			if got := o.daemonSet.Spec.Selector.MatchLabels[LabelPool]; got != want {
+				t.Errorf("DaemonSet selector %s = %q, want %q", LabelPool, got, want)
+			}
+			if got := o.daemonSet.Spec.Template.Labels[LabelPool]; got != want {
+				t.Errorf("pod template label %s = %q, want %q", LabelPool, got, want)
 			}
 		})
 	}

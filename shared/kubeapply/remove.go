@@ -9,8 +9,9 @@ import (
 )
 
 // Remove deletes the pool's objects: the DaemonSet, the Secret, the
-// ServiceAccount and the Namespace, in that order, each only when it
-// carries LabelPool=poolID. It waits for nothing: gone reports that none of
+// ServiceAccount and the Namespace, in that order, each only when it is
+// the pool's (LabelPool=PoolLabel(poolID), and AnnotationPoolID, when set,
+// poolID). It waits for nothing: gone reports that none of
 // the pool's objects is left undeleted, counting an absent object, one
 // whose deletion has begun (deletionTimestamp set, such as a Namespace
 // still Terminating) and one it has just deleted. Objects that are not the

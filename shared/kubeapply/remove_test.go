@@ -151,3 +151,57 @@ const (
 func (s state) String() string {
 	return [...]string{"absent", "being deleted", "untouched", "changed"}[s]
 }
+
+// A pool whose ID is not a label value is served by its derived value:
+// Apply and Remove find its objects by it, and a pool whose ID happens to
+// be that value (another pool) is told apart by the annotation: its Apply
+// is refused and its Remove leaves the objects alone.
+func TestApplyRemoveOddPoolID(t *testing.T) {
+	c, _ := testCluster(t)
+	ctx := t.Context()
+	const pool = "team:x"
+	twin := PoolLabel(pool) // a valid pool ID, its own label value
+	if PoolLabel(twin) != twin || twin == pool {
+		t.Fatalf("PoolLabel(%q) = %q: want a label value that is its own", pool, twin)
+	}
+	d := validDesired()
+	d.PoolID = pool
+	if _, err := c.Apply(ctx, d); err != nil {
+		t.Fatalf("Apply for %q = %v", pool, err)
+	}
+	if held, err := c.Check(ctx, d); !held || err != nil {
+		t.Errorf("Check after Apply = %v, %v; want held", held, err)
+	}
+	for i, o := range read(t, c) {
+		if o.GetLabels()[LabelPool] != twin || o.GetAnnotations()[AnnotationPoolID] != pool {
+			t.Errorf("%s: label %q annotation %q, want %q, %q", c.refs()[i], o.GetLabels()[LabelPool], o.GetAnnotations()[AnnotationPoolID], twin, pool)
+		}
+	}
+
+	other := validDesired()
+	other.PoolID = twin
+	_, err := c.Apply(ctx, other)
+	fes := foreignErrors(err)
+	if len(fes) != 4 || fes[0].Found != pool {
+		t.Errorf("Apply for %q over %q's objects = %v, want 4 foreign objects naming %q", twin, pool, err, pool)
+	}
+	if held, err := c.Check(ctx, other); held || err != nil {
+		t.Errorf("Check for %q = %v, %v; want not held", twin, held, err)
+	}
+	before := read(t, c)
+	if _, err := c.Remove(ctx, twin); err != nil {
+		t.Errorf("Remove for %q = %v", twin, err)
+	}
+	if diff := cmp.Diff(mustJSON(t, before), mustJSON(t, read(t, c))); diff != "" {
+		t.Errorf("Remove for %q changed %q's objects (-before +after):\n%s", twin, pool, diff)
+	}
+
+	if gone, err := c.Remove(ctx, pool); !gone || err != nil {
+		t.Errorf("Remove for %q = %v, %v; want gone", pool, gone, err)
+	}
+	for i, o := range read(t, c) {
+		if o != nil && o.GetDeletionTimestamp() == nil {
+			t.Errorf("%s left after Remove", c.refs()[i])
+		}
+	}
+}

@@ -69,8 +69,11 @@ type SubstrateStatus struct {
 	// Serials are, by flavor, the n of the flavor's newest node pool
 	// (bc-<pool>-<flavor>-<n>, n = 1 being bc-<pool>-<flavor>): a
 	// replacement is named by the next one (API.md §9).
-	Serials   map[string]int `firestore:"serials,omitempty"`
-	UpdatedAt time.Time      `firestore:"updatedAt"`
+	Serials map[string]int `firestore:"serials,omitempty"`
+	// Retrying, when set, records the runs' failures since the last run
+	// that did not fail (substrates.Reconciler shows them once they last).
+	Retrying  *Retry    `firestore:"retrying,omitempty"`
+	UpdatedAt time.Time `firestore:"updatedAt"`
 }
 
 // Substrate is a stored substrate.
@@ -132,6 +135,10 @@ func (s *Substrate) ClusterID() string {
 func (s Substrate) Clone() Substrate {
 	s.Status.NodePools = slices.Clone(s.Status.NodePools)
 	s.Status.Serials = maps.Clone(s.Status.Serials)
+	if r := s.Status.Retrying; r != nil {
+		c := *r
+		s.Status.Retrying = &c
+	}
 	return s
 }
 

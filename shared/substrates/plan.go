@@ -16,7 +16,7 @@
 // pool per flavor), plan_objects.go (bcd's objects in the cluster's
 // Kubernetes API), plan_nodes.go (the nodes that join and leave),
 // plan_teardown.go (undoing what the substrate made), reconciler.go (the
-// run), kube.go (what a run asks of a cluster's Kubernetes API), join.go
+// run), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
 // (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
 // (the names of what a substrate makes), telemetry.go (join counts, the
 // reconcile lag).
@@ -127,6 +127,8 @@ type Decision struct {
 // Plan decides the next step of a substrate. It never mutates in.
 func Plan(in Input, now time.Time) Decision {
 	p := &planner{in: &in, d: Decision{Substrate: in.Substrate.Clone(), now: now}}
+	// A run that plans did not fail (Reconciler's failed records failures).
+	p.d.Substrate.Status.Retrying = nil
 	if in.Substrate.Spec.Deleting {
 		p.planTeardown()
 	} else {

@@ -1,5 +1,13 @@
 package substrates
 
+import (
+	"slices"
+
+	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
 // planObjects applies bcd's objects in the cluster's Kubernetes API, with
 // a join token (minted when the substrate has none), unless it holds them
 // as the spec asks already; then the substrate is ready and follows its
@@ -20,4 +28,41 @@ func (p *planner) planObjects() {
 	if p.planRetire() {
 		p.d.ready()
 	}
+}
+
+// desiredObjects are bcd's objects as d's substrate asks for them, on the
+// node pools d lists (during a replacement, the old and the new), pools
+// being the cluster's node pools: what a run applies and what a preview
+// checks (kubeapply.Validate), one model of both.
+func desiredObjects(d *Decision, pools []lifecycle.NodePool, cfg Config) kubeapply.Desired {
+	s := &d.Substrate
+	o := kubeapply.Desired{PoolID: s.PoolID, Image: cfg.Image, JoinURL: cfg.JoinURL}
+	// Tolerated: the flavors' taints, and those of the pools they replace.
+	var specs []lifecycle.NodePoolSpec
+	for _, f := range s.Spec.Flavors {
+		specs = append(specs, f.NodePool)
+	}
+	for _, np := range s.Status.NodePools {
+		o.NodePools = append(o.NodePools, np.Name)
+		for _, p := range pools {
+			if p.ID == np.NodePoolID {
+				specs = append(specs, p.Spec)
+			}
+		}
+	}
+	seen := map[resource.Taint]bool{}
+	for _, spec := range specs {
+		taints := spec.Taints
+		if spec.Accelerators != nil {
+			// GKE taints the nodes of GPU pools itself.
+			taints = append(slices.Clone(taints), gpuTaint)
+		}
+		for _, t := range taints {
+			if !seen[t] {
+				seen[t] = true
+				o.Tolerations = append(o.Tolerations, t)
+			}
+		}
+	}
+	return o
 }

@@ -254,6 +254,12 @@ func (w *world) take(d *Decision) bool {
 			Refused(d, msg)
 			return false
 		}
+		// As a run would apply them (the image and URL aside, which are
+		// the deployment's).
+		if err := kubeapply.Validate(desiredObjects(d, in.Pools, previewConfig)); err != nil {
+			Refused(d, objectsRefusal(err))
+			return false
+		}
 		s.Status.Applied = spec.Generation
 		if a.Mint {
 			s.Status.Token = lifecycle.JoinToken{Hash: planned + "token", MintedAt: w.now}
@@ -284,6 +290,9 @@ func (w *world) take(d *Decision) bool {
 // foreignPrefix begins the error of an apply refused for an object that
 // is not the substrate's (run.apply).
 const foreignPrefix = "an object of the same name is not the substrate's"
+
+// previewConfig stands for the deployment's Config in a preview's objects.
+var previewConfig = Config{Image: "planned", JoinURL: "planned"}
 
 // makePool adds a ready pool of the substrate's to the world.
 func (w *world) makePool(spec lifecycle.NodePoolSpec) {

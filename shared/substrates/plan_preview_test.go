@@ -130,6 +130,17 @@ func TestPreview(t *testing.T) {
 			in.Substrate.Status.State, in.Substrate.Status.Message = resource.StateError, foreignPrefix+": DaemonSet better-compute-system/bcd"
 			return in
 		}, []string{resource.PlanNone}, "error: " + foreignPrefix, resource.StateError, 2, nil},
+		{"a pool ID that is not a label value: served as any other", func() Input {
+			in := fresh()
+			in.Substrate.PoolID = "team:gpu"
+			return in
+		}, []string{resource.PlanCreateCluster, resource.PlanApplyObjects}, "with a new join token", resource.StateReady, 4, nil},
+		{"objects the API server would refuse: the run's error", func() Input {
+			in := settled()
+			in.Substrate.Spec.Generation = 2
+			in.Substrate.Spec.Flavors[0].NodePool.Taints = []resource.Taint{{Key: "gpu", Effect: "NO_SCHEDULE"}}
+			return in
+		}, []string{resource.PlanReplaceNodePool, resource.PlanNone}, "error: bcd's objects cannot be applied: desired substrate objects: taint gpu=", resource.StateError, 4, nil},
 		{"a stockout of a pool: its error", func() Input {
 			in := settled()
 			in.Pools[0].Status.State, in.Pools[0].Status.Message = resource.StateError, "us-central1-a: no e2-standard-4 available (ZONE_RESOURCE_POOL_EXHAUSTED)"

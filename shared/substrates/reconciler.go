@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -116,8 +115,15 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 				d.Observe = false
 				break
 			}
+			if msg := invalidObjects(err); msg != "" {
+				// What the spec asks for cannot be applied, and never
+				// will be: only a new event of the pool changes it.
+				Refused(&d, msg)
+				d.Observe = false
+				break
+			}
 			if err != nil {
-				return chain.Outcome{}, err
+				return u.failed(ctx, err)
 			}
 			u.in.Seen = seen
 			continue
@@ -130,7 +136,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		again, err := u.act(ctx, lease, &d)
 		if err != nil {
-			return chain.Outcome{}, err
+			return u.failed(ctx, err)
 		}
 		u.acted = true
 		if !again {
@@ -162,11 +168,14 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 	if s.Spec.Deleting {
 		return seen, nil
 	}
+	objs := u.objects(d)
+	if err := kubeapply.Validate(objs); err != nil {
+		return nil, &objectsError{err}
+	}
 	api, err := u.connect()
 	if err != nil {
 		return nil, err
 	}
-	objs := u.objects(d)
 	if seen.Nodes, err = api.Nodes(ctx, objs.NodePools); err != nil {
 		return nil, fmt.Errorf("list the cluster's nodes: %w", err)
 	}
@@ -242,8 +251,21 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		return true, u.poolsChanged(ctx)
 	case ApplyObjects:
 		foreign, err := u.apply(ctx, lease, d)
+		if msg := invalidObjects(err); msg != "" {
+			Refused(d, msg)
+			return false, nil
+		}
 		if msg := accessRefused(u.in.Cluster, err); msg != "" {
 			Refused(d, msg)
+			return false, nil
+		}
+		if errors.Is(err, kubeapply.ErrTerminating) {
+			// An earlier teardown's objects are still going: a wait,
+			// not a failure.
+			logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
+			d.Action = nil
+			d.progress()
+			d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
 			return false, nil
 		}
 		if err != nil {
@@ -320,6 +342,9 @@ func (u *run) apply(ctx context.Context, lease *chain.Lease, d *Decision) (forei
 		return "", err
 	}
 	objs := u.objects(d)
+	if err := kubeapply.Validate(objs); err != nil {
+		return "", &objectsError{err}
+	}
 	if d.Action.Mint {
 		if objs.Token, err = u.mint(ctx, lease); err != nil {
 			return "", err
@@ -403,39 +428,9 @@ func (u *run) connect() (KubeAPI, error) {
 }
 
 // objects are bcd's objects as the substrate's spec asks for them, on the
-// node pools the decision lists (during a replacement, the old and the
-// new).
+// node pools the decision lists (desiredObjects).
 func (u *run) objects(d *Decision) kubeapply.Desired {
-	s := &u.in.Substrate
-	o := kubeapply.Desired{PoolID: s.PoolID, Image: u.r.cfg.Image, JoinURL: u.r.cfg.JoinURL}
-	// Tolerated: the flavors' taints, and those of the pools they replace.
-	var specs []lifecycle.NodePoolSpec
-	for _, f := range s.Spec.Flavors {
-		specs = append(specs, f.NodePool)
-	}
-	for _, np := range d.Substrate.Status.NodePools {
-		o.NodePools = append(o.NodePools, np.Name)
-		for _, p := range u.in.Pools {
-			if p.ID == np.NodePoolID {
-				specs = append(specs, p.Spec)
-			}
-		}
-	}
-	seen := map[resource.Taint]bool{}
-	for _, spec := range specs {
-		taints := spec.Taints
-		if spec.Accelerators != nil {
-			// GKE taints the nodes of GPU pools itself.
-			taints = append(slices.Clone(taints), gpuTaint)
-		}
-		for _, t := range taints {
-			if !seen[t] {
-				seen[t] = true
-				o.Tolerations = append(o.Tolerations, t)
-			}
-		}
-	}
-	return o
+	return desiredObjects(d, u.in.Pools, u.r.cfg)
 }
 
 // gpuTaint is the taint GKE puts on every node with GPUs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -102,9 +105,24 @@ func (k *kubeAPI) token() string {
 	return k.secret
 }
 
-type nopScheduler struct{}
+// scheduler records when the last run scheduled its successor.
+type scheduler struct {
+	mu   sync.Mutex
+	last time.Time
+}
 
-func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) error { return nil }
+func (s *scheduler) Schedule(_ context.Context, _ chain.Kick, at time.Time, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = at
+	return nil
+}
+
+func (s *scheduler) next() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
 
 type nopDeliverer struct{}
 
@@ -119,6 +137,7 @@ type runEnv struct {
 	fs     *firestore.Client
 	st     *store.Store
 	kube   *kubeAPI
+	sched  *scheduler
 	runner *chain.Runner
 	kick   chain.Kick // the consumer's kick of the substrate
 	id     string
@@ -129,7 +148,7 @@ type runEnv struct {
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &runEnv{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}}
+	e := &runEnv{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}, sched: &scheduler{}}
 	e.fs = fsemu.ForTest(t, "runs")
 	var err error
 	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
@@ -167,7 +186,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
+	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.Now,
 	}, r)
 	if err != nil {
@@ -397,5 +416,120 @@ func TestRunFlavorZoneRefused(t *testing.T) {
 	pools, err := e.st.ActiveNodePools(ctx, "acme", "kcl_00000000000000000000000001")
 	if err != nil || len(pools) != 1 {
 		t.Errorf("the cluster's pools = %d (%v), want the cpu flavor's only", len(pools), err)
+	}
+}
+
+// A run that keeps failing (the cluster's Kubernetes API unavailable)
+// is retried with backoff, the substrate unchanged, while the failures
+// are young; once they have lasted more than lifecycle.RetryShownAfter the
+// substrate is in error with the reason, announced once, and the chain
+// runs at the steady pace; the first run that succeeds makes it ready
+// again and clears the record.
+func TestRunRepeatedFailureShowsError(t *testing.T) {
+	e := newRunEnv(t)
+	ctx := context.Background()
+	e.run(t) // hands the chain to a steady one
+	unavailable := fmt.Errorf("list the cluster's nodes: %w", apierrors.NewServiceUnavailable("the API server is restarting"))
+	e.kube.mu.Lock()
+	e.kube.fail = unavailable
+	e.kube.mu.Unlock()
+
+	start := e.clk.Now().Add(leaseTTL + time.Second) // the next run's time
+	var s *lifecycle.Substrate
+	for i := 0; ; i++ {
+		e.run(t)
+		s = e.substrate(t)
+		now := e.clk.Now()
+		if now.Sub(start) > lifecycle.RetryShownAfter {
+			break
+		}
+		if s.Status.State != resource.StateReady || s.Status.Message != "" {
+			t.Fatalf("run %d, %v into the failures: %s %q, want ready as it was", i, now.Sub(start), s.Status.State, s.Status.Message)
+		}
+		if next := e.sched.next(); next.Sub(now) >= time.Minute {
+			t.Errorf("run %d: next run in %v, want a backoff shorter than the steady interval", i, next.Sub(now))
+		}
+	}
+	want := "the API server is restarting"
+	if s.Status.State != resource.StateError || !strings.Contains(s.Status.Message, want) {
+		t.Fatalf("substrate after failures for over %v: %s %q, want error saying %q", lifecycle.RetryShownAfter, s.Status.State, s.Status.Message, want)
+	}
+	if next := e.sched.next().Sub(e.clk.Now()); next != time.Minute {
+		t.Errorf("next run of a substrate in error in %v, want the steady interval (1m)", next)
+	}
+	announced := e.errorEvents(t)
+	if announced != 1 {
+		t.Errorf("kubernetes.substrate.error events = %d, want 1", announced)
+	}
+
+	// Failing again the same way changes nothing, at the steady pace.
+	before := e.updated(t)
+	e.clk.Step(time.Minute)
+	e.run(t)
+	if after := e.updated(t); !after.Equal(before) || e.errorEvents(t) != announced {
+		t.Errorf("another failing run wrote the substrate (updated %v, then %v) or announced again", before, after)
+	}
+	if next := e.sched.next().Sub(e.clk.Now()); next != time.Minute {
+		t.Errorf("next run in %v, want the steady interval", next)
+	}
+
+	e.kube.mu.Lock()
+	e.kube.fail = nil
+	e.kube.mu.Unlock()
+	e.clk.Step(time.Minute)
+	e.run(t)
+	s = e.substrate(t)
+	if s.Status.State != resource.StateReady || s.Status.Message != "" || s.Status.Retrying != nil {
+		t.Errorf("substrate after a run that succeeded: %s %q, retrying %+v; want ready, no record", s.Status.State, s.Status.Message, s.Status.Retrying)
+	}
+	if g, err := e.st.JoinGrant(ctx, s.Status.Token.Hash); err != nil || g == nil || HashToken(e.kube.token()) != s.Status.Token.Hash {
+		t.Errorf("the Secret's token is not the substrate's after the failures: %v, %v", g, err)
+	}
+}
+
+// errorEvents counts the kubernetes.substrate.error events in the outbox.
+func (e *runEnv) errorEvents(t *testing.T) int {
+	t.Helper()
+	docs, err := docpath.Tenant(e.fs, "acme").Collection(docpath.OutboxCollection).Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range docs {
+		if typ, _ := d.DataAt("type"); typ == outbox.SubstrateError {
+			n++
+		}
+	}
+	return n
+}
+
+// An apply that finds the pool's objects still being deleted (an earlier
+// teardown) waits, saying so, at the converging pace: however long it
+// lasts, it is no failure.
+func TestRunApplyWhileTerminating(t *testing.T) {
+	e := newRunEnv(t)
+	e.kube.Remove(context.Background(), "pool-gpu")
+	e.kube.mu.Lock()
+	e.kube.hook = func(kubeapply.Desired) error {
+		return fmt.Errorf("apply substrate objects: Namespace better-compute-system: %w", kubeapply.ErrTerminating)
+	}
+	e.kube.mu.Unlock()
+	for range 5 {
+		e.clk.Step(lifecycle.RetryShownAfter)
+		e.run(t)
+		s := e.substrate(t)
+		if s.Status.State != resource.StateUpdating || !strings.Contains(s.Status.Message, "earlier teardown") || s.Status.Retrying != nil {
+			t.Fatalf("substrate while its objects are being deleted: %s %q, retrying %+v; want updating, waiting", s.Status.State, s.Status.Message, s.Status.Retrying)
+		}
+		if next := e.sched.next().Sub(e.clk.Now()); next != time.Second {
+			t.Errorf("next run in %v, want the converging interval (1s)", next)
+		}
+	}
+	e.kube.mu.Lock()
+	e.kube.hook = nil
+	e.kube.mu.Unlock()
+	e.run(t)
+	if s := e.substrate(t); s.Status.State != resource.StateReady || s.Status.Message != "" {
+		t.Errorf("substrate once the objects are gone: %s %q, want ready", s.Status.State, s.Status.Message)
 	}
 }
