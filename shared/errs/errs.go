@@ -84,6 +84,23 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Public is what a caller may read of err: the message of its first
+// *Error and the fields that names, never its kind or its cause (those
+// are for the logs); fallback when err holds no *Error or only an
+// internal one.
+func Public(err error, fallback string) string {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind == Internal || e.Message == "" {
+		return fallback
+	}
+	var b strings.Builder
+	b.WriteString(e.Message)
+	for _, f := range e.Fields {
+		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Reason)
+	}
+	return b.String()
+}
+
 // E returns an error of the kind with a formatted message for the caller.
 func E(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}

@@ -52,3 +52,23 @@ func TestErrorUnwrapsCause(t *testing.T) {
 		t.Errorf("errors.Is(%v, cause) = false, want true", err)
 	}
 }
+
+// What a caller reads of an error never shows its kind or its cause.
+func TestPublic(t *testing.T) {
+	cause := errors.New("rpc error: code = Aborted desc = secret internals")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{E(InvalidState, "cluster c is being deleted"), "cluster c is being deleted"},
+		{Wrap(Unavailable, cause, "storage is unavailable; retry"), "storage is unavailable; retry"},
+		{fmt.Errorf("adopt: %w", E(InvalidState, "cluster c is adopted")), "cluster c is adopted"},
+		{InvalidFields([]FieldError{{Field: "name", Reason: "required"}}), "invalid input; name: required"},
+		{Wrap(Internal, cause, "internal error"), "fallback"},
+		{cause, "fallback"},
+	} {
+		if got := Public(c.err, "fallback"); got != c.want {
+			t.Errorf("Public(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 		return nil
 	case err != nil:
 		log.Error("Malformed pool event dropped", "type", typ, "reason", err.Error())
-		kick, err := c.store.RefusePoolEvent(ctx, head.TenantID, head.ID, head.Version, "the pool's last event was refused: "+err.Error())
+		kick, err := c.store.RefusePoolEvent(ctx, head.TenantID, head.ID, head.Version, "the pool's last event was refused: "+errs.Public(err, "it cannot be read"))
 		if err != nil {
 			return c.unstored(ctx, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -199,7 +200,7 @@ func (w *world) take(d *Decision) bool {
 			Reason: fmt.Sprintf("the pool asks for a cluster: %s (standard, %s), with node pools %s", c.Spec.Name, spec.Region, strings.Join(names, ", "))})
 	case AdoptCluster:
 		if err := lifecycle.MayAdopt(in.Cluster, in.Substrate.ID, spec.AccountID); err != nil {
-			Refused(d, err.Error())
+			Refused(d, errs.Public(err, internalReason))
 			return false
 		}
 		in.Adopted = true

@@ -113,7 +113,7 @@ func TestPreview(t *testing.T) {
 			in.Cluster = readyCluster()
 			in.Cluster.Spec.AccountID, in.Cluster.Spec.Mode = "acc-gcp", resource.ModeAutopilot
 			return in
-		}, []string{resource.PlanNone}, "error: INVALID_STATE: cluster kcl_1 is an autopilot cluster", resource.StateError, 0, nil},
+		}, []string{resource.PlanNone}, "error: cluster kcl_1 is an autopilot cluster", resource.StateError, 0, nil},
 		{"teardown", func() Input {
 			in := settled()
 			in.Substrate.Spec.Deleting = true

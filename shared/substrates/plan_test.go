@@ -409,7 +409,7 @@ func TestRefused(t *testing.T) {
 	in := converging()
 	in.Pools = nil
 	d := Plan(in, planNow)
-	Refused(&d, "INVALID_STATE: cluster bc-pool-gpu is being deleted")
+	Refused(&d, "cluster bc-pool-gpu is being deleted")
 	checkDecision(t, d, want{state: resource.StateError, message: "is being deleted", events: []string{outbox.SubstrateError}, lease: true, nodePools: 0})
 }
 

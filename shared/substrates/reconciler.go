@@ -327,7 +327,7 @@ func (u *run) poolsChanged(ctx context.Context) error {
 func (u *run) refused(d *Decision, err error) error {
 	switch errs.KindOf(err) {
 	case errs.Invalid, errs.InvalidState, errs.Conflict, errs.NotFound, errs.Unsupported, errs.Quota:
-		Refused(d, err.Error())
+		Refused(d, errs.Public(err, internalReason))
 		return nil
 	}
 	return err
