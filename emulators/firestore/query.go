@@ -336,9 +336,10 @@ func matchField(doc *pb.Document, ff *pb.StructuredQuery_FieldFilter) bool {
 	case pb.StructuredQuery_FieldFilter_NOT_EQUAL:
 		return !isNull(v) && !valuesEqual(v, want)
 	case pb.StructuredQuery_FieldFilter_LESS_THAN:
-		return typeRank(v) == typeRank(want) && compareValues(v, want) < 0
+		// NaN orders before every number, but no range filter matches it.
+		return typeRank(v) == typeRank(want) && !isNaN(v) && compareValues(v, want) < 0
 	case pb.StructuredQuery_FieldFilter_LESS_THAN_OR_EQUAL:
-		return typeRank(v) == typeRank(want) && compareValues(v, want) <= 0
+		return typeRank(v) == typeRank(want) && !isNaN(v) && compareValues(v, want) <= 0
 	case pb.StructuredQuery_FieldFilter_GREATER_THAN:
 		return typeRank(v) == typeRank(want) && compareValues(v, want) > 0
 	case pb.StructuredQuery_FieldFilter_GREATER_THAN_OR_EQUAL:
