@@ -75,8 +75,17 @@
 //     array-contains-any, 5 aggregations per query, reserved IDs and field
 //     names.
 //   - Read times may go back one hour (no point-in-time recovery).
-//   - Explain metrics are synthesized: the plan names the order-by fields
-//     as the index, and the statistics count results, not real work.
+//   - Explain metrics are synthesized. Without analyze, the answer is the
+//     plan alone, as Firestore's: no read time, no documents. The plan
+//     names the order-by fields as the index. With analyze, the execution
+//     statistics (results returned, read operations, the measured
+//     execution duration, and debug statistics with documents_scanned,
+//     index_entries_scanned and billing_details, counts as strings) are
+//     those of Firestore serving the query from an index that holds
+//     exactly its results: a query scans and bills one index entry and one
+//     document per result and per document its offset skips; an
+//     aggregation scans and bills the index entries it counts, and no
+//     document. The emulator itself scans the whole scope.
 //   - When sum and avg read several fields and the query does not order by
 //     them, the emulator orders by them in field path order, in the
 //     direction of the last order; Firestore's order depends on the index
