@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -336,9 +337,10 @@ func matchField(doc *pb.Document, ff *pb.StructuredQuery_FieldFilter) bool {
 	case pb.StructuredQuery_FieldFilter_NOT_EQUAL:
 		return !isNull(v) && !valuesEqual(v, want)
 	case pb.StructuredQuery_FieldFilter_LESS_THAN:
-		return typeRank(v) == typeRank(want) && compareValues(v, want) < 0
+		// NaN orders before every number, but no range filter matches it.
+		return typeRank(v) == typeRank(want) && !isNaN(v) && compareValues(v, want) < 0
 	case pb.StructuredQuery_FieldFilter_LESS_THAN_OR_EQUAL:
-		return typeRank(v) == typeRank(want) && compareValues(v, want) <= 0
+		return typeRank(v) == typeRank(want) && !isNaN(v) && compareValues(v, want) <= 0
 	case pb.StructuredQuery_FieldFilter_GREATER_THAN:
 		return typeRank(v) == typeRank(want) && compareValues(v, want) > 0
 	case pb.StructuredQuery_FieldFilter_GREATER_THAN_OR_EQUAL:
@@ -488,29 +490,15 @@ func (s *GServer) RunQuery(req *pb.RunQueryRequest, stream pb.Firestore_RunQuery
 	if err != nil {
 		return err
 	}
-	resps, err := s.runQuery(req, q)
+	eo := req.GetExplainOptions()
+	resps, st, err := s.runQuery(req, q, eo == nil || eo.GetAnalyze())
 	if err != nil {
 		return err
 	}
-	if eo := req.GetExplainOptions(); eo != nil {
+	if eo != nil {
 		m := &pb.ExplainMetrics{PlanSummary: planSummary(q)}
 		if eo.GetAnalyze() {
-			n := 0
-			for _, r := range resps {
-				if r.Document != nil {
-					n++
-				}
-			}
-			m.ExecutionStats = &pb.ExecutionStats{
-				ResultsReturned:   int64(n),
-				ExecutionDuration: durationpb.New(time.Since(started)),
-				ReadOperations:    int64(max(n, 1)),
-				DebugStats:        &structpb.Struct{Fields: map[string]*structpb.Value{}},
-			}
-		} else {
-			// Without analyze, Firestore plans the query but does not run it.
-			resps = resps[:1]
-			resps[0].Document, resps[0].SkippedResults = nil, 0
+			m.ExecutionStats = st.proto(time.Since(started))
 		}
 		resps[len(resps)-1].ExplainMetrics = m
 	}
@@ -520,6 +508,55 @@ func (s *GServer) RunQuery(req *pb.RunQueryRequest, stream pb.Firestore_RunQuery
 		}
 	}
 	return nil
+}
+
+// execStats is what running a query cost, as Firestore reports it when
+// asked to analyze the query: the work of serving it from an index that
+// holds exactly its results.
+type execStats struct {
+	results         int // documents, or aggregation results, returned
+	docsScanned     int
+	entriesScanned  int
+	docsBillable    int
+	entriesBillable int
+	readOps         int
+}
+
+// queryStats are those of a query that returned results documents and
+// skipped skipped: each is an index entry scanned and a document read and
+// billed.
+func queryStats(results, skipped int) execStats {
+	n := results + skipped
+	return execStats{results: results, docsScanned: n, entriesScanned: n, docsBillable: n, readOps: max(n, 1)}
+}
+
+// aggregationStats are those of an aggregation over n index entries: no
+// document is read, and every 1000 entries are billed as one read.
+func aggregationStats(n int) execStats {
+	return execStats{results: 1, entriesScanned: n, entriesBillable: n, readOps: max((n+999)/1000, 1)}
+}
+
+func (e execStats) proto(d time.Duration) *pb.ExecutionStats {
+	count := func(n int) *structpb.Value { return structpb.NewStringValue(strconv.Itoa(n)) }
+	minCost := 0
+	if e.docsBillable == 0 && e.entriesBillable == 0 {
+		minCost = 1 // a query is billed one read even if it reads nothing
+	}
+	return &pb.ExecutionStats{
+		ResultsReturned:   int64(e.results),
+		ExecutionDuration: durationpb.New(d),
+		ReadOperations:    int64(e.readOps),
+		DebugStats: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"documents_scanned":     count(e.docsScanned),
+			"index_entries_scanned": count(e.entriesScanned),
+			"billing_details": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+				"documents_billable":     count(e.docsBillable),
+				"index_entries_billable": count(e.entriesBillable),
+				"small_ops":              count(0),
+				"min_query_cost":         count(minCost),
+			}}),
+		}},
+	}
 }
 
 func planSummary(q *query) *pb.PlanSummary {
@@ -544,18 +581,26 @@ func planSummary(q *query) *pb.PlanSummary {
 	}}}}
 }
 
-func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query) ([]*pb.RunQueryResponse, error) {
+// runQuery runs q, or, unless execute, only begins the transaction the
+// request asks for: Firestore plans a query explained without analyze but
+// does not run it, and answers no read time and no documents, which would
+// make clients build a result.
+func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query, execute bool) ([]*pb.RunQueryResponse, execStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := checkSameDBParent(req.GetParent(), q.db); err != nil {
-		return nil, err
+		return nil, execStats{}, err
 	}
 	rc, err := s.consistency(q.db, req.GetTransaction(), req.GetNewTransaction(), req.GetReadTime())
 	if err != nil {
-		return nil, err
+		return nil, execStats{}, err
+	}
+	if !execute {
+		s.countReads(0) // planning is billed one read
+		return []*pb.RunQueryResponse{{Transaction: rc.newTxID}}, execStats{}, nil
 	}
 	docs, skipped := q.run(q.candidates(rc.db, rc.at))
-	s.countReads(len(docs))
+	s.countReads(len(docs) + skipped) // an offset's documents are read all the same
 	if rc.tx != nil {
 		// Compiled again from a copy, so the transaction keeps nothing of
 		// the request.
@@ -573,7 +618,7 @@ func (s *GServer) runQuery(req *pb.RunQueryRequest, q *query) ([]*pb.RunQueryRes
 	resps[0].Transaction = rc.newTxID
 	resps[0].SkippedResults = int32(skipped)
 	resps[len(resps)-1].ContinuationSelector = &pb.RunQueryResponse_Done{Done: true}
-	return resps, nil
+	return resps, queryStats(len(docs), skipped), nil
 }
 
 func checkSameDBParent(parent, db string) error {
@@ -586,6 +631,7 @@ func checkSameDBParent(parent, db string) error {
 // RunAggregationQuery implements the Firestore RunAggregationQuery RPC with
 // count, sum and avg.
 func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream pb.Firestore_RunAggregationQueryServer) error {
+	started := time.Now()
 	saq := req.GetStructuredAggregationQuery()
 	if saq == nil {
 		return status.Errorf(codes.InvalidArgument, "missing structured aggregation query")
@@ -630,34 +676,40 @@ func (s *GServer) RunAggregationQuery(req *pb.RunAggregationQueryRequest, stream
 		}
 	}
 	q.aggregating(aggs)
-	resp, err := s.aggregate(req, q)
+	eo := req.GetExplainOptions()
+	resp, st, err := s.aggregate(req, q, eo == nil || eo.GetAnalyze())
 	if err != nil {
 		return err
 	}
-	if eo := req.GetExplainOptions(); eo != nil {
+	if eo != nil {
 		resp.ExplainMetrics = &pb.ExplainMetrics{PlanSummary: planSummary(q)}
 		if eo.GetAnalyze() {
-			resp.ExplainMetrics.ExecutionStats = &pb.ExecutionStats{ResultsReturned: 1, ExecutionDuration: durationpb.New(0), ReadOperations: 1, DebugStats: &structpb.Struct{}}
-		} else {
-			resp.Result = nil
+			resp.ExplainMetrics.ExecutionStats = st.proto(time.Since(started))
 		}
 	}
 	return stream.Send(resp)
 }
 
-func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.RunAggregationQueryResponse, error) {
+// aggregate runs the aggregation, or, unless execute, only begins the
+// transaction the request asks for (see runQuery).
+func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query, execute bool) (*pb.RunAggregationQueryResponse, execStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := checkSameDBParent(req.GetParent(), q.db); err != nil {
-		return nil, err
+		return nil, execStats{}, err
 	}
 	rc, err := s.consistency(q.db, req.GetTransaction(), req.GetNewTransaction(), req.GetReadTime())
 	if err != nil {
-		return nil, err
+		return nil, execStats{}, err
+	}
+	if !execute {
+		s.countReads(0)
+		return &pb.RunAggregationQueryResponse{Transaction: rc.newTxID}, execStats{}, nil
 	}
 	aggs := req.GetStructuredAggregationQuery().GetAggregations()
 	docs, _ := q.run(q.candidates(rc.db, rc.at))
-	s.countReads((len(docs) + 999) / 1000)
+	scanned := countScanned(aggs, len(docs))
+	s.countReads((scanned + 999) / 1000)
 	if rc.tx != nil {
 		rq, _ := compileQuery(req.GetParent(), cloneQuery(req.GetStructuredAggregationQuery().GetStructuredQuery()))
 		rq.aggregating(aggs)
@@ -692,7 +744,21 @@ func (s *GServer) aggregate(req *pb.RunAggregationQueryRequest, q *query) (*pb.R
 		Result:      &pb.AggregationResult{AggregateFields: fields},
 		Transaction: rc.newTxID,
 		ReadTime:    timestamppb.New(rc.readTime),
-	}, nil
+	}, aggregationStats(scanned), nil
+}
+
+// countScanned is how many of n matching index entries the aggregations
+// read: counts with up_to stop there, unless another aggregation reads on.
+func countScanned(aggs []*pb.StructuredAggregationQuery_Aggregation, n int) int {
+	upTo := 0
+	for _, a := range aggs {
+		c, ok := a.GetOperator().(*pb.StructuredAggregationQuery_Aggregation_Count_)
+		if !ok || c.Count.GetUpTo() == nil {
+			return n
+		}
+		upTo = max(upTo, int(min(c.Count.GetUpTo().GetValue(), math.MaxInt32)))
+	}
+	return min(n, upTo)
 }
 
 // maxAggregations is Firestore's limit on the aggregations of one query.

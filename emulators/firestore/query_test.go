@@ -53,8 +53,8 @@ func TestQueries(t *testing.T) {
 	}{
 		{"equal int matches double-typed equal", coll.Where("n", "==", 1.0), []string{"a"}},
 		{"not equal excludes missing and null", coll.Where("opt", "!=", "x"), []string{"e"}},
-		{"less than only numbers, NaN first", coll.Where("n", "<", 3), []string{"d", "a", "b"}},
-		{"less or equal", coll.Where("n", "<=", 3), []string{"d", "a", "b", "c"}},
+		{"less than only numbers, never NaN", coll.Where("n", "<", 3), []string{"a", "b"}},
+		{"less or equal", coll.Where("n", "<=", 3), []string{"a", "b", "c"}},
 		{"greater than", coll.Where("n", ">", 1), []string{"b", "c"}},
 		{"greater or equal", coll.Where("n", ">=", 2.5), []string{"b", "c"}},
 		{"string range", coll.Where("s", ">=", "c").Where("s", "<", "e"), []string{"c", "d"}},
@@ -232,5 +232,41 @@ func TestQueryInTransactionAndReadTime(t *testing.T) {
 	}
 	if n != 7 {
 		t.Errorf("query in read-only transaction = %d docs, want 7", n)
+	}
+}
+
+// Firestore's range filters never match NaN, though NaN orders before
+// every other number; only == NaN finds it.
+func TestRangeFiltersNeverMatchNaN(t *testing.T) {
+	_, c := newTestServer(t)
+	ctx := testCtx(t)
+	coll := c.Collection("nan")
+	for id, v := range map[string]any{"nan": math.NaN(), "zero": 0, "one": 1.0, "inf": math.Inf(-1)} {
+		if _, err := coll.Doc(id).Set(ctx, map[string]any{"v": v}); err != nil {
+			t.Fatalf("Set(%s): %v", id, err)
+		}
+	}
+	for _, tc := range []struct {
+		desc string
+		q    gfs.Query
+		want []string
+	}{
+		{"less than", coll.Where("v", "<", 1), []string{"inf", "zero"}},
+		{"less or equal", coll.Where("v", "<=", 1), []string{"inf", "zero", "one"}},
+		{"greater than", coll.Where("v", ">", math.Inf(-1)), []string{"zero", "one"}},
+		{"greater or equal", coll.Where("v", ">=", math.Inf(-1)), []string{"inf", "zero", "one"}},
+		{"equal NaN", coll.Where("v", "==", math.NaN()), []string{"nan"}},
+		{"ordered, NaN first", coll.OrderBy("v", gfs.Asc), []string{"nan", "inf", "zero", "one"}},
+		{"cursor before -Infinity", coll.OrderBy("v", gfs.Asc).EndBefore(math.Inf(-1)), []string{"nan"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			snaps, err := tc.q.Documents(ctx).GetAll()
+			if err != nil {
+				t.Fatalf("GetAll: %v", err)
+			}
+			if got := ids(snaps); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

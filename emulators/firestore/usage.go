@@ -4,12 +4,13 @@ import pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 // Usage counts the operations Firestore bills, as its pricing page counts
 // them (https://cloud.google.com/firestore/pricing): a read per document
-// returned by a get, a query or a listener, and per document asked for
-// that does not exist; a query that returns nothing, one read; an
-// aggregation, one read per 1,000 documents it matched, at least one; a
-// write per document set, updated or transformed, a delete per document
-// deleted, each in a write that succeeded. Reads of a transaction that
-// aborts count, as they are billed.
+// returned by a get, a query or a listener, per document asked for that
+// does not exist, and per document a query's offset skipped; a query that
+// returns nothing, or is explained without analyze, one read; an
+// aggregation, one read per 1,000 documents it matched (a count with
+// up_to, at most up_to), at least one; a write per document set, updated
+// or transformed, a delete per document deleted, each in a write that
+// succeeded. Reads of a transaction that aborts count, as they are billed.
 type Usage struct {
 	Reads, Writes, Deletes int64
 }

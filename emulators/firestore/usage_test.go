@@ -46,6 +46,11 @@ func TestUsage(t *testing.T) {
 	}, Usage{Reads: 3})
 	step("a query of two", func() error { _, err := col.Documents(ctx).GetAll(); return err }, Usage{Reads: 2})
 	step("a query of none", func() error { _, err := col.Where("n", ">", 10).Documents(ctx).GetAll(); return err }, Usage{Reads: 1})
+	step("a query whose offset skips one of two", func() error { _, err := col.Offset(1).Documents(ctx).GetAll(); return err }, Usage{Reads: 2})
+	step("a query of two explained without analyze", func() error {
+		_, err := col.WithRunOptions(gfs.ExplainOptions{}).Documents(ctx).GetAll()
+		return err
+	}, Usage{Reads: 1})
 	step("a count", func() error { _, err := col.NewAggregationQuery().WithCount("n").Get(ctx); return err }, Usage{Reads: 1})
 	step("a transaction that reads one and deletes another", func() error {
 		return c.RunTransaction(ctx, func(_ context.Context, tx *gfs.Transaction) error {
