@@ -2,23 +2,26 @@ package auth
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// Every read and mutation of the store is decided by Authorize, over a
-// principal, what it holds (its Grant, read from the store in the same
-// transaction as the resource), a permission and the resource. There is
-// no other way through: a principal is made only by User or Substrate,
-// and each kind is held to its own rules.
+// Every read and mutation of the store, and every call of an internal
+// function, is decided by Authorize, over a principal, what it holds (its
+// Grant: read from the store in the same transaction as the resource, or
+// the function's configured caller), a permission and the resource.
+// There is no other way through: a principal is made only by User,
+// Substrate or Service, and each kind is held to its own rules.
 
 // PrincipalKind tells what acts.
 type PrincipalKind int
 
-// The principals of the store's calls. The identities that invoke the
-// internal functions (Cloud Tasks, Cloud Scheduler, the Pub/Sub push) are
-// checked at those functions' edge (InvokerPolicy).
+// The principals: a tenant's users and the substrate reconciler, in the
+// store's calls; the Google services that invoke the internal functions
+// (Cloud Tasks, Cloud Scheduler, the Pub/Sub push), at those functions'
+// edge (ServiceAccount).
 const (
 	// KindUser is a tenant's member, the `sub` of a token the API
 	// verified, allowed what its role bindings grant.
@@ -27,6 +30,10 @@ const (
 	// substrate of one tenant: allowed exactly what that substrate
 	// needs, its own clusters and node pools.
 	KindSubstrate
+	// KindService is a Google service invoking an internal function, as
+	// the verified email of its OIDC token names its service account:
+	// allowed to invoke the one function that names it its caller.
+	KindService
 )
 
 // Principal is who makes a call, in the tenant it names. Its fields are
@@ -50,6 +57,12 @@ func User(tenantID, subject string) Principal {
 // another pool, is allowed nothing.
 func Substrate(tenantID, substrate, pool string) Principal {
 	return Principal{kind: KindSubstrate, tenantID: tenantID, id: substrate, pool: pool}
+}
+
+// Service is the service account email, verified by its OIDC token, of
+// a Google service calling an internal function.
+func Service(email string) Principal {
+	return Principal{kind: KindService, id: strings.ToLower(email)}
 }
 
 // Kind is what acts.
@@ -92,6 +105,8 @@ func (p Principal) String() string {
 		return fmt.Sprintf("user %s of tenant %s", p.id, p.tenantID)
 	case KindSubstrate:
 		return fmt.Sprintf("substrate %s of pool %s in tenant %s", p.id, p.pool, p.tenantID)
+	case KindService:
+		return "service account " + p.id
 	}
 	return "nobody"
 }
@@ -113,6 +128,9 @@ type SubstrateGrant struct {
 type Grant struct {
 	Member    *Member
 	Substrate *SubstrateGrant
+	// Invoker is the one service account configured as the caller of
+	// an internal function (a KindService principal's grant).
+	Invoker string
 }
 
 // Resource is what a decision is about: the tenant (ClusterID empty), a
@@ -136,6 +154,10 @@ type Resource struct {
 // on Pool, or to read what is not yet in a cluster).
 func Tenant(pool string) Resource { return Resource{Pool: pool} }
 
+// PermInvoke is a Google service's permission to call an internal
+// function. No role grants it.
+const PermInvoke Permission = "run.routes.invoke"
+
 // PermAdopt is a substrate's permission to record that it uses a tenant's
 // cluster (adopt mode). No role grants it.
 const PermAdopt Permission = "compute:kubernetes:adopt"
@@ -151,6 +173,11 @@ func Admit(p Principal, g Grant) error {
 	case KindSubstrate:
 		s := g.Substrate
 		if s == nil || !s.Active || s.PoolID != p.pool || p.pool == "" {
+			return errDenied()
+		}
+		return nil
+	case KindService:
+		if p.id == "" || g.Invoker == "" {
 			return errDenied()
 		}
 		return nil
@@ -170,12 +197,17 @@ func Authorize(p Principal, g Grant, perm Permission, r Resource) error {
 	}
 	switch p.kind {
 	case KindUser:
-		if perm == PermAdopt {
-			return errs.E(errs.PermissionDenied, "permission %s is a substrate's", perm)
+		if perm == PermAdopt || perm == PermInvoke {
+			return errs.E(errs.PermissionDenied, "permission %s is not a user's", perm)
 		}
 		return g.Member.Require(perm, r.ClusterID)
+	case KindService:
+		if perm == PermInvoke && strings.EqualFold(p.id, g.Invoker) {
+			return nil
+		}
+		return errs.E(errs.PermissionDenied, "the caller may not call this function")
 	case KindSubstrate:
-		if substrateMay(p, g.Substrate, perm, r) {
+		if perm != PermInvoke && substrateMay(p, g.Substrate, perm, r) {
 			return nil
 		}
 		what := "the tenant"

@@ -52,6 +52,7 @@ func TestAuthorize(t *testing.T) {
 		{"substrate of another pool", Substrate("acme", "ksb_a", "pool-z"), Grant{Substrate: createGrant}, set()},
 		{"substrate deleted", Substrate("acme", "ksb_a", "pool-a"), Grant{Substrate: &SubstrateGrant{PoolID: "pool-a", Mode: resource.SubstrateCreate}}, set()},
 		{"zero principal", Principal{}, Grant{Member: member(RoleAdmin)}, set()},
+		{"internal caller", Service("tasks@p.iam.gserviceaccount.com"), Grant{Invoker: "tasks@p.iam.gserviceaccount.com", Member: member(RoleAdmin)}, set()},
 	}
 	cluster := func(id string) Resource {
 		r := Resource{ClusterID: id, Pool: "pool-dev"}
@@ -123,6 +124,31 @@ func TestAuthorize(t *testing.T) {
 			if !want && !errs.Is(err, errs.PermissionDenied) {
 				t.Errorf("%s: %s = %v, want PERMISSION_DENIED", pr.name, c.name, err)
 			}
+		}
+	}
+}
+
+// An internal function is invoked by its one configured caller only:
+// no user, substrate or other service account.
+func TestAuthorizeInvoke(t *testing.T) {
+	const tasks = "tasks@p.iam.gserviceaccount.com"
+	for _, c := range []struct {
+		name string
+		p    Principal
+		g    Grant
+		ok   bool
+	}{
+		{"its caller", Service(tasks), Grant{Invoker: tasks}, true},
+		{"its caller, in capitals", Service("Tasks@P.iam.gserviceaccount.com"), Grant{Invoker: tasks}, true},
+		{"another service account", Service("scheduler@p.iam.gserviceaccount.com"), Grant{Invoker: tasks}, false},
+		{"no caller configured", Service(tasks), Grant{}, false},
+		{"no email", Service(""), Grant{Invoker: tasks}, false},
+		{"an admin", User("acme", tasks), Grant{Member: &Member{Roles: []Role{RoleAdmin}}, Invoker: tasks}, false},
+		{"a substrate", Substrate("acme", "ksb_1", "p"), Grant{Substrate: &SubstrateGrant{Active: true, PoolID: "p"}, Invoker: tasks}, false},
+	} {
+		err := Authorize(c.p, c.g, PermInvoke, Resource{})
+		if c.ok != (err == nil) || (!c.ok && !errs.Is(err, errs.PermissionDenied)) {
+			t.Errorf("%s: Authorize(invoke) = %v, want allowed %v", c.name, err, c.ok)
 		}
 	}
 }

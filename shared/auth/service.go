@@ -52,7 +52,7 @@ func (s ServiceAccount) Verify(ctx context.Context, authorization string) (strin
 	if err != nil {
 		return "", err
 	}
-	if id.Email == "" || !strings.EqualFold(id.Email, s.Account) {
+	if id.Email == "" || Authorize(Service(id.Email), Grant{Invoker: s.Account}, PermInvoke, Resource{}) != nil {
 		who := "subject " + id.Subject
 		if id.Email != "" {
 			who = id.Email
