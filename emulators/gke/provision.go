@@ -19,7 +19,7 @@ var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
 // newPool validates a requested node pool for cluster c (whose region,
 // default locations and master version are given) and builds its stored
 // state, PROVISIONING with no nodes yet.
-func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
+func (s *GServer) newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 	if req == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "Required field node_pool not set.")
 	}
@@ -46,7 +46,7 @@ func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 	if err := checkLocations(pb.Name, c.region, pb.Locations); err != nil {
 		return nil, err
 	}
-	v, err := resolveVersion(pb.Version, c.pb.CurrentMasterVersion)
+	v, err := s.resolveVersion("Node", pb.Version, c.pb.CurrentMasterVersion, c.pb.CurrentMasterVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +96,7 @@ func poolDefaults(pb *containerpb.NodePool) {
 	if _, ok := cfg.Metadata["disable-legacy-endpoints"]; !ok {
 		cfg.Metadata["disable-legacy-endpoints"] = "true"
 	}
+	kubeletDefaults(cfg)
 	if cfg.ShieldedInstanceConfig == nil {
 		cfg.ShieldedInstanceConfig = &containerpb.ShieldedInstanceConfig{EnableIntegrityMonitoring: true}
 	}
