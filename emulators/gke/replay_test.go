@@ -390,8 +390,13 @@ func isZero(v any) bool {
 // (banzaicloud/pipeline#623), "... is currently creating a node pool for
 // cluster prombench. ..." (prometheus/test-infra#84), "... is currently
 // deleting a node pool for cluster default-cluster. ..."
-// (hashicorp/terraform-provider-google#10366), and "... is currently
-// creating cluster ..." for a cluster being created.
+// (hashicorp/terraform-provider-google#10366), "... is currently
+// creating cluster ..." for a cluster being created, and for another
+// operation "Operation operation-1607703873446-35b09f92 is currently
+// operating on cluster cilium-ci-15. ..." (cilium/cilium#14348) of a
+// cluster call, "Cluster is running incompatible operation
+// operation-1718024305921-.... " (rancher/gke-operator#509) of a call on
+// the pool the operation works on.
 func TestReplayOperationInProgress(t *testing.T) {
 	e := newEnv(t)
 	create, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}})
@@ -426,6 +431,8 @@ func TestReplayOperationInProgress(t *testing.T) {
 	}
 	_, err = e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
 	check("DeleteNodePool", err, "Cluster is running incompatible operation "+resize.Name+".")
+	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
+	check("UpdateMaster", err, "Operation "+resize.Name+" is currently operating on cluster c1. Please wait and try again once it is done.")
 	e.wait(t, resize)
 
 	del, err := e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
