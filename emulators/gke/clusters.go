@@ -55,7 +55,7 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	if def == "" {
 		def = s.versions[containerpb.ReleaseChannel_REGULAR]
 	}
-	version, err := resolveVersion(in.InitialClusterVersion, def)
+	version, err := s.resolveVersion("Master", in.InitialClusterVersion, def, "")
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	in.LabelFingerprint = labelFingerprint(in.ResourceLabels)
 	c.pb = in
 	for _, p := range reqPools {
-		np, err := newPool(c, p)
+		np, err := s.newPool(c, p)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +235,7 @@ func (s *GServer) upgradeMaster(rpc string, k clusterKey, version string) (*oper
 	if err != nil {
 		return nil, err
 	}
-	v, err := resolveVersion(version, s.versions[containerpb.ReleaseChannel_RAPID])
+	v, err := s.resolveVersion("Master", version, s.versions[containerpb.ReleaseChannel_RAPID], "")
 	if err != nil {
 		return nil, err
 	}

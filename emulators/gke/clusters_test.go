@@ -31,7 +31,8 @@ func TestCreateClusterRefusals(t *testing.T) {
 		{"duplicate pool", parent, &containerpb.Cluster{Name: "c1", NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1), pool("p0", "e2-medium", 1)}}, codes.InvalidArgument},
 		{"bad pool", parent, &containerpb.Cluster{Name: "c1", NodePools: []*containerpb.NodePool{pool("p0", "e2-medium", 1, "europe-west4-a")}}, codes.InvalidArgument},
 		{"cluster zone of another region", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, Locations: []string{"us-east1-b"}}, codes.InvalidArgument},
-		{"malformed version", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, InitialClusterVersion: "1.33"}, codes.InvalidArgument},
+		{"malformed version", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, InitialClusterVersion: "1.33.x"}, codes.InvalidArgument},
+		{"unsupported version", parent, &containerpb.Cluster{Name: "c1", InitialNodeCount: 1, InitialClusterVersion: "1.29.1-gke.100"}, codes.InvalidArgument},
 		{"malformed parent", "projects/proj", &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}, codes.InvalidArgument},
 	}
 	for _, tt := range tests {

@@ -11,17 +11,23 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// UpdateCluster applies one change to a cluster: desired_node_pool_autoscaling
+// UpdateCluster applies a change to a cluster: desired_node_pool_autoscaling
 // (of desired_node_pool_id, which may be left out when the cluster has one
 // pool), as SetNodePoolAutoscaling does and with the same UPDATE_CLUSTER
 // operation on the pool; desired_master_version, as UpdateMaster does; or
-// desired_logging_service and desired_monitoring_service, an
-// UPDATE_CLUSTER operation on the cluster.
+// any other change, an UPDATE_CLUSTER operation on the cluster, as GKE
+// answers (recorded: desired_cluster_autoscaling with node
+// auto-provisioning, desired_node_pool_auto_config_network_tags), which
+// applies the logging and monitoring services, cluster autoscaling and
+// the auto-provisioned pools' network tags to what GetCluster shows and
+// keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
-// update.", as in GKE; any other field is refused with INVALID_ARGUMENT.
+// update.", as in GKE; node pool autoscaling or a master version together
+// with another field is refused with INVALID_ARGUMENT.
 func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateClusterRequest) (*containerpb.Operation, error) {
 	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
 	if err != nil {
@@ -36,12 +42,12 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		})
 	}
 	set = slices.DeleteFunc(set, func(f string) bool { return f == "desired_node_pool_id" || f == "etag" })
-	services := !slices.ContainsFunc(set, func(f string) bool { return f != "desired_logging_service" && f != "desired_monitoring_service" })
+	own := slices.ContainsFunc(set, func(f string) bool { return f == "desired_node_pool_autoscaling" || f == "desired_master_version" })
 	switch {
 	case len(set) == 0:
 		return nil, status.Errorf(codes.InvalidArgument, "Must specify a field to update.")
-	case len(set) > 0 && services:
-		return s.updateServices(k, u)
+	case !own:
+		return s.updateCluster(k, u)
 	case len(set) > 1:
 		return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s at once is not supported by this emulator; make one change per call.", strings.Join(set, ", "))
 	}
@@ -63,12 +69,12 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		op.eff.rpc = "UpdateMaster"
 		return opOut(op), nil
 	}
-	return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s is not supported by this emulator; it supports desired_node_pool_autoscaling and desired_master_version.", set[0])
+	panic("unreachable")
 }
 
-// updateServices starts the UPDATE_CLUSTER operation that sets the
-// cluster's logging and monitoring services.
-func (s *GServer) updateServices(k clusterKey, u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
+// updateCluster starts the UPDATE_CLUSTER operation of a change on the
+// cluster itself; complete applies what the simulator models of it.
+func (s *GServer) updateCluster(k clusterKey, u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settle()
@@ -80,7 +86,7 @@ func (s *GServer) updateServices(k clusterKey, u *containerpb.ClusterUpdate) (*c
 		return nil, err
 	}
 	op := s.startOp("UpdateCluster", c, containerpb.Operation_UPDATE_CLUSTER, "")
-	op.eff.cluster = &containerpb.ClusterUpdate{DesiredLoggingService: u.DesiredLoggingService, DesiredMonitoringService: u.DesiredMonitoringService}
+	op.eff.cluster = proto.Clone(u).(*containerpb.ClusterUpdate)
 	s.refresh(c)
 	s.log.Info("Updating cluster", "cluster", k.String())
 	return opOut(op), nil
@@ -143,4 +149,34 @@ func labelFingerprint(labels map[string]string) string {
 		h.Write([]byte(k + "=" + labels[k] + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
+}
+
+// SetMaintenancePolicy sets the cluster's maintenance policy: an
+// UPDATE_CLUSTER operation on the cluster, as GKE answers (recorded),
+// after which GetCluster shows the policy with a new resourceVersion.
+// The policy is kept, not acted on: the simulator upgrades nothing by
+// itself.
+func (s *GServer) SetMaintenancePolicy(_ context.Context, req *containerpb.SetMaintenancePolicyRequest) (*containerpb.Operation, error) {
+	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp("SetMaintenancePolicy", c, containerpb.Operation_UPDATE_CLUSTER, "")
+	op.eff.maintenance = proto.Clone(req.GetMaintenancePolicy()).(*containerpb.MaintenancePolicy)
+	if op.eff.maintenance == nil {
+		op.eff.maintenance = &containerpb.MaintenancePolicy{}
+	}
+	s.refresh(c)
+	s.log.Info("Setting the maintenance policy", "cluster", k.String())
+	return opOut(op), nil
 }

@@ -52,7 +52,7 @@ func TestUpdateCluster(t *testing.T) {
 	}{
 		{"nothing", nil, codes.InvalidArgument},
 		{"empty", &containerpb.ClusterUpdate{}, codes.InvalidArgument},
-		{"unsupported", &containerpb.ClusterUpdate{DesiredImageType: "UBUNTU_CONTAINERD"}, codes.InvalidArgument},
+		{"master version and another field", &containerpb.ClusterUpdate{DesiredMasterVersion: "latest", DesiredImageType: "UBUNTU_CONTAINERD"}, codes.InvalidArgument},
 		{"missing pool", &containerpb.ClusterUpdate{DesiredNodePoolId: "nope", DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}}, codes.NotFound},
 	}
 	for _, tt := range refusals {
@@ -88,5 +88,44 @@ func TestSetLabels(t *testing.T) {
 	got, err := e.srv.Cluster(clusterN)
 	if err != nil || !maps.Equal(got.ResourceLabels, labels) || got.LabelFingerprint == c.LabelFingerprint {
 		t.Errorf("cluster = labels %v fingerprint %q (was %q), %v; want %v and a new fingerprint", got.GetResourceLabels(), got.GetLabelFingerprint(), c.LabelFingerprint, err, labels)
+	}
+}
+
+// Calls the simulator does not model further are accepted as GKE accepts
+// them (recorded: Config Connector's maintenancepolicy, autoscaling and
+// kubeletconfig fixtures), with GKE's operation types, and what they set
+// is read back.
+func TestUnmodelledChangesAccepted(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t)
+	policy := &containerpb.MaintenancePolicy{Window: &containerpb.MaintenanceWindow{Policy: &containerpb.MaintenanceWindow_DailyMaintenanceWindow{DailyMaintenanceWindow: &containerpb.DailyMaintenanceWindow{StartTime: "03:00"}}}}
+	op, err := e.client.SetMaintenancePolicy(e.ctx, &containerpb.SetMaintenancePolicyRequest{Name: clusterN, MaintenancePolicy: policy})
+	if err != nil || op.OperationType != containerpb.Operation_UPDATE_CLUSTER {
+		t.Fatalf("SetMaintenancePolicy = %v, %v; want an UPDATE_CLUSTER operation", op, err)
+	}
+	e.wait(t, op)
+	c, _ := e.srv.Cluster(clusterN)
+	if c.GetMaintenancePolicy().GetWindow().GetDailyMaintenanceWindow().GetStartTime() != "03:00" || c.MaintenancePolicy.ResourceVersion == "" {
+		t.Errorf("maintenancePolicy = %v, want the daily window at 03:00 with a resourceVersion", c.GetMaintenancePolicy())
+	}
+
+	nap := &containerpb.ClusterAutoscaling{EnableNodeAutoprovisioning: true, ResourceLimits: []*containerpb.ResourceLimit{{ResourceType: "cpu", Maximum: 2}, {ResourceType: "memory", Maximum: 2048}}}
+	op, err = e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredClusterAutoscaling: nap}})
+	if err != nil || op.OperationType != containerpb.Operation_UPDATE_CLUSTER {
+		t.Fatalf("UpdateCluster with node auto-provisioning = %v, %v; want an UPDATE_CLUSTER operation", op, err)
+	}
+	e.wait(t, op)
+	if c, _ := e.srv.Cluster(clusterN); !c.GetAutoscaling().GetEnableNodeAutoprovisioning() || len(c.Autoscaling.ResourceLimits) != 2 {
+		t.Errorf("autoscaling = %v, want node auto-provisioning with two limits", c.GetAutoscaling())
+	}
+
+	op, err = e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{Name: clusterN + "/nodePools/p0", KubeletConfig: &containerpb.NodeKubeletConfig{PodPidsLimit: 2048, CpuManagerPolicy: "none"}})
+	if err != nil || op.OperationType != containerpb.Operation_UPGRADE_NODES {
+		t.Fatalf("UpdateNodePool of the kubelet config = %v, %v; want an UPGRADE_NODES operation", op, err)
+	}
+	e.wait(t, op)
+	np, _ := e.srv.NodePool(clusterN + "/nodePools/p0")
+	if k := np.GetConfig().GetKubeletConfig(); k.GetPodPidsLimit() != 2048 || k.GetMaxParallelImagePulls() != 2 || k.InsecureKubeletReadonlyPortEnabled == nil {
+		t.Errorf("kubeletConfig = %v, want podPidsLimit 2048 with GKE's defaults", k)
 	}
 }

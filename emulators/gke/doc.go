@@ -11,7 +11,8 @@
 //		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 //
 // It serves CreateCluster, GetCluster, ListClusters, DeleteCluster,
-// UpdateCluster, UpdateMaster, SetLabels, CreateNodePool, GetNodePool,
+// UpdateCluster, UpdateMaster, SetLabels, SetMaintenancePolicy,
+// GetServerConfig, CreateNodePool, GetNodePool,
 // ListNodePools, DeleteNodePool, SetNodePoolSize, SetNodePoolAutoscaling,
 // UpdateNodePool, GetOperation, ListOperations and CancelOperation; every
 // other RPC answers UNIMPLEMENTED. Requests may use the name/parent form
@@ -48,8 +49,10 @@
 // FAILED_PRECONDITION, in GKE's words: "Operation operation-... is
 // currently creating cluster C. Please wait and try again once it is
 // done." (deleting cluster, upgrading cluster, creating a node pool for
-// cluster, deleting a node pool for cluster), "Cluster is running
-// incompatible operation operation-...." for the other operations. A
+// cluster, deleting a node pool for cluster); for another operation,
+// "... is currently operating on cluster C. ..." to a cluster call and
+// "Cluster is running incompatible operation operation-...." to a call
+// on the pool it works on. A
 // sixth concurrent operation on a cluster is RESOURCE_EXHAUSTED. A
 // missing cluster is NOT_FOUND "Not found: projects/P/zones/Z/clusters/C."
 // (locations/R for a regional one), a missing node pool NOT_FOUND "Not
@@ -88,7 +91,8 @@
 // does not offer (g2 in us-central1-f and europe-west1-d; a2 in
 // europe-west4-c, us-east1-d and us-west1-c) leaves the pool ERROR, a
 // stockout (Server.Stockout) leaves it RUNNING_WITH_ERROR with a
-// ZONE_RESOURCE_POOL_EXHAUSTED message and part of its nodes until its
+// GCE_STOCKOUT message in GKE's words ("Google Compute Engine: Not all
+// instances running in IGM after ...") and part of its nodes until its
 // instance groups get the others, and Server.FailNextOperation fails any
 // operation. A cluster whose create failed is ERROR.
 //
@@ -260,8 +264,13 @@
 //     and refused with RESOURCE_EXHAUSTED; Usage reports it. Resource
 //     quotas (CPUs, addresses, GPUs of a region) are not modelled: a test
 //     fails an operation with one through FailNextOperation.
-//   - Versions are full GKE versions (1.33.4-gke.1000) or "latest"/"-";
-//     aliases such as "1.33" are refused. Release channels only choose
+//   - Versions: GetServerConfig offers the four channels' versions (the
+//     same for every location); an alias (1.33, 1.33.4) resolves to the
+//     newest of them of that release (for a node pool, no newer than the
+//     master); a version of another minor release is refused as GKE
+//     words it, `Master version "1.29.1-gke.100" is unsupported.` (`Node
+//     version ...` for a pool), but any build of an offered minor release
+//     is accepted, where GKE accepts only those it still serves. Release channels only choose
 //     the initial version; upgrades happen when a test calls
 //     UpgradeMaster or UpgradeMasterFor (the next build, NextVersion,
 //     over a chosen time). Node pools are never upgraded automatically.
@@ -285,19 +294,27 @@
 //     and version changes (recorded: taints only); a change of locations
 //     alone reports UPDATE_CLUSTER (not recorded). Operations carry no
 //     progress metrics.
-//   - UpdateNodePool applies only node_version, locations, labels and
-//     taints, and UpdateCluster only desired_node_pool_autoscaling (with
-//     desired_node_pool_id, which may be left out for a cluster of one
-//     pool), desired_master_version, and desired_logging_service with
-//     desired_monitoring_service; any other field is refused with
-//     INVALID_ARGUMENT. SetLabels refuses a label_fingerprint other than
+//   - Changes the simulator does not model are accepted, as GKE accepts
+//     them, and kept, not acted on: UpdateCluster's other fields (an
+//     UPDATE_CLUSTER operation; cluster autoscaling with node
+//     auto-provisioning and the auto-provisioned pools' network tags are
+//     read back, the rest is not), SetMaintenancePolicy (UPDATE_CLUSTER;
+//     the policy is read back with a resourceVersion of the simulator's
+//     own, which is not checked, and nothing is ever upgraded by it), and
+//     UpdateNodePool's other fields (UPGRADE_NODES; those NodeConfig has
+//     under the same name, kubelet_config among them, are read back, and
+//     machine type and disk are checked as a new pool's; nodes are not
+//     recreated). Node pool autoscaling or a master version together with
+//     another UpdateCluster field is refused with INVALID_ARGUMENT (GKE's
+//     rule for several fields at once is not recorded). Every other RPC
+//     of the API answers UNIMPLEMENTED. SetLabels refuses a label_fingerprint other than
 //     the cluster's with FAILED_PRECONDITION (GKE's wording for it is not
 //     recorded); fingerprints and etags are the simulator's own.
 //   - Read back, clusters and pools lack what the simulator does not
 //     model: networking (clusterIpv4Cidr, ipAllocationPolicy,
 //     networkConfig, podRange), addons, endpoint and DNS configuration,
 //     logging and monitoring configuration, database encryption, the
-//     pool's bootDisk, kubeletConfig, effectiveCgroupMode, loggingConfig
+//     pool's bootDisk, effectiveCgroupMode, loggingConfig
 //     and the goog-gke-node-pool-provisioning-model resource label, and
 //     the operations' progress. The replay tests compare only the fields
 //     the simulator models. A region's default zones are its first three
@@ -331,4 +348,26 @@
 //     refuse others (gke.io, say). The first such key in key order is
 //     named; GKE's order is not recorded. The gRPC code is
 //     INVALID_ARGUMENT, as GKE's HTTP 400 badRequest maps.
+//   - From the recordings replayed last (containercluster-maintenancepolicy,
+//     containercluster-autoscaling, containernodepool-kubeletconfig,
+//     containernodepool-enableconfidentialnodes): GKE chose us-central1-a,
+//     -c and -f for a regional us-central1 cluster, the simulator the
+//     first three (g2 is missing from us-central1-f in the catalog, so
+//     GKE's choice would fail GPU pools created without locations; the
+//     replay reads the recorded -f as -b). GKE showed a pool's kubelet
+//     maxParallelImagePulls 3 after an update that did not set it (2
+//     before); the simulator keeps 2 (not compared). A pool operation's
+//     answer was RUNNING in a zonal cluster where the simulator answers
+//     PENDING; both are recorded, and the replay takes either. The
+//     maintenance policy's resourceVersion is GKE's own and not compared.
+//   - Queued provisioning (queuedProvisioning, reservation affinity) is in
+//     no recording against real GKE (Config Connector's fixture was
+//     recorded against its mock only): the simulator keeps the request's
+//     fields and models none of its behaviour.
+//   - Compute Engine: aggregatedList answers only the zones that have
+//     matching groups, without the per-scope "There are no results for
+//     scope" warnings Compute Engine gives the others, and links only in
+//     the https://www.googleapis.com/compute/v1/ form (the product reads
+//     a group by its zone and name, whatever the form: shared/clusters'
+//     tests). Instance group answers of the recordings are not replayed.
 package gke

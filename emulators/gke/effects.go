@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // effect is what an operation does to its cluster or node pool when it
@@ -35,8 +36,10 @@ type effect struct {
 	update *containerpb.UpdateNodePoolRequest
 	// labels are SetLabels' resource labels.
 	labels map[string]string
-	// cluster is UpdateCluster's change of the cluster's services.
+	// cluster is UpdateCluster's change of the cluster.
 	cluster *containerpb.ClusterUpdate
+	// maintenance is SetMaintenancePolicy's policy.
+	maintenance *containerpb.MaintenancePolicy
 }
 
 // poolStatus is a node pool's status at some point.
@@ -116,6 +119,21 @@ func (s *GServer) complete(op *operation) {
 			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
 				c.pb.MonitoringService = v
 			}
+			if a := e.cluster.GetDesiredClusterAutoscaling(); a != nil {
+				c.pb.Autoscaling = proto.Clone(a).(*containerpb.ClusterAutoscaling)
+			}
+			if t := e.cluster.GetDesiredNodePoolAutoConfigNetworkTags(); t != nil {
+				if c.pb.NodePoolAutoConfig == nil {
+					c.pb.NodePoolAutoConfig = &containerpb.NodePoolAutoConfig{}
+				}
+				c.pb.NodePoolAutoConfig.NetworkTags = proto.Clone(t).(*containerpb.NetworkTags)
+			}
+		}
+		return
+	case "SetMaintenancePolicy":
+		if !failed && !c.gone {
+			c.pb.MaintenancePolicy = proto.Clone(e.maintenance).(*containerpb.MaintenancePolicy)
+			c.pb.MaintenancePolicy.ResourceVersion = randomHex(4)
 		}
 		return
 	case "SetLabels":
@@ -176,6 +194,7 @@ func (s *GServer) complete(op *operation) {
 				np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
 			}
 		}
+		configFields(np.pb.Config, req)
 		e.applyFates(c)
 		np.pb.Etag = randomHex(8)
 	default: // CreateNodePool
@@ -244,5 +263,50 @@ func (s *GServer) retryShortfalls(now time.Time) {
 				s.log.Info("Stockout over: the node pool has all its nodes", "nodePool", c.key.String()+"/nodePools/"+name, "nodes", np.nodes)
 			}
 		}
+	}
+}
+
+// configFields copies into cfg the fields of an UpdateNodePool request
+// that the node configuration has under the same name and type (those the
+// simulator does not model further: kubelet_config, linux_node_config,
+// workload_metadata_config, gvnic, ...), as GetNodePool shows them after
+// the update, with GKE's kubelet defaults.
+func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRequest) {
+	dst := cfg.ProtoReflect()
+	fields := dst.Descriptor().Fields()
+	req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch fd.Name() {
+		case "labels", "taints", "locations", "node_version":
+			return true
+		}
+		to := fields.ByName(fd.Name())
+		if to == nil || to.Kind() != fd.Kind() || to.Cardinality() != fd.Cardinality() || to.IsMap() != fd.IsMap() {
+			return true
+		}
+		if fd.Kind() == protoreflect.MessageKind && to.Message().FullName() != fd.Message().FullName() {
+			return true
+		}
+		if fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() {
+			v = protoreflect.ValueOfMessage(proto.Clone(v.Message().Interface()).ProtoReflect())
+		}
+		dst.Set(to, v)
+		return true
+	})
+	kubeletDefaults(cfg)
+}
+
+// kubeletDefaults gives a node configuration GKE's kubelet settings for
+// what it leaves unset (recorded: insecureKubeletReadonlyPortEnabled false
+// and maxParallelImagePulls 2, with or without a kubeletConfig asked).
+func kubeletDefaults(cfg *containerpb.NodeConfig) {
+	if cfg.KubeletConfig == nil {
+		cfg.KubeletConfig = &containerpb.NodeKubeletConfig{}
+	}
+	k := cfg.KubeletConfig
+	if k.InsecureKubeletReadonlyPortEnabled == nil {
+		k.InsecureKubeletReadonlyPortEnabled = proto.Bool(false)
+	}
+	if k.MaxParallelImagePulls == 0 {
+		k.MaxParallelImagePulls = 2
 	}
 }

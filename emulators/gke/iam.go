@@ -82,6 +82,8 @@ var permissions = map[string]struct{ perm, on string }{
 	"GetNodePool":            {"container.clusters.get", "cluster"},
 	"ListNodePools":          {"container.clusters.get", "cluster"},
 	"GetOperation":           {"container.operations.get", "operation"},
+	"GetServerConfig":        {"container.clusters.list", "project"},
+	"SetMaintenancePolicy":   {"container.clusters.update", "cluster"},
 	"ListOperations":         {"container.operations.list", "project"},
 	"CancelOperation":        {"container.operations.get", "operation"},
 }

@@ -32,7 +32,7 @@ func (s *GServer) CreateNodePool(_ context.Context, req *containerpb.CreateNodeP
 	if c.pb.Autopilot != nil && c.pb.Autopilot.Enabled {
 		return nil, status.Errorf(codes.FailedPrecondition, "Node pools cannot be created in Autopilot cluster %q.", k.cluster)
 	}
-	np, err := newPool(c, req.NodePool)
+	np, err := s.newPool(c, req.NodePool)
 	if err != nil {
 		return nil, err
 	}
@@ -145,40 +145,40 @@ func (s *GServer) setAutoscaling(rpc string, ref poolRef, in *containerpb.NodePo
 		func(_ *cluster, np *nodePool) error { return checkAutoscaling(np.pb.Name, a) })
 }
 
-// updatable are the UpdateNodePool fields the emulator applies; any other
-// field set in a request is refused.
-var updatable = map[protoreflect.Name]bool{
-	"project_id": true, "zone": true, "cluster_id": true, "node_pool_id": true, "name": true,
-	"node_version": true, "locations": true, "labels": true, "taints": true, "etag": true,
+// naming are the UpdateNodePool fields that name the pool or guard the
+// change rather than change it.
+var naming = map[protoreflect.Name]bool{
+	"project_id": true, "zone": true, "cluster_id": true, "node_pool_id": true, "name": true, "etag": true,
 }
 
-// UpdateNodePool changes a node pool's version, locations, Kubernetes
-// labels or taints: RECONCILING until the operation ends, UPGRADE_NODES
-// (as GKE reports a version, label or taint change, which it rolls out
-// node by node) or UPDATE_CLUSTER for locations alone. Other fields are
-// refused with INVALID_ARGUMENT, as is a request that changes nothing.
+// UpdateNodePool changes a node pool: RECONCILING until the operation
+// ends, UPDATE_CLUSTER for a change of locations alone and UPGRADE_NODES
+// for any other (as GKE reports a version, label, taint or kubelet
+// configuration change, which it rolls out node by node). The version,
+// locations, Kubernetes labels and taints are modelled; any other field
+// is accepted as GKE accepts it, and a node configuration field of the
+// same name (kubelet_config, linux_node_config, workload_metadata_config,
+// ...) is what GetNodePool shows afterwards. A request that changes
+// nothing is INVALID_ARGUMENT.
 func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodePoolRequest) (*containerpb.Operation, error) {
-	var refused []string
+	var changes []string
 	req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !updatable[fd.Name()] {
-			refused = append(refused, string(fd.Name()))
+		if !naming[fd.Name()] {
+			changes = append(changes, string(fd.Name()))
 		}
 		return true
 	})
-	if len(refused) > 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: updating %v is not supported by this emulator; it supports node_version, locations, labels and taints.", refused)
-	}
-	if req.NodeVersion == "" && len(req.Locations) == 0 && req.Labels == nil && req.Taints == nil {
-		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: the request changes nothing; set node_version, locations, labels or taints.")
+	if len(changes) == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "UpdateNodePool: the request changes nothing.")
 	}
 	if req.Labels != nil {
 		if err := checkNodeLabels(req.Labels.Labels); err != nil {
 			return nil, err
 		}
 	}
-	typ := containerpb.Operation_UPDATE_CLUSTER
-	if req.NodeVersion != "" || req.Labels != nil || req.Taints != nil {
-		typ = containerpb.Operation_UPGRADE_NODES
+	typ := containerpb.Operation_UPGRADE_NODES
+	if len(changes) == 1 && changes[0] == "locations" {
+		typ = containerpb.Operation_UPDATE_CLUSTER
 	}
 	var version string
 	return s.poolOp("UpdateNodePool", req.Name, req.ProjectId, req.Zone, req.ClusterId, req.NodePoolId, typ,
@@ -201,11 +201,12 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 			}
 			op.eff.fates = []fate{f}
 			op.eff.version = version
-			op.eff.update = proto.Clone(&containerpb.UpdateNodePoolRequest{Locations: req.Locations, Labels: req.Labels, Taints: req.Taints}).(*containerpb.UpdateNodePoolRequest)
+			op.eff.update = proto.Clone(req).(*containerpb.UpdateNodePoolRequest)
+			op.eff.update.NodeVersion = ""
 		},
 		func(c *cluster, np *nodePool) error {
 			if req.NodeVersion != "" {
-				v, err := resolveVersion(req.NodeVersion, c.pb.CurrentMasterVersion)
+				v, err := s.resolveVersion("Node", req.NodeVersion, c.pb.CurrentMasterVersion, c.pb.CurrentMasterVersion)
 				if err != nil {
 					return err
 				}
@@ -219,11 +220,14 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 					return err
 				}
 			}
+			// The configuration as it would be, checked as a new pool's.
+			cfg := &containerpb.NodeConfig{MachineType: np.pb.Config.MachineType, DiskType: np.pb.Config.DiskType, DiskSizeGb: np.pb.Config.DiskSizeGb}
 			if req.Taints != nil {
-				cfg := &containerpb.NodeConfig{MachineType: np.pb.Config.MachineType, DiskType: np.pb.Config.DiskType, DiskSizeGb: np.pb.Config.DiskSizeGb, Taints: req.Taints.Taints}
-				if err := checkNodeConfig(np.pb.Name, cfg); err != nil {
-					return err
-				}
+				cfg.Taints = req.Taints.Taints
+			}
+			configFields(cfg, req)
+			if err := checkNodeConfig(np.pb.Name, cfg); err != nil {
+				return err
 			}
 			return nil
 		})

@@ -283,8 +283,9 @@ func TestLateFailures(t *testing.T) {
 			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
 			wantCode:   codes.ResourceExhausted,
 			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
-			wantMsg:    "ZONE_RESOURCE_POOL_EXHAUSTED",
-			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
+			// GKE's words, as tranquilitybase-io/tb-gcp#589 quotes them.
+			wantMsg:   "Expected 2, running 1, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-c1-p1-",
+			wantNodes: map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
 		},
 		{
 			name:       "stockout elsewhere",
@@ -373,11 +374,14 @@ func TestUpdateNodePoolRefusals(t *testing.T) {
 		req  *containerpb.UpdateNodePoolRequest
 		want codes.Code
 	}{
-		{"machine type", &containerpb.UpdateNodePoolRequest{MachineType: "e2-standard-8"}, codes.InvalidArgument},
-		{"disk size", &containerpb.UpdateNodePoolRequest{DiskSizeGb: 200}, codes.InvalidArgument},
+		{"unknown machine type", &containerpb.UpdateNodePoolRequest{MachineType: "e2-huge-8"}, codes.InvalidArgument},
 		{"nothing", &containerpb.UpdateNodePoolRequest{}, codes.InvalidArgument},
 		{"version newer than master", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.99.0-gke.1"}, codes.InvalidArgument},
-		{"malformed version", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.33"}, codes.InvalidArgument},
+		{"malformed version", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.33.x"}, codes.InvalidArgument},
+		{"unsupported version", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.29.1-gke.100"}, codes.InvalidArgument},
+		{"minor alias", &containerpb.UpdateNodePoolRequest{NodeVersion: "1.33"}, codes.OK},
+		{"machine type", &containerpb.UpdateNodePoolRequest{MachineType: "e2-standard-8"}, codes.OK},
+		{"kubelet config", &containerpb.UpdateNodePoolRequest{KubeletConfig: &containerpb.NodeKubeletConfig{PodPidsLimit: 2048}}, codes.OK},
 		{"zone of another region", &containerpb.UpdateNodePoolRequest{Locations: []string{"us-east1-b"}}, codes.InvalidArgument},
 		{"taint without effect", &containerpb.UpdateNodePoolRequest{Taints: &containerpb.NodeTaints{Taints: []*containerpb.NodeTaint{{Key: "k"}}}}, codes.InvalidArgument},
 		{"latest version", &containerpb.UpdateNodePoolRequest{NodeVersion: "latest"}, codes.OK},

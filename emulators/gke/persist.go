@@ -101,6 +101,7 @@ type savedEffect struct {
 	Update      json.RawMessage   `json:"update,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Cluster     json.RawMessage   `json:"clusterUpdate,omitempty"`
+	Maintenance json.RawMessage   `json:"maintenancePolicy,omitempty"`
 }
 
 type savedFate struct {
@@ -248,6 +249,9 @@ func saveOp(op *operation) (savedOp, error) {
 	if se.Cluster, err = marshalOpt(e.cluster); err != nil {
 		return so, err
 	}
+	if se.Maintenance, err = marshalOpt(e.maintenance); err != nil {
+		return so, err
+	}
 	for _, f := range e.fates {
 		sf := savedFate{Pool: f.pool, UID: f.uid, Status: f.status.String(), Message: f.msg, Nodes: maps.Clone(f.nodes), Short: f.short.saved()}
 		if sf.Fail, err = marshalOpt(f.fail); err != nil {
@@ -384,6 +388,12 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 	}
 	if op.eff.cluster, err = unmarshalOpt[containerpb.ClusterUpdate](se.Cluster); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
+	}
+	if op.eff.maintenance, err = unmarshalOpt[containerpb.MaintenancePolicy](se.Maintenance); err != nil {
+		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
+	}
+	if se.RPC == "SetMaintenancePolicy" && op.eff.maintenance == nil {
+		op.eff.maintenance = &containerpb.MaintenancePolicy{}
 	}
 	if (se.RPC == "SetNodePoolAutoscaling" && op.eff.autoscaling == nil) || (se.RPC == "UpdateNodePool" && op.eff.update == nil) {
 		return nil, fmt.Errorf("operation %s: %s without its request", pb.Name, se.RPC)

@@ -19,7 +19,7 @@ var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
 // newPool validates a requested node pool for cluster c (whose region,
 // default locations and master version are given) and builds its stored
 // state, PROVISIONING with no nodes yet.
-func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
+func (s *GServer) newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 	if req == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "Required field node_pool not set.")
 	}
@@ -46,7 +46,7 @@ func newPool(c *cluster, req *containerpb.NodePool) (*nodePool, error) {
 	if err := checkLocations(pb.Name, c.region, pb.Locations); err != nil {
 		return nil, err
 	}
-	v, err := resolveVersion(pb.Version, c.pb.CurrentMasterVersion)
+	v, err := s.resolveVersion("Node", pb.Version, c.pb.CurrentMasterVersion, c.pb.CurrentMasterVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +96,7 @@ func poolDefaults(pb *containerpb.NodePool) {
 	if _, ok := cfg.Metadata["disable-legacy-endpoints"]; !ok {
 		cfg.Metadata["disable-legacy-endpoints"] = "true"
 	}
+	kubeletDefaults(cfg)
 	if cfg.ShieldedInstanceConfig == nil {
 		cfg.ShieldedInstanceConfig = &containerpb.ShieldedInstanceConfig{EnableIntegrityMonitoring: true}
 	}
@@ -171,7 +172,11 @@ func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, c
 			f.short = &shortfall{want: map[string]int32{}, retryAt: s.now().Add(2 * s.opTime)}
 		}
 		f.short.want[z] = target[z]
-		msg := fmt.Sprintf("Instance group in zone %q could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request. Try a different zone, or try again later.", z, c.key.project, z)
+		// GKE's words (tranquilitybase-io/tb-gcp#589 quotes them): the
+		// first instance the zone could not create is named.
+		names := nodeNames(c.key.cluster, np.pb.Name, c.pb.Id, np.uid, z, int(target[z]))
+		msg := fmt.Sprintf("Google Compute Engine: Not all instances running in IGM after %v. Expected %d, running %d, transitioning %d. Current errors: [GCE_STOCKOUT]: Instance '%s' creation failed: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.",
+			s.opTime, target[z], f.nodes[z], target[z]-f.nodes[z], names[f.nodes[z]], c.key.project, z)
 		if f.fail == nil {
 			f.fail = rpcStatus(codes.ResourceExhausted, "%s", msg)
 			f.status, f.msg = containerpb.NodePool_RUNNING_WITH_ERROR, msg

@@ -132,7 +132,7 @@ func (s *GServer) finish(op *operation) {
 func (s *GServer) busy(c *cluster, pool string) error {
 	for _, op := range c.running {
 		if pool == "" || op.clusterLevel || op.pool == pool {
-			return status.Errorf(codes.FailedPrecondition, "%s", incompatible(c, op))
+			return status.Errorf(codes.FailedPrecondition, "%s", incompatible(c, op, pool))
 		}
 	}
 	if len(c.running) >= maxConcurrentOps {
@@ -141,10 +141,16 @@ func (s *GServer) busy(c *cluster, pool string) error {
 	return nil
 }
 
-// incompatible is GKE's refusal of a call while op runs: it names what op
-// is doing to the cluster for the operations public reports show it for,
-// and is terser for the others.
-func incompatible(c *cluster, op *operation) string {
+// incompatible is GKE's refusal of a call while op runs, in the words
+// public reports quote: it names what op is doing to the cluster for the
+// operations they show it for ("is currently creating cluster C", ...);
+// for another operation, a call on the cluster is told the cluster is
+// being operated on ("Operation X is currently operating on cluster C.
+// ...": cilium/cilium#14348, GoogleCloudPlatform/kubernetes-engine-samples
+// #119) and a call on a pool the operation works on that the cluster runs
+// an incompatible operation (rancher/gke-operator#509). pool is the
+// refused call's pool, "" for a cluster call.
+func incompatible(c *cluster, op *operation, pool string) string {
 	doing := map[containerpb.Operation_Type]string{
 		containerpb.Operation_CREATE_CLUSTER:   "creating cluster",
 		containerpb.Operation_DELETE_CLUSTER:   "deleting cluster",
@@ -152,8 +158,11 @@ func incompatible(c *cluster, op *operation) string {
 		containerpb.Operation_CREATE_NODE_POOL: "creating a node pool for cluster",
 		containerpb.Operation_DELETE_NODE_POOL: "deleting a node pool for cluster",
 	}[op.pb.OperationType]
-	if doing == "" {
+	switch {
+	case doing == "" && pool != "" && op.pool == pool:
 		return fmt.Sprintf("Cluster is running incompatible operation %s.", op.pb.Name)
+	case doing == "":
+		doing = "operating on cluster"
 	}
 	return fmt.Sprintf("Operation %s is currently %s %s. Please wait and try again once it is done.", op.pb.Name, doing, c.key.cluster)
 }

@@ -19,6 +19,10 @@ func TestFault(t *testing.T) {
 		{"incompatible operation", codes.FailedPrecondition, "Cluster is running incompatible operation", true},
 		{"cluster being created", codes.FailedPrecondition, "Operation operation-1796152137736-bf28fca2 is currently creating cluster c. Please wait and try again once it is done.", true},
 		{"pool being created", codes.FailedPrecondition, "Operation operation-1533161820212-e0451fc6 is currently creating a node pool for cluster c. Please wait and try again once it is done.", true},
+		// GKE's words for a cluster running another operation
+		// (cilium/cilium#14348), as the simulator now answers.
+		{"cluster operated on", codes.FailedPrecondition, "Operation operation-1607703873446-35b09f92 is currently operating on cluster c. Please wait and try again once it is done.", true},
+		{"unsupported version", codes.InvalidArgument, `Master version "1.29.1-gke.100" is unsupported.`, false},
 		{"missing pool", codes.NotFound, `Not found: node pool "a" not found.`, true},
 		{"rate limit", codes.ResourceExhausted, "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service 'container.googleapis.com' for consumer 'project:p'.", true},
 		{"too many operations", codes.ResourceExhausted, `Too many operations: cluster "c" hits the concurrent operations quota 5, please try again later.`, true},

@@ -28,6 +28,8 @@ func TestPoolNodes(t *testing.T) {
 		{"no groups yet", nil, nil},
 		{"a group not listed", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-c/instanceGroupManagers/gke-c"}, nil},
 		{"not a group", []string{"https://example.com/x"}, nil},
+		// Compute Engine's other link forms of the same groups.
+		{"compute.googleapis.com and beta links", []string{"https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instanceGroupManagers/gke-a", "https://www.googleapis.com/compute/v1/projects/123456789012/zones/us-central1-b/instanceGroups/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +56,10 @@ func TestStockoutMessage(t *testing.T) {
 			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 2 of 2 nodes"},
 		{"GCE_STOCKOUT, two zones", "GCE_STOCKOUT in zones/us-east1-c and zones/us-east1-b", nil, time.Hour,
 			"us-east1-b, us-east1-c: no g2-standard-8 available (GCE_STOCKOUT); retried every 1 hour"},
+		// GKE's operation error, as tranquilitybase-io/tb-gcp#589 quotes it
+		// and the simulator words it.
+		{"GKE's operation error", "Google Compute Engine: Not all instances running in IGM after 14.691006793s. Expected 1, running 0, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-gke-ec-gke-ec-node-pool-34b6625e-k7xw' creation failed: The zone 'projects/p/zones/europe-west3-c' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", nil, time.Minute,
+			"europe-west3-c: no g2-standard-8 available (GCE_STOCKOUT); retried every 1 minute"},
 		{"no zone named", "GCE_STOCKOUT", nil, 90 * time.Second, "no g2-standard-8 available (GCE_STOCKOUT); retried every 90 seconds"},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,7 @@ import sys
 
 OP = ["name", "operationType", "status", "selfLink", "targetLink", "zone", "location", "statusMessage", "error"]
 CONFIG = ["machineType", "diskSizeGb", "diskType", "imageType", "serviceAccount", "metadata", "oauthScopes",
-          "shieldedInstanceConfig", "taints", "labels"]
+          "shieldedInstanceConfig", "taints", "labels", "kubeletConfig", "confidentialNodes"]
 POOL = ["name", "status", "selfLink", "initialNodeCount", "locations", "instanceGroupUrls", "autoscaling",
         "upgradeSettings", "management", "maxPodsConstraint", "podIpv4CidrSize", "config"]
 # currentNodeCount is left out: GKE's lags behind a resize (doc.go).
