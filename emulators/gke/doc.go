@@ -91,8 +91,7 @@
 // does not offer (g2 in us-central1-f and europe-west1-d; a2 in
 // europe-west4-c, us-east1-d and us-west1-c) leaves the pool ERROR, a
 // stockout (Server.Stockout) leaves it RUNNING_WITH_ERROR with a
-// GCE_STOCKOUT message in GKE's words ("Google Compute Engine: Not all
-// instances running in IGM after ...") and part of its nodes until its
+// ZONE_RESOURCE_POOL_EXHAUSTED message and part of its nodes until its
 // instance groups get the others, and Server.FailNextOperation fails any
 // operation. A cluster whose create failed is ERROR.
 //

@@ -105,7 +105,7 @@ func (s *Server) LoseNextOperations(rpc string, n int) {
 // Stockout makes the next n tries to get new nodes in zone (a cluster or
 // node pool create, a resize up, and the instance groups' own retries)
 // get fewer than asked: the zone gets half the nodes it lacks, the pool
-// ends RUNNING_WITH_ERROR with a GCE_STOCKOUT status
+// ends RUNNING_WITH_ERROR with a ZONE_RESOURCE_POOL_EXHAUSTED status
 // message, and the operation ends with RESOURCE_EXHAUSTED. The zone's
 // instance group keeps creating the missing nodes (ComputeServer shows
 // them creating) and tries again every operation time; the first try
