@@ -252,6 +252,14 @@
 // cluster, and the endpoint is a documentation address (203.0.113.x).
 //
 // Differences from GKE:
+//   - A stockout's operation error is always worded "Instance group in
+//     zone ... could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED";
+//     GKE also reports it in its instance group manager's words ("Google
+//     Compute Engine: Not all instances running in IGM after ... Current
+//     errors: [GCE_STOCKOUT]: Instance '...' creation failed",
+//     tranquilitybase-io/tb-gcp#589). The product reads both
+//     (shared/clusters TestStockoutMessage); which one GKE chooses when
+//     is not recorded.
 //   - The catalog is small and fixed: seven regions (us-central1,
 //     us-east1, us-west1, us-west2, europe-west1, europe-west4,
 //     asia-southeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),

@@ -283,9 +283,8 @@ func TestLateFailures(t *testing.T) {
 			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
 			wantCode:   codes.ResourceExhausted,
 			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
-			// GKE's words, as tranquilitybase-io/tb-gcp#589 quotes them.
-			wantMsg:   "Expected 2, running 1, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-c1-p1-",
-			wantNodes: map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
+			wantMsg:    "ZONE_RESOURCE_POOL_EXHAUSTED",
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
 		},
 		{
 			name:       "stockout elsewhere",

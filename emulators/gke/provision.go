@@ -172,11 +172,12 @@ func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, c
 			f.short = &shortfall{want: map[string]int32{}, retryAt: s.now().Add(2 * s.opTime)}
 		}
 		f.short.want[z] = target[z]
-		// GKE's words (tranquilitybase-io/tb-gcp#589 quotes them): the
-		// first instance the zone could not create is named.
-		names := nodeNames(c.key.cluster, np.pb.Name, c.pb.Id, np.uid, z, int(target[z]))
-		msg := fmt.Sprintf("Google Compute Engine: Not all instances running in IGM after %v. Expected %d, running %d, transitioning %d. Current errors: [GCE_STOCKOUT]: Instance '%s' creation failed: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.",
-			s.opTime, target[z], f.nodes[z], target[z]-f.nodes[z], names[f.nodes[z]], c.key.project, z)
+		// GKE's operation error of a zone out of the machine type. GKE
+		// also words it as its instance group manager does ("Google
+		// Compute Engine: Not all instances running in IGM after ...
+		// [GCE_STOCKOUT]", tranquilitybase-io/tb-gcp#589); the product
+		// reads both.
+		msg := fmt.Sprintf("Instance group in zone %q could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request. Try a different zone, or try again later.", z, c.key.project, z)
 		if f.fail == nil {
 			f.fail = rpcStatus(codes.ResourceExhausted, "%s", msg)
 			f.status, f.msg = containerpb.NodePool_RUNNING_WITH_ERROR, msg
