@@ -34,9 +34,12 @@ func TestEdge(t *testing.T) {
 		{"bad token, over 1 MiB", "Bearer not.a.token", []string{"application/json"}, big, 401, "UNAUTHENTICATED", `Bearer error="invalid_token"`},
 		{"no token, not JSON", "", []string{"text/plain"}, valid, 401, "UNAUTHENTICATED", "Bearer"},
 		{"over 1 MiB", good, []string{"application/json"}, big, 413, "INVALID_INPUT", ""},
-		{"no Content-Type", good, nil, valid, 200, "", ""},
-		{"form, as curl -d sends", good, []string{"application/x-www-form-urlencoded"}, valid, 200, "", ""},
-		{"form, not JSON", good, []string{"application/x-www-form-urlencoded"}, "tenantId=" + tn.ID, 400, "INVALID_INPUT", ""},
+		{"no Content-Type", good, nil, valid, 415, "INVALID_INPUT", ""},
+		{"form, as curl -d sends", good, []string{"application/x-www-form-urlencoded"}, valid, 415, "INVALID_INPUT", ""},
+		{"form, not JSON", good, []string{"application/x-www-form-urlencoded"}, "tenantId=" + tn.ID, 415, "INVALID_INPUT", ""},
+		{"text", good, []string{"text/plain"}, valid, 415, "INVALID_INPUT", ""},
+		{"form, over 1 MiB", good, []string{"application/x-www-form-urlencoded"}, big, 415, "INVALID_INPUT", ""},
+		{"no token, form", "", []string{"application/x-www-form-urlencoded"}, valid, 401, "UNAUTHENTICATED", "Bearer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

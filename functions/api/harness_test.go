@@ -70,6 +70,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "answers validated against /openapi.json: %d; not the document's (another method, an unknown path): %d\n", h.doc.validated.Load(), h.doc.skipped.Load())
+	}
+	if code == 0 && h.doc.validated.Load() == 0 {
+		fmt.Fprintln(os.Stderr, "no answer was validated against /openapi.json")
+		code = 1
+	}
 	h.close()
 	os.Exit(code)
 }
@@ -80,7 +87,8 @@ func TestMain(m *testing.M) {
 // route.
 type harness struct {
 	url    string
-	http   *http.Client
+	http   *http.Client // through doc
+	doc    *documentTransport
 	fsSrv  *fsemu.Server
 	fs     *firestore.Client
 	ps     *pstest.Server
@@ -203,7 +211,13 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	// Through the edge every function passes through: request IDs, panics.
 	hs.srv = &httptest.Server{Listener: lis, Config: &http.Server{Handler: httpapi.Edge(mux), ReadHeaderTimeout: 10 * time.Second}}
 	hs.srv.Start()
-	hs.http = hs.srv.Client()
+	// Every answer of the suite is held to /openapi.json (openapi_test.go).
+	rv, err := newResponseValidator()
+	if err != nil {
+		return nil, err
+	}
+	hs.doc = &documentTransport{next: hs.srv.Client().Transport, doc: rv}
+	hs.http = &http.Client{Transport: hs.doc}
 	if err := verifier.Ready(ctx); err != nil {
 		return nil, fmt.Errorf("verifier: %w", err)
 	}

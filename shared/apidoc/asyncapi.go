@@ -100,7 +100,7 @@ func asyncAPI() map[string]any {
 			"title":       typ,
 			"summary":     summary,
 			"contentType": "application/json",
-			"headers": map[string]any{"allOf": []any{
+			"headers": map[string]any{"type": "object", "allOf": []any{
 				map[string]any{"$ref": schemaRef(attrs)},
 				map[string]any{"properties": map[string]any{"ce-type": map[string]any{"const": typ}}},
 			}},
@@ -112,24 +112,26 @@ func asyncAPI() map[string]any {
 			}},
 		}
 	}
+	// A channel has no googlepubsub binding: the binding's schema
+	// requires schemaSettings, the Pub/Sub schema of a topic, and these
+	// topics have none (the data's schema is the message's payload). The
+	// topic's retention, the one other thing the binding would say, is in
+	// the description.
 	channel := func(typ, description string) {
 		channels[typ] = map[string]any{
 			"address":     typ,
 			"title":       "Topic " + typ,
 			"description": description,
 			"messages":    map[string]any{"event": map[string]any{"$ref": "#/components/messages/" + messageName(typ)}},
-			"bindings": map[string]any{"googlepubsub": map[string]any{
-				"bindingVersion":           "0.2.0",
-				"messageRetentionDuration": "604800s",
-			}},
 		}
 	}
-	operation := func(action, typ, summary string) {
+	operation := func(action, typ, summary, description string) {
 		operations[action+"."+typ] = map[string]any{
-			"action":   action,
-			"channel":  map[string]any{"$ref": "#/channels/" + escapePointer(typ)},
-			"summary":  summary,
-			"messages": []any{map[string]any{"$ref": "#/channels/" + escapePointer(typ) + "/messages/event"}},
+			"action":      action,
+			"channel":     map[string]any{"$ref": "#/channels/" + escapePointer(typ)},
+			"summary":     summary,
+			"description": description,
+			"messages":    []any{map[string]any{"$ref": "#/channels/" + escapePointer(typ) + "/messages/event"}},
 		}
 	}
 	for _, typ := range outbox.Types {
@@ -143,8 +145,10 @@ func asyncAPI() map[string]any {
 			payload, attrs, key = "Substrate", "SubstrateEventAttributes", "the substrate's cluster ID (the substrate ID while it has none)"
 		}
 		message(typ, eventSummaries[typ], payload, attrs, key)
-		channel(typ, "The Pub/Sub topic projects/{project}/topics/"+typ+" (the devstack's project is bc-dev).")
-		operation("send", typ, eventSummaries[typ])
+		channel(typ, "The Pub/Sub topic projects/{project}/topics/"+typ+" (the devstack's project is bc-dev). "+
+			"It keeps messages 7 days (messageRetentionDuration 604800s), so a subscription created late, or one that fell behind, can seek back.")
+		operation("send", typ, eventSummaries[typ], "The outbox relay publishes the event, written in the transaction of the change, "+
+			"with the ordering key "+key+", at least once: deduplicate by ce-id and order by ce-sequence.")
 	}
 	for _, typ := range ConsumedTypes() {
 		payload := "PoolUpdated"
@@ -153,14 +157,20 @@ func asyncAPI() map[string]any {
 		}
 		message(typ, consumedSummaries[typ], payload, "PoolEventAttributes", "none needed: the consumer orders by the pool's version")
 		channel(typ, "The pools module's Pub/Sub topic projects/{pools project}/topics/"+typ+", which it owns and publishes to; "+
-			"this project's subscription pushes it to kubernetesSubstrates-poolEvents (the devstack: POST "+devPoolPath(typ)+" publishes one, project bc-dev).")
-		operation("receive", typ, consumedSummaries[typ])
+			"this project's subscription pushes it to kubernetesSubstrates-poolEvents and keeps an unacknowledged message 7 days "+
+			"(the devstack: POST "+devPoolPath(typ)+" publishes one, project bc-dev).")
+		operation("receive", typ, consumedSummaries[typ], "Pushed by this project's subscription to kubernetesSubstrates-poolEvents, "+
+			"which acknowledges the message once the change is recorded (or the event is ignored or refused); any other answer has it redelivered.")
 	}
 	return map[string]any{
 		"asyncapi": "3.0.0",
 		"info": map[string]any{
 			"title":   "Better Compute Kubernetes events",
 			"version": Version,
+			"tags": []any{
+				map[string]any{"name": "kubernetes", "description": "The kubernetes.* events this project sends: its clusters', node pools' and substrates'."},
+				map[string]any{"name": "pools", "description": "The pools module's compute.pool.* events this project receives."},
+			},
 			"description": "CloudEvents 1.0 in Pub/Sub binary mode: the CloudEvents attributes are Pub/Sub message attributes " +
 				"(`ce-id`, `ce-type`, ...), the data is the message body. One topic per event type, named exactly as the type. " +
 				"The application described is this project: it sends the kubernetes.* events and receives the pools module's compute.pool.* events. " +
@@ -202,7 +212,7 @@ func escapePointer(s string) string {
 // they refer to (Autoscaling, Labels, ...), so the document stands alone.
 func resourceSchemasWithParts() map[string]map[string]any {
 	out := resourceSchemas()
-	for _, list := range []string{"NodePoolList", "ClusterList", "SubstrateList", "SubstrateNodeList", "JoinResult"} {
+	for _, list := range []string{"NodePoolList", "ClusterList", "SubstrateList", "SubstrateNodeList", "JoinResult", "SubstratePlan", "PlannedSubstrate", "PlanAction"} {
 		delete(out, list)
 	}
 	in := inputSchemas()

@@ -54,9 +54,12 @@ func openAPI() map[string]any {
 	for name, s := range substrateRequestSchemas() {
 		schemas[name] = s
 	}
-	// kubernetesSubstrates.plan takes a pool as its event carries it.
+	// kubernetesSubstrates.plan takes a pool as its event carries it (an
+	// archived pool's event is no method's body).
 	for name, s := range poolSchemas() {
-		schemas[name] = s
+		if name != "PoolArchived" {
+			schemas[name] = s
+		}
 	}
 	schemas["Error"] = errorSchema()
 
@@ -65,13 +68,16 @@ func openAPI() map[string]any {
 		paths[op.Path()] = map[string]any{"post": operation(op)}
 	}
 	return map[string]any{
-		"openapi":           "3.1.0",
-		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		// No jsonSchemaDialect: the default, OAS 3.1's base dialect, is
+		// what the schemas are; naming it makes validators that do not
+		// resolve it (Prism) skip every body check.
+		"openapi": "3.1.0",
 		"info": map[string]any{
 			"title":   "Better Compute Kubernetes API",
 			"version": Version,
 			"summary": "Managed Kubernetes clusters, their node pools, and pools' substrates.",
-			"description": "Every method is `POST /api/compute/{resource}/{method}` with a JSON object body of at most 1 MiB (413 above). " +
+			"description": "Every method is `POST /api/compute/{resource}/{method}` with a JSON object body of at most 1 MiB (413 above), " +
+				"sent with `Content-Type: application/json` (any other type, or none, is 415). " +
 				"Decoding is strict: an unknown member, a member given twice, an integer written with a fraction or an exponent (`2.0`, `2e0`) " +
 				"or `null` where a value is required is INVALID_INPUT, and a refusal lists every broken field by its JSON path " +
 				"(`autoscaling.minNodes`, `taints[3].effect`, `labels[\"team\"]`). Rules across fields that JSON Schema cannot state are listed " +
@@ -104,8 +110,14 @@ func openAPI() map[string]any {
 				},
 			},
 			"headers": map[string]any{
-				"X-Request-Id": map[string]any{"description": "The request's ID, echoed from the request when given.", "schema": map[string]any{"type": "string"}},
-				"Retry-After":  map[string]any{"description": "Seconds to wait before retrying.", "schema": map[string]any{"type": "integer", "minimum": 0}},
+				"X-Request-Id": map[string]any{"description": "The request's ID: the request's own X-Request-Id when given (up to 128 characters), else a new one. On every answer.",
+					"required": true, "schema": map[string]any{"type": "string", "minLength": 1}},
+				"Retry-After": map[string]any{"description": "Seconds to wait before retrying.", "required": true, "schema": map[string]any{"type": "integer", "minimum": 0}},
+				"WWW-Authenticate": map[string]any{"description": "The Bearer challenge (RFC 6750 §3): `Bearer`, with `error=\"invalid_token\"` when a token was given and refused.",
+					"required": true, "schema": map[string]any{"type": "string", "pattern": "^Bearer( |$)"}, "examples": map[string]any{
+						"noToken": map[string]any{"value": "Bearer"}, "refused": map[string]any{"value": `Bearer error="invalid_token"`}}},
+				"Accept": map[string]any{"description": "The one media type a request body may have.", "required": true,
+					"schema": map[string]any{"type": "string", "const": "application/json"}},
 			},
 		},
 	}
@@ -134,17 +146,24 @@ func operation(op Operation) map[string]any {
 		byStatus[httpapi.Status(k)] = append(byStatus[httpapi.Status(k)], k)
 	}
 	byStatus[http.StatusRequestEntityTooLarge] = []errs.Kind{errs.Invalid}
+	byStatus[http.StatusUnsupportedMediaType] = []errs.Kind{errs.Invalid}
 	for status, kinds := range byStatus {
 		codes := make([]string, len(kinds))
 		for i, k := range kinds {
 			codes[i] = k.Code()
 		}
 		desc := strings.Join(codes, " or ")
-		if status == http.StatusRequestEntityTooLarge {
-			desc = "INVALID_INPUT: the body is over 1 MiB."
-		}
 		headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
-		if status == http.StatusServiceUnavailable {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
+			desc = "INVALID_INPUT: the body is over 1 MiB."
+		case http.StatusUnsupportedMediaType:
+			desc = "INVALID_INPUT: the body is not declared `Content-Type: application/json` (a form type, as `curl -d` sends, or none); Accept names the one type taken."
+			headers["Accept"] = map[string]any{"$ref": "#/components/headers/Accept"}
+		case http.StatusUnauthorized:
+			desc += ": no, malformed, expired or badly signed token; WWW-Authenticate names the Bearer scheme. Checked before the body is read."
+			headers["WWW-Authenticate"] = map[string]any{"$ref": "#/components/headers/WWW-Authenticate"}
+		case http.StatusServiceUnavailable:
 			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/Retry-After"}
 			desc += ": a backing service is down; safe to retry after Retry-After."
 		}

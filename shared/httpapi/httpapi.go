@@ -8,7 +8,8 @@
 //
 // The order of checks is API.md §3's: the token (401, with a
 // WWW-Authenticate: Bearer challenge) before a byte of the body is read,
-// then the input's shape (decoding: 400, a body over 1 MiB: 413);
+// then the input's shape (a body not declared application/json: 415,
+// decoding: 400, a body over 1 MiB: 413);
 // membership, lookups, permission and business rules are the method's
 // own, in that order.
 package httpapi
@@ -21,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -123,10 +125,12 @@ func serve[In any](ctx context.Context, w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	ctx = logging.With(ctx, "principal", principal)
-	// The body is read as JSON whatever its Content-Type says: API.md §1
-	// names application/json, but refusing the form type that curl -d
-	// sends by default would only break callers, and the strict decoding
-	// refuses a body that is not a JSON object anyway.
+	// A body is JSON and says so (API.md §1); anything else, curl -d's
+	// form type and no Content-Type included, is 415, before the body is
+	// read.
+	if !RequireJSON(w, r) {
+		return
+	}
 	body, ok := ReadBody(ctx, w, r)
 	if !ok {
 		return
@@ -157,6 +161,24 @@ func Allow(w http.ResponseWriter, r *http.Request, method string) bool {
 	}
 	w.Header().Set("Allow", allow)
 	writeEnvelope(w, http.StatusMethodNotAllowed, errs.E(errs.Invalid, "method %s not allowed: use %s", r.Method, method))
+	return false
+}
+
+// RequireJSON reports whether r's body is declared JSON: a Content-Type
+// of media type application/json, whatever its parameters (charset).
+// Otherwise it answers 415 INVALID_INPUT in the error envelope, with
+// Accept: application/json (RFC 9110 §15.5.16), and returns false.
+func RequireJSON(w http.ResponseWriter, r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return true
+	}
+	w.Header().Set("Accept", "application/json")
+	msg := "the request body must be JSON, sent with Content-Type: application/json"
+	if ct == "" {
+		msg += "; the request has no Content-Type"
+	}
+	writeEnvelope(w, http.StatusUnsupportedMediaType, errs.E(errs.Invalid, "%s", msg))
 	return false
 }
 

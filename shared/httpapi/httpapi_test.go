@@ -267,8 +267,9 @@ func TestTokenBeforeBody(t *testing.T) {
 	}
 }
 
-// A body is read as JSON whatever its Content-Type says (curl -d sends a
-// form type): the strict decoding is what refuses what is not JSON.
+// A body is JSON and says so (API.md §1): any other Content-Type, curl
+// -d's form type and none at all included, is 415 INVALID_INPUT, before
+// a byte of the body is read; the token still comes first.
 func TestContentType(t *testing.T) {
 	tests := []struct {
 		contentType string
@@ -279,10 +280,15 @@ func TestContentType(t *testing.T) {
 		{"application/json", "Bearer good", 200, ""},
 		{"application/json; charset=utf-8", "Bearer good", 200, ""},
 		{"Application/JSON", "Bearer good", 200, ""},
-		{"", "Bearer good", 200, ""},
-		{"text/plain", "Bearer good", 200, ""},
-		{"application/x-www-form-urlencoded", "Bearer good", 200, ""},
+		{"application/json;charset=UTF-8", "Bearer good", 200, ""},
+		{"", "Bearer good", 415, "INVALID_INPUT"},
+		{"text/plain", "Bearer good", 415, "INVALID_INPUT"},
+		{"application/x-www-form-urlencoded", "Bearer good", 415, "INVALID_INPUT"},
+		{"application/jsonx", "Bearer good", 415, "INVALID_INPUT"},
+		{"application/problem+json", "Bearer good", 415, "INVALID_INPUT"},
+		{"application/json; charset", "Bearer good", 415, "INVALID_INPUT"},
 		{"text/plain", "Bearer bad", 401, "UNAUTHENTICATED"},
+		{"", "Bearer bad", 401, "UNAUTHENTICATED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.contentType+"/"+tt.auth, func(t *testing.T) {
@@ -301,6 +307,9 @@ func TestContentType(t *testing.T) {
 			}
 			if tt.wantStatus != 200 && body.read != 0 {
 				t.Errorf("read %d bytes of a refused body, want none", body.read)
+			}
+			if got := rec.Header().Get("Accept"); tt.wantStatus == 415 && got != "application/json" {
+				t.Errorf("Accept = %q on a 415, want application/json", got)
 			}
 		})
 	}

@@ -216,6 +216,7 @@ func (e *benchEnv) call(b *testing.B, path string, body, out any) {
 	b.Helper()
 	buf, _ := json.Marshal(body)
 	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(buf))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+e.token)
 	rec := httptest.NewRecorder()
 	e.routes[path].ServeHTTP(rec, req)
