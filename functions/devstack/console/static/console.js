@@ -1,0 +1,49 @@
+// The console's live updates: each section with data-stream listens to
+// that server-sent event stream and puts what it sends into the page.
+(function () {
+  "use strict";
+  var status = document.getElementById("live-status");
+  function say(text) { if (status) { status.textContent = text; } }
+
+  function fragment(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html.trim();
+    return t.content.firstElementChild;
+  }
+
+  function putRow(section, m) {
+    var old = document.getElementById(m.key);
+    if (!m.html) {
+      if (old) { old.remove(); }
+      return;
+    }
+    var row = fragment(m.html);
+    if (!row) { return; }
+    if (old) {
+      old.replaceWith(row);
+      return;
+    }
+    // New rows appear on the first page only: the others keep their place.
+    var page = section.getAttribute("data-page");
+    if (page && page !== "1") { return; }
+    var table = document.getElementById(m.table);
+    var body = table && table.tBodies[0];
+    if (body) { body.insertBefore(row, body.firstChild); }
+  }
+
+  function listen(section) {
+    var src = new EventSource(section.getAttribute("data-stream"));
+    src.onopen = function () { say("live"); };
+    src.onerror = function () { say("reconnecting…"); };
+    src.addEventListener("row", function (e) { putRow(section, JSON.parse(e.data)); });
+    src.addEventListener("event", function (e) { putRow(section, JSON.parse(e.data)); });
+    src.addEventListener("live", function (e) {
+      var m = JSON.parse(e.data);
+      var el = document.getElementById(m.key);
+      if (el) { el.innerHTML = m.html; }
+    });
+  }
+
+  document.querySelectorAll("[data-stream]").forEach(listen);
+
+})();

@@ -1,0 +1,174 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// chromium is the browser the console's test drives: Debian's chromium
+// (.ci/run installs it), or CHROMIUM, or another of the usual names.
+func chromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless chromium for t.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no chromium binary found (apt-get install chromium, or set CHROMIUM): the console's browser test needs one; CI installs it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 4*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// within runs the steps with a deadline of d.
+func within(t *testing.T, ctx context.Context, d time.Duration, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		body, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\npage: %.3000s", what, err, body)
+	}
+}
+
+// value runs one action that gives a value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitTime)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// poll waits until the expression is true in the page, for at most d.
+func poll(t *testing.T, ctx context.Context, d time.Duration, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		body, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\npage: %.3000s", what, err, body)
+	}
+}
+
+// TestConsoleInBrowser drives the console in a real browser: a cluster
+// created through the API appears in the fleet and turns ready without a
+// reload; its timeline shows its events and the provider's operation; a
+// stockout set from the page shows in the node pool's message; an event
+// appears in the events view within two seconds of its publication.
+func TestConsoleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	cfg := fastConfig()
+	cfg.ConsolePoll = 200 * time.Millisecond
+	e := startEnv(t, cfg)
+	c := e.api
+	wait := waitTime
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+	// The fleet, open before the cluster exists.
+	within(t, ctx, wait, "open the fleet",
+		chromedp.Navigate(e.URL+"/console"),
+		chromedp.WaitVisible(css("#clusters")))
+	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.notReloaded = "yes"`))
+	cl := c.createCluster(t, "console", poolSpec("a", 1))
+	row := fmt.Sprintf(`tr[id="cl-acme-%s"]`, cl.ID)
+	within(t, ctx, wait, "the new cluster's row", chromedp.WaitVisible(css(row)))
+	within(t, ctx, wait, "the cluster ready in the fleet", chromedp.WaitVisible(css(row+`[data-state="ready"]`)))
+	if m := value(t, ctx, "no reload", chromedp.Evaluate[string](`window.notReloaded || "reloaded"`)); m != "yes" {
+		t.Errorf("the fleet page reloaded (%q)", m)
+	}
+
+	// Its page: the timeline with its events and the provider's operation.
+	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	clusterURL := fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)
+	within(t, ctx, wait, "the timeline",
+		chromedp.Navigate(clusterURL),
+		chromedp.WaitVisible(css("#timeline")),
+		chromedp.WaitVisible(css("#timeline .ev-mark")),
+		chromedp.WaitVisible(css("#timeline .op-bar")))
+	if ops := value(t, ctx, "the timeline's text", chromedp.TextContent(css("#timeline"))); !strings.Contains(ops, "CREATE_CLUSTER") {
+		t.Errorf("timeline %q lacks the CREATE_CLUSTER operation", ops)
+	}
+	marks := value(t, ctx, "count the events", chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev-mark").length`))
+	if want := len(e.events.of(cl.ID)); marks == 0 || marks > want {
+		t.Errorf("timeline shows %d events, want 1 to %d", marks, want)
+	}
+
+	// A stockout set from the page, then a pool in that zone: its message
+	// arrives on the open cluster page.
+	within(t, ctx, wait, "the stockout form",
+		chromedp.Navigate(e.URL+"/console/act"),
+		chromedp.SetValue(css("#so-zone"), "us-central1-c"),
+		chromedp.SetValue(css("#so-count"), "1000"),
+		chromedp.Click(css("#so-send")),
+		chromedp.WaitVisible(css(".flash")))
+	if flash := value(t, ctx, "the answer", chromedp.Text(css(".flash"))); !strings.Contains(flash, "202") {
+		t.Fatalf("stockout answer %q, want 202", flash)
+	}
+	within(t, ctx, wait, "back to the cluster", chromedp.Navigate(clusterURL), chromedp.WaitVisible(css("#pools")))
+	spec := poolSpec("short", 1)
+	spec["zones"] = []string{"us-central1-c"}
+	c.createPool(t, cl.ID, spec)
+	poll(t, ctx, wait, "the stockout in the pool's message",
+		`((document.getElementById("pool-short") || {}).textContent || "").includes("ZONE_RESOURCE_POOL_EXHAUSTED")`)
+
+	// The events view, then an event: it shows within two seconds of its
+	// publication (its arrival at the test's own subscription).
+	within(t, ctx, wait, "open the events", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")))
+	other := c.createCluster(t, "console-events", poolSpec("a", 1))
+	var published time.Time
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if e.events.count(other.ID, outbox.ClusterCreated, "") > 0 {
+			published = time.Now()
+			break
+		}
+	}
+	if published.IsZero() {
+		t.Fatalf("no %s event of %s", outbox.ClusterCreated, other.ID)
+	}
+	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
+		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
+	t.Logf("the event showed %v after its publication", time.Since(published).Round(time.Millisecond))
+
+	// A picture of the fleet, when asked (the README's).
+	if name := os.Getenv("CONSOLE_SCREENSHOT"); name != "" {
+		c.waitCluster(t, other.ID, resource.StateReady, nil)
+		within(t, ctx, wait, "the fleet for the screenshot", chromedp.EmulateViewport(1200, 520), chromedp.Navigate(e.URL+"/console"),
+			chromedp.WaitVisible(css("#clusters")), chromedp.Sleep(300*time.Millisecond))
+		png := value(t, ctx, "the screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(name, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
