@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/better-compute/kubernetes/shared/outbox"
-	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // chromium is the browser the console's test drives: Debian's chromium
@@ -161,11 +160,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
 	t.Logf("the event showed %v after its publication", time.Since(published).Round(time.Millisecond))
 
-	// A picture of the fleet, when asked (the README's).
+	// A picture of the cluster's page, when asked (the README's).
 	if name := os.Getenv("CONSOLE_SCREENSHOT"); name != "" {
-		c.waitCluster(t, other.ID, resource.StateReady, nil)
-		within(t, ctx, wait, "the fleet for the screenshot", chromedp.EmulateViewport(1200, 520), chromedp.Navigate(e.URL+"/console"),
-			chromedp.WaitVisible(css("#clusters")), chromedp.Sleep(300*time.Millisecond))
+		within(t, ctx, wait, "the cluster for the screenshot", chromedp.EmulateViewport(1100, 900), chromedp.Navigate(clusterURL),
+			chromedp.WaitVisible(css("#timeline")), chromedp.Sleep(300*time.Millisecond))
 		png := value(t, ctx, "the screenshot", chromedp.CaptureScreenshot())
 		if err := os.WriteFile(name, png, 0o644); err != nil {
 			t.Fatal(err)

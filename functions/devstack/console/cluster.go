@@ -188,7 +188,7 @@ type tick struct {
 }
 
 const (
-	tlLeft  = 150
+	tlLeft  = 130
 	tlWidth = 1000
 	tlLane  = 22
 )
@@ -227,7 +227,7 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 	}
 	span := to.Sub(from)
 	x := func(t time.Time) int {
-		return tlLeft + int(float64(tlWidth-tlLeft-10)*float64(t.Sub(from))/float64(span))
+		return tlLeft + int(float64(tlWidth-tlLeft-40)*float64(t.Sub(from))/float64(span))
 	}
 	tl := timeline{Width: tlWidth, From: from, To: to}
 
@@ -294,13 +294,13 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 	y += tlLane
 	tl.EventsY = y
 	for _, e := range evs {
-		tl.Events = append(tl.Events, mark{X: x(e.At()), Label: e.Sequence,
+		tl.Events = append(tl.Events, mark{X: x(e.At()), Label: cmpOr(strings.TrimLeft(e.Sequence, "0"), "0"),
 			Title: fmt.Sprintf("%s %s %s, ce-sequence %s", e.At().UTC().Format("15:04:05.000"), e.Short(), e.NodePoolID, e.Sequence)})
 	}
 	y += tlLane + 14
 	for i := 0; i <= 4; i++ {
 		t := from.Add(span * time.Duration(i) / 4)
-		tl.Ticks = append(tl.Ticks, tick{X: x(t), Label: t.UTC().Format("15:04:05")})
+		tl.Ticks = append(tl.Ticks, tick{X: x(t), Label: t.UTC().Format("15:04:05.0")})
 	}
 	tl.Height = y + 4
 	return tl
