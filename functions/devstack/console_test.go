@@ -83,7 +83,8 @@ func poll(t *testing.T, ctx context.Context, d time.Duration, what, expr string)
 
 // TestConsoleInBrowser drives the console in a real browser: a cluster
 // created through the API appears in the fleet and turns ready without a
-// reload; its timeline shows its events and the provider's operation; a
+// reload; its timeline shows its events, the reconcile runs and the
+// provider's operation; a
 // stockout set from the page shows in the node pool's message; an event
 // appears in the events view within two seconds of its publication.
 func TestConsoleInBrowser(t *testing.T) {
@@ -115,7 +116,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(clusterURL),
 		chromedp.WaitVisible(css("#timeline")),
 		chromedp.WaitVisible(css("#timeline .ev-mark")),
-		chromedp.WaitVisible(css("#timeline .op-bar")))
+		chromedp.WaitVisible(css("#timeline .op-bar")),
+		chromedp.WaitVisible(css("#timeline rect.run")),
+		chromedp.WaitVisible(css("#runs tbody tr")))
 	if ops := value(t, ctx, "the timeline's text", chromedp.TextContent(css("#timeline"))); !strings.Contains(ops, "CREATE_CLUSTER") {
 		t.Errorf("timeline %q lacks the CREATE_CLUSTER operation", ops)
 	}

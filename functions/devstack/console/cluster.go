@@ -25,6 +25,8 @@ type clusterView struct {
 	Substrate  *SubstrateRow
 	Timeline   timeline
 	Events     []Event
+	Runs       []Run
+	Watching   time.Time // since when the console sees runs
 	Stream     string
 }
 
@@ -95,7 +97,9 @@ func (c *Console) readCluster(ctx context.Context, tenant, id string) (*clusterV
 			}
 		}
 	}
-	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, time.Now())
+	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	v.Runs, v.Watching = c.watch.runsOf(tenant, id)
+	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, time.Now())
 	v.Stream = fmt.Sprintf("%s/clusters/%s/%s/stream", Path, tenant, id)
 	return v, nil
 }
@@ -157,6 +161,8 @@ type timeline struct {
 	Width, Height int
 	Lanes         []lane
 	Ops           []bar
+	Runs          []bar
+	RunsY         int
 	Events        []mark
 	Ticks         []tick
 	From, To      time.Time
@@ -193,7 +199,7 @@ const (
 	tlLane  = 22
 )
 
-func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*containerpb.Operation, now time.Time) timeline {
+func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*containerpb.Operation, runs []Run, now time.Time) timeline {
 	from, to := created, now
 	if from.IsZero() && len(evs) > 0 {
 		from = evs[0].At()
@@ -284,6 +290,25 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 		tl.Lanes = append(tl.Lanes, l)
 		y += tlLane
 	}
+	tl.RunsY = y
+	for _, r := range runs {
+		if r.Start.Before(from) {
+			continue
+		}
+		end, what := r.End, "running"
+		if end.IsZero() {
+			end = now
+		} else {
+			what = cmpOr(r.State+" "+r.Message, r.State)
+			if r.OpKind != "" {
+				what += "; operation " + r.OpKind + " " + r.Operation
+			}
+		}
+		x0 := x(r.Start)
+		tl.Runs = append(tl.Runs, bar{X: x0, W: max(2, x(end)-x0), Class: "run",
+			Title: fmt.Sprintf("run %s, %v: %s", r.Start.UTC().Format("15:04:05.000"), end.Sub(r.Start).Round(time.Millisecond), what)})
+	}
+	y += tlLane
 	tl.OpsY = y
 	for _, s := range spans {
 		x0 := x(s.start)

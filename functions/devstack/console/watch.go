@@ -22,19 +22,28 @@ type watcher struct {
 	clusters   map[string]lifecycle.Cluster
 	pools      map[string]lifecycle.NodePool
 	substrates map[string]lifecycle.Substrate
-	synced     int           // collection groups whose first snapshot came
-	ready      chan struct{} // closed once all three came
-	changed    chan struct{} // closed, and replaced, at each change
+	// runs are the reconcile runs seen of each cluster (tenant/id), the
+	// latest maxRuns: a run takes the cluster's lease and gives it back.
+	runs    map[string][]Run
+	leases  map[string]lease // the cluster's lease, as last seen
+	started time.Time
+	synced  int           // collection groups whose first snapshot came
+	ready   chan struct{} // closed once all three came
+	changed chan struct{} // closed, and replaced, at each change
 }
 
 func newWatcher() *watcher {
 	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
-		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{})}
+		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
+		runs: map[string][]Run{}, leases: map[string]lease{}}
 }
 
 // start listens until ctx ends (once).
 func (w *watcher) start(ctx context.Context, fsc *firestore.Client, wg *sync.WaitGroup) {
 	w.once.Do(func() {
+		w.mu.Lock()
+		w.started = time.Now()
+		w.mu.Unlock()
 		for _, g := range []string{"clusters", "nodePools", "substrates"} {
 			wg.Add(1)
 			go func() {
@@ -103,6 +112,14 @@ func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 			return
 		}
 		w.clusters[path] = v
+		var h struct {
+			Reconcile struct {
+				LeaseOwner string    `firestore:"leaseOwner"`
+				NextAt     time.Time `firestore:"nextAt"`
+			} `firestore:"reconcile"`
+		}
+		_ = ch.Doc.DataTo(&h)
+		w.run(v, h.Reconcile.LeaseOwner, h.Reconcile.NextAt, ch.Doc.UpdateTime)
 	case "nodePools":
 		var v lifecycle.NodePool
 		if removed || ch.Doc.DataTo(&v) != nil || v.ClusterID == "" {
@@ -147,4 +164,61 @@ func (w *watcher) fleet() (*Fleet, <-chan struct{}) {
 		subs = append(subs, s)
 	}
 	return buildFleet(cls, pools, subs), w.changed
+}
+
+// Run is a reconcile run of a cluster as the console saw it: from the
+// write that took the cluster's lease to the one that gave it back, and
+// what the cluster's status said then (what the run decided, or why it
+// waits).
+type Run struct {
+	Start, End        time.Time
+	State, Message    string
+	Operation, OpKind string
+}
+
+const maxRuns = 200
+
+// lease is what the console last saw of a cluster's chain.
+type lease struct {
+	owner  string
+	nextAt time.Time
+}
+
+// run notes a change of the cluster's chain: a run begun (the lease
+// taken) or ended (given back, with the next run's time). A run begun and
+// ended between two snapshots is seen at its end only.
+func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) {
+	k := clusterKey(cl.TenantID, cl.ID)
+	prev, seen := w.leases[k]
+	w.leases[k] = lease{owner, nextAt}
+	if !seen || (prev.owner == owner && (owner != "" || prev.nextAt.Equal(nextAt))) {
+		return
+	}
+	l := w.runs[k]
+	open := len(l) > 0 && l[len(l)-1].End.IsZero()
+	if owner == "" || prev.owner != "" {
+		// A run ended: the open one, or one whose start was not seen.
+		if !open {
+			l = append(l, Run{Start: at})
+		}
+		r := &l[len(l)-1]
+		st, msg := lifecycle.ClusterState(&cl)
+		r.End, r.State, r.Message = at, string(st), msg
+		r.Operation, r.OpKind = cl.Status.Provider.Operation, cl.Status.Provider.OperationKind
+	}
+	if owner != "" {
+		l = append(l, Run{Start: at})
+	}
+	if len(l) > maxRuns {
+		l = l[len(l)-maxRuns:]
+	}
+	w.runs[k] = l
+}
+
+// runsOf are the runs seen of a cluster, and since when the console
+// watches.
+func (w *watcher) runsOf(tenant, id string) ([]Run, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Run(nil), w.runs[clusterKey(tenant, id)]...), w.started
 }
