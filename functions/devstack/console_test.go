@@ -3,8 +3,13 @@ package devstack_test
 import (
 	"context"
 	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // chromium is the browser the console's test drives: Debian's chromium
@@ -171,5 +177,60 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.WriteFile(name, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestConsoleForms posts the console's forms as a browser without
+// JavaScript would: each calls the devstack's endpoint and comes back
+// with its answer; the pool event's form shows the substrate's plan
+// before it offers to send the event.
+func TestConsoleForms(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-forms", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := func(what string, v url.Values) (int, string, string) {
+		t.Helper()
+		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), string(b)
+	}
+	for _, tt := range []struct {
+		what string
+		form url.Values
+		want string
+	}{
+		{"upgrade", url.Values{"clusterId": {cl.ID}, "duration": {"50ms"}}, "202"},
+		{"autoscale", url.Values{"clusterId": {cl.ID}, "nodePool": {"a"}, "nodeCount": {"2"}}, "409"}, // autoscaling off
+		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"0"}}, "400"},
+	} {
+		code, loc, _ := form(tt.what, tt.form)
+		u, err := url.Parse(loc)
+		if code != http.StatusSeeOther || err != nil || !strings.HasPrefix(u.Path, "/console/act") {
+			t.Errorf("%s: %d to %q, want 303 to the act page", tt.what, code, loc)
+			continue
+		}
+		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) {
+			t.Errorf("%s: answer %q, want %s", tt.what, flash, tt.want)
+		}
+	}
+	resp, err := http.Get(e.URL + "/console/act")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	pool := regexp.MustCompile(`(?s)<textarea id="pl-pool" name="pool"[^>]*>(.*?)</textarea>`).FindSubmatch(page)
+	if pool == nil {
+		t.Fatalf("no pool form on the act page:\n%s", page)
+	}
+	code, _, body := form("pool", url.Values{"tenantId": {"acme"}, "as": {"alice"}, "action": {"plan"}, "pool": {html.UnescapeString(string(pool[1]))}})
+	if code != http.StatusOK || !strings.Contains(body, resource.PlanCreateCluster) || !strings.Contains(body, `value="put"`) {
+		t.Errorf("plan = %d, want the plan (createCluster) and the put button:\n%s", code, body)
 	}
 }

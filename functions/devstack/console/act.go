@@ -20,10 +20,14 @@ type actView struct {
 	PlanError           string
 }
 
+// defaultPoolJSON is a new pool whose substrate would create a cluster.
 const defaultPoolJSON = `{
-  "id": "pool-dev",
+  "id": "acme-gpu",
   "tenantId": "acme",
-  "version": 2
+  "version": 1,
+  "policy": {"substrate": {"kind": "kubernetes", "account": "acc-gcp",
+    "cluster": {"create": {"region": "us-central1", "zones": ["us-central1-a", "us-central1-b"]}}}},
+  "flavors": [{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 2}]
 }`
 
 func (c *Console) actPage(w http.ResponseWriter, r *http.Request) {
