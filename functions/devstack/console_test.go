@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -168,6 +169,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
 		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
 	t.Logf("the event showed %v after its publication", time.Since(published).Round(time.Millisecond))
+
+	// By keyboard: the first Tab reaches the skip link, the next the
+	// first link of the navigation, each drawn with a focus ring; Enter
+	// follows it.
+	within(t, ctx, wait, "the fleet by keyboard", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")),
+		chromedp.KeyEvent(kb.Tab))
+	focused := `document.activeElement.textContent.trim() + "|" + getComputedStyle(document.activeElement).outlineStyle`
+	if f := value(t, ctx, "the first Tab", chromedp.Evaluate[string](focused)); f != "Skip to the content|solid" {
+		t.Errorf("focus after one Tab = %q, want the skip link with a focus ring", f)
+	}
+	within(t, ctx, wait, "the second Tab", chromedp.KeyEvent(kb.Tab))
+	if f := value(t, ctx, "the second Tab", chromedp.Evaluate[string](focused)); f != "Fleet|solid" {
+		t.Errorf("focus after two Tabs = %q, want the Fleet link with a focus ring", f)
+	}
+	within(t, ctx, wait, "Enter on the Fleet link", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#clusters")))
 
 	// A picture of the cluster's page, when asked (the README's).
 	if name := os.Getenv("CONSOLE_SCREENSHOT"); name != "" {
