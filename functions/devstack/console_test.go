@@ -250,3 +250,78 @@ func TestConsoleForms(t *testing.T) {
 		t.Errorf("plan = %d, want the plan (createCluster) and the put button:\n%s", code, body)
 	}
 }
+
+// TestConsoleLoadsNothingFromOutside reads every page of the console of
+// a stack with a cluster and its events: no page, script or style refers
+// to anything but the devstack (a URL of another host, a reference that
+// is not a path of the console's).
+func TestConsoleLoadsNothingFromOutside(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-outside", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	self, _ := url.Parse(e.URL)
+	anyURL := regexp.MustCompile(`(?i)https?://[^\s"'<>)]+`)
+	ref := regexp.MustCompile(`(?i)\b(?:src|href|action|xlink:href)\s*=\s*["']?([^"'\s>]*)|url\(\s*["']?([^"')]*)|@import\s+["']?([^"';]*)`)
+	for _, p := range []string{"/console", "/console?tenant=acme&state=ready", "/console/clusters/acme/" + cl.ID,
+		"/console/events", "/console/events?cluster=" + cl.ID, "/console/emulators", "/console/firestore",
+		"/console/firestore?path=tenants/acme/clusters", "/console/firestore?path=tenants/acme/clusters/" + cl.ID, "/console/act",
+		"/console/static/console.js", "/console/static/console.css"} {
+		resp, err := http.Get(e.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d", p, resp.StatusCode)
+			continue
+		}
+		for _, u := range anyURL.FindAllString(string(body), -1) {
+			if pu, err := url.Parse(u); err != nil || pu.Host != self.Host {
+				t.Errorf("GET %s names a URL outside the devstack: %s", p, u)
+			}
+		}
+		for _, m := range ref.FindAllStringSubmatch(string(body), -1) {
+			r := m[1] + m[2] + m[3]
+			if !strings.HasPrefix(r, "/console") && !strings.HasPrefix(r, "#") {
+				t.Errorf("GET %s refers to %q, not the console's", p, r)
+			}
+		}
+	}
+}
+
+// TestConsoleEmulators reads what the emulators hold on the console: the
+// reconcile queues, the GKE simulator's operations, the process serving
+// the functions, and a cluster's Firestore document.
+func TestConsoleEmulators(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-emulators", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	get := func(p string) string {
+		t.Helper()
+		resp, err := http.Get(e.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", p, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	page := get("/console/emulators")
+	for _, want := range []string{e.FunctionsConfig().TasksQueue, e.FunctionsConfig().TasksSteadyQueue, "CREATE_CLUSTER", "clusters/" + cl.ProviderName,
+		fmt.Sprintf(`<td class="num">%d</td>`, os.Getpid())} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the emulators' page lacks %q", want)
+		}
+	}
+	doc := get("/console/firestore?path=tenants/acme/clusters/" + cl.ID)
+	if !strings.Contains(doc, "Document "+cl.ID) || !strings.Contains(doc, "kubernetesVersion") || !strings.Contains(doc, "nodePools") {
+		t.Errorf("the cluster's document page lacks its fields or its node pools:\n%.2000s", doc)
+	}
+}

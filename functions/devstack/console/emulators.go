@@ -76,7 +76,7 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.opt.Operations != nil {
 		for _, op := range c.opt.Operations() {
-			o := opRow{Name: op.GetName(), Type: op.GetOperationType().String(), Status: op.GetStatus().String(), Target: op.GetTargetLink(),
+			o := opRow{Name: op.GetName(), Type: op.GetOperationType().String(), Status: op.GetStatus().String(), Target: resourceName(op.GetTargetLink()),
 				Start: op.GetStartTime(), End: op.GetEndTime(), Running: op.GetEndTime() == ""}
 			if e := op.GetError(); e != nil {
 				o.Error = e.GetMessage()
@@ -121,9 +121,8 @@ type firestoreView struct {
 type crumb struct{ Name, Path string }
 
 type docView struct {
-	ID, Path    string
-	JSON        string
-	Collections []string
+	ID, Path string
+	JSON     string
 }
 
 const firestoreLimit = 100
@@ -161,7 +160,7 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 		if e == nil {
 			d = docOf(snap)
 		}
-		d.Collections, err = collectionIDs(ctx, ref.Collections(ctx))
+		v.Collections, err = collectionIDs(ctx, ref.Collections(ctx))
 		v.Doc = &d
 	}
 	if err != nil {
@@ -184,4 +183,13 @@ func docOf(s *firestore.DocumentSnapshot) docView {
 	b, _ := json.MarshalIndent(s.Data(), "", "  ")
 	p := s.Ref.Path[strings.Index(s.Ref.Path, "/documents/")+len("/documents/"):]
 	return docView{ID: s.Ref.ID, Path: p, JSON: string(b)}
+}
+
+// resourceName is a provider link's resource name (projects/...), without
+// the API's host.
+func resourceName(link string) string {
+	if i := strings.Index(link, "/projects/"); i >= 0 {
+		return link[i+1:]
+	}
+	return link
 }

@@ -32,12 +32,12 @@
   }
 
   function listen(section) {
-    var src = new EventSource(section.getAttribute("data-stream"));
-    src.onopen = function () { say("live"); };
-    src.onerror = function () { say("reconnecting…"); };
-    src.addEventListener("row", function (e) { putRow(section, JSON.parse(e.data)); });
-    src.addEventListener("event", function (e) { putRow(section, JSON.parse(e.data)); });
-    src.addEventListener("live", function (e) {
+    var source = new EventSource(section.getAttribute("data-stream"));
+    source.onopen = function () { say("live"); };
+    source.onerror = function () { say("reconnecting…"); };
+    source.addEventListener("row", function (e) { putRow(section, JSON.parse(e.data)); });
+    source.addEventListener("event", function (e) { putRow(section, JSON.parse(e.data)); });
+    source.addEventListener("live", function (e) {
       var m = JSON.parse(e.data);
       var el = document.getElementById(m.key);
       if (el) { el.innerHTML = m.html; }
