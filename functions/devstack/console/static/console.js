@@ -28,7 +28,11 @@
     if (page && page !== "1") { return; }
     var table = document.getElementById(m.table);
     var body = table && table.tBodies[0];
-    if (body) { body.insertBefore(row, body.firstChild); }
+    if (body) {
+      body.insertBefore(row, body.firstChild);
+      // The events view keeps its latest rows only.
+      while (body.rows.length > 1000) { body.deleteRow(-1); }
+    }
   }
 
   function listen(section) {
