@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -245,31 +246,41 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	last := map[string]string{}
+	// Each row as last sent, and its HTML: a row that did not change is
+	// not rendered again.
+	type sent struct {
+		row  any
+		html string
+	}
+	last := map[string]sent{}
 	first := true
 	for {
 		f, changed, err := c.readFleet(r.Context())
 		if err != nil {
 			return
 		}
-		next := map[string]string{}
+		next := map[string]sent{}
 		var msgs []rowMsg
-		put := func(key, table, html string) {
-			next[key] = html
-			if last[key] != html && !first {
+		put := func(key, table, tmpl string, row any) {
+			prev, ok := last[key]
+			if ok && reflect.DeepEqual(prev.row, row) {
+				next[key] = prev
+				return
+			}
+			html := c.rowHTML(tmpl, row)
+			next[key] = sent{row, html}
+			if prev.html != html && !first {
 				msgs = append(msgs, rowMsg{Key: key, Table: table, HTML: html})
 			}
 		}
 		for i := range f.Clusters {
-			cr := &f.Clusters[i]
-			if flt.clusterMatches(cr) {
-				put(cr.Key(), "clusters", c.rowHTML("clusterRow", cr))
+			if cr := f.Clusters[i]; flt.clusterMatches(&cr) {
+				put(cr.Key(), "clusters", "clusterRow", cr)
 			}
 		}
 		for i := range f.Substrates {
-			sr := &f.Substrates[i]
-			if flt.substrateMatches(sr) {
-				put(sr.Key(), "substrates", c.rowHTML("substrateRow", sr))
+			if sr := f.Substrates[i]; flt.substrateMatches(&sr) {
+				put(sr.Key(), "substrates", "substrateRow", sr)
 			}
 		}
 		if !first {
@@ -295,7 +306,7 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 		// Changes come in bursts (a run writes a cluster and its pools):
 		// one message per row for the burst.
 		select {
-		case <-time.After(c.opt.Poll / 10):
+		case <-time.After(c.opt.Poll / 4):
 		case <-c.done:
 			return
 		}
