@@ -144,8 +144,9 @@ type Config struct {
 	FirestoreDialOptions []grpc.DialOption
 	// PubSubReactors are pstest reactors (tests fail publishes with them).
 	PubSubReactors []pstest.ServerReactorOption
-	// ConsolePoll is how often the console's live views read Firestore
-	// again (a second when zero).
+	// ConsolePoll is how often the console's cluster page reads Firestore
+	// again, the fleet sending a burst of changes within a quarter of it
+	// (a second when zero).
 	ConsolePoll time.Duration
 }
 

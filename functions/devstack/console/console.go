@@ -75,8 +75,9 @@ type Options struct {
 	Devstack http.Handler
 	// Token mints a tenant's development token (for the substrate's plan).
 	Token func(sub string) (string, error)
-	// Poll is how often the live views read Firestore again (a second
-	// when zero).
+	// Poll is how often a cluster's page reads Firestore again; the
+	// fleet, which listens, sends a burst of changes within a quarter of
+	// it (a second when zero).
 	Poll     time.Duration
 	PageSize int
 	Log      *slog.Logger
