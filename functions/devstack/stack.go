@@ -42,6 +42,7 @@ import (
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -143,6 +144,10 @@ type Config struct {
 	FirestoreDialOptions []grpc.DialOption
 	// PubSubReactors are pstest reactors (tests fail publishes with them).
 	PubSubReactors []pstest.ServerReactorOption
+	// ConsolePoll is how often the console's cluster page reads Firestore
+	// again, the fleet sending a burst of changes within a quarter of it
+	// (a second when zero).
+	ConsolePoll time.Duration
 }
 
 // DefaultWatchdogInterval is the watchdog's schedule in production
@@ -213,6 +218,9 @@ type Stack struct {
 	loaded     bool // the state came from the data file
 
 	kube *kubeSide // nil without Config.Kubernetes
+	// console is the web console (console.go), served once built.
+	console        *console.Console
+	consoleHandler atomic.Pointer[http.Handler]
 	// platformToken is the reconciler's own access token at the
 	// emulators that check callers.
 	platformToken string
@@ -304,6 +312,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
 	s.kubernetesRoutes(mux)
 	s.gkeRoutes(mux)
+	s.consoleRoutes(mux)
 	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
 	readTimeout := s.cfg.ReadTimeout
@@ -329,6 +338,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	if err := s.startInstances(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startConsole(ctx); err != nil {
 		return nil, err
 	}
 	if s.loaded {
@@ -653,6 +665,11 @@ func (s *Stack) close() error {
 	if s.stopBackground != nil {
 		s.stopBackground()
 		s.wg.Wait()
+	}
+	if s.console != nil {
+		// Its streams end, and its subscriptions, before the server and
+		// Pub/Sub stop.
+		s.console.Close()
 	}
 	// The emulator's Close stops dispatching, waits for the attempts in
 	// flight, then closes its idle connections to the server.

@@ -1,0 +1,207 @@
+// Package console is the devstack's web console (API.md §8, GET
+// /console): the fleet of every tenant, each cluster's node pools and
+// timeline, the kubernetes.* events as they are published, what the
+// emulators hold, and forms for the devstack's provider and pool events.
+// It is Go templates and embedded static files, loads nothing from
+// outside the devstack, and updates its pages by server-sent events.
+//
+// It reads Firestore directly through the stack's client (read-only), and
+// sees the events through subscriptions of its own to the event topics.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Path is where the console is served.
+const Path = "/console"
+
+// DefaultPageSize is how many clusters a page of the fleet shows.
+const DefaultPageSize = 100
+
+// Queue is a Cloud Tasks queue and the tasks it holds.
+type Queue struct {
+	Name  string
+	Tasks []*cloudtaskspb.Task
+}
+
+// Instance is a process serving the functions.
+type Instance struct {
+	Index     int
+	PID       int
+	Addr      string
+	StartedAt time.Time
+	Requests  int64
+}
+
+// Options are what the console reads and calls. Only Firestore is
+// required; a view whose source is nil says so.
+type Options struct {
+	Firestore *firestore.Client
+	// PubSub and Project: the console subscribes to Topics of Project.
+	PubSub  *pubsub.Client
+	Project string
+	Topics  []string
+	// Queues, Operations and Instances are what the emulators hold now.
+	Queues     func() []Queue
+	Operations func() []*containerpb.Operation
+	Instances  func() []Instance
+	// Kubernetes describes the simulated clusters' API servers, one line
+	// each (nil: not shown).
+	Kubernetes func() []string
+	// Devstack serves the devstack's own endpoints (/dev/gke/*,
+	// /dev/pools/*, the API), which the forms call in process.
+	Devstack http.Handler
+	// Token mints a tenant's development token (for the substrate's plan).
+	Token func(sub string) (string, error)
+	// Poll is how often a cluster's page reads Firestore again; the
+	// fleet, which listens, sends a burst of changes within a quarter of
+	// it (a second when zero).
+	Poll     time.Duration
+	PageSize int
+	Log      *slog.Logger
+}
+
+// Console serves the console's pages.
+type Console struct {
+	opt   Options
+	pages map[string]*template.Template
+	rows  *template.Template
+	ev    *events
+
+	mu        sync.Mutex
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	done      chan struct{} // closed by Close: the streams end
+	watch     *watcher
+	bg        context.Context // the watcher's, ended by Close
+	bgStop    context.CancelFunc
+	closeOnce sync.Once
+}
+
+// New builds a console; Start begins collecting events.
+func New(opt Options) (*Console, error) {
+	if opt.Firestore == nil {
+		return nil, errors.New("console: no Firestore client")
+	}
+	if opt.Poll <= 0 {
+		opt.Poll = time.Second
+	}
+	if opt.PageSize <= 0 {
+		opt.PageSize = DefaultPageSize
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher()}
+	c.bg, c.bgStop = context.WithCancel(context.Background())
+	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	if err != nil {
+		return nil, err
+	}
+	c.rows = base
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" || name == "parts" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", n, err)
+		}
+		c.pages[name] = t
+	}
+	return c, nil
+}
+
+// Start subscribes to the event topics, keeping what arrives until Close.
+func (c *Console) Start(ctx context.Context) error {
+	if c.opt.PubSub == nil {
+		return nil
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.stop = cancel
+	c.mu.Unlock()
+	return c.subscribe(ctx, bctx)
+}
+
+// Close ends the streams and stops the subscriptions.
+func (c *Console) Close() {
+	c.closeOnce.Do(func() { close(c.done); c.bgStop() })
+	c.mu.Lock()
+	stop := c.stop
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	c.wg.Wait()
+	c.ev.close()
+}
+
+// Routes adds the console's routes to mux.
+func (c *Console) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+Path, c.fleetPage)
+	mux.HandleFunc("GET "+Path+"/{$}", c.fleetPage)
+	mux.HandleFunc("GET "+Path+"/fleet/stream", c.fleetStream)
+	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}", c.clusterPage)
+	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}/stream", c.clusterStream)
+	mux.HandleFunc("GET "+Path+"/events", c.eventsPage)
+	mux.HandleFunc("GET "+Path+"/events/stream", c.eventsStream)
+	mux.HandleFunc("GET "+Path+"/emulators", c.emulatorsPage)
+	mux.HandleFunc("GET "+Path+"/firestore", c.firestorePage)
+	mux.HandleFunc("GET "+Path+"/act", c.actPage)
+	mux.HandleFunc("POST "+Path+"/act/{what}", c.act)
+	sub, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET "+Path+"/static/", http.StripPrefix(Path+"/static/", http.FileServerFS(sub)))
+}
+
+// Handler is a handler of the console's routes alone.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	c.Routes(mux)
+	return mux
+}
+
+// render writes the named page.
+func (c *Console) render(w http.ResponseWriter, name string, data any) {
+	t := c.pages[name]
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+	if err := t.ExecuteTemplate(w, "layout", data); err != nil {
+		c.opt.Log.Warn("Console page failed", "page", name, "error", err)
+	}
+}
+
+// page is what every page's layout reads.
+type page struct {
+	Title string
+	Nav   string
+	Flash string
+	Body  any
+}

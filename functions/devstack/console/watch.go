@@ -1,0 +1,224 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+)
+
+// watcher keeps every cluster, node pool and substrate in memory, from
+// snapshot listeners of their collection groups: the fleet's page reads
+// no document, and its streams hear of each change. It starts with the
+// first view of the fleet, so that a stack nobody looks at pays nothing.
+type watcher struct {
+	once sync.Once
+	mu   sync.Mutex
+	// By document path.
+	clusters   map[string]lifecycle.Cluster
+	pools      map[string]lifecycle.NodePool
+	substrates map[string]lifecycle.Substrate
+	// runs are the reconcile runs seen of each cluster (tenant/id), the
+	// latest maxRuns: a run takes the cluster's lease and gives it back.
+	runs    map[string][]Run
+	leases  map[string]lease // the cluster's lease, as last seen
+	started time.Time
+	synced  int           // collection groups whose first snapshot came
+	ready   chan struct{} // closed once all three came
+	changed chan struct{} // closed, and replaced, at each change
+}
+
+func newWatcher() *watcher {
+	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
+		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
+		runs: map[string][]Run{}, leases: map[string]lease{}}
+}
+
+// start listens until ctx ends (once).
+func (w *watcher) start(ctx context.Context, fsc *firestore.Client, wg *sync.WaitGroup) {
+	w.once.Do(func() {
+		w.mu.Lock()
+		w.started = time.Now()
+		w.mu.Unlock()
+		for _, g := range []string{"clusters", "nodePools", "substrates"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.listen(ctx, fsc, g)
+			}()
+		}
+	})
+}
+
+func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group string) {
+	first := true
+	for ctx.Err() == nil {
+		it := fsc.CollectionGroup(group).Snapshots(ctx)
+		reset := true
+		for {
+			snap, err := it.Next()
+			if err != nil {
+				break
+			}
+			w.mu.Lock()
+			if reset {
+				w.clear(group)
+				reset = false
+			}
+			for _, ch := range snap.Changes {
+				w.apply(group, ch)
+			}
+			if first {
+				first = false
+				if w.synced++; w.synced == 3 {
+					close(w.ready)
+				}
+			}
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+		}
+		it.Stop()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (w *watcher) clear(group string) {
+	switch group {
+	case "clusters":
+		clear(w.clusters)
+	case "nodePools":
+		clear(w.pools)
+	default:
+		clear(w.substrates)
+	}
+}
+
+func (w *watcher) apply(group string, ch firestore.DocumentChange) {
+	path := ch.Doc.Ref.Path
+	removed := ch.Kind == firestore.DocumentRemoved
+	switch group {
+	case "clusters":
+		var v lifecycle.Cluster
+		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" || v.TenantID == "" {
+			delete(w.clusters, path)
+			return
+		}
+		w.clusters[path] = v
+		var h struct {
+			Reconcile struct {
+				LeaseOwner string    `firestore:"leaseOwner"`
+				NextAt     time.Time `firestore:"nextAt"`
+			} `firestore:"reconcile"`
+		}
+		_ = ch.Doc.DataTo(&h)
+		w.run(v, h.Reconcile.LeaseOwner, h.Reconcile.NextAt, ch.Doc.UpdateTime)
+	case "nodePools":
+		var v lifecycle.NodePool
+		if removed || ch.Doc.DataTo(&v) != nil || v.ClusterID == "" {
+			delete(w.pools, path)
+			return
+		}
+		w.pools[path] = v
+	default:
+		var v lifecycle.Substrate
+		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" {
+			delete(w.substrates, path)
+			return
+		}
+		w.substrates[path] = v
+	}
+}
+
+// wait waits for the first snapshots.
+func (w *watcher) wait(ctx context.Context) error {
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		return errors.New("the fleet is still being read: " + ctx.Err().Error())
+	}
+}
+
+// fleet is the fleet now, and a channel closed at its next change.
+func (w *watcher) fleet() (*Fleet, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cls := make([]lifecycle.Cluster, 0, len(w.clusters))
+	for _, c := range w.clusters {
+		cls = append(cls, c)
+	}
+	pools := make([]lifecycle.NodePool, 0, len(w.pools))
+	for _, p := range w.pools {
+		pools = append(pools, p)
+	}
+	subs := make([]lifecycle.Substrate, 0, len(w.substrates))
+	for _, s := range w.substrates {
+		subs = append(subs, s)
+	}
+	return buildFleet(cls, pools, subs), w.changed
+}
+
+// Run is a reconcile run of a cluster as the console saw it: from the
+// write that took the cluster's lease to the one that gave it back, and
+// what the cluster's status said then (what the run decided, or why it
+// waits).
+type Run struct {
+	Start, End        time.Time
+	State, Message    string
+	Operation, OpKind string
+}
+
+const maxRuns = 200
+
+// lease is what the console last saw of a cluster's chain.
+type lease struct {
+	owner  string
+	nextAt time.Time
+}
+
+// run notes a change of the cluster's chain: a run begun (the lease
+// taken) or ended (given back, with the next run's time). A run begun and
+// ended between two snapshots is seen at its end only.
+func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) {
+	k := clusterKey(cl.TenantID, cl.ID)
+	prev, seen := w.leases[k]
+	w.leases[k] = lease{owner, nextAt}
+	if !seen || (prev.owner == owner && (owner != "" || prev.nextAt.Equal(nextAt))) {
+		return
+	}
+	l := w.runs[k]
+	open := len(l) > 0 && l[len(l)-1].End.IsZero()
+	if owner == "" || prev.owner != "" {
+		// A run ended: the open one, or one whose start was not seen.
+		if !open {
+			l = append(l, Run{Start: at})
+		}
+		r := &l[len(l)-1]
+		st, msg := lifecycle.ClusterState(&cl)
+		r.End, r.State, r.Message = at, string(st), msg
+		r.Operation, r.OpKind = cl.Status.Provider.Operation, cl.Status.Provider.OperationKind
+	}
+	if owner != "" {
+		l = append(l, Run{Start: at})
+	}
+	if len(l) > maxRuns {
+		l = l[len(l)-maxRuns:]
+	}
+	w.runs[k] = l
+}
+
+// runsOf are the runs seen of a cluster, and since when the console
+// watches.
+func (w *watcher) runsOf(tenant, id string) ([]Run, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Run(nil), w.runs[clusterKey(tenant, id)]...), w.started
+}

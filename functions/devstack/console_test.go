@@ -1,0 +1,327 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// chromium is the browser the console's test drives: Debian's chromium
+// (.ci/run installs it), or CHROMIUM, or another of the usual names.
+func chromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts a headless chromium for t.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no chromium binary found (apt-get install chromium, or set CHROMIUM): the console's browser test needs one; CI installs it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 4*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// within runs the steps with a deadline of d.
+func within(t *testing.T, ctx context.Context, d time.Duration, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		body, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\npage: %.3000s", what, err, body)
+	}
+}
+
+// value runs one action that gives a value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitTime)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// poll waits until the expression is true in the page, for at most d.
+func poll(t *testing.T, ctx context.Context, d time.Duration, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		body, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\npage: %.3000s", what, err, body)
+	}
+}
+
+// TestConsoleInBrowser drives the console in a real browser: a cluster
+// created through the API appears in the fleet and turns ready without a
+// reload; its timeline shows its events, the reconcile runs and the
+// provider's operation; a
+// stockout set from the page shows in the node pool's message; an event
+// appears in the events view within two seconds of its publication.
+func TestConsoleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	cfg := fastConfig()
+	cfg.ConsolePoll = 200 * time.Millisecond
+	e := startEnv(t, cfg)
+	c := e.api
+	wait := waitTime
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+	// The fleet, open before the cluster exists.
+	within(t, ctx, wait, "open the fleet",
+		chromedp.Navigate(e.URL+"/console"),
+		chromedp.WaitVisible(css("#clusters")))
+	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.notReloaded = "yes"`))
+	cl := c.createCluster(t, "console", poolSpec("a", 1))
+	row := fmt.Sprintf(`tr[id="cl-acme-%s"]`, cl.ID)
+	within(t, ctx, wait, "the new cluster's row", chromedp.WaitVisible(css(row)))
+	within(t, ctx, wait, "the cluster ready in the fleet", chromedp.WaitVisible(css(row+`[data-state="ready"]`)))
+	if m := value(t, ctx, "no reload", chromedp.Evaluate[string](`window.notReloaded || "reloaded"`)); m != "yes" {
+		t.Errorf("the fleet page reloaded (%q)", m)
+	}
+
+	// Its page: the timeline with its events and the provider's operation.
+	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	clusterURL := fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)
+	within(t, ctx, wait, "the timeline",
+		chromedp.Navigate(clusterURL),
+		chromedp.WaitVisible(css("#timeline")),
+		chromedp.WaitVisible(css("#timeline .ev-mark")),
+		chromedp.WaitVisible(css("#timeline .op-bar")),
+		chromedp.WaitVisible(css("#timeline rect.run")),
+		chromedp.WaitVisible(css("#runs tbody tr")))
+	if ops := value(t, ctx, "the timeline's text", chromedp.TextContent(css("#timeline"))); !strings.Contains(ops, "CREATE_CLUSTER") {
+		t.Errorf("timeline %q lacks the CREATE_CLUSTER operation", ops)
+	}
+	marks := value(t, ctx, "count the events", chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev-mark").length`))
+	if want := len(e.events.of(cl.ID)); marks == 0 || marks > want {
+		t.Errorf("timeline shows %d events, want 1 to %d", marks, want)
+	}
+
+	// A stockout set from the page, then a pool in that zone: its message
+	// arrives on the open cluster page.
+	within(t, ctx, wait, "the stockout form",
+		chromedp.Navigate(e.URL+"/console/act"),
+		chromedp.SetValue(css("#so-zone"), "us-central1-c"),
+		chromedp.SetValue(css("#so-count"), "1000"),
+		chromedp.Click(css("#so-send")),
+		chromedp.WaitVisible(css(".flash")))
+	if flash := value(t, ctx, "the answer", chromedp.Text(css(".flash"))); !strings.Contains(flash, "202") {
+		t.Fatalf("stockout answer %q, want 202", flash)
+	}
+	within(t, ctx, wait, "back to the cluster", chromedp.Navigate(clusterURL), chromedp.WaitVisible(css("#pools")))
+	spec := poolSpec("short", 1)
+	spec["zones"] = []string{"us-central1-c"}
+	c.createPool(t, cl.ID, spec)
+	poll(t, ctx, wait, "the stockout in the pool's message",
+		`((document.getElementById("pool-short") || {}).textContent || "").includes("ZONE_RESOURCE_POOL_EXHAUSTED")`)
+
+	// The events view, then an event: it shows within two seconds of its
+	// publication (its arrival at the test's own subscription).
+	within(t, ctx, wait, "open the events", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")))
+	other := c.createCluster(t, "console-events", poolSpec("a", 1))
+	var published time.Time
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if e.events.count(other.ID, outbox.ClusterCreated, "") > 0 {
+			published = time.Now()
+			break
+		}
+	}
+	if published.IsZero() {
+		t.Fatalf("no %s event of %s", outbox.ClusterCreated, other.ID)
+	}
+	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
+		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
+	t.Logf("the event showed %v after its publication", time.Since(published).Round(time.Millisecond))
+
+	// By keyboard: the first Tab reaches the skip link, the next the
+	// first link of the navigation, each drawn with a focus ring; Enter
+	// follows it.
+	within(t, ctx, wait, "the fleet by keyboard", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")),
+		chromedp.KeyEvent(kb.Tab))
+	focused := `document.activeElement.textContent.trim() + "|" + getComputedStyle(document.activeElement).outlineStyle`
+	if f := value(t, ctx, "the first Tab", chromedp.Evaluate[string](focused)); f != "Skip to the content|solid" {
+		t.Errorf("focus after one Tab = %q, want the skip link with a focus ring", f)
+	}
+	within(t, ctx, wait, "the second Tab", chromedp.KeyEvent(kb.Tab))
+	if f := value(t, ctx, "the second Tab", chromedp.Evaluate[string](focused)); f != "Fleet|solid" {
+		t.Errorf("focus after two Tabs = %q, want the Fleet link with a focus ring", f)
+	}
+	within(t, ctx, wait, "Enter on the Fleet link", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#clusters")))
+
+	// A picture of the cluster's page, when asked (the README's).
+	if name := os.Getenv("CONSOLE_SCREENSHOT"); name != "" {
+		within(t, ctx, wait, "the cluster for the screenshot", chromedp.EmulateViewport(1100, 900), chromedp.Navigate(clusterURL),
+			chromedp.WaitVisible(css("#timeline")), chromedp.Sleep(300*time.Millisecond))
+		png := value(t, ctx, "the screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(name, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConsoleForms posts the console's forms as a browser without
+// JavaScript would: each calls the devstack's endpoint and comes back
+// with its answer; the pool event's form shows the substrate's plan
+// before it offers to send the event.
+func TestConsoleForms(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-forms", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := func(what string, v url.Values) (int, string, string) {
+		t.Helper()
+		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), string(b)
+	}
+	for _, tt := range []struct {
+		what string
+		form url.Values
+		want string
+	}{
+		{"upgrade", url.Values{"clusterId": {cl.ID}, "duration": {"50ms"}}, "202"},
+		{"autoscale", url.Values{"clusterId": {cl.ID}, "nodePool": {"a"}, "nodeCount": {"2"}}, "409"}, // autoscaling off
+		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"0"}}, "400"},
+	} {
+		code, loc, _ := form(tt.what, tt.form)
+		u, err := url.Parse(loc)
+		if code != http.StatusSeeOther || err != nil || !strings.HasPrefix(u.Path, "/console/act") {
+			t.Errorf("%s: %d to %q, want 303 to the act page", tt.what, code, loc)
+			continue
+		}
+		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) {
+			t.Errorf("%s: answer %q, want %s", tt.what, flash, tt.want)
+		}
+	}
+	resp, err := http.Get(e.URL + "/console/act")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	pool := regexp.MustCompile(`(?s)<textarea id="pl-pool" name="pool"[^>]*>(.*?)</textarea>`).FindSubmatch(page)
+	if pool == nil {
+		t.Fatalf("no pool form on the act page:\n%s", page)
+	}
+	code, _, body := form("pool", url.Values{"tenantId": {"acme"}, "as": {"alice"}, "action": {"plan"}, "pool": {html.UnescapeString(string(pool[1]))}})
+	if code != http.StatusOK || !strings.Contains(body, resource.PlanCreateCluster) || !strings.Contains(body, `value="put"`) {
+		t.Errorf("plan = %d, want the plan (createCluster) and the put button:\n%s", code, body)
+	}
+}
+
+// TestConsoleLoadsNothingFromOutside reads every page of the console of
+// a stack with a cluster and its events: no page, script or style refers
+// to anything but the devstack (a URL of another host, a reference that
+// is not a path of the console's).
+func TestConsoleLoadsNothingFromOutside(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-outside", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	self, _ := url.Parse(e.URL)
+	anyURL := regexp.MustCompile(`(?i)https?://[^\s"'<>)]+`)
+	ref := regexp.MustCompile(`(?i)\b(?:src|href|action|xlink:href)\s*=\s*["']?([^"'\s>]*)|url\(\s*["']?([^"')]*)|@import\s+["']?([^"';]*)`)
+	for _, p := range []string{"/console", "/console?tenant=acme&state=ready", "/console/clusters/acme/" + cl.ID,
+		"/console/events", "/console/events?cluster=" + cl.ID, "/console/emulators", "/console/firestore",
+		"/console/firestore?path=tenants/acme/clusters", "/console/firestore?path=tenants/acme/clusters/" + cl.ID, "/console/act",
+		"/console/static/console.js", "/console/static/console.css"} {
+		resp, err := http.Get(e.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d", p, resp.StatusCode)
+			continue
+		}
+		for _, u := range anyURL.FindAllString(string(body), -1) {
+			if pu, err := url.Parse(u); err != nil || pu.Host != self.Host {
+				t.Errorf("GET %s names a URL outside the devstack: %s", p, u)
+			}
+		}
+		for _, m := range ref.FindAllStringSubmatch(string(body), -1) {
+			r := m[1] + m[2] + m[3]
+			if !strings.HasPrefix(r, "/console") && !strings.HasPrefix(r, "#") {
+				t.Errorf("GET %s refers to %q, not the console's", p, r)
+			}
+		}
+	}
+}
+
+// TestConsoleEmulators reads what the emulators hold on the console: the
+// reconcile queues, the GKE simulator's operations, the process serving
+// the functions, and a cluster's Firestore document.
+func TestConsoleEmulators(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-emulators", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	get := func(p string) string {
+		t.Helper()
+		resp, err := http.Get(e.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", p, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	page := get("/console/emulators")
+	for _, want := range []string{e.FunctionsConfig().TasksQueue, e.FunctionsConfig().TasksSteadyQueue, "CREATE_CLUSTER", "clusters/" + cl.ProviderName,
+		fmt.Sprintf(`<td class="num">%d</td>`, os.Getpid())} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the emulators' page lacks %q", want)
+		}
+	}
+	doc := get("/console/firestore?path=tenants/acme/clusters/" + cl.ID)
+	if !strings.Contains(doc, "Document "+cl.ID) || !strings.Contains(doc, "kubernetesVersion") || !strings.Contains(doc, "nodePools") {
+		t.Errorf("the cluster's document page lacks its fields or its node pools:\n%.2000s", doc)
+	}
+}
