@@ -55,6 +55,23 @@ func admit(p auth.Principal, snap *firestore.DocumentSnapshot) (auth.Grant, erro
 	return g, auth.Admit(p, g)
 }
 
+// readCluster reads, in tx, the principal's grant and the cluster in one
+// batch, admits the principal and decodes the cluster (NOT_FOUND when
+// there is none or it is deleted): the first step of a call on one
+// cluster, before its permission is decided.
+func (s *Store) readCluster(tx *firestore.Transaction, p auth.Principal, clusterID string) (auth.Grant, *clusterDoc, error) {
+	snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(p), s.ClusterRef(p.TenantID(), clusterID)})
+	if err != nil {
+		return auth.Grant{}, nil, fmt.Errorf("read: %w", err)
+	}
+	grant, err := admit(p, snaps[0])
+	if err != nil {
+		return grant, nil, err
+	}
+	cl, err := decodeCluster(snaps[1], clusterID)
+	return grant, cl, err
+}
+
 // clusterResource is a cluster as the authorizer reads it.
 func clusterResource(c *clusterDoc) auth.Resource {
 	return auth.Resource{ClusterID: c.ID, Pool: c.Spec.PoolID, ManagedBy: c.Spec.ManagedBy, AdoptedBy: c.AdoptedBy}

@@ -303,15 +303,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
-		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), clusterRef})
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		grant, err := admit(c, snaps[0])
-		if err != nil {
-			return err
-		}
-		cl, err := decodeCluster(snaps[1], clusterID)
+		grant, cl, err := s.readCluster(tx, c, clusterID)
 		if err != nil {
 			return err
 		}
@@ -329,7 +321,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 		if cl.Spec.Deleting {
 			return nil
 		}
-		snaps, err = tx.Documents(s.activePools(clusterRef)).GetAll()
+		snaps, err := tx.Documents(s.activePools(clusterRef)).GetAll()
 		if err != nil {
 			return fmt.Errorf("read node pools: %w", err)
 		}

@@ -260,15 +260,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 	var view resource.Cluster
 	ref := s.ClusterRef(c.TenantID(), clusterID)
 	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), ref})
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		grant, err := admit(c, snaps[0])
-		if err != nil {
-			return err
-		}
-		cl, err := decodeCluster(snaps[1], clusterID)
+		grant, cl, err := s.readCluster(tx, c, clusterID)
 		if err != nil {
 			return err
 		}
