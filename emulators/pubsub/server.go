@@ -33,6 +33,10 @@
 // subscription, and looks again every pollInterval, for messages whose
 // deadline expired and those published in process.
 //
+// OnPublish observes every message the server takes, as a viewer of the
+// traffic would, without the subscription that would change what
+// subscribers are leased and what acknowledgements count.
+//
 // Known differences from Pub/Sub that remain, pstest's:
 //
 //   - On a subscription with message ordering, one message of an ordering
@@ -68,6 +72,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // pollInterval is how often a stream looks for messages when nothing woke
@@ -93,8 +98,56 @@ type Server struct {
 
 	gsrv *grpc.Server
 
-	mu      sync.Mutex
-	streams map[*stream]struct{}
+	mu        sync.Mutex
+	streams   map[*stream]struct{}
+	observers map[int]func(topic string, m *pb.PubsubMessage)
+	observed  int
+}
+
+// OnPublish calls f with each message published over gRPC, once the fake
+// has taken it (its MessageId and PublishTime set), until stop is called.
+// It observes without a subscription: nothing is leased, acknowledged or
+// counted, so what a subscriber sees is unchanged. f runs on the
+// publisher's call and must not block.
+func (s *Server) OnPublish(f func(topic string, m *pb.PubsubMessage)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.observers == nil {
+		s.observers = map[int]func(string, *pb.PubsubMessage){}
+	}
+	s.observed++
+	id := s.observed
+	s.observers[id] = f
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.observers, id)
+	}
+}
+
+// observe tells the observers of a publish that the fake took.
+func (s *Server) observe(req *pb.PublishRequest, resp *pb.PublishResponse) {
+	s.mu.Lock()
+	fs := make([]func(string, *pb.PubsubMessage), 0, len(s.observers))
+	for _, f := range s.observers {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	if len(fs) == 0 {
+		return
+	}
+	for i, m := range req.GetMessages() {
+		m = proto.Clone(m).(*pb.PubsubMessage)
+		if i < len(resp.GetMessageIds()) {
+			m.MessageId = resp.GetMessageIds()[i]
+			if pm := s.Server.Message(m.MessageId); pm != nil {
+				m.PublishTime = timestamppb.New(pm.PublishTime)
+			}
+		}
+		for _, f := range fs {
+			f(req.GetTopic(), m)
+		}
+	}
 }
 
 // NewServer listens on addr (host:port; port 0 for a free one) and serves
@@ -134,6 +187,7 @@ type publisher struct {
 func (p publisher) Publish(ctx context.Context, req *pb.PublishRequest) (*pb.PublishResponse, error) {
 	resp, err := p.GServer.Publish(ctx, req)
 	if err == nil {
+		p.s.observe(req, resp)
 		p.s.wake(func(st *stream) bool { return st.topic == req.GetTopic() })
 	}
 	return resp, err

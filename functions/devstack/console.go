@@ -26,13 +26,12 @@ func (s *Stack) consoleRoutes(mux *http.ServeMux) {
 	mux.HandleFunc(console.Path+"/", serve)
 }
 
-// startConsole builds the console on the stack's own clients and
-// subscribes it to the event topics.
+// startConsole builds the console on the stack's own clients and has it
+// observe the event topics' publications.
 func (s *Stack) startConsole(ctx context.Context) error {
 	c, err := console.New(console.Options{
 		Firestore:  s.FirestoreClient,
-		PubSub:     s.PubSubClient,
-		Project:    s.cfg.Project,
+		Published:  s.PubSub.OnPublish,
 		Topics:     outbox.Types,
 		Queues:     s.consoleQueues,
 		Operations: s.GKE.Operations,

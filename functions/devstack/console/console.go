@@ -6,7 +6,8 @@
 // outside the devstack, and updates its pages by server-sent events.
 //
 // It reads Firestore directly through the stack's client (read-only), and
-// sees the events through subscriptions of its own to the event topics.
+// sees the events as the Pub/Sub emulator takes them (Options.Published),
+// with no subscription of its own.
 package console
 
 import (
@@ -25,7 +26,7 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 )
 
 //go:embed templates/*.html
@@ -59,10 +60,11 @@ type Instance struct {
 // required; a view whose source is nil says so.
 type Options struct {
 	Firestore *firestore.Client
-	// PubSub and Project: the console subscribes to Topics of Project.
-	PubSub  *pubsub.Client
-	Project string
-	Topics  []string
+	// Published registers a function called with every message published
+	// to Pub/Sub, until the returned stop is called (nil: no events
+	// view). The console keeps those of Topics, by their short names.
+	Published func(f func(topic string, m *pubsubpb.PubsubMessage)) (stop func())
+	Topics    []string
 	// Queues, Operations and Instances are what the emulators hold now.
 	Queues     func() []Queue
 	Operations func() []*containerpb.Operation
@@ -139,19 +141,29 @@ func New(opt Options) (*Console, error) {
 	return c, nil
 }
 
-// Start subscribes to the event topics, keeping what arrives until Close.
-func (c *Console) Start(ctx context.Context) error {
-	if c.opt.PubSub == nil {
+// Start begins keeping the events published to Topics, until Close. It
+// observes the publications rather than subscribing, so that a devstack
+// pays for no subscription, stream or acknowledgement per topic.
+func (c *Console) Start(context.Context) error {
+	if c.opt.Published == nil {
 		return nil
 	}
-	bctx, cancel := context.WithCancel(context.Background())
+	topics := map[string]bool{}
+	for _, t := range c.opt.Topics {
+		topics[t] = true
+	}
+	stop := c.opt.Published(func(topic string, m *pubsubpb.PubsubMessage) {
+		if topics[topic[strings.LastIndex(topic, "/")+1:]] {
+			c.ev.add(eventOf(m.GetAttributes(), m.GetData()))
+		}
+	})
 	c.mu.Lock()
-	c.stop = cancel
+	c.stop = stop
 	c.mu.Unlock()
-	return c.subscribe(ctx, bctx)
+	return nil
 }
 
-// Close ends the streams and stops the subscriptions.
+// Close ends the streams and stops observing the publications.
 func (c *Console) Close() {
 	c.closeOnce.Do(func() { close(c.done); c.bgStop() })
 	c.mu.Lock()

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,9 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Event is a kubernetes.* event as the console received it.
@@ -148,18 +144,17 @@ func (es *events) close() {
 }
 
 // Add records an event as if it had been received (tests, benchmarks).
-func (c *Console) Add(m *pubsub.Message) { c.ev.add(eventOf(m)) }
+func (c *Console) Add(m *pubsub.Message) { c.ev.add(eventOf(m.Attributes, m.Data)) }
 
-func eventOf(m *pubsub.Message) Event {
-	a := m.Attributes
+func eventOf(a map[string]string, data []byte) Event {
 	e := Event{Received: time.Now(), Type: a["ce-type"], ID: a["ce-id"], Subject: a["ce-subject"], Tenant: a["tenantId"],
-		ClusterID: a["clusterId"], NodePoolID: a["nodePoolId"], Sequence: a["ce-sequence"], Attrs: a, Data: string(m.Data)}
+		ClusterID: a["clusterId"], NodePoolID: a["nodePoolId"], Sequence: a["ce-sequence"], Attrs: a, Data: string(data)}
 	e.Time, _ = time.Parse(time.RFC3339Nano, a["ce-time"])
 	var d struct {
 		State string `json:"state"`
 		Name  string `json:"name"`
 	}
-	if json.Unmarshal(m.Data, &d) == nil {
+	if json.Unmarshal(data, &d) == nil {
 		e.State, e.Name = d.State, d.Name
 	}
 	if e.State == "" {
@@ -170,30 +165,6 @@ func eventOf(m *pubsub.Message) Event {
 		}
 	}
 	return e
-}
-
-// subscribe makes a subscription of the console's to each topic and
-// receives from them until bctx ends.
-func (c *Console) subscribe(ctx, bctx context.Context) error {
-	for _, t := range c.opt.Topics {
-		name := fmt.Sprintf("projects/%s/subscriptions/devstack-console-%s", c.opt.Project, t)
-		_, err := c.opt.PubSub.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-			Name: name, Topic: fmt.Sprintf("projects/%s/topics/%s", c.opt.Project, t), AckDeadlineSeconds: 10,
-		})
-		if err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("console: subscribe to %s: %w", t, err)
-		}
-		sub := c.opt.PubSub.Subscriber(name)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			_ = sub.Receive(bctx, func(_ context.Context, m *pubsub.Message) {
-				c.ev.add(eventOf(m))
-				m.Ack()
-			})
-		}()
-	}
-	return nil
 }
 
 // eventFilter is the events view's query.
