@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the benchmarks that the README quotes, several times each, so that
+# Runs the benchmarks that scripts/README.md quotes, several times each, so that
 # medians can be read off (benchstat, if installed, summarizes them):
 #   scripts/bench.sh [count]
 # It prints the benchmarks' lines as they come; when a benchmark fails it

@@ -364,7 +364,8 @@ func (c *cloud) impersonation(ctx context.Context) (*clusters.Impersonation, err
 	}
 	c.onClose(tg.Close)
 	c.log.Info("Acting in tenants' projects as their service accounts", "reconciler", c.cfg.ReconcilerServiceAccount, "tokenLifetime", c.cfg.ImpersonationTokenLifetime.String())
-	return &clusters.Impersonation{GKE: tg, Tokens: tokens, Caller: c.cfg.ReconcilerServiceAccount, Insecure: gkeEmu != ""}, nil
+	id := impersonate.Identity{Tokens: tokens, Caller: c.cfg.ReconcilerServiceAccount}
+	return &clusters.Impersonation{GKE: tg, Identity: id, Insecure: gkeEmu != ""}, nil
 }
 
 // buildTokens mints tenants' service accounts' tokens through the IAM

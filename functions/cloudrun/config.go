@@ -13,11 +13,10 @@ import (
 )
 
 // Config is everything a function instance is configured with: what a
-// deployed one reads from its environment (LoadConfig, called by the
-// server command only; no other code of the project reads the
-// environment of a deployed function), and what the devstack sets in
-// code. New validates it as LoadConfig does. Each field names the
-// variable that sets it.
+// deployed one reads from its environment (LoadConfig, which Main gives
+// the process's environment: Main is the one place of the server that
+// reads it), and what the devstack sets in code. New validates it as
+// LoadConfig does. Each field names the variable that sets it.
 type Config struct {
 	// Function is FUNCTION_TARGET, the one function this instance serves
 	// on Cloud Run; empty when every function is served on its own path
@@ -218,8 +217,8 @@ func Defaults() Config {
 	}
 }
 
-// LoadConfig reads the configuration through lookup (os.LookupEnv in the
-// server), applies the defaults and validates it. What is required depends
+// LoadConfig reads the configuration through lookup (the process's
+// environment, in Main), applies the defaults and validates it. What is required depends
 // on FUNCTION_TARGET: the API functions need the tenant token settings, the
 // reconcile and watchdog functions the internal ones, the reconcile
 // function the nodes' service account, and a process serving every

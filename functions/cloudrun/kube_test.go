@@ -52,7 +52,8 @@ func (m *mintTokens) grant(g bool) {
 // TestKubeConnectorIdentities checks who the substrates' calls go out as:
 // the function's own token in the platform's projects, the impersonated
 // tenant account's in a tenant's, a new one once it nears its expiry,
-// and, when the tenant revoked the grant, an *AccessError naming it.
+// and, when the tenant revoked the grant, an *impersonate.AccessError
+// naming it.
 func TestKubeConnectorIdentities(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
@@ -119,7 +120,7 @@ func TestKubeConnectorIdentities(t *testing.T) {
 	calls := len(seen)
 	mu.Unlock()
 	err = nodes(tenant)
-	ae, ok := errors.AsType[*substrates.AccessError](err)
+	ae, ok := errors.AsType[*impersonate.AccessError](err)
 	want := "Better Compute cannot act in project acme-prod: grant roles/iam.serviceAccountTokenCreator on bc-provisioner@acme-prod.iam.gserviceaccount.com to " + reconciler
 	if !ok || ae.Guidance != want {
 		t.Errorf("a tenant's cluster with the grant revoked = %v, want an AccessError %q", err, want)
@@ -137,7 +138,7 @@ func TestKubeConnectorIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = api.Nodes(ctx, []string{"a"})
-	if ae, ok := errors.AsType[*substrates.AccessError](err); !ok || !strings.Contains(ae.Guidance, "cannot impersonate") {
+	if ae, ok := errors.AsType[*impersonate.AccessError](err); !ok || !strings.Contains(ae.Guidance, "cannot impersonate") {
 		t.Errorf("a tenant's cluster without impersonation = %v, want an AccessError saying so", err)
 	}
 }

@@ -23,10 +23,22 @@ const shutdownGrace = 8 * time.Second
 // here, not in the command, so that the devstack can run the very same
 // server as processes of its own binary (-instances), wherever that
 // binary was built.
+//
+// Main is the one place that reads the server's environment: it hands
+// os.LookupEnv to serve, and everything after reads only what it is
+// given (LoadConfig for the functions' Config, then PORT). The Functions
+// Framework, which Main starts, reads its own variables as it does on
+// Cloud Run (FUNCTION_TARGET, K_SERVICE).
 func Main() int {
+	return serve(os.LookupEnv)
+}
+
+// serve is Main over the environment lookup gives.
+func serve(lookup func(string) (string, bool)) int {
 	log := logging.New(os.Stdout, slog.LevelInfo)
-	target := os.Getenv("FUNCTION_TARGET")
-	cfg, err := LoadConfig(os.LookupEnv)
+	env := func(name string) string { v, _ := lookup(name); return v }
+	target := env("FUNCTION_TARGET")
+	cfg, err := LoadConfig(lookup)
 	if err != nil {
 		log.Error("Refusing to start: the configuration is invalid", "error", err, "target", target)
 		return 1
@@ -37,7 +49,7 @@ func Main() int {
 		return 1
 	}
 	Register(app)
-	port := os.Getenv("PORT")
+	port := env("PORT")
 	if port == "" {
 		port = "8080"
 	}

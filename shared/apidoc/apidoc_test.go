@@ -370,11 +370,11 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// TestREADMEConsumer holds the README's example consumer to
-// Example_consumer, which go test compiles: every line of the README's
-// block is a line of the example.
+// TestREADMEConsumer holds the example consumer of this package's
+// README.md (the API's documents and events) to Example_consumer, which go
+// test compiles: every line of the README's block is a line of the example.
 func TestREADMEConsumer(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,10 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 )
 
-// Example_consumer is the README's example consumer: it prints every
-// kubernetes.nodepool.ready event of the devstack as it arrives (run with
-// PUBSUB_EMULATOR_HOST=127.0.0.1:8085). Compiled by go test, not run.
+// Example_consumer is the example consumer of this package's README.md:
+// it prints every kubernetes.nodepool.ready event of the devstack as it
+// arrives (run with PUBSUB_EMULATOR_HOST=127.0.0.1:8085). Compiled by go
+// test, not run.
 func Example_consumer() {
 	ctx := context.Background()
 	ps, err := pubsub.NewClient(ctx, "bc-dev") // PUBSUB_EMULATOR_HOST points it at the devstack

@@ -17,6 +17,15 @@
 // harmless: reads, deletes, and creates, which carry an idempotency key
 // (one is made for a create that has none, and kept across its retries).
 //
+// Errors are *Error values with the API's Code, the field Details and the
+// RequestID. WaitCluster, WaitNodePool and WaitSubstrate poll to a state
+// with backoff and end with a *FailedError (the provider's message) when
+// the resource goes error. GetSubstrate, ListSubstrates,
+// ListSubstrateNodes and AllSubstrateNodes read pools' substrates;
+// PlanSubstrate answers what a pool's substrate would do for a pool.
+// Orderer puts events back in their ce-sequence order, as bc events tail
+// prints them.
+//
 // The answers are the resources of shared/resource, the same definitions
 // the server marshals and the API's documents are made from.
 package client

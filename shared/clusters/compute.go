@@ -14,9 +14,10 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/googleapis/gax-go/v2"
-	"github.com/googleapis/gax-go/v2/callctx"
+	"golang.org/x/oauth2"
 	"google.golang.org/api/iterator"
 
+	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 )
@@ -37,7 +38,7 @@ type NodeCounts struct {
 	// Compute acts as the reconciler's own identity.
 	Compute Compute
 	// Tenants carries no identity of its own: each call carries the
-	// impersonated account's token (Impersonation.Tokens) in its
+	// impersonated account's token (Impersonation.Identity) in its
 	// authorization header. Nil: pools in tenants' projects show no count.
 	Tenants Compute
 	// TTL is how long one aggregated list of a project answers every run
@@ -91,9 +92,9 @@ type group struct {
 
 // start returns the fresh listing of project's instance groups made as
 // identity ("" for the reconciler's own) with token (its access token;
-// "" for the reconciler's own), starting one if there is none: it does
+// nil for the reconciler's own), starting one if there is none: it does
 // not wait for the answer (wait).
-func (l *groupListings) start(ctx context.Context, identity, token, project string) (*groupListing, error) {
+func (l *groupListings) start(ctx context.Context, identity string, token *oauth2.Token, project string) (*groupListing, error) {
 	c := l.compute
 	if identity != "" {
 		c = l.tenants
@@ -122,8 +123,8 @@ func (l *groupListings) start(ctx context.Context, identity, token, project stri
 		if e.err = l.budget.take(lctx, project); e.err != nil {
 			return
 		}
-		if token != "" {
-			lctx = callctx.SetHeaders(lctx, "authorization", "Bearer "+token)
+		if token != nil {
+			lctx = impersonate.WithToken(lctx, token)
 		}
 		e.groups, e.err = listGroups(lctx, c, project, "")
 	}()
@@ -205,20 +206,13 @@ func (u *run) startNodes(ctx context.Context) (*groupListing, error) {
 }
 
 // computeToken is the access token of the cluster's account for Compute
-// Engine: "" for the reconciler's own, whose client carries it.
-func (u *run) computeToken(ctx context.Context) (string, error) {
-	sa := u.read.Cluster.Spec.Impersonate
-	if sa == "" {
-		return "", nil
+// Engine: nil for the reconciler's own, whose client carries it.
+func (u *run) computeToken(ctx context.Context) (*oauth2.Token, error) {
+	c := &u.read.Cluster
+	if c.Spec.Impersonate == "" {
+		return nil, nil
 	}
-	if u.r.imp == nil {
-		return "", errNoImpersonation
-	}
-	tok, err := u.r.imp.Tokens.Token(ctx, sa)
-	if err != nil {
-		return "", fmt.Errorf("impersonate %s: %w", sa, err)
-	}
-	return tok.AccessToken, nil
+	return u.r.identity().Token(ctx, c.Spec.Project, c.Spec.Impersonate)
 }
 
 // ownGroups reads the instance groups of the cluster's pools alone, now:
@@ -252,8 +246,8 @@ func (u *run) ownGroups(ctx context.Context, pc *containerpb.Cluster) (map[group
 	if err := l.budget.take(ctx, c.Spec.Project); err != nil {
 		return nil, err
 	}
-	if token != "" {
-		ctx = callctx.SetHeaders(ctx, "authorization", "Bearer "+token)
+	if token != nil {
+		ctx = impersonate.WithToken(ctx, token)
 	}
 	return listGroups(ctx, client, c.Spec.Project, fmt.Sprintf("name eq \"%s\"", strings.Join(names, "|")))
 }

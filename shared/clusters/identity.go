@@ -3,12 +3,9 @@ package clusters
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/googleapis/gax-go/v2"
-	"golang.org/x/oauth2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,22 +22,14 @@ type Impersonation struct {
 	// carries the impersonated account's token, so that one connection
 	// serves every tenant's project.
 	GKE GKE
-	// Tokens mints the impersonated accounts' access tokens
-	// (impersonate.Tokens, which keeps each until near its expiry).
-	Tokens Tokens
-	// Caller is the reconciler's own service account, the one tenants
-	// grant roles/iam.serviceAccountTokenCreator: named in the error a
-	// cluster shows when the grant is missing.
-	Caller string
+	// Identity mints the impersonated accounts' tokens and names the
+	// reconciler's own service account, the one tenants grant
+	// roles/iam.serviceAccountTokenCreator, in the error a cluster shows
+	// when the grant is missing.
+	Identity impersonate.Identity
 	// Insecure lets the tokens travel over a connection without TLS: an
 	// emulator's.
 	Insecure bool
-}
-
-// Tokens mints access tokens of service accounts the reconciler
-// impersonates.
-type Tokens interface {
-	Token(ctx context.Context, serviceAccount string) (*oauth2.Token, error)
 }
 
 // WithImpersonation makes the reconciler act in tenants' projects as the
@@ -50,70 +39,42 @@ func WithImpersonation(im Impersonation) Option {
 	return func(r *Reconciler) { r.imp = &im }
 }
 
-// accessError says that the reconciler cannot act in a cluster's project
-// as its account, for a reason only the project's owner can fix (a grant
-// revoked, a role removed). The cluster shows guidance as its error, and
-// its chain goes on at the steady pace, so that it recovers by itself once
-// the grant is back.
-type accessError struct {
-	guidance string
-	err      error
+// identity is whom the reconciler acts as in tenants' projects: the zero
+// Identity, which acts in none, without WithImpersonation.
+func (r *Reconciler) identity() impersonate.Identity {
+	if r.imp == nil {
+		return impersonate.Identity{}
+	}
+	return r.imp.Identity
 }
-
-func (e *accessError) Error() string { return e.guidance + ": " + e.err.Error() }
-func (e *accessError) Unwrap() error { return e.err }
-
-// errNoImpersonation: the deployment has no Impersonation.
-var errNoImpersonation = errors.New("impersonation is not configured")
 
 // provider returns the GKE client that acts in the cluster's project as
 // its account: the reconciler's own for a platform account, the
 // impersonated service account's for a tenant's. The token it carries is
 // fresh for at least the tokens' margin, more than a run lasts. An
-// *accessError is the tenant's to fix; any other error passes by itself.
+// *impersonate.AccessError is the tenant's to fix; any other error passes
+// by itself.
 func (r *Reconciler) provider(ctx context.Context, c *lifecycle.Cluster) (GKE, error) {
-	sa := c.Spec.Impersonate
-	if sa == "" {
+	if c.Spec.Impersonate == "" {
 		return r.gke, nil
 	}
-	if r.imp == nil {
-		return nil, &accessError{guidance: fmt.Sprintf("Better Compute cannot act in project %s: this deployment cannot impersonate %s", c.Spec.Project, sa), err: errNoImpersonation}
-	}
-	tok, err := r.imp.Tokens.Token(ctx, sa)
-	if impersonate.Refused(err) {
-		return nil, &accessError{guidance: r.grantGuidance(c), err: err}
-	}
+	tok, err := r.identity().Token(ctx, c.Spec.Project, c.Spec.Impersonate)
 	if err != nil {
-		return nil, fmt.Errorf("impersonate %s: %w", sa, err)
+		return nil, err
 	}
-	creds := grpc.PerRPCCredentials(bearer{token: tok.AccessToken, secure: !r.imp.Insecure})
-	return withCallOptions{g: r.imp.GKE, opts: []gax.CallOption{gax.WithGRPCOptions(creds)}}, nil
-}
-
-// grantGuidance is what a tenant who revoked the reconciler's grant on
-// its service account must grant again.
-func (r *Reconciler) grantGuidance(c *lifecycle.Cluster) string {
-	caller := ""
-	if r.imp != nil {
-		caller = r.imp.Caller
-	}
-	return impersonate.Guidance(c.Spec.Project, c.Spec.Impersonate, caller)
+	return withCallOptions{g: r.imp.GKE, opts: []gax.CallOption{impersonate.CallOption(tok, !r.imp.Insecure)}}, nil
 }
 
 // refusedInProject turns the provider refusing a call in a tenant's
-// project into an *accessError: the impersonated account lost its roles
-// there. A platform account's refusal is about the platform's own grants,
-// handled as before (a read retried unseen, for the operator's alert); nil
-// when err is not such a refusal.
-func refusedInProject(c *lifecycle.Cluster, err error) *accessError {
+// project into an *impersonate.AccessError: the impersonated account lost
+// its roles there. A platform account's refusal is about the platform's
+// own grants, handled as before (a read retried unseen, for the operator's
+// alert); nil when err is not such a refusal.
+func refusedInProject(c *lifecycle.Cluster, err error) *impersonate.AccessError {
 	if c.Spec.Impersonate == "" || status.Code(err) != codes.PermissionDenied {
 		return nil
 	}
-	return &accessError{
-		guidance: fmt.Sprintf("Better Compute cannot act in project %s as %s: the provider refused it (%s); grant it the roles of Better Compute's tenant module (infra/tenant) in %s",
-			c.Spec.Project, c.Spec.Impersonate, providerMessage(err), c.Spec.Project),
-		err: err,
-	}
+	return impersonate.RolesRefused(c.Spec.Project, c.Spec.Impersonate, "the provider", providerMessage(err), err)
 }
 
 // providerMessage is the message of the provider's status that err
@@ -141,18 +102,6 @@ func (r *Reconciler) nodeServiceAccount(c *lifecycle.Cluster) string {
 	}
 	return r.nodeSA
 }
-
-// bearer is an access token sent as "authorization: Bearer" with one call.
-type bearer struct {
-	token  string
-	secure bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // withCallOptions is a GKE client whose every call carries opts.
 type withCallOptions struct {

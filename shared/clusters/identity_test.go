@@ -94,7 +94,7 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	}
 	opts = append([]clusters.Option{
 		clusters.WithNodeServiceAccount(platformNodes),
-		clusters.WithImpersonation(clusters.Impersonation{GKE: tenants, Tokens: tokens, Caller: reconcilerSA, Insecure: true}),
+		clusters.WithImpersonation(clusters.Impersonation{GKE: tenants, Identity: impersonate.Identity{Tokens: tokens, Caller: reconcilerSA}, Insecure: true}),
 	}, opts...)
 	rec, err := clusters.New(e.st, platform, e.clk.Now, opts...)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -98,7 +99,7 @@ func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconc
 	if r.groups != nil {
 		r.groups.budget, r.groups.now = r.budget, now
 	}
-	if r.imp != nil && (r.imp.GKE == nil || r.imp.Tokens == nil) {
+	if r.imp != nil && (r.imp.GKE == nil || r.imp.Identity.Tokens == nil) {
 		return nil, errors.New("clusters: WithImpersonation needs a GKE client and tokens")
 	}
 	return r, nil
@@ -453,13 +454,14 @@ func (r *Reconciler) providerOperations(ctx context.Context, g GKE, n names, c *
 
 // planDenied plans a run that failed to observe the cluster with err.
 // When the run cannot act in the cluster's project as its account (an
-// *accessError, or the provider refusing a read in a tenant's project),
+// *impersonate.AccessError, or the provider refusing a read in a tenant's
+// project),
 // the cluster shows what to grant as its error, and the run ends steady:
 // the chain keeps looking at the steady pace and the cluster recovers by
 // itself once the grant is back. Any other error is returned, and the run
 // retried with backoff.
 func (u *run) planDenied(ctx context.Context, in Input, err error) error {
-	ae, ok := errors.AsType[*accessError](err)
+	ae, ok := errors.AsType[*impersonate.AccessError](err)
 	if !ok {
 		ae = refusedInProject(&u.read.Cluster, err)
 	}
@@ -471,8 +473,8 @@ func (u *run) planDenied(ctx context.Context, in Input, err error) error {
 		u.prefetch = nil
 	}
 	logging.FromContext(ctx).Warn("Cannot act in the account's project; the cluster shows what to grant, and is looked at again at the steady pace",
-		"project", u.read.Cluster.Spec.Project, "serviceAccount", u.read.Cluster.Spec.Impersonate, "error", ae.err)
-	in.Access = ae.guidance
+		"project", u.read.Cluster.Spec.Project, "serviceAccount", u.read.Cluster.Spec.Impersonate, "error", ae.Err)
+	in.Access = ae.Guidance
 	u.listed = false
 	u.d = Plan(in, u.r.now())
 	return nil
@@ -518,7 +520,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 			// when a read is refused (planDenied), whatever the call.
 			log.Warn("Cannot act in the account's project; the cluster shows what to grant, and is looked at again at the steady pace",
 				"call", a.Kind, "project", d.Cluster.Spec.Project, "serviceAccount", d.Cluster.Spec.Impersonate, "error", err)
-			deny(d, ae.guidance, r.now().UTC().Truncate(time.Microsecond))
+			deny(d, ae.Guidance, r.now().UTC().Truncate(time.Microsecond))
 			return false, nil
 		}
 		f := fault(err)

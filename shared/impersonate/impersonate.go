@@ -1,4 +1,4 @@
-// Package impersonate gives the reconciler the identities it acts as in
+// Package impersonate gives the platform the identities it acts as in
 // projects that are not the platform's: short-lived OAuth access tokens of
 // a tenant's service account, minted through the IAM Credentials API
 // (GenerateAccessToken) by the reconciler's own identity, which the tenant
@@ -6,6 +6,13 @@
 // keeps each account's token until shortly before it expires, so that a
 // run costs no IAM call while the token is fresh, and mints one token for
 // any number of runs asking at once.
+//
+// Identity is the one way every call into a tenant's project gets its
+// token: the clusters' GKE calls (CallOption) and Compute Engine reads
+// (WithToken), and the substrates' calls to the cluster's Kubernetes API
+// (TokenSource). When only the tenant can fix why there is none, the error
+// is an *AccessError whose Guidance (Guidance, RolesRefused) says what to
+// grant, the one text a cluster and its substrate show.
 package impersonate
 
 import (
@@ -105,7 +112,8 @@ func New(gen Generator, opts ...Option) (*Tokens, error) {
 // Token returns an access token of serviceAccount (an email) with at least
 // the margin left before it expires: the cached one, or a new one. Callers
 // asking at the same time share one GenerateAccessToken. An error of the
-// API keeps its gRPC status (see Refused).
+// API keeps its gRPC status (see Refused; Identity.Token turns it into an
+// *AccessError).
 func (t *Tokens) Token(ctx context.Context, serviceAccount string) (*oauth2.Token, error) {
 	for {
 		t.mu.Lock()
@@ -184,15 +192,4 @@ func Refused(err error) bool {
 		return true
 	}
 	return false
-}
-
-// Guidance is what the owner of project must grant again when the
-// reconciler, caller, may no longer impersonate serviceAccount there: the
-// error a cluster of that account shows, and its substrate. An empty
-// caller is described rather than named.
-func Guidance(project, serviceAccount, caller string) string {
-	if caller == "" {
-		caller = "Better Compute's reconciler service account"
-	}
-	return fmt.Sprintf("Better Compute cannot act in project %s: grant %s on %s to %s", project, TokenCreator, serviceAccount, caller)
 }

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
@@ -56,21 +57,10 @@ type Target struct {
 // Connector reaches a cluster's Kubernetes API. When the identity cannot
 // be had for a reason only the account's owner can fix (the tenant
 // revoked its grant), the calls of the KubeAPI fail with an error
-// wrapping an *AccessError.
+// wrapping an *impersonate.AccessError (impersonate.Identity.TokenSource).
 type Connector interface {
 	Connect(t Target) (KubeAPI, error)
 }
-
-// AccessError says that the substrate's cluster cannot be reached as its
-// account's identity, for a reason only the account's owner can fix.
-type AccessError struct {
-	// Guidance says what the owner must grant, to whom.
-	Guidance string
-	Err      error
-}
-
-func (e *AccessError) Error() string { return e.Guidance + ": " + e.Err.Error() }
-func (e *AccessError) Unwrap() error { return e.Err }
 
 // target is how to reach c's Kubernetes API as its account.
 func target(c *lifecycle.Cluster) (Target, error) {
@@ -94,12 +84,12 @@ func accessRefused(c *lifecycle.Cluster, err error) string {
 	if err == nil || c == nil {
 		return ""
 	}
-	if ae, ok := errors.AsType[*AccessError](err); ok {
-		return fmt.Sprintf("cluster %s: %s", c.Spec.Name, ae.Guidance)
+	ae, ok := errors.AsType[*impersonate.AccessError](err)
+	if !ok && c.Spec.Impersonate != "" && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
+		ae, ok = impersonate.RolesRefused(c.Spec.Project, c.Spec.Impersonate, "the cluster's Kubernetes API", apiMessage(err), err), true
 	}
-	if c.Spec.Impersonate != "" && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
-		return fmt.Sprintf("cluster %s: Better Compute cannot act in project %s as %s: the cluster's Kubernetes API refused it (%s); grant it the roles of Better Compute's tenant module (infra/tenant) in %s",
-			c.Spec.Name, c.Spec.Project, c.Spec.Impersonate, apiMessage(err), c.Spec.Project)
+	if ok {
+		return fmt.Sprintf("cluster %s: %s", c.Spec.Name, ae.Guidance)
 	}
 	return ""
 }

@@ -24,7 +24,7 @@ func TestAccessRefused(t *testing.T) {
 	platform := &lifecycle.Cluster{Spec: lifecycle.ClusterSpec{Name: "own", Project: "bc-dev"}}
 	tenant := &lifecycle.Cluster{Spec: lifecycle.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount}}
 	guidance := impersonate.Guidance("acme-prod", testAccount, testCaller)
-	revoked := fmt.Errorf("list nodes: %w", &AccessError{Guidance: guidance, Err: errors.New("PermissionDenied")})
+	revoked := fmt.Errorf("list nodes: %w", &impersonate.AccessError{Guidance: guidance, Err: errors.New("PermissionDenied")})
 	unauthorized := fmt.Errorf("list nodes: %w", apierrors.NewUnauthorized("Unauthorized"))
 	forbidden := fmt.Errorf("apply: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "bcd-join", errors.New("no")))
 	for _, c := range []struct {
@@ -57,7 +57,7 @@ func TestAccessRefusedAsTheCluster(t *testing.T) {
 	guidance := impersonate.Guidance("acme-prod", testAccount, testCaller)
 	c := &lifecycle.Cluster{ID: "kcl_1", Active: true, Spec: lifecycle.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount, Generation: 1},
 		Status: lifecycle.ClusterStatus{State: resource.StateError, Message: guidance, ObservedGeneration: 1}}
-	msg := accessRefused(c, &AccessError{Guidance: guidance, Err: errors.New("denied")})
+	msg := accessRefused(c, &impersonate.AccessError{Guidance: guidance, Err: errors.New("denied")})
 	s := lifecycle.Substrate{ID: "sub", Active: true, Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, Generation: 1},
 		Status: lifecycle.SubstrateStatus{ClusterID: "kcl_1", State: resource.StateError, Message: msg, Announced: msg, ObservedGeneration: 1}}
 	d := Plan(Input{Substrate: s, PreviousGone: true, Cluster: c}, planNow)
@@ -73,7 +73,7 @@ func TestRunAccessRefused(t *testing.T) {
 	e := newRunEnv(t)
 	guidance := impersonate.Guidance("p", testAccount, testCaller)
 	e.kube.mu.Lock()
-	e.kube.fail = fmt.Errorf("list the nodes: %w", &AccessError{Guidance: guidance, Err: errors.New("PermissionDenied")})
+	e.kube.fail = fmt.Errorf("list the nodes: %w", &impersonate.AccessError{Guidance: guidance, Err: errors.New("PermissionDenied")})
 	e.kube.mu.Unlock()
 	e.run(t)
 	want := "cluster own: " + guidance

@@ -5,12 +5,13 @@
 // /<name>, which is how to run them all locally (against the emulators,
 // see cloudrun.Config).
 //
-// The configuration is read from the environment here, and only here
-// (cloudrun.LoadConfig, called by cloudrun.Main, which the devstack's
-// -instances also runs), before the port opens, so a revision with a
-// broken environment fails to start with the reason in its logs. On
-// SIGTERM (Cloud Run's notice before stopping an instance) requests in
-// flight finish and queued events are published before the process exits.
+// It reads nothing itself: cloudrun.Main is the one place that reads the
+// server's environment (cloudrun.LoadConfig, then PORT), here and in the
+// devstack's -instances processes alike, before the port opens, so a
+// revision with a broken environment fails to start with the reason in
+// its logs. On SIGTERM (Cloud Run's notice before stopping an instance)
+// requests in flight finish and queued events are published before the
+// process exits.
 package main
 
 import (
