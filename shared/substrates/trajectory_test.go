@@ -236,7 +236,7 @@ func (e *trajEnv) settle() {
 			}
 			flavor, _ := FlavorOf(&s, n.NodePool)
 			g := store.JoinGrant{TenantID: "acme", SubstrateID: s.ID, PoolID: s.PoolID}
-			if _, err := e.st.RecordJoin(ctx, HashToken(secret), g, resource.SubstrateNode{Name: n.Name, Flavor: flavor, JoinedAt: e.clk.Now()}); err != nil {
+			if _, _, err := e.st.RecordJoin(ctx, HashToken(secret), g, resource.SubstrateNode{Name: n.Name, Flavor: flavor, JoinedAt: e.clk.Now()}); err != nil {
 				e.t.Fatalf("RecordJoin(%s) = %v", n.Name, err)
 			}
 		}
