@@ -275,6 +275,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Retry:      u.retry,
 		Done:       u.d.Deleted,
 		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
+		Poll:       opPoll(&u.d, u.r.now()),
 	}, nil
 }
 
