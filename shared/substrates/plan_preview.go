@@ -84,10 +84,11 @@ func preview(in Input, zones []string, now time.Time) *world {
 	// lists them (unless an object of the same name stood in the way),
 	// and their nodes joined.
 	if s.Status.Token.Hash != "" && s.Status.Applied > 0 {
-		flavors := s.Spec.Flavors
-		s.Spec.Flavors = nil
-		held := desiredObjects(&Decision{Substrate: *s}, w.in.Pools, previewConfig)
-		s.Spec.Flavors = flavors
+		// Tolerating the taints of those pools, not of the flavors the
+		// spec may have changed since.
+		as := *s
+		as.Spec.Flavors = nil
+		held := desiredObjects(&Decision{Substrate: as}, w.in.Pools, previewConfig)
 		if msg := s.Status.Message; s.Status.State != resource.StateError || !strings.HasPrefix(msg, foreignPrefix) {
 			w.held = &held
 		}
