@@ -368,7 +368,7 @@ func markPoolDeleted(t testing.TB, tenantID, clusterID string, p resource.NodePo
 			}
 			after.Pools = append(after.Pools, np)
 		}
-		_, err = h.store.SaveClusterRun(tx, snap, before, after, nil)
+		_, _, err = h.store.SaveClusterRun(tx, snap, before, after, nil)
 		return err
 	})
 	if err != nil {

@@ -254,7 +254,7 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil, substrates.WithJoinMetrics(c.tel.Metrics()))
+	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil, substrates.WithJoinMetrics(c.tel.Metrics()), substrates.WithJoinKicks(k.queue))
 	if err != nil {
 		return nil, err
 	}

@@ -325,7 +325,11 @@ func TestSubstratePlan(t *testing.T) {
 		want   []string
 		reason string // a part of the first action's reason
 	}{
-		{"resize", createPolicy(pool, 2, flavor("cpu", 3)), []string{resource.PlanResizeNodePool, resource.PlanApplyObjects}, "resized in place"},
+		// The policy the substrate has, as the pool's next version: a
+		// run changes nothing, and the plan says so.
+		{"the policy it has", createPolicy(pool, 2, flavor("cpu", 1)), []string{resource.PlanNone}, "the substrate is as the pool asks"},
+		// bcd's objects select the same pool: nothing to apply.
+		{"resize", createPolicy(pool, 2, flavor("cpu", 3)), []string{resource.PlanResizeNodePool}, "resized in place"},
 		{"replace", createPolicy(pool, 2, machine("n2-standard-4")),
 			[]string{resource.PlanReplaceNodePool, resource.PlanApplyObjects, resource.PlanApplyObjects}, "machineType cannot change in place"},
 		{"a flavor for another", createPolicy(pool, 2, flavor("mem", 1)),

@@ -62,6 +62,25 @@ func (s *State) Restart(kind, tenantID, id string, now time.Time) Kick {
 	return Kick{Kind: kind, TenantID: tenantID, ID: id, Token: s.Token}
 }
 
+// Wake is Restart for a change that another subject's transaction made
+// to what this subject's runs read (a cluster's run changing its state
+// wakes its substrate): it restarts the chain, unless a run of the chain
+// is due already and none has begun under the lease since (a kick not yet
+// taken up), which will read the change. It returns the kick to send
+// once the transaction commits; nil when none is needed. So a subject
+// woken many times before it runs runs once, and its chain keeps exactly
+// one successor: the old chain's tasks find their token stale.
+//
+// A run without the lease that began before the change does not count:
+// the change moves what it read, so its save fails and it reads again.
+func (s *State) Wake(kind, tenantID, id string, now time.Time) *Kick {
+	if s.LeaseOwner == "" && !s.NextAt.After(now) {
+		return nil
+	}
+	k := s.Restart(kind, tenantID, id, now)
+	return &k
+}
+
 // steadyPrefix starts the token of a steady chain (other tokens are hex).
 const steadyPrefix = "s"
 

@@ -155,6 +155,9 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "steady run that changed nothing writes its deadline a heartbeat ahead", out: chain.Outcome{}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
 		{name: "converging run saves", out: chain.Outcome{Changed: true, Converging: true}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
+		{name: "converging run polling an operation comes sooner", out: chain.Outcome{Changed: true, Converging: true, Poll: 2 * time.Second}, wantScheduled: 2 * time.Second, wantSaved: 1, wantNextAt: 32 * time.Second, wantDelivered: 1},
+		{name: "a poll later than the converging interval comes at it", out: chain.Outcome{Changed: true, Converging: true, Poll: time.Minute}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
+		{name: "a steady run does not poll", out: chain.Outcome{Poll: 2 * time.Second}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
 		{name: "stale token ends quietly", kick: "old", wantScheduled: -1},
 		{name: "busy lease", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, wantErr: chain.ErrBusy, wantScheduled: -1},
 		{name: "expired lease is taken", state: chain.State{LeaseOwner: "dead", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, out: chain.Outcome{Changed: true}, wantScheduled: 5 * time.Minute, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -65,6 +66,18 @@ type Outcome struct {
 	// converged was asked (its spec's updatedAt): the runner records the
 	// reconcile lag from it once the run's outcome is saved.
 	Converged time.Time
+	// Poll, when positive, brings a converging run's successor forward to
+	// this long after it, if that is sooner than the converging interval:
+	// a provider operation in flight may be done by then.
+	Poll time.Duration
+}
+
+// Waking is a Run whose Save may wake other subjects' chains in its
+// transaction (State.Wake): a cluster's run whose save changes what its
+// substrate reads. Woken returns the kicks of the last Save, which the
+// runner sends once that save committed.
+type Waking interface {
+	Woken() []Kick
 }
 
 // Scheduler schedules a run of a chain at a time (Cloud Tasks). after
@@ -275,6 +288,9 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		interval = r.backoff(failures)
 	case out.Converging:
 		interval = r.cfg.ConvergingInterval
+		if out.Poll > 0 {
+			interval = min(interval, out.Poll)
+		}
 	}
 	// An interval after this run ends, not after it began: a provider
 	// operation it started is then given the whole interval before the
@@ -312,6 +328,9 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		if current && token != "" {
 			k.Token = token
 		}
+	}
+	if w, ok := run.(Waking); ok && out.Changed {
+		r.wake(ctx, w.Woken())
 	}
 	if len(events) > 0 {
 		if _, err := r.events.Deliver(ctx, events); err != nil {
@@ -357,6 +376,22 @@ type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]out
 // writeFunc writes a run's outcome; it returns the events committed and
 // whether the run's chain is still the subject's.
 type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error)
+
+// wake sends the kicks of the chains a run's save woke, linked to the
+// run's span. A kick that fails is the watchdog's to send: the woken
+// chain's next run is due, and overdue after the watchdog's grace.
+func (r *Runner) wake(ctx context.Context, kicks []Kick) {
+	for _, k := range kicks {
+		if k.Link == "" {
+			c := propagation.MapCarrier{}
+			propagation.TraceContext{}.Inject(ctx, c)
+			k.Link = c["traceparent"]
+		}
+		if err := r.sched.Schedule(ctx, k, r.cfg.Now(), ""); err != nil {
+			logging.FromContext(ctx).Warn("Kick of a woken chain failed; the watchdog will restart it", "kind", k.Kind, "id", k.ID, "error", err)
+		}
+	}
+}
 
 func (r *Runner) schedule(ctx context.Context, k Kick, at time.Time, task string) error {
 	if err := r.sched.Schedule(ctx, k, at, task); err != nil {

@@ -215,7 +215,11 @@ type run struct {
 	// started (startNodes); nodesErr is why it could not.
 	nodes    *groupListing
 	nodesErr error
+	// woken are the kicks of the substrates the save woke.
+	woken []chain.Kick
 }
+
+var _ chain.Waking = (*run)(nil)
 
 // provider returns the run's GKE client for the cluster's account
 // (Reconciler.provider), found once per run.
@@ -272,6 +276,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Retry:      u.retry,
 		Done:       u.d.Deleted,
 		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
+		Poll:       opPoll(&u.d, u.r.now()),
 	}, nil
 }
 
@@ -480,10 +485,16 @@ func (u *run) planDenied(ctx context.Context, in Input, err error) error {
 	return nil
 }
 
-// Save writes the statuses the run leaves.
+// Save writes the statuses the run leaves, and wakes the cluster's
+// substrates when it changes what they read of it.
 func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
-	return u.r.store.SaveClusterRun(tx, now, u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}, u.d.Events)
+	events, woken, err := u.r.store.SaveClusterRun(tx, now, u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}, u.d.Events)
+	u.woken = woken
+	return events, err
 }
+
+// Woken are the substrates' chains the last Save woke (chain.Waking).
+func (u *run) Woken() []chain.Kick { return u.woken }
 
 // act makes the decision's call: it records the intent first, so that a
 // run killed after the call is followed by one that finds the operation

@@ -204,7 +204,7 @@ func (e *benchEnv) free(b *testing.B) {
 			}
 			after.Pools = append(after.Pools, p)
 		}
-		_, err = e.store.SaveClusterRun(tx, snap, before, after, nil)
+		_, _, err = e.store.SaveClusterRun(tx, snap, before, after, nil)
 		return err
 	})
 	if err != nil {

@@ -22,8 +22,13 @@ import (
 // ClusterResult is the outcome of a cluster mutation.
 type ClusterResult struct {
 	Cluster resource.Cluster
-	Events  []outbox.Event
-	Kick    *chain.Kick
+	// Zones and NodePools are, for a create, the cluster's zones as the
+	// store chose them and its first node pools, in the request's order
+	// (what a substrate's run models the cluster it made with).
+	Zones     []string
+	NodePools []resource.NodePool
+	Events    []outbox.Event
+	Kick      *chain.Kick
 }
 
 // CreateClusterRequest is a validated cluster create. Spec holds name, mode,
@@ -92,7 +97,18 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 				if err := snap.DataTo(&cl); err != nil {
 					return fmt.Errorf("decode cluster: %w", err)
 				}
-				res.Cluster = cl.View()
+				res.Cluster, res.Zones = cl.View(), cl.Spec.Zones
+				pools, err := tx.Documents(s.activePools(snap.Ref)).GetAll()
+				if err != nil {
+					return fmt.Errorf("read node pools: %w", err)
+				}
+				for _, ps := range pools {
+					var p lifecycle.NodePool
+					if err := ps.DataTo(&p); err != nil {
+						return fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
+					}
+					res.NodePools = append(res.NodePools, p.View())
+				}
 				return nil
 			}
 		}
@@ -161,7 +177,9 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 			if err := tx.Create(s.poolNameRef(c.TenantID(), id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
 				return err
 			}
+			res.NodePools = append(res.NodePools, p.View())
 		}
+		res.Zones = zones
 		// The cluster's chain of events starts here: its document is
 		// created with the sequence of its first event.
 		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.View(), now)}

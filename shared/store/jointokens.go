@@ -67,13 +67,13 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 // RecordJoin records the node as joined to the substrate of the join
 // token of hash, once (kubernetes.substrate.node.joined), and returns the
 // events committed: none when the node joined already. A token revoked
-// meanwhile is UNAUTHENTICATED.
-func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]outbox.Event, error) {
-	var events []outbox.Event
+// meanwhile is UNAUTHENTICATED. A substrate that converges (joinWakes) is
+// woken in the same transaction: kick, when not nil, is to be sent.
+func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) (events []outbox.Event, kick *chain.Kick, err error) {
 	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
-	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		events = nil
+	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		events, kick = nil, nil
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.joinTokenRef(hash), subRef, nodeRef})
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
@@ -95,19 +95,25 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 		view.JoinedNodes++
 		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
 		last := outbox.Number(events, cur.Sequence)
-		if err := tx.Update(subRef, []firestore.Update{
+		updates := []firestore.Update{
 			{Path: "joined", Value: firestore.Increment(1)},
 			{Path: outbox.SequenceField, Value: last},
-		}); err != nil {
+		}
+		if joinWakes(&cur.Substrate) {
+			if kick = cur.Reconcile.Wake(SubstratesKind, cur.TenantID, cur.ID, s.timestamp()); kick != nil {
+				updates = append(updates, firestore.Update{Path: chain.Field, Value: cur.Reconcile})
+			}
+		}
+		if err := tx.Update(subRef, updates); err != nil {
 			return err
 		}
 		return s.createEvents(tx, events)
 	})
 	if err != nil {
 		if _, ok := errors.AsType[*errs.Error](err); ok {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, errs.Wrap(errs.Unavailable, err, "record the join")
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "record the join")
 	}
-	return events, nil
+	return events, kick, nil
 }

@@ -54,20 +54,51 @@ func (s *Store) RecordIntent(tx *firestore.Transaction, c *lifecycle.Cluster, no
 // of an object whose spec changed during the run (its generation moved)
 // are dropped, since they announce a state it no longer shows; the change's
 // kick runs the cluster again. now is the cluster's document as it is now.
-func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []outbox.Event) ([]outbox.Event, error) {
+//
+// When the run changes what the cluster's substrates read of it (its
+// state, its pools'), their chains are woken in tx: the kicks returned
+// are to be sent once it commits.
+func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []outbox.Event) ([]outbox.Event, []chain.Kick, error) {
 	var stored lifecycle.Cluster
 	if err := now.DataTo(&stored); err != nil {
-		return nil, fmt.Errorf("decode cluster: %w", err)
+		return nil, nil, fmt.Errorf("decode cluster: %w", err)
 	}
 	c := &after.Cluster
 	refs := make([]*firestore.DocumentRef, len(after.Pools))
 	for i, p := range after.Pools {
 		refs[i] = s.NodePoolRef(c.TenantID, c.ID, p.ID)
 	}
+	// Every read before the first write: the pools, and the substrates
+	// to wake (the cluster's users as stored now).
+	var users []string
+	if seenChanged(&before, &after) {
+		users = usersOf(&stored)
+	}
+	for _, id := range users {
+		refs = append(refs, s.substrateRef(c.TenantID, id))
+	}
 	snaps, err := tx.GetAll(refs)
 	if err != nil {
-		return nil, fmt.Errorf("read node pools: %w", err)
+		return nil, nil, fmt.Errorf("read node pools: %w", err)
 	}
+	subs := snaps[len(after.Pools):]
+	snaps = snaps[:len(after.Pools)]
+	events, err = s.saveClusterRun(tx, now, &stored, snaps, before, after, events)
+	if err != nil {
+		return nil, nil, err
+	}
+	kicks, err := s.wakeSubstrates(tx, subs, s.timestamp())
+	if err != nil {
+		return nil, nil, fmt.Errorf("wake the cluster's substrates: %w", err)
+	}
+	return events, kicks, nil
+}
+
+// saveClusterRun writes the statuses (SaveClusterRun), snaps being the
+// pools' documents as stored now.
+func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, stored *lifecycle.Cluster, snaps []*firestore.DocumentSnapshot,
+	before, after ClusterRun, events []outbox.Event) ([]outbox.Event, error) {
+	c := &after.Cluster
 	stale := map[string]bool{} // node pool IDs, and "" for the cluster
 	for i := range after.Pools {
 		p, was := &after.Pools[i], &before.Pools[i]
@@ -87,7 +118,7 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 			// run may have recorded an intent since.)
 			continue
 		}
-		if err := tx.Update(refs[i], statusUpdates(p.Status, p.Active, p.ExpireAt)); err != nil {
+		if err := tx.Update(snaps[i].Ref, statusUpdates(p.Status, p.Active, p.ExpireAt)); err != nil {
 			return nil, err
 		}
 	}

@@ -110,7 +110,7 @@ func (e *runEnv) save(t *testing.T, before, after store.ClusterRun, events []out
 		if err != nil {
 			return err
 		}
-		committed, err = e.st.SaveClusterRun(tx, snap, before, after, events)
+		committed, _, err = e.st.SaveClusterRun(tx, snap, before, after, events)
 		return err
 	})
 	if err != nil {

@@ -138,7 +138,15 @@ type SubstrateRun struct {
 	Read  SubstrateRead
 	// Leave is set by the run's step.
 	Leave SubstrateLeave
+	// woken are the kicks of the substrates the last Save woke.
+	woken []chain.Kick
 }
+
+var _ chain.Waking = (*SubstrateRun)(nil)
+
+// Woken are the chains the last Save woke (chain.Waking): the pool's next
+// substrate, when it waited for this one to be deleted.
+func (r *SubstrateRun) Woken() []chain.Kick { return r.woken }
 
 // SubstrateSubject is the part of the substrates' chain.Subject that is
 // the store's: where a substrate is and what its run reads. The
@@ -216,6 +224,15 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 	}
 	l := &r.Leave
 	sub := &l.Substrate
+	r.woken = nil
+	var next []*firestore.DocumentSnapshot
+	if !sub.Active && cur.Active {
+		// Every read before the first write.
+		var err error
+		if next, err = r.waiting(tx, sub); err != nil {
+			return nil, err
+		}
+	}
 	updates := statusUpdates(sub.Status, sub.Active, sub.ExpireAt)
 	if len(l.Left) > 0 {
 		updates = append(updates, firestore.Update{Path: "joined", Value: firestore.Increment(-len(l.Left))})
@@ -233,6 +250,11 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 			return nil, err
 		}
 	}
+	kicks, err := r.store.wakeSubstrates(tx, next, r.store.timestamp())
+	if err != nil {
+		return nil, fmt.Errorf("wake the pool's next substrate: %w", err)
+	}
+	r.woken = kicks
 	stale := cur.Spec.Generation != r.Read.Substrate.Spec.Generation
 	var events []outbox.Event
 	for _, e := range l.Events {
@@ -242,6 +264,34 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 		events = append(events, e)
 	}
 	return events, nil
+}
+
+// waiting reads, in tx, the pool's current substrate when it waits for
+// sub to be deleted (its Spec.After); none otherwise.
+func (r *SubstrateRun) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]*firestore.DocumentSnapshot, error) {
+	snap, err := tx.Get(r.store.substratePoolRef(sub.TenantID, sub.PoolID))
+	if err != nil && !isNotFound(err) {
+		return nil, fmt.Errorf("read the pool's index: %w", err)
+	}
+	idx, err := decodeIndex(snap)
+	if err != nil || idx.SubstrateID == "" || idx.SubstrateID == sub.ID {
+		return nil, err
+	}
+	ns, err := tx.Get(r.store.substrateRef(sub.TenantID, idx.SubstrateID))
+	if err != nil && !isNotFound(err) {
+		return nil, fmt.Errorf("read the pool's next substrate: %w", err)
+	}
+	if ns == nil || !ns.Exists() {
+		return nil, nil
+	}
+	var d lifecycle.Substrate
+	if err := ns.DataTo(&d); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ns.Ref.Path, err)
+	}
+	if d.Spec.After != sub.ID {
+		return nil, nil
+	}
+	return []*firestore.DocumentSnapshot{ns}, nil
 }
 
 // ActiveNodePools returns a cluster's node pools that are not deleted, by

@@ -63,6 +63,10 @@ func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
 	now := u.r.now().UTC().Truncate(time.Microsecond)
 	msg := reason(err)
 	d := Decision{Substrate: u.in.Substrate.Clone(), now: now}
+	if u.minted.Hash != "" {
+		// The store holds the token the run recorded.
+		d.Substrate.Status.Token = u.minted
+	}
 	r := lifecycle.Retry{Since: now, Reason: msg}
 	if prev := u.in.Substrate.Status.Retrying; prev != nil {
 		r.Since = prev.Since

@@ -25,6 +25,7 @@ type Joiner struct {
 	events  EventSender
 	now     func() time.Time
 	metrics JoinMetrics
+	kick    Kicker // WithJoinKicks
 }
 
 // NewJoiner returns the join method's logic. now is the clock (nil:
@@ -113,10 +114,11 @@ func (j *Joiner) join(ctx context.Context, principal string, in *input.Join) (Jo
 	}
 	res := JoinResult{SubstrateID: sub.ID, PoolID: sub.PoolID, NodeName: node.Name, Flavor: flavor}
 	n := resource.SubstrateNode{Name: node.Name, Flavor: flavor, Zone: node.Zone, ProviderID: in.ProviderID, JoinedAt: j.now().UTC()}
-	events, err := j.store.RecordJoin(ctx, hash, *grant, n)
+	events, kick, err := j.store.RecordJoin(ctx, hash, *grant, n)
 	if err != nil {
 		return JoinResult{}, err
 	}
+	j.wake(ctx, kick)
 	if len(events) > 0 {
 		logging.FromContext(ctx).Info("Node joined the substrate", "flavor", flavor)
 		j.events.Send(events)

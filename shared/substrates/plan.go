@@ -15,8 +15,10 @@
 // plan_cluster.go (the cluster to make or adopt), plan_pools.go (one node
 // pool per flavor), plan_objects.go (bcd's objects in the cluster's
 // Kubernetes API), plan_nodes.go (the nodes that join and leave),
-// plan_teardown.go (undoing what the substrate made), reconciler.go (the
-// run), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
+// plan_teardown.go (undoing what the substrate made), effect.go (what
+// each action leaves for the next plan: one model for runs and previews),
+// reconciler.go (the run), plan_preview.go (kubernetesSubstrates.plan: the
+// runs on an imagined world), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
 // (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
 // (the names of what a substrate makes), telemetry.go (join counts, the
 // reconcile lag).

@@ -11,8 +11,11 @@ import (
 // planObjects applies bcd's objects in the cluster's Kubernetes API, with
 // a join token (minted when the substrate has none), unless it holds them
 // as the spec asks already; then the substrate is ready and follows its
-// nodes, once no pool is being replaced. A ready substrate whose objects are as applied is confirmed by
-// reading only: the run writes nothing.
+// nodes, once no pool is being replaced. A ready substrate whose objects
+// are held is confirmed by reading only: the run writes nothing to the
+// cluster. A new generation that asks for the objects the cluster holds
+// (the pool's event changed nothing of them) is applied already: only
+// its status says so.
 func (p *planner) planObjects() {
 	s := &p.d.Substrate
 	seen := p.in.Seen
@@ -20,10 +23,11 @@ func (p *planner) planObjects() {
 		p.d.Observe = true
 		return
 	}
-	if !seen.Held || s.Status.Token.Hash == "" || s.Status.Applied != s.Spec.Generation {
+	if !seen.Held || s.Status.Token.Hash == "" {
 		p.act(Action{Kind: ApplyObjects, Mint: s.Status.Token.Hash == ""})
 		return
 	}
+	s.Status.Applied = s.Spec.Generation
 	p.planNodes()
 	if p.planRetire() {
 		p.d.ready()

@@ -2,6 +2,7 @@ package substrates
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,76 +15,148 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// Preview is what kubernetesSubstrates.plan answers: the planner that the
-// runs use, run on a copy of what a run would read until it has nothing
-// left to do, each action taken as done at once (what it makes ready, the
-// nodes of each pool joined, what it deletes gone). The world moves on
-// as it would by itself too: what is on its way gets there, an error
-// stays. It changes nothing.
+// Preview is what kubernetesSubstrates.plan answers: the runs of a
+// substrate, as a run is (plan, act, apply the action's Effect, plan
+// again, until the plan has nothing to do), on a world that a preview
+// imagines in place of the store, the provider and the cluster's
+// Kubernetes API. Each action is taken as done as it is asked (what it
+// makes is there at once, with an ID made up); between two runs the world
+// moves on as it would by itself: the previous substrate deleted,
+// clusters and pools on their way ready, those being deleted gone, the
+// Nodes of the pools that bcd's objects select joined. An error stays.
+// It changes nothing.
 
 // planned marks the IDs of what a preview made up; they are not shown.
 const planned = "planned:"
 
-// maxPreviewSteps bounds a preview: far more decisions than any plan of
-// 8 flavors needs.
-const maxPreviewSteps = 200
+// maxPreviewRuns bounds a preview: far more runs than any plan of 8
+// flavors needs.
+const maxPreviewRuns = 50
 
 // Preview returns the actions that the substrate's runs would take from
 // in, in order, and the substrate as it would be once converged. zones
 // are the zones of a cluster the substrate would create (its policy's or
 // its account's). A substrate with no ID yet is one to be recorded.
 func Preview(in Input, zones []string, now time.Time) ([]resource.PlanAction, lifecycle.Substrate) {
-	w := &world{in: in, zones: zones, now: now}
-	w.in.Substrate = in.Substrate.Clone()
-	if w.in.Substrate.ID == "" {
-		w.in.Substrate.ID = planned + "substrate"
-	}
-	w.in.Pools = slices.Clone(in.Pools)
-	if in.Cluster != nil {
-		c := *in.Cluster
-		w.in.Cluster = &c
-	}
-	w.applied = w.in.Substrate.Status.Token.Hash != "" && w.in.Substrate.Status.Applied == w.in.Substrate.Spec.Generation
-	for _, np := range w.in.Substrate.Status.NodePools {
-		w.appliedOn = append(w.appliedOn, np.Name)
-	}
-	return w.run()
+	w := preview(in, zones, now)
+	return w.actions, w.result()
 }
 
-// world is what a preview imagines.
+// world is what a preview imagines: the store's documents (in, as a run
+// reads them), the cluster's Kubernetes API (held, joined) and what the
+// runs did.
 type world struct {
 	in    Input
 	zones []string
 	now   time.Time
-	// applied: bcd's objects are as the spec asks, on appliedOn.
-	applied   bool
-	appliedOn []string
-	actions   []resource.PlanAction
+	// held are bcd's objects in the cluster's Kubernetes API, with a
+	// token in their Secret (nil: none, or not the substrate's); joined
+	// the substrate's joined nodes.
+	held   *kubeapply.Desired
+	joined map[string]bool
+	// runs are the runs' trajectories: the actions each took and the
+	// decision it ended with.
+	runs    []previewRun
+	actions []resource.PlanAction
 	// replaced are the pools the preview's replacements replace.
 	replaced map[string]bool
 	teardown []string
 	made     int
 }
 
-func (w *world) run() ([]resource.PlanAction, lifecycle.Substrate) {
-	w.replaced = map[string]bool{}
-	var d Decision
-	for range maxPreviewSteps {
+// previewRun is one run of a preview.
+type previewRun struct {
+	taken []Action
+	// on are the inputs the actions were planned on.
+	on []Input
+	d  Decision
+}
+
+// preview runs the substrate's runs in the world of in until one has
+// nothing to do, or is refused.
+func preview(in Input, zones []string, now time.Time) *world {
+	w := &world{in: in.clone(), zones: zones, now: now, joined: map[string]bool{}, replaced: map[string]bool{}}
+	s := &w.in.Substrate
+	if s.ID == "" {
+		s.ID = planned + "substrate"
+	}
+	// What the substrate applied, it holds, on its pools as its status
+	// lists them (unless an object of the same name stood in the way),
+	// and their nodes joined.
+	if s.Status.Token.Hash != "" && s.Status.Applied > 0 {
+		// Tolerating the taints of those pools, not of the flavors the
+		// spec may have changed since.
+		as := *s
+		as.Spec.Flavors = nil
+		held := desiredObjects(&Decision{Substrate: as}, w.in.Pools, previewConfig)
+		if msg := s.Status.Message; s.Status.State != resource.StateError || !strings.HasPrefix(msg, foreignPrefix) {
+			w.held = &held
+		}
+		for _, n := range w.nodes(held.NodePools) {
+			w.joined[n.Name] = true
+		}
+	}
+	for range maxPreviewRuns {
 		w.settle()
-		d = Plan(w.in, w.now)
+		r, more := w.run()
+		w.runs = append(w.runs, r)
+		if !more {
+			break
+		}
+	}
+	return w
+}
+
+// run is one run: plan, act, apply the effect, until the plan has nothing
+// to do. more: the run acted, and the next one may find more to do.
+func (w *world) run() (r previewRun, more bool) {
+	in := w.in
+	in.Seen, in.Acted, in.Tried, in.Removed = nil, false, false, false
+	refused := false
+	var d Decision
+	for i := range maxActions + 1 {
+		if i == maxActions {
+			d.Converging = true
+			break
+		}
+		d = Plan(in, w.now)
 		if d.Observe {
-			w.in.Seen = w.seen(&d)
-			d = Plan(w.in, w.now)
+			in.Seen = w.seen(&d, &in)
+			continue
 		}
 		if d.Action == nil {
 			break
 		}
-		if !w.take(&d) {
+		o, ok := w.take(&d, &in)
+		if !ok {
+			refused = true
 			break
 		}
-		w.in.Substrate = d.Substrate
-		w.in.Seen = nil
+		r.taken, r.on = append(r.taken, *d.Action), append(r.on, in)
+		next, err := Effect(in, &d, o)
+		if err != nil {
+			// take checks what lifecycle refuses: not reached.
+			Refused(&d, err.Error())
+			refused = true
+			break
+		}
+		in = next
 	}
+	r.d = d
+	// The run saves the substrate as it leaves it, and the nodes that
+	// left leave.
+	in.Substrate = d.Substrate
+	for _, n := range d.Left {
+		delete(w.joined, n)
+	}
+	w.in = in
+	return r, len(r.taken) > 0 && !refused && !d.Done
+}
+
+// result is the substrate as the last run left it, with the nodes joined
+// then, and no made-up IDs.
+func (w *world) result() lifecycle.Substrate {
+	d := w.runs[len(w.runs)-1].d
 	s := d.Substrate
 	if w.teardown != nil || s.Spec.Deleting {
 		w.actions = append(w.actions, resource.PlanAction{Action: resource.PlanTeardown, Reason: w.teardownReason()})
@@ -96,7 +169,7 @@ func (w *world) run() ([]resource.PlanAction, lifecycle.Substrate) {
 	case len(w.actions) == 0:
 		w.actions = append(w.actions, resource.PlanAction{Action: resource.PlanNone, Reason: "the substrate is as the pool asks"})
 	}
-	s.Joined = int64(len(w.nodes()))
+	s.Joined = int64(len(w.joined))
 	if !s.Active || s.Status.State == resource.StateDeleted {
 		s.Joined = 0
 	}
@@ -111,7 +184,10 @@ func (w *world) run() ([]resource.PlanAction, lifecycle.Substrate) {
 			s.Status.NodePools[i].NodePoolID = ""
 		}
 	}
-	return w.actions, s
+	if strings.HasPrefix(s.Status.Token.Hash, planned) {
+		s.Status.Token = lifecycle.JoinToken{}
+	}
+	return s
 }
 
 func orSo(msg, otherwise string) string {
@@ -121,14 +197,20 @@ func orSo(msg, otherwise string) string {
 	return msg
 }
 
-// settle moves the world on as it would by itself: the previous
-// substrate deleted, clusters and pools on their way ready, pools being
-// deleted gone. Errors stay.
+// settle moves the world on as it would by itself between two runs: the
+// previous substrate deleted, clusters and pools on their way ready, those
+// being deleted gone (with bcd's objects in a cluster that goes), the
+// Nodes of the pools that bcd's objects select joined. Errors stay.
 func (w *world) settle() {
 	in := &w.in
 	in.PreviousGone = true
-	if c := in.Cluster; c != nil && c.Active && !c.Spec.Deleting && c.Status.State != resource.StateError {
-		c.Status.State, c.Status.Message, c.Status.ObservedGeneration = resource.StateReady, "", c.Spec.Generation
+	if c := in.Cluster; c != nil {
+		switch {
+		case c.Spec.Deleting:
+			in.Cluster, in.Pools, in.Adopted, w.held = nil, nil, false, nil
+		case c.Active && c.Status.State != resource.StateError:
+			c.Status.State, c.Status.Message, c.Status.ObservedGeneration = resource.StateReady, "", c.Spec.Generation
+		}
 	}
 	pools := in.Pools[:0:0]
 	for _, np := range in.Pools {
@@ -141,17 +223,22 @@ func (w *world) settle() {
 		pools = append(pools, np)
 	}
 	in.Pools = pools
+	if w.held != nil {
+		for _, n := range w.nodes(w.held.NodePools) {
+			w.joined[n.Name] = true
+		}
+	}
 }
 
-// nodes are the Nodes the substrate's pools would have: as many as each
-// is made with, all joined.
-func (w *world) nodes() []kubeapply.Node {
+// nodes are the Nodes of the substrate's ready pools among the named ones
+// (all of them when names is nil): as many as each is made with.
+func (w *world) nodes(names []string) []kubeapply.Node {
 	var out []kubeapply.Node
 	if w.in.Cluster == nil {
 		return nil
 	}
 	for _, np := range w.in.Pools {
-		if np.Spec.ManagedBy != w.in.Substrate.ID || np.Status.State == resource.StateError {
+		if np.Spec.ManagedBy != w.in.Substrate.ID || np.Status.State != resource.StateReady || (names != nil && !slices.Contains(names, np.Spec.Name)) {
 			continue
 		}
 		for i := range wantedNodes(&np, w.in.Cluster) {
@@ -161,56 +248,56 @@ func (w *world) nodes() []kubeapply.Node {
 	return out
 }
 
-// seen is what a run would read: every node joined, bcd's objects held
-// when they were applied as the decision's spec and pools ask.
-func (w *world) seen(d *Decision) *Seen {
-	seen := &Seen{Nodes: w.nodes()}
-	for _, n := range seen.Nodes {
-		seen.Joined = append(seen.Joined, resource.SubstrateNode{Name: n.Name})
+// seen is what a run would read: the Nodes of the substrate's ready
+// pools, the nodes joined, and whether bcd's objects are held as the
+// decision's spec and pools ask.
+func (w *world) seen(d *Decision, in *Input) *Seen {
+	seen := &Seen{Nodes: w.nodes(nil)}
+	for _, name := range slices.Sorted(maps.Keys(w.joined)) {
+		seen.Joined = append(seen.Joined, resource.SubstrateNode{Name: name})
 	}
-	var on []string
-	for _, np := range d.Substrate.Status.NodePools {
-		on = append(on, np.Name)
+	if w.held != nil && !in.Substrate.Spec.Deleting {
+		seen.Held = reflect.DeepEqual(*w.held, desiredObjects(d, in.Pools, previewConfig))
 	}
-	seen.Held = w.applied && slices.Equal(on, w.appliedOn)
 	return seen
 }
 
-// take carries the decision's action out in the world and notes it;
-// false when the action would be refused (d is then the outcome).
-func (w *world) take(d *Decision) bool {
+// take carries the decision's action out in the world and notes it, and
+// returns what the world answered; false when the action would be refused
+// (d is then the outcome).
+func (w *world) take(d *Decision, in *Input) (Outcome, bool) {
 	a := d.Action
-	in := &w.in
-	s := &d.Substrate
 	spec := in.Substrate.Spec
 	note := func(pa resource.PlanAction) { w.actions = append(w.actions, pa) }
 	switch a.Kind {
 	case CreateCluster:
-		c := &lifecycle.Cluster{ID: planned + "cluster", TenantID: in.Substrate.TenantID, Active: true,
-			Spec: lifecycle.ClusterSpec{Name: ClusterName(in.Substrate.PoolID), Mode: resource.ModeStandard, Region: spec.Region,
-				ReleaseChannel: spec.ReleaseChannel, Zones: slices.Clone(w.zones), ManagedBy: in.Substrate.ID, Generation: 1}}
-		in.Cluster, in.Pools = c, nil
+		c, pools := clusterRequest(&in.Substrate)
+		o := Outcome{ClusterID: planned + "cluster", Zones: w.zones}
 		var names []string
-		for _, f := range spec.Flavors {
-			w.makePool(f.NodePool)
-			names = append(names, f.NodePool.Name)
+		for _, np := range pools {
+			o.PoolIDs = append(o.PoolIDs, w.newID())
+			names = append(names, np.Name)
 		}
-		s.Status.ClusterID = c.ID
 		note(resource.PlanAction{Action: resource.PlanCreateCluster,
-			Reason: fmt.Sprintf("the pool asks for a cluster: %s (standard, %s), with node pools %s", c.Spec.Name, spec.Region, strings.Join(names, ", "))})
+			Reason: fmt.Sprintf("the pool asks for a cluster: %s (standard, %s), with node pools %s", c.Name, c.Region, strings.Join(names, ", "))})
+		return o, true
 	case AdoptCluster:
 		if err := lifecycle.MayAdopt(in.Cluster, in.Substrate.ID, spec.AccountID); err != nil {
 			Refused(d, errs.Public(err, internalReason))
-			return false
+			return Outcome{}, false
 		}
-		in.Adopted = true
-		s.Status.ClusterID = spec.AdoptClusterID
 		note(resource.PlanAction{Action: resource.PlanAdoptCluster,
 			Reason: fmt.Sprintf("the pool adopts cluster %s: the substrate adds its node pools and touches nothing else", spec.AdoptClusterID)})
+		return Outcome{}, true
 	case CreateNodePool, ReplaceNodePool:
 		f := spec.Flavors[a.Flavor]
-		np := f.NodePool
-		np.Name = a.Name
+		np := poolSpec(&in.Substrate, a)
+		// As the store would check it.
+		c := in.Cluster.Clone()
+		if err := lifecycle.AddNodePool(&c, &np, false, w.now); err != nil {
+			Refused(d, errs.Public(err, internalReason))
+			return Outcome{}, false
+		}
 		if a.Kind == CreateNodePool {
 			note(resource.PlanAction{Action: resource.PlanCreateNodePool, NodePool: a.Name, Flavor: f.Name, To: sizeOf(np),
 				Reason: fmt.Sprintf("flavor %s has no node pool", f.Name)})
@@ -225,20 +312,18 @@ func (w *world) take(d *Decision) bool {
 				Reason: fmt.Sprintf("%s cannot change in place: node pool %s is made first, and %s deleted once it is ready and its nodes joined",
 					strings.Join(changed, ", "), np.Name, old.Name)})
 		}
-		w.makePool(np)
+		return Outcome{PoolIDs: []string{w.newID()}}, true
 	case ResizeNodePool:
 		p := &in.Pools[a.Pool]
 		f := spec.Flavors[a.Flavor]
-		from, to := sizeOf(p.Spec), sizeOf(f.NodePool)
-		p.Spec.NodeCount, p.Spec.Autoscaling = f.NodePool.NodeCount, f.NodePool.Autoscaling
-		note(resource.PlanAction{Action: resource.PlanResizeNodePool, NodePool: p.Spec.Name, Flavor: f.Name, From: from, To: to,
+		note(resource.PlanAction{Action: resource.PlanResizeNodePool, NodePool: p.Spec.Name, Flavor: f.Name, From: sizeOf(p.Spec), To: sizeOf(f.NodePool),
 			Reason: fmt.Sprintf("flavor %s asks for another size: resized in place", f.Name)})
+		return Outcome{}, true
 	case DeleteNodePool:
 		name := in.Pools[a.Pool].Spec.Name
-		in.Pools = slices.Delete(slices.Clone(in.Pools), a.Pool, a.Pool+1)
 		switch {
 		case spec.Deleting:
-			w.teardown = append(w.teardown, "deletes node pool "+name)
+			w.teardownPart("deletes node pool " + name)
 		case a.Retire && w.replaced[name]:
 			// Part of a replacement the plan shows.
 		case a.Retire:
@@ -248,44 +333,57 @@ func (w *world) take(d *Decision) bool {
 			note(resource.PlanAction{Action: resource.PlanDeleteNodePool, NodePool: name,
 				Reason: "not the node pool of any of the pool's flavors"})
 		}
+		return Outcome{}, true
 	case ApplyObjects:
 		if msg := in.Substrate.Status.Message; in.Substrate.Status.State == resource.StateError && strings.HasPrefix(msg, foreignPrefix) {
 			// The last apply was refused: the same objects still stand in
 			// the way.
 			Refused(d, msg)
-			return false
+			return Outcome{}, false
 		}
 		// As a run would apply them (the image and URL aside, which are
 		// the deployment's).
-		if err := kubeapply.Validate(desiredObjects(d, in.Pools, previewConfig)); err != nil {
+		objs := desiredObjects(d, in.Pools, previewConfig)
+		if err := kubeapply.Validate(objs); err != nil {
 			Refused(d, objectsRefusal(err))
-			return false
+			return Outcome{}, false
 		}
-		s.Status.Applied = spec.Generation
-		if a.Mint {
-			s.Status.Token = lifecycle.JoinToken{Hash: planned + "token", MintedAt: w.now}
-		}
-		w.applied, w.appliedOn = true, nil
-		for _, np := range s.Status.NodePools {
-			w.appliedOn = append(w.appliedOn, np.Name)
-		}
+		w.held = &objs
+		var o Outcome
 		why := "bcd's objects are not as the pool asks"
 		if a.Mint {
+			o.Token = lifecycle.JoinToken{Hash: planned + "token", MintedAt: w.now}
 			why = "bcd's objects are applied with a new join token"
 		}
 		note(resource.PlanAction{Action: resource.PlanApplyObjects,
-			Reason: fmt.Sprintf("%s: namespace %s, ServiceAccount, Secret and DaemonSet on node pools %s", why, kubeapply.Namespace, strings.Join(w.appliedOn, ", "))})
+			Reason: fmt.Sprintf("%s: namespace %s, ServiceAccount, Secret and DaemonSet on node pools %s", why, kubeapply.Namespace, strings.Join(objs.NodePools, ", "))})
+		return o, true
 	case DeleteCluster:
-		w.teardown = append(w.teardown, "deletes cluster "+in.Cluster.Spec.Name)
-		in.Cluster, in.Pools = nil, nil
+		w.teardownPart("deletes cluster " + in.Cluster.Spec.Name)
+		return Outcome{}, true
 	case RemoveObjects:
-		w.teardown = append(w.teardown, "removes bcd's objects")
-		in.Tried, in.Removed = true, true
+		w.teardownPart("removes bcd's objects")
+		w.held = nil
+		return Outcome{Gone: true}, true
 	case ReleaseCluster:
-		w.teardown = append(w.teardown, "releases cluster "+in.Cluster.ID)
-		in.Adopted = false
+		w.teardownPart("releases cluster " + in.Cluster.ID)
+		return Outcome{}, true
 	}
-	return true
+	Refused(d, fmt.Sprintf("unknown action %q", a.Kind))
+	return Outcome{}, false
+}
+
+// newID is the made-up ID of a node pool the preview makes.
+func (w *world) newID() string {
+	w.made++
+	return planned + strconv.Itoa(w.made)
+}
+
+// teardownPart notes what a teardown does, once.
+func (w *world) teardownPart(part string) {
+	if !slices.Contains(w.teardown, part) {
+		w.teardown = append(w.teardown, part)
+	}
 }
 
 // foreignPrefix begins the error of an apply refused for an object that
@@ -294,15 +392,6 @@ const foreignPrefix = "an object of the same name is not the substrate's"
 
 // previewConfig stands for the deployment's Config in a preview's objects.
 var previewConfig = Config{Image: "planned", JoinURL: "planned"}
-
-// makePool adds a ready pool of the substrate's to the world.
-func (w *world) makePool(spec lifecycle.NodePoolSpec) {
-	w.made++
-	spec = lifecycle.Managed(spec, w.in.Substrate.ID, w.in.Substrate.PoolID)
-	spec.Generation = 1
-	w.in.Pools = append(w.in.Pools, lifecycle.NodePool{ID: planned + strconv.Itoa(w.made), TenantID: w.in.Substrate.TenantID, Active: true, Spec: spec,
-		Status: lifecycle.NodePoolStatus{State: resource.StateReady, ObservedGeneration: 1}})
-}
 
 // teardownReason says what a teardown undoes.
 func (w *world) teardownReason() string {

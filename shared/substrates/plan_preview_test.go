@@ -46,6 +46,16 @@ func TestPreview(t *testing.T) {
 				}
 			}},
 		{"steady: nothing to do", settled, []string{resource.PlanNone}, "the substrate is as the pool asks", resource.StateReady, 2, nil},
+		{"the policy the substrate has, as a new generation: nothing to do, as a run", func() Input {
+			in := settled()
+			in.Substrate.Spec.Generation = 2
+			return in
+		}, []string{resource.PlanNone}, "the substrate is as the pool asks", resource.StateReady, 2,
+			func(t *testing.T, _ []resource.PlanAction, s lifecycle.Substrate) {
+				if s.Status.Applied != 2 {
+					t.Errorf("applied generation %d, want 2", s.Status.Applied)
+				}
+			}},
 		{"another size: resized in place", func() Input {
 			in := settled()
 			in.Substrate.Spec.Flavors[0].NodePool.NodeCount = 3
@@ -140,7 +150,10 @@ func TestPreview(t *testing.T) {
 			in.Substrate.Spec.Generation = 2
 			in.Substrate.Spec.Flavors[0].NodePool.Taints = []resource.Taint{{Key: "gpu", Effect: "NO_SCHEDULE"}}
 			return in
-		}, []string{resource.PlanReplaceNodePool, resource.PlanNone}, "error: bcd's objects cannot be applied: desired substrate objects: taint gpu=", resource.StateError, 4, nil},
+		}, []string{resource.PlanReplaceNodePool, resource.PlanNone}, "error: bcd's objects cannot be applied: desired substrate objects: taint gpu=", resource.StateError, 2,
+			// The new pool's nodes never join: bcd's objects are never
+			// applied on it.
+			nil},
 		{"a stockout of a pool: its error", func() Input {
 			in := settled()
 			in.Pools[0].Status.State, in.Pools[0].Status.Message = resource.StateError, "us-central1-a: no e2-standard-4 available (ZONE_RESOURCE_POOL_EXHAUSTED)"

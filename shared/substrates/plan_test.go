@@ -94,7 +94,8 @@ type want struct {
 	done      bool
 	left      []string
 	revoked   []string
-	nodePools int // -1: not checked
+	applied   int64 // the status's applied generation (0: not checked)
+	nodePools int   // -1: not checked
 	// pools are the names of the status's node pools, in order; serials
 	// the status's serials (nil: not checked).
 	pools   []string
@@ -262,11 +263,17 @@ func TestPlan(t *testing.T) {
 			in.Seen.Held = false
 			return in
 		}, want{action: &Action{Kind: ApplyObjects}, lease: true, nodePools: 1}},
-		{"a new generation: applied", func() Input {
+		{"a new generation whose objects are held: applied already, nothing to write to the cluster", func() Input {
 			in := applied()
 			in.Substrate.Spec.Generation = 2
 			return in
-		}, want{action: &Action{Kind: ApplyObjects}, lease: true, nodePools: 1}},
+		}, want{state: resource.StateReady, applied: 2, nodePools: 1}},
+		{"a new generation whose objects are not held: applied", func() Input {
+			in := applied()
+			in.Substrate.Spec.Generation = 2
+			in.Seen.Held = false
+			return in
+		}, want{action: &Action{Kind: ApplyObjects}, lease: true, applied: 1, nodePools: 1}},
 		{"applied: ready, announced the first time", func() Input {
 			in := applied()
 			in.Substrate.Status.State, in.Substrate.Status.EverReady = resource.StateProvisioning, false
@@ -386,6 +393,9 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	}
 	if !slices.Equal(d.Left, w.left) || !slices.Equal(d.Revoked, w.revoked) {
 		t.Errorf("left %v, revoked %v; want %v, %v", d.Left, d.Revoked, w.left, w.revoked)
+	}
+	if w.applied != 0 && st.Applied != w.applied {
+		t.Errorf("applied generation %d, want %d", st.Applied, w.applied)
 	}
 	if w.nodePools >= 0 && len(st.NodePools) != w.nodePools {
 		t.Errorf("status node pools %+v, want %d", st.NodePools, w.nodePools)

@@ -48,6 +48,9 @@ type Reconciler struct {
 	kick   Kicker
 	cfg    Config
 	now    func() time.Time
+	// trace, when set, is told each action a run carried out, with the
+	// input it was planned on (the tests' record of a run's trajectory).
+	trace func(Action, Input)
 }
 
 var _ chain.Subject = (*Reconciler)(nil)
@@ -83,9 +86,12 @@ func (r *Reconciler) newRun(sr *store.SubstrateRun) chain.Run {
 type run struct {
 	*store.SubstrateRun
 	r  *Reconciler
-	in Input // as read, with what the run saw and did
+	in Input // as read, with what the run saw and the effects of what it did
 	// acted: the run made an action (the store or the cluster changed).
 	acted bool
+	// minted is the join token the run recorded, if any: the store holds
+	// it from then on, whatever becomes of the apply it was minted for.
+	minted lifecycle.JoinToken
 }
 
 // maxActions bounds the actions of one run: one per node pool of the
@@ -94,8 +100,8 @@ const maxActions = 32
 
 // Step plans, reads what the plan needs and plans again, then carries out
 // the plan's actions one at a time, each followed by a plan of what it
-// left, until the plan has none for this run. Without a lease it only
-// reads: a plan that acts, or tears down, asks for the lease.
+// left (Effect), until the plan has none for this run. Without a lease it
+// only reads: a plan that acts, or tears down, asks for the lease.
 func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
 	ctx = logging.With(ctx, "substrateId", u.in.Substrate.ID, "poolId", u.in.Substrate.PoolID)
 	var d Decision
@@ -134,14 +140,26 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		if d.Action == nil {
 			break
 		}
-		again, err := u.act(ctx, lease, &d)
+		o, done, err := u.act(ctx, lease, &d)
 		if err != nil {
 			return u.failed(ctx, err)
 		}
 		u.acted = true
-		if !again {
+		if done {
 			break
 		}
+		if u.r.trace != nil {
+			u.r.trace(*d.Action, u.in)
+		}
+		next, err := Effect(u.in, &d, o)
+		if err != nil {
+			// The store accepted what the run's read no longer shows:
+			// the next run reads it afresh.
+			logging.FromContext(ctx).Warn("The store changed under the run; the next run reads it", "error", err)
+			d.Converging = true
+			break
+		}
+		u.in = next
 	}
 	before := &u.Read.Substrate
 	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
@@ -187,39 +205,45 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 	return seen, nil
 }
 
-// act carries out the decision's action under the lease. again: the
-// action's outcome is folded into the run's input, to be planned again;
-// otherwise d is the run's outcome. A change the store or the cluster
-// refused leaves the substrate in error; any other failure is returned,
-// and the run is retried.
-func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again bool, err error) {
+// act carries out the decision's action under the lease, and returns what
+// the store or the cluster answered that the action's Effect needs. done:
+// the action ended the run, d being its outcome (the store or the cluster
+// refused it, and the substrate is in error; or it waits). Any other
+// failure is returned, and the run is retried.
+func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (o Outcome, done bool, err error) {
 	a := d.Action
 	s := &u.in.Substrate
 	caller := auth.Substrate(s.TenantID, s.ID, s.PoolID)
 	log := logging.FromContext(ctx)
 	switch a.Kind {
 	case CreateCluster:
-		id, err := u.createCluster(ctx, caller)
+		spec, pools := clusterRequest(s)
+		req := store.CreateClusterRequest{PoolID: s.PoolID, Spec: spec, NodePools: pools,
+			IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools}))}
+		res, err := u.r.store.CreateCluster(ctx, caller, req)
 		if err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
-		d.Substrate.Status.ClusterID = id
-		return false, nil
+		u.afterCommit(ctx, res.Events, res.Kick)
+		log.Info("Created the substrate's cluster", "clusterId", res.Cluster.ID)
+		o := Outcome{ClusterID: res.Cluster.ID, Zones: res.Zones}
+		for _, np := range res.NodePools {
+			o.PoolIDs = append(o.PoolIDs, np.ID)
+		}
+		return o, false, nil
 	case AdoptCluster:
 		if _, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID); err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
-		d.Substrate.Status.ClusterID = s.Spec.AdoptClusterID
-		return false, nil
+		return Outcome{}, false, nil
 	case CreateNodePool, ReplaceNodePool:
-		spec := s.Spec.Flavors[a.Flavor].NodePool
-		spec.Name = a.Name
+		spec := poolSpec(s, a)
 		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
 			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
 			RequestHash:    store.RequestHash(mustJSON(spec))}
 		res, err := u.r.store.CreateNodePool(ctx, caller, req)
 		if err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
 		u.afterCommit(ctx, res.Events, res.Kick)
 		if a.Kind == ReplaceNodePool {
@@ -227,37 +251,38 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 		} else {
 			log.Info("Created a substrate node pool", "nodePool", spec.Name)
 		}
-		return true, u.poolsChanged(ctx)
+		return Outcome{PoolIDs: []string{res.NodePool.ID}}, false, nil
 	case ResizeNodePool:
-		p, want := &u.in.Pools[a.Pool], s.Spec.Flavors[a.Flavor].NodePool
-		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
-			np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
-			return np, nil
-		})
+		p := &u.in.Pools[a.Pool]
+		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, resizeTo(s.Spec.Flavors[a.Flavor].NodePool))
 		if err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
 		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Resized a substrate node pool", "nodePool", p.Spec.Name)
-		return true, u.poolsChanged(ctx)
+		return Outcome{}, false, nil
 	case DeleteNodePool:
 		p := &u.in.Pools[a.Pool]
 		res, err := u.r.store.DeleteNodePool(ctx, caller, p.ClusterID, p.ID)
 		if err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
 		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
-		return true, u.poolsChanged(ctx)
+		return Outcome{}, false, nil
 	case ApplyObjects:
 		foreign, err := u.apply(ctx, lease, d)
+		if u.minted.Hash != "" {
+			// Whatever the apply did, the store holds the token now.
+			d.Substrate.Status.Token = u.minted
+		}
 		if msg := invalidObjects(err); msg != "" {
 			Refused(d, msg)
-			return false, nil
+			return Outcome{}, true, nil
 		}
 		if msg := accessRefused(u.in.Cluster, err); msg != "" {
 			Refused(d, msg)
-			return false, nil
+			return Outcome{}, true, nil
 		}
 		if errors.Is(err, kubeapply.ErrTerminating) {
 			// An earlier teardown's objects are still going: a wait,
@@ -266,60 +291,44 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (again b
 			d.Action = nil
 			d.progress()
 			d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
-			return false, nil
+			return Outcome{}, true, nil
 		}
 		if err != nil {
-			return false, err
+			return Outcome{}, true, err
 		}
 		if foreign != "" {
 			Refused(d, foreign)
-			return false, nil
+			return Outcome{}, true, nil
 		}
-		u.in.Substrate.Status.Applied = s.Spec.Generation
-		u.in.Seen.Held = true
-		return true, nil
+		return Outcome{Token: u.minted}, false, nil
 	case DeleteCluster:
 		res, err := u.r.store.DeleteCluster(ctx, caller, u.in.Cluster.ID)
 		if err != nil {
-			return false, u.refused(d, err)
+			return Outcome{}, true, u.refused(d, err)
 		}
 		u.afterCommit(ctx, res.Events, res.Kick)
-		return false, nil
+		return Outcome{}, false, nil
 	case RemoveObjects:
 		api, err := u.connect()
 		if err != nil {
-			return false, err
+			return Outcome{}, true, err
 		}
 		gone, err := api.Remove(ctx, s.PoolID)
 		if msg := accessRefused(u.in.Cluster, err); msg != "" {
 			Refused(d, msg)
-			return false, nil
+			return Outcome{}, true, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("remove bcd's objects: %w", err)
+			return Outcome{}, true, fmt.Errorf("remove bcd's objects: %w", err)
 		}
-		u.in.Tried, u.in.Removed = true, gone
-		return true, nil
+		return Outcome{Gone: gone}, false, nil
 	case ReleaseCluster:
 		if err := u.r.store.ReleaseCluster(ctx, caller, u.in.Cluster.ID); err != nil {
-			return false, err
+			return Outcome{}, true, err
 		}
-		u.in.Adopted = false
-		return true, nil
+		return Outcome{}, false, nil
 	}
-	return false, fmt.Errorf("unknown action %q", a.Kind)
-}
-
-// poolsChanged reads the cluster's node pools again after the run changed
-// one, for the next plan.
-func (u *run) poolsChanged(ctx context.Context) error {
-	pools, err := u.r.store.ActiveNodePools(ctx, u.in.Cluster.TenantID, u.in.Cluster.ID)
-	if err != nil {
-		return err
-	}
-	u.in.Pools = pools
-	u.in.Acted = true
-	return nil
+	return Outcome{}, true, fmt.Errorf("unknown action %q", a.Kind)
 }
 
 // refused turns what the store refused into the substrate's error; any
@@ -369,21 +378,26 @@ func (u *run) apply(ctx context.Context, lease *chain.Lease, d *Decision) (forei
 }
 
 // mint makes a new join token and records its hash (revoking the old
-// one) before the token is put in the Secret (store.RecordJoinToken).
+// one, the last this run minted if any) before the token is put in the
+// Secret (store.RecordJoinToken). The run's input keeps the token it read
+// until the apply's Effect: u.minted is the store's record meanwhile.
 func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
 	token := "bcj_" + base64.RawURLEncoding.EncodeToString(b)
-	s := &u.in.Substrate
+	s := u.in.Substrate
+	if u.minted.Hash != "" {
+		s.Status.Token = u.minted
+	}
 	t := lifecycle.JoinToken{Hash: HashToken(token), MintedAt: u.r.now()}
 	old := s.Status.Token.Hash
-	if err := u.r.store.RecordJoinToken(ctx, lease, s, t); err != nil {
+	if err := u.r.store.RecordJoinToken(ctx, lease, &s, t); err != nil {
 		return "", err
 	}
 	logging.FromContext(ctx).Info("Minted a join token", "revokedOld", old != "")
-	s.Status.Token = t
+	u.minted = t
 	return token, nil
 }
 
@@ -396,25 +410,6 @@ func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chai
 			logging.FromContext(ctx).Warn("Cluster kick failed; the watchdog will restart its chain", "error", err)
 		}
 	}
-}
-
-func (u *run) createCluster(ctx context.Context, caller auth.Principal) (string, error) {
-	s := &u.in.Substrate
-	spec := lifecycle.ClusterSpec{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
-		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}, Zones: s.Spec.Zones}
-	pools := make([]lifecycle.NodePoolSpec, len(s.Spec.Flavors))
-	for i, f := range s.Spec.Flavors {
-		pools[i] = f.NodePool
-	}
-	req := store.CreateClusterRequest{PoolID: s.PoolID, Spec: spec, NodePools: pools,
-		IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools}))}
-	res, err := u.r.store.CreateCluster(ctx, caller, req)
-	if err != nil {
-		return "", err
-	}
-	u.afterCommit(ctx, res.Events, res.Kick)
-	logging.FromContext(ctx).Info("Created the substrate's cluster", "clusterId", res.Cluster.ID)
-	return res.Cluster.ID, nil
 }
 
 // connect reaches the cluster's Kubernetes API as its account: the

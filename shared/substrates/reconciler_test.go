@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,8 @@ type kubeAPI struct {
 	// fail, when set, fails every call, as a cluster unreachable as its
 	// account does.
 	fail error
+	// nodes are the cluster's Nodes.
+	nodes []kubeapply.Node
 }
 
 func (k *kubeAPI) failure() error {
@@ -93,7 +96,20 @@ func (k *kubeAPI) Remove(context.Context, string) (bool, error) {
 	return true, nil
 }
 
-func (k *kubeAPI) Nodes(context.Context, []string) ([]kubeapply.Node, error) { return nil, k.failure() }
+func (k *kubeAPI) Nodes(_ context.Context, pools []string) ([]kubeapply.Node, error) {
+	if err := k.failure(); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []kubeapply.Node
+	for _, n := range k.nodes {
+		if slices.Contains(pools, n.NodePool) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
 
 func (k *kubeAPI) Node(context.Context, string) (kubeapply.Node, error) {
 	return kubeapply.Node{}, kubeapply.ErrNodeNotFound
