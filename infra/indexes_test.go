@@ -38,6 +38,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // queryClauses counts, for each file of the code, the calls that build a
@@ -411,22 +412,20 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 	}
 	t.Cleanup(func() { g.Close() })
 	name := fmt.Sprintf("projects/bc-dev/locations/us-central1/clusters/%s", cl["providerName"])
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pc, err := g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: name})
-		if err == nil {
-			if err := app.Shutdown(ctx); err != nil {
-				t.Errorf("Shutdown = %v", err)
-			}
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.queries, pc
+	var pc *containerpb.Cluster
+	wait.For(t, "the reconciler to create "+name+" at GKE", func() (bool, string) {
+		pc, err = g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: name})
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reconciler did not create %s at GKE: %v", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true, ""
+	})
+	if err := app.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown = %v", err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queries, pc
 }
 
 // pushPoolEvent posts a pool event of the pools module to the consumer

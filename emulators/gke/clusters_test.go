@@ -382,20 +382,13 @@ func TestRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateCluster: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(t, "the operation DONE after its 5ms", func() (bool, string) {
 		got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
 		if err != nil {
-			t.Fatalf("GetOperation: %v", err)
+			return false, "GetOperation: " + err.Error()
 		}
-		if got.Status == containerpb.Operation_DONE {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operation still %v after 5s, want DONE after 5ms", got.Status)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return got.Status == containerpb.Operation_DONE, "status " + got.Status.String()
+	})
 	if c, _ := srv.Cluster(clusterN); c.Status != containerpb.Cluster_RUNNING {
 		t.Errorf("cluster status = %v, want RUNNING", c.Status)
 	}

@@ -217,12 +217,20 @@
 //     better-compute-system selects (its nodeSelector, its required node
 //     affinity, its tolerations of the Node's NoSchedule and NoExecute
 //     taints, plus those the DaemonSet controller adds), it reads the
-//     environment of the DaemonSet's first container (BCD_JOIN_URL,
-//     BCD_POOL_ID, and BCD_TOKEN, from a value or a Secret's key) and
-//     calls POST <BCD_JOIN_URL> with Authorization: Bearer <token> and
-//     body {"nodeName", "providerId"}, as bcd does when it starts on a
-//     node. A node joins once per token: a new token in the Secret makes
-//     every node join again. Failed calls are retried with backoff (1 s
+//     environment of the DaemonSet's first container as the kubelet
+//     would give it to bcd (BCD_JOIN_URL, BCD_POOL_ID and BCD_TOKEN, each
+//     a value or a key of a Secret of the namespace, and BCD_NODE_NAME, a
+//     value or the downward API's spec.nodeName) and calls POST
+//     <BCD_JOIN_URL> with Authorization: Bearer <BCD_TOKEN> and body
+//     {"nodeName": <BCD_NODE_NAME>, "providerId": the Node's}, as bcd
+//     does when it starts on a node. Like bcd, it does not start without
+//     all four: a DaemonSet that misspells one, or names a Secret or key
+//     that is not there, joins no node; the simulator logs why, and the
+//     failing step keeps the API server from idling. The names are bcd's,
+//     spelled by the simulator and its tests, never taken from the
+//     product, with which they would then agree whatever it said. A node
+//     joins once per token: a new token in the Secret makes every node
+//     join again. Failed calls are retried with backoff (1 s
 //     doubling to 30 s). A node that the DaemonSet stops selecting, or a
 //     deleted DaemonSet, is forgotten, so it joins again when selected
 //     again. The joins are remembered in memory only: after Restore, the

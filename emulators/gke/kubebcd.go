@@ -44,11 +44,25 @@ const (
 	bcdEnvJoinURL    = "BCD_JOIN_URL"
 	bcdEnvPoolID     = "BCD_POOL_ID"
 	bcdEnvToken      = "BCD_TOKEN"
+	bcdEnvNodeName   = "BCD_NODE_NAME" // the Node it runs on, which its join call names
 )
 
-// bcdConfig is what bcd reads from its environment.
+// bcdConfig is what bcd reads from its environment. bcd needs all of it
+// to start: a DaemonSet that lacks any of it joins no node.
 type bcdConfig struct {
 	url, poolID, token string
+	// nodeName is BCD_NODE_NAME's value, unless nodeNameOfPod: then it
+	// is the downward API's spec.nodeName, the name of each Pod's Node.
+	nodeName      string
+	nodeNameOfPod bool
+}
+
+// nodeNameOn is the node name bcd reads on node n.
+func (c bcdConfig) nodeNameOn(n *corev1.Node) string {
+	if c.nodeNameOfPod {
+		return n.Name
+	}
+	return c.nodeName
 }
 
 // syncBCD plays bcd on every Node the bcd DaemonSet selects: it calls the
@@ -65,7 +79,9 @@ func (k *kubeCluster) syncBCD(ctx context.Context, cs kubernetes.Interface, st *
 	if err != nil {
 		return fmt.Errorf("get daemonset %s/%s: %w", bcdNamespace, bcdDaemonSetName, err)
 	}
-	cfg, err := readBCDConfig(ctx, cs, ds)
+	cfg, err := readBCDConfig(ctx, ds, func(ctx context.Context, name string) (*corev1.Secret, error) {
+		return cs.CoreV1().Secrets(ds.Namespace).Get(ctx, name, metav1.GetOptions{})
+	})
 	if err != nil {
 		return err
 	}
@@ -111,9 +127,12 @@ func (k *kubeCluster) syncBCD(ctx context.Context, cs kubernetes.Interface, st *
 	return nil
 }
 
-// readBCDConfig reads the environment of the DaemonSet's first container,
-// resolving the token's reference to its Secret.
-func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.DaemonSet) (bcdConfig, error) {
+// readBCDConfig reads the environment of the DaemonSet's first container
+// as the kubelet gives it to bcd: values, keys of Secrets of the
+// DaemonSet's namespace (which secret gets) and the downward API's
+// spec.nodeName. It fails when bcd would not start: a Secret or key
+// missing, or any of bcd's variables unset or empty.
+func readBCDConfig(ctx context.Context, ds *appsv1.DaemonSet, secret func(ctx context.Context, name string) (*corev1.Secret, error)) (bcdConfig, error) {
 	containers := ds.Spec.Template.Spec.Containers
 	if len(containers) == 0 {
 		return bcdConfig{}, fmt.Errorf("daemonset %s/%s has no container", ds.Namespace, ds.Name)
@@ -124,9 +143,17 @@ func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.Daem
 		switch {
 		case e.ValueFrom == nil:
 			v = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			// Of the downward API, bcd's environment takes only the
+			// Pod's Node; other fields are not modelled and count as
+			// unset.
+			if e.Name == bcdEnvNodeName {
+				cfg.nodeName, cfg.nodeNameOfPod = "", e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+			}
+			continue
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
-			sec, err := cs.CoreV1().Secrets(ds.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			sec, err := secret(ctx, ref.Name)
 			if err != nil {
 				return bcdConfig{}, fmt.Errorf("env %s of daemonset %s/%s: secret %s: %w", e.Name, ds.Namespace, ds.Name, ref.Name, err)
 			}
@@ -145,12 +172,20 @@ func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.Daem
 			cfg.poolID = v
 		case bcdEnvToken:
 			cfg.token = v
+		case bcdEnvNodeName:
+			cfg.nodeName, cfg.nodeNameOfPod = v, false
 		}
 	}
 	var missing []string
-	for name, v := range map[string]string{bcdEnvJoinURL: cfg.url, bcdEnvToken: cfg.token} {
-		if v == "" {
-			missing = append(missing, name)
+	for _, env := range []struct {
+		name string
+		set  bool
+	}{
+		{bcdEnvJoinURL, cfg.url != ""}, {bcdEnvPoolID, cfg.poolID != ""}, {bcdEnvToken, cfg.token != ""},
+		{bcdEnvNodeName, cfg.nodeName != "" || cfg.nodeNameOfPod},
+	} {
+		if !env.set {
+			missing = append(missing, env.name)
 		}
 	}
 	if len(missing) > 0 {
@@ -161,7 +196,7 @@ func readBCDConfig(ctx context.Context, cs kubernetes.Interface, ds *appsv1.Daem
 
 // join makes bcd's call for node n.
 func (k *kubeCluster) join(ctx context.Context, cfg bcdConfig, n *corev1.Node) error {
-	body, err := json.Marshal(map[string]string{"nodeName": n.Name, "providerId": n.Spec.ProviderID})
+	body, err := json.Marshal(map[string]string{"nodeName": cfg.nodeNameOn(n), "providerId": n.Spec.ProviderID})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
-	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // startWait bounds the wait for an API server's start on a loaded
@@ -159,11 +158,11 @@ func expectAdded(t *testing.T, w watch.Interface, name string) {
 func waitIdleFor(t *testing.T, e *kubeEnv, d time.Duration) {
 	t.Helper()
 	until := time.Now().Add(d)
-	wait.For(t, d.String()+" without a connection", func() (bool, string) {
+	waitFor(t, d.String()+" without a connection", func() (bool, string) {
 		return time.Now().After(until), "waiting"
 	})
 	n := e.reaps.Load()
-	wait.For(t, "two passes of the reaper", func() (bool, string) {
+	waitFor(t, "two passes of the reaper", func() (bool, string) {
 		return e.reaps.Load() >= n+2, "the reaper makes no passes"
 	})
 }
@@ -182,7 +181,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	if first == nil {
 		t.Fatalf("no server runs after a connection")
 	}
-	wait.For(t, "the idle server stopped", func() (bool, string) {
+	waitFor(t, "the idle server stopped", func() (bool, string) {
 		return k.server() == nil, "the server still runs after " + idle.String() + " without a connection"
 	})
 	select {
@@ -190,7 +189,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the stopped server's process has not exited")
 	}
-	wait.For(t, "every slot free", func() (bool, string) {
+	waitFor(t, "every slot free", func() (bool, string) {
 		running, _ := e.srv.GServer.kube.slots()
 		return running == 0, fmt.Sprintf("slots taken after the stop = %d, want 0", running)
 	})
@@ -303,7 +302,7 @@ func TestKubernetesMaxRunning(t *testing.T) {
 		defer done()
 		got <- getCM(cs, "c1")
 	}()
-	wait.For(t, "c1's start queued", func() (bool, string) {
+	waitFor(t, "c1's start queued", func() (bool, string) {
 		k1.mu.Lock()
 		defer k1.mu.Unlock()
 		return k1.busy != nil, "c1's start is not under way"

@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
-	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // testToken is a static token of the test's clusters, as the devstack
@@ -87,7 +85,7 @@ func nodesByPool(ctx context.Context, cs kubernetes.Interface) (map[string][]cor
 func waitNodes(t *testing.T, cs kubernetes.Interface, want map[string]int) map[string][]corev1.Node {
 	t.Helper()
 	var got map[string][]corev1.Node
-	wait.For(t, "the Nodes of each pool", func() (bool, string) {
+	waitFor(t, "the Nodes of each pool", func() (bool, string) {
 		var err error
 		got, err = nodesByPool(context.Background(), cs)
 		if err != nil {
@@ -238,7 +236,7 @@ func TestKubernetesEndpointAndNodes(t *testing.T) {
 		t.Fatalf("DeleteCluster: %v", err)
 	}
 	e.wait(t, op)
-	wait.For(t, "the deleted cluster's directory removed", func() (bool, string) {
+	waitFor(t, "the deleted cluster's directory removed", func() (bool, string) {
 		_, err := os.Stat(clusterDir)
 		return os.IsNotExist(err), "the deleted cluster's directory is still there"
 	})
@@ -323,17 +321,33 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	js.failNode = nodes["a"][0].Name
 	js.mu.Unlock()
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeapply.Namespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "better-compute-system"}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bcd-join", Namespace: kubeapply.Namespace}, Data: map[string][]byte{"token": []byte("tok1")}}
-	if _, err := cs.CoreV1().Secrets(kubeapply.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bcd-join", Namespace: "better-compute-system"}, Data: map[string][]byte{"token": []byte("tok1")}}
+	if _, err := cs.CoreV1().Secrets("better-compute-system").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create secret: %v", err)
 	}
+	// A DaemonSet that names the token otherwise gives bcd no token:
+	// no node joins, and bcd calls nothing.
+	wrong := bcdDaemonSet(js.URL+"/join", "a", "t")
+	wrong.Spec.Template.Spec.Containers[0].Env[2].Name = "BCD_JOIN_TOKEN"
+	wrong, err := cs.AppsV1().DaemonSets("better-compute-system").Create(ctx, wrong, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create daemonset: %v", err)
+	}
+	waitPasses(t, e.srv, 3)
+	js.mu.Lock()
+	calls, failed := len(js.ok), js.failed
+	js.mu.Unlock()
+	if calls+failed != 0 {
+		t.Fatalf("with BCD_JOIN_TOKEN for BCD_TOKEN: %d join calls, want none", calls+failed)
+	}
 	ds := bcdDaemonSet(js.URL+"/join", "a", "t")
-	if ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create daemonset %v: %v", ds, err)
+	ds.ResourceVersion = wrong.ResourceVersion
+	if _, err := cs.AppsV1().DaemonSets("better-compute-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update daemonset: %v", err)
 	}
 
 	// Pool a's nodes join, the failed call is retried; b is not selected
@@ -341,9 +355,10 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	want := map[string][]string{nodes["a"][0].Name: {"tok1"}, nodes["a"][1].Name: {"tok1"}}
 	waitJoined(t, js, want)
 	js.mu.Lock()
-	calls, failed := slices.Clone(js.ok), js.failed
+	joins := slices.Clone(js.ok)
+	failed = js.failed
 	js.mu.Unlock()
-	for _, call := range calls {
+	for _, call := range joins {
 		if want := "gce://" + project + "/" + zoneA + "/" + call.NodeName; call.ProviderID != want {
 			t.Errorf("join of %s: providerId %q, want %q", call.NodeName, call.ProviderID, want)
 		}
@@ -353,12 +368,12 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	}
 
 	// Tolerating the taint brings t's node in.
-	ds, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{})
+	ds, err = cs.AppsV1().DaemonSets("better-compute-system").Get(ctx, "bcd", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get daemonset: %v", err)
 	}
 	ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule}}
-	if _, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.AppsV1().DaemonSets("better-compute-system").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update daemonset: %v", err)
 	}
 	want[nodes["t"][0].Name] = []string{"tok1"}
@@ -366,7 +381,7 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 
 	// A new token makes every node join again.
 	secret.Data["token"] = []byte("tok2")
-	if _, err := cs.CoreV1().Secrets(kubeapply.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets("better-compute-system").Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update secret: %v", err)
 	}
 	for n := range want {
@@ -375,14 +390,14 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	waitJoined(t, js, want)
 
 	// Deleting the namespace deletes what it holds, then the namespace.
-	if err := cs.CoreV1().Namespaces().Delete(ctx, kubeapply.Namespace, metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "better-compute-system", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete namespace: %v", err)
 	}
-	wait.For(t, "the namespace deleted", func() (bool, string) {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, kubeapply.Namespace, metav1.GetOptions{})
+	waitFor(t, "the namespace deleted", func() (bool, string) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "better-compute-system", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "get deleted namespace: " + errString(err)
 	})
-	if _, err := cs.AppsV1().DaemonSets(kubeapply.Namespace).Get(ctx, kubeapply.DaemonSetName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cs.AppsV1().DaemonSets("better-compute-system").Get(ctx, "bcd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get daemonset of the deleted namespace = %v, want NotFound", err)
 	}
 }
@@ -402,7 +417,7 @@ func waitJoined(t *testing.T, js *joinServer, want map[string][]string) {
 		got := js.joined()
 		return jsonString(got) == jsonString(want), "joins = " + jsonString(got) + ", want " + jsonString(want)
 	}
-	wait.For(t, "the nodes joined", check)
+	waitFor(t, "the nodes joined", check)
 	// No more calls come in the next passes: a node joins once per token.
 	waitPasses(t, js.srv, 3)
 	if ok, desc := check(); !ok {
@@ -410,12 +425,14 @@ func waitJoined(t *testing.T, js *joinServer, want map[string][]string) {
 	}
 }
 
-// bcdDaemonSet is the DaemonSet the product applies: bcd on the given
-// node pools, its token from the Secret bcd-join.
+// bcdDaemonSet is bcd's DaemonSet as its contract describes it (API.md
+// §9), spelled here rather than taken from the product or the simulator:
+// bcd on the given node pools, its token from the Secret bcd-join, its
+// Node's name from the downward API.
 func bcdDaemonSet(joinURL string, pools ...string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": "bcd"}
 	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: kubeapply.DaemonSetName, Namespace: kubeapply.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "bcd", Namespace: "better-compute-system"},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
@@ -430,11 +447,12 @@ func bcdDaemonSet(joinURL string, pools ...string) *appsv1.DaemonSet {
 						Name:  "bcd",
 						Image: "bcd:dev",
 						Env: []corev1.EnvVar{
-							{Name: kubeapply.EnvJoinURL, Value: joinURL},
-							{Name: kubeapply.EnvPoolID, Value: "pool-gpu"},
-							{Name: kubeapply.EnvToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+							{Name: "BCD_JOIN_URL", Value: joinURL},
+							{Name: "BCD_POOL_ID", Value: "pool-gpu"},
+							{Name: "BCD_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 								LocalObjectReference: corev1.LocalObjectReference{Name: "bcd-join"}, Key: "token",
 							}}},
+							{Name: "BCD_NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 						},
 					}},
 				},
@@ -523,7 +541,7 @@ func waitPasses(t *testing.T, srv *Server, n int64) {
 		return out
 	}
 	start := passes()
-	wait.For(t, "the sync loops' passes", func() (bool, string) {
+	waitFor(t, "the sync loops' passes", func() (bool, string) {
 		for k, p := range passes() {
 			if p < start[k]+n {
 				return false, "the sync loop of " + k.name + " makes no passes"

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/telemetry"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // fakeBuilder fails its first failures builds, then builds handlers that
@@ -292,13 +293,7 @@ func TestShutdownWaitsForRequestsThenCloses(t *testing.T) {
 	go func() { done <- a.Shutdown(context.Background()) }()
 
 	// Wait until shutdown has begun refusing, then check a new request.
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.isDraining() {
-		if time.Now().After(deadline) {
-			t.Fatal("shutdown never started draining")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, "shutdown draining", a.isDraining)
 	if status, code, _ := call(t, a, "watchdog", "/", nil); status != http.StatusServiceUnavailable {
 		t.Errorf("request during shutdown = %d %q, want 503", status, code)
 	}
@@ -419,21 +414,17 @@ func TestFrameworkServesEveryFunction(t *testing.T) {
 	lis.Close()
 	go func() { _ = funcframework.StartHostPort("127.0.0.1", port) }()
 	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "the framework serving", func() (bool, string) {
 		resp, err := http.Get(base + "/nothing-here")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound {
-				t.Fatalf("GET /nothing-here = %d, want 404 from the framework", resp.StatusCode)
-			}
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("framework not serving: %v", err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("GET /nothing-here = %d, want 404 from the framework", resp.StatusCode)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true, ""
+	})
 	post := func(name string) (int, string, string) {
 		t.Helper()
 		resp, err := http.Post(base+"/"+name, "application/json", strings.NewReader("{}"))

@@ -16,6 +16,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestServedAsOnCloudRun serves every function with the Functions Framework
@@ -152,16 +153,13 @@ func startFramework(t *testing.T) string {
 	lis.Close()
 	go func() { _ = funcframework.StartHostPort("127.0.0.1", port) }()
 	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "the Functions Framework serving", func() (bool, string) {
 		resp, err := http.Get(base + "/")
-		if err == nil {
-			resp.Body.Close()
-			return base
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Functions Framework is not serving: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return true, ""
+	})
+	return base
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // chromium is the browser the console's test drives: Debian's chromium
@@ -100,18 +101,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	cfg.ConsolePoll = 200 * time.Millisecond
 	e := startEnv(t, cfg)
 	c := e.api
-	wait := waitTime
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 
 	// The fleet, open before the cluster exists.
-	within(t, ctx, wait, "open the fleet",
+	within(t, ctx, waitTime, "open the fleet",
 		chromedp.Navigate(e.URL+"/console"),
 		chromedp.WaitVisible(css("#clusters")))
 	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.notReloaded = "yes"`))
 	cl := c.createCluster(t, "console", poolSpec("a", 1))
 	row := fmt.Sprintf(`tr[id="cl-acme-%s"]`, cl.ID)
-	within(t, ctx, wait, "the new cluster's row", chromedp.WaitVisible(css(row)))
-	within(t, ctx, wait, "the cluster ready in the fleet", chromedp.WaitVisible(css(row+`[data-state="ready"]`)))
+	within(t, ctx, waitTime, "the new cluster's row", chromedp.WaitVisible(css(row)))
+	within(t, ctx, waitTime, "the cluster ready in the fleet", chromedp.WaitVisible(css(row+`[data-state="ready"]`)))
 	if m := value(t, ctx, "no reload", chromedp.Evaluate[string](`window.notReloaded || "reloaded"`)); m != "yes" {
 		t.Errorf("the fleet page reloaded (%q)", m)
 	}
@@ -119,7 +119,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Its page: the timeline with its events and the provider's operation.
 	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
 	clusterURL := fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)
-	within(t, ctx, wait, "the timeline",
+	within(t, ctx, waitTime, "the timeline",
 		chromedp.Navigate(clusterURL),
 		chromedp.WaitVisible(css("#timeline")),
 		chromedp.WaitVisible(css("#timeline .ev-mark")),
@@ -136,7 +136,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A stockout set from the page, then a pool in that zone: its message
 	// arrives on the open cluster page.
-	within(t, ctx, wait, "the stockout form",
+	within(t, ctx, waitTime, "the stockout form",
 		chromedp.Navigate(e.URL+"/console/act"),
 		chromedp.SetValue(css("#so-zone"), "us-central1-c"),
 		chromedp.SetValue(css("#so-count"), "1000"),
@@ -145,27 +145,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	if flash := value(t, ctx, "the answer", chromedp.Text(css(".flash"))); !strings.Contains(flash, "202") {
 		t.Fatalf("stockout answer %q, want 202", flash)
 	}
-	within(t, ctx, wait, "back to the cluster", chromedp.Navigate(clusterURL), chromedp.WaitVisible(css("#pools")))
+	within(t, ctx, waitTime, "back to the cluster", chromedp.Navigate(clusterURL), chromedp.WaitVisible(css("#pools")))
 	spec := poolSpec("short", 1)
 	spec["zones"] = []string{"us-central1-c"}
 	c.createPool(t, cl.ID, spec)
-	poll(t, ctx, wait, "the stockout in the pool's message",
+	poll(t, ctx, waitTime, "the stockout in the pool's message",
 		`((document.getElementById("pool-short") || {}).textContent || "").includes("ZONE_RESOURCE_POOL_EXHAUSTED")`)
 
 	// The events view, then an event: it shows within two seconds of its
 	// publication (its arrival at the test's own subscription).
-	within(t, ctx, wait, "open the events", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")))
+	within(t, ctx, waitTime, "open the events", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")))
 	other := c.createCluster(t, "console-events", poolSpec("a", 1))
-	var published time.Time
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if e.events.count(other.ID, outbox.ClusterCreated, "") > 0 {
-			published = time.Now()
-			break
-		}
-	}
-	if published.IsZero() {
-		t.Fatalf("no %s event of %s", outbox.ClusterCreated, other.ID)
-	}
+	wait.Until(t, fmt.Sprintf("the %s event of %s", outbox.ClusterCreated, other.ID), func() bool {
+		return e.events.count(other.ID, outbox.ClusterCreated, "") > 0
+	})
+	published := time.Now()
 	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
 		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
 	t.Logf("the event showed %v after its publication", time.Since(published).Round(time.Millisecond))
@@ -173,21 +167,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	// By keyboard: the first Tab reaches the skip link, the next the
 	// first link of the navigation, each drawn with a focus ring; Enter
 	// follows it.
-	within(t, ctx, wait, "the fleet by keyboard", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")),
+	within(t, ctx, waitTime, "the fleet by keyboard", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")),
 		chromedp.KeyEvent(kb.Tab))
 	focused := `document.activeElement.textContent.trim() + "|" + getComputedStyle(document.activeElement).outlineStyle`
 	if f := value(t, ctx, "the first Tab", chromedp.Evaluate[string](focused)); f != "Skip to the content|solid" {
 		t.Errorf("focus after one Tab = %q, want the skip link with a focus ring", f)
 	}
-	within(t, ctx, wait, "the second Tab", chromedp.KeyEvent(kb.Tab))
+	within(t, ctx, waitTime, "the second Tab", chromedp.KeyEvent(kb.Tab))
 	if f := value(t, ctx, "the second Tab", chromedp.Evaluate[string](focused)); f != "Fleet|solid" {
 		t.Errorf("focus after two Tabs = %q, want the Fleet link with a focus ring", f)
 	}
-	within(t, ctx, wait, "Enter on the Fleet link", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#clusters")))
+	within(t, ctx, waitTime, "Enter on the Fleet link", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(css("#clusters")))
 
 	// A picture of the cluster's page, when asked (the README's).
 	if name := os.Getenv("CONSOLE_SCREENSHOT"); name != "" {
-		within(t, ctx, wait, "the cluster for the screenshot", chromedp.EmulateViewport(1100, 900), chromedp.Navigate(clusterURL),
+		within(t, ctx, waitTime, "the cluster for the screenshot", chromedp.EmulateViewport(1100, 900), chromedp.Navigate(clusterURL),
 			chromedp.WaitVisible(css("#timeline")), chromedp.Sleep(300*time.Millisecond))
 		png := value(t, ctx, "the screenshot", chromedp.CaptureScreenshot())
 		if err := os.WriteFile(name, png, 0o644); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // fleetConfig is a fleet simulation: N clusters spread over P provider
@@ -202,15 +203,22 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		ids[i] = c.ID
 		return err
 	})
-	deadline := time.Now().Add(2*time.Minute + time.Duration(f.clusters)*50*time.Millisecond)
-	for n := 0; n < f.clusters; {
-		if time.Now().After(deadline) {
-			describeNotReady(t, s.FirestoreClient)
-			t.Fatalf("%d of %d clusters ready by the deadline", n, f.clusters)
-		}
-		time.Sleep(500 * time.Millisecond)
-		n = countReady(t, s.FirestoreClient)
-	}
+	func() {
+		ready := false
+		defer func() {
+			if !ready {
+				describeNotReady(t, s.FirestoreClient)
+			}
+		}()
+		// The count reads every cluster: asked twice a second, it leaves
+		// the fleet it waits for the machine.
+		wait.WithinEvery(t, 2*time.Minute+time.Duration(f.clusters)*50*time.Millisecond, 500*time.Millisecond,
+			"the fleet's clusters ready", func() (bool, string) {
+				n := countReady(t, s.FirestoreClient)
+				return n >= f.clusters, fmt.Sprintf("%d of %d clusters ready", n, f.clusters)
+			})
+		ready = true
+	}()
 	rep.setup = time.Since(start)
 	t.Logf("fleet of %d clusters in %d projects ready in %v (provider operations %v, converging interval %v, steady %v)",
 		f.clusters, f.projects, rep.setup.Round(time.Second), f.opTime, f.converging, f.steady)

@@ -338,22 +338,22 @@ func (l *load) createRacing(t *testing.T, c *loadCluster, name string) *loadPool
 func (l *load) resize(t *testing.T, c *loadCluster, p *loadPool, count int) {
 	t.Helper()
 	body := map[string]any{"tenantId": "acme", "clusterId": c.id, "nodePoolId": p.id, "nodeCount": count}
-	deadline := time.Now().Add(wait.Timeout)
-	for {
+	wait.For(t, fmt.Sprintf("pool %s of %s resized to %d", p.name, c.name, count), func() (bool, string) {
 		err := l.api.call("kubernetesNodePools/update", body, nil)
 		var ae *apiError
 		if err == nil {
-			break
+			return true, ""
 		}
-		if errors.As(err, &ae) && ae.Code != "UNAVAILABLE" || time.Now().After(deadline) {
+		if errors.As(err, &ae) && ae.Code != "UNAVAILABLE" {
 			t.Fatalf("resize pool %s of %s to %d: %v", p.name, c.name, count, err)
 		}
 		l.retried.Add(1)
 		var np resource.NodePool
 		if err := l.try("kubernetesNodePools/get", map[string]any{"tenantId": "acme", "clusterId": c.id, "nodePoolId": p.id}, &np); err == nil && np.NodeCount == count {
-			break
+			return true, ""
 		}
-	}
+		return false, "update: " + err.Error()
+	})
 	p.counts = append(p.counts, count)
 }
 

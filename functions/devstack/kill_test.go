@@ -223,19 +223,17 @@ func (p *process) start() {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); f.Close() }()
 	p.cmd, p.exited = cmd, exited
-	deadline := time.Now().Add(killWait)
-	for p.gke = ""; p.gke == ""; p.gke = p.readyLine() {
+	p.gke = ""
+	wait.Within(t, killWait, fmt.Sprintf("devstack %d ready", p.n), func() (bool, string) {
 		select {
 		case err := <-exited:
 			p.exited <- err
 			t.Fatalf("devstack %d exited while starting: %v\n%s", p.n, err, p.tail())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("devstack %d not ready after %v\n%s", p.n, killWait, p.tail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		p.gke = p.readyLine()
+		return p.gke != "", "its log ends:\n" + p.tail()
+	})
 }
 
 // readyLine returns the GKE address the current process logged once

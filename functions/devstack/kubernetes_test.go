@@ -31,23 +31,16 @@ func TestKubernetes(t *testing.T) {
 
 	// The binary is built once per machine: on a fresh one this waits
 	// minutes, as the devstack's first start does.
-	deadline := time.Now().Add(15 * time.Minute)
-	if d, ok := t.Deadline(); ok {
-		deadline = d.Add(-30 * time.Second)
-	}
-	for {
+	wait.Within(t, 15*time.Minute, "/healthz/kubernetes ready", func() (bool, string) {
 		status, health := healthzKubernetes(t, e.URL)
 		if status == http.StatusOK && health.Ready {
-			break
+			return true, ""
 		}
 		if status != http.StatusServiceUnavailable || health.Ready || health.Progress == "" {
 			t.Fatalf("GET /healthz/kubernetes = %d %+v, want 503 with the progress until ready", status, health)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz/kubernetes not ready: %s", health.Progress)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, health.Progress
+	})
 
 	if status, body := getKubeconfig(t, e.URL, "kcl_nonexistent"); status != http.StatusNotFound || !json.Valid(body) {
 		t.Errorf("kubeconfig of an unknown cluster = %d %s, want 404 in the error envelope", status, body)

@@ -37,12 +37,10 @@ func BenchmarkSubstrateJoined(b *testing.B) {
 	// the suite's short ones.
 	cfg.ConvergingInterval, cfg.SteadyInterval, cfg.LeaseTTL = 0, 0, 0
 	e := startEnv(b, cfg)
-	for {
-		if status, h := healthzKubernetes(b, e.URL); status == http.StatusOK && h.Ready {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Within(b, 15*time.Minute, "/healthz/kubernetes ready", func() (bool, string) {
+		status, h := healthzKubernetes(b, e.URL)
+		return status == http.StatusOK && h.Ready, fmt.Sprintf("%d %s", status, h.Progress)
+	})
 	var took, over []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // waitTime bounds every wait: generous for the race detector on two
@@ -463,7 +464,7 @@ func TestSubstrates(t *testing.T) {
 	}
 
 	var sub client.Substrate
-	for {
+	wait.For(t, "the substrate of pool "+poolID, func() (bool, string) {
 		list, err := c.ListSubstrates(ctx, "acme", poolID)
 		if err != nil {
 			t.Fatalf("ListSubstrates: %v", err)
@@ -473,13 +474,9 @@ func TestSubstrates(t *testing.T) {
 		}
 		if len(list) == 1 {
 			sub = list[0]
-			break
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no substrate for pool %s: %v", poolID, ctx.Err())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(list) == 1, "no substrate listed"
+	})
 	if sub.PoolID != poolID || sub.TenantID != "acme" || sub.Mode != client.SubstrateCreate || sub.AccountID != "acc-gcp" || sub.PoolVersion != 1 {
 		t.Errorf("substrate = %+v, want pool %s's, create mode, on acc-gcp, version 1", sub, poolID)
 	}

@@ -15,6 +15,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // waitLimit bounds every wait of these tests on a cold, loaded machine.
@@ -196,18 +197,17 @@ func hammer(t *testing.T, clk *testingclock.FakeClock, budgets []*Budget, worker
 	}
 	all := int64(len(budgets) * workers)
 	allParked := func() bool { mu.Lock(); defer mu.Unlock(); return parked == all }
+	// Looked at every millisecond: the minutes move while the workers
+	// still call, before they spend the whole share.
 	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(waitLimit)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %v: still waiting until %s (calls %d)", waitLimit, what, calls.Load())
-			}
+		wait.WithinEvery(t, wait.Timeout, time.Millisecond, what, func() (bool, string) {
 			select {
 			case err := <-errs:
 				t.Fatal(err)
-			case <-time.After(time.Millisecond):
+			default:
 			}
-		}
+			return cond(), fmt.Sprintf("%d calls", calls.Load())
+		})
 	}
 	move := func() {
 		moving.Lock()
@@ -317,18 +317,14 @@ func TestBudgetTakeWaitsForTheNextMinute(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.take(ctx, "p") }()
-	deadline := time.Now().Add(waitLimit)
-	for !clk.HasWaiters() {
+	wait.For(t, "take on a spent minute to wait for the next", func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("take on a spent minute returned %v before the minute ended", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("take on a spent minute never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return clk.HasWaiters(), "nothing waits on the clock"
+	})
 	clk.Step(10 * time.Second)
 	select {
 	case err := <-done:

@@ -33,9 +33,29 @@ func For(t testing.TB, what string, cond func() (bool, string)) {
 // minutes even when they pass (measurements of many simulated clusters).
 func Within(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	poll(t, timeout, maxPause, what, cond)
+}
+
+// WithinEvery is Within with the pauses between its looks growing to
+// pause rather than 25 ms: longer for a condition too costly to ask so
+// often, such as a count over a whole fleet of simulated clusters that the
+// wait would compete with; shorter for one whose moment matters, such as
+// a share of calls half spent, when the test acts while calls go on.
+func WithinEvery(t testing.TB, timeout, pause time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	poll(t, timeout, pause, what, cond)
+}
+
+// maxPause is the longest pause between two looks of For and Within.
+const maxPause = 25 * time.Millisecond
+
+// poll asks cond after pauses that double from a millisecond up to
+// longest, until it holds or the deadline passes.
+func poll(t testing.TB, timeout, longest time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	start := time.Now()
 	deadline := deadlineOf(t, start, timeout)
-	for pause := time.Millisecond; ; pause = min(2*pause, 25*time.Millisecond) {
+	for pause := min(time.Millisecond, longest); ; pause = min(2*pause, longest) {
 		ok, last := cond()
 		if ok {
 			return

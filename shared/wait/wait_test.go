@@ -56,3 +56,26 @@ func TestUntilFails(t *testing.T) {
 		t.Errorf("failure = %q, want the condition named", r.failed)
 	}
 }
+
+// WithinEvery asks no more often than its pause once its first looks
+// found the condition false, and fails as Within does.
+func TestWithinEveryPaces(t *testing.T) {
+	const every = 100 * time.Millisecond
+	var looks []time.Time
+	WithinEvery(t, Timeout, every, "the twelfth look", func() (bool, string) {
+		looks = append(looks, time.Now())
+		return len(looks) == 12, fmt.Sprintf("%d looks", len(looks))
+	})
+	// Pauses of 1, 2, 4, ... 64 ms, then of every.
+	for i := 8; i < len(looks); i++ {
+		if gap := looks[i].Sub(looks[i-1]); gap < every {
+			t.Errorf("look %d came %v after the one before, want at least %v", i+1, gap, every)
+		}
+	}
+
+	r := &recorder{TB: t, end: time.Now().Add(10*time.Second + 50*time.Millisecond)}
+	WithinEvery(r, time.Minute, 20*time.Millisecond, "the count", func() (bool, string) { return false, "3 of 4" })
+	if !strings.Contains(r.failed, "for the count; last: 3 of 4") {
+		t.Errorf("failure = %q, want the condition and its last description named", r.failed)
+	}
+}

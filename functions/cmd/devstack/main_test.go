@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestInstalledOutsideTheRepository installs the command with go install
@@ -89,61 +91,62 @@ func TestInstalledOutsideTheRepository(t *testing.T) {
 	}()
 
 	client := &http.Client{Timeout: 10 * time.Second}
-	checkInstances(ctx, t, client, "http://"+addr, exited)
-	var last string
-	for {
+	checkInstances(t, time.Until(deadline), client, "http://"+addr, exited)
+	wait.Within(t, time.Until(deadline), "/healthz/kubernetes 200", func() (bool, string) {
 		resp, err := client.Get("http://" + addr + "/healthz/kubernetes")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var h struct {
-				Ready    bool   `json:"ready"`
-				Progress string `json:"progress"`
-			}
-			_ = json.Unmarshal(body, &h)
-			if resp.StatusCode == http.StatusOK {
-				if !h.Ready || !strings.Contains(h.Progress, filepath.Join(cache, "better-compute")) {
-					t.Errorf("/healthz/kubernetes = 200 %s; want ready, with a binary in %s", body, cache)
-				}
-				return
-			}
-			last = resp.Status + " " + string(body)
-			if strings.Contains(h.Progress, "could not be built") {
-				t.Fatalf("/healthz/kubernetes = %s", last)
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			exitedFatal(t, exited, "/healthz/kubernetes last failed: "+err.Error())
+			return false, err.Error()
 		}
-		select {
-		case <-exited:
-			t.Fatalf("the devstack exited; /healthz/kubernetes last answered %s", last)
-		case <-ctx.Done():
-			t.Fatalf("/healthz/kubernetes not 200 by the deadline; last: %s", last)
-		case <-time.After(2 * time.Second):
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var h struct {
+			Ready    bool   `json:"ready"`
+			Progress string `json:"progress"`
 		}
+		_ = json.Unmarshal(body, &h)
+		if resp.StatusCode == http.StatusOK {
+			if !h.Ready || !strings.Contains(h.Progress, filepath.Join(cache, "better-compute")) {
+				t.Errorf("/healthz/kubernetes = 200 %s; want ready, with a binary in %s", body, cache)
+			}
+			return true, ""
+		}
+		last := resp.Status + " " + string(body)
+		if strings.Contains(h.Progress, "could not be built") {
+			t.Fatalf("/healthz/kubernetes = %s", last)
+		}
+		exitedFatal(t, exited, "/healthz/kubernetes last answered "+last)
+		return false, last
+	})
+}
+
+// exitedFatal fails t when the devstack has exited, saying what it last
+// answered.
+func exitedFatal(t *testing.T, exited chan struct{}, last string) {
+	t.Helper()
+	select {
+	case <-exited:
+		t.Fatalf("the devstack exited; %s", last)
+	default:
 	}
 }
 
 // checkInstances waits for the devstack to serve, then checks that its two
 // instances, processes of the installed binary, serve the API.
-func checkInstances(ctx context.Context, t *testing.T, client *http.Client, url string, exited chan struct{}) {
+func checkInstances(t *testing.T, timeout time.Duration, client *http.Client, url string, exited chan struct{}) {
 	t.Helper()
-	for {
+	wait.Within(t, timeout, "/healthz 200", func() (bool, string) {
 		resp, err := client.Get(url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			exitedFatal(t, exited, "/healthz last failed: "+err.Error())
+			return false, err.Error()
 		}
-		select {
-		case <-exited:
-			t.Fatalf("the devstack exited before /healthz answered 200")
-		case <-ctx.Done():
-			t.Fatalf("/healthz not 200 by the deadline")
-		case <-time.After(200 * time.Millisecond):
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			exitedFatal(t, exited, "/healthz last answered "+resp.Status)
 		}
-	}
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
 	resp, err := client.Get(url + "/dev/instances")
 	if err != nil {
 		t.Fatalf("GET /dev/instances: %v", err)

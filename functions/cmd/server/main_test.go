@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // runMain makes the test binary run the server's main instead of the
@@ -84,23 +86,26 @@ func TestServesItsTarget(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(60 * time.Second)
 	var resp *http.Response
-	for {
+	served := false
+	defer func() {
+		if !served {
+			t.Logf("the server's output:\n%s", out)
+		}
+	}()
+	wait.For(t, "the server serving", func() (bool, string) {
 		resp, err = http.Get(base + "/")
 		if err == nil {
-			break
+			return true, ""
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("server exited: %v\n%s", err, out)
+			t.Fatalf("server exited: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not serving after 60s: %v\n%s", err, out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, err.Error()
+	})
+	served = true
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost || !strings.Contains(string(body), `"INVALID_INPUT"`) {
