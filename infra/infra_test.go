@@ -32,7 +32,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/clusters"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -261,7 +261,7 @@ func TestEventTopics(t *testing.T) {
 		topics[i.str("name")] = i
 	}
 	want := map[string]bool{}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		want[typ] = true
 		if topics[typ] == nil {
 			t.Errorf("event type %s has no topic", typ)
@@ -606,7 +606,7 @@ func TestServiceAccountRoles(t *testing.T) {
 			want = append(want, grant{id, "roles/datastore.user", "project " + project})
 		}
 		if publishes {
-			for _, typ := range outbox.Types {
+			for _, typ := range event.Types {
 				want = append(want, grant{id, "roles/pubsub.publisher", "topic " + typ})
 			}
 		}

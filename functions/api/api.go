@@ -18,16 +18,16 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // EventSender takes committed events for publishing (outbox.Relay).
 type EventSender interface {
-	Send(events []outbox.Event)
+	Send(events []event.Event)
 }
 
 // Kicker asks for a reconcile run of a cluster now (a Cloud Task).
@@ -160,7 +160,7 @@ func bounded[In any](d time.Duration, m httpapi.Method[In]) httpapi.Method[In] {
 // afterCommit hands the committed events to the relay and asks for a
 // reconcile run. Neither may fail the call: the events wait in the outbox
 // for a drain, and the watchdog restarts a chain whose kick was lost.
-func (a *api) afterCommit(ctx context.Context, events []outbox.Event, kick *chain.Kick) {
+func (a *api) afterCommit(ctx context.Context, events []event.Event, kick *chain.Kick) {
 	a.Events.Send(events)
 	if kick == nil {
 		return

@@ -40,6 +40,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -155,7 +156,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	if hs.psc, err = pubsub.NewClient(ctx, project, option.WithGRPCConn(psConn)); err != nil {
 		return nil, fmt.Errorf("pubsub client: %w", err)
 	}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		name := fmt.Sprintf("projects/%s/topics/%s", project, typ)
 		if _, err := hs.psc.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
 			return nil, fmt.Errorf("create topic %s: %w", name, err)

@@ -26,8 +26,8 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/telemetry"
@@ -475,7 +475,7 @@ func (nopAuth) Verify(context.Context, string) (string, error) { return "user", 
 
 type nopEvents struct{}
 
-func (nopEvents) Send([]outbox.Event) {}
+func (nopEvents) Send([]event.Event) {}
 
 type nopKicker struct{}
 

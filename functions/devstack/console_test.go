@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -117,7 +117,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Its page: the timeline with its events and the provider's operation.
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterReady: 1})
 	clusterURL := fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)
 	within(t, ctx, wait, "the timeline",
 		chromedp.Navigate(clusterURL),
@@ -158,13 +158,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	other := c.createCluster(t, "console-events", poolSpec("a", 1))
 	var published time.Time
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if e.events.count(other.ID, outbox.ClusterCreated, "") > 0 {
+		if e.events.count(other.ID, event.ClusterCreated, "") > 0 {
 			published = time.Now()
 			break
 		}
 	}
 	if published.IsZero() {
-		t.Fatalf("no %s event of %s", outbox.ClusterCreated, other.ID)
+		t.Fatalf("no %s event of %s", event.ClusterCreated, other.ID)
 	}
 	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
 		fmt.Sprintf(`[...document.querySelectorAll("#events tbody tr")].some(r => r.textContent.includes("cluster.created") && r.textContent.includes(%q))`, other.ID))
@@ -260,7 +260,7 @@ func TestConsoleLoadsNothingFromOutside(t *testing.T) {
 	e := sharedStack(t)
 	cl := e.api.createCluster(t, "console-outside", poolSpec("a", 1))
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterReady: 1})
 	self, _ := url.Parse(e.URL)
 	anyURL := regexp.MustCompile(`(?i)https?://[^\s"'<>)]+`)
 	ref := regexp.MustCompile(`(?i)\b(?:src|href|action|xlink:href)\s*=\s*["']?([^"'\s>]*)|url\(\s*["']?([^"')]*)|@import\s+["']?([^"';]*)`)

@@ -46,6 +46,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
@@ -568,7 +569,7 @@ func (s *Stack) provision(ctx context.Context) error {
 		return fmt.Errorf("pubsub client: %w", err)
 	}
 	defer ps.Close()
-	for _, t := range outbox.Types {
+	for _, t := range event.Types {
 		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
 			return fmt.Errorf("create topic %s: %w", name, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -154,7 +155,7 @@ func TestAsyncAPIEvents(t *testing.T) {
 	if doc.AsyncAPI != "3.0.0" {
 		t.Errorf("asyncapi = %q, want 3.0.0", doc.AsyncAPI)
 	}
-	if want := len(outbox.Types) + len(apidoc.ConsumedTypes()); len(doc.Channels) != want {
+	if want := len(event.Types) + len(apidoc.ConsumedTypes()); len(doc.Channels) != want {
 		t.Errorf("channels = %d, want %d: one per event type published and consumed", len(doc.Channels), want)
 	}
 	pool := resource.NodePool{ID: resource.NewNodePoolID(), TenantID: "acme", ClusterID: resource.NewClusterID(), Name: "a", MachineType: "e2-standard-4", NodeCount: 1, State: resource.StateReady, Version: 1}
@@ -173,34 +174,34 @@ func TestAsyncAPIEvents(t *testing.T) {
 	adopted := sub
 	adopted.Mode, adopted.ClusterID = resource.SubstrateAdopt, cl.ID+"0123456789"
 	node := resource.SubstrateNode{Name: "gke-bc-pool-gpu-l4-1a2b-x7k2", Flavor: "l4", Zone: "us-central1-a", ProviderID: "gce://bc-dev/us-central1-a/gke-bc-pool-gpu-l4-1a2b-x7k2", JoinedAt: now}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		if doc.Channels[typ] == nil {
 			t.Errorf("no channel %s", typ)
 		}
 		if doc.Components.Messages[typ].Summary == "" {
 			t.Errorf("message %s has no summary", typ)
 		}
-		var events []outbox.Event
+		var events []event.Event
 		switch {
 		case apidoc.IsNodePoolEvent(typ):
 			managedPool := pool
 			managedPool.ManagedBy = sub.ID
-			events = append(events, outbox.NodePoolEvent(typ, pool, pool.CreatedAt), outbox.NodePoolEvent(typ, managedPool, now))
+			events = append(events, event.ForNodePool(typ, pool, pool.CreatedAt), event.ForNodePool(typ, managedPool, now))
 		case apidoc.IsSubstrateNodeEvent(typ):
 			for _, s := range []resource.Substrate{sub, early, adopted} {
-				events = append(events, outbox.SubstrateNodeEvent(typ, s, node, now))
+				events = append(events, event.ForSubstrateNode(typ, s, node, now))
 			}
 		case apidoc.IsSubstrateEvent(typ):
 			for _, s := range []resource.Substrate{sub, early, adopted} {
-				events = append(events, outbox.SubstrateEvent(typ, s, now))
+				events = append(events, event.ForSubstrate(typ, s, now))
 			}
 		default:
-			events = append(events, outbox.ClusterEvent(typ, cl, cl.CreatedAt), outbox.ClusterEvent(typ, managed, now))
+			events = append(events, event.ForCluster(typ, cl, cl.CreatedAt), event.ForCluster(typ, managed, now))
 		}
 		// Numbered as the transaction that writes them numbers them.
 		outbox.Number(events, 41)
 		for _, e := range events {
-			m := e.Message()
+			m := outbox.Message(e)
 			if apidoc.IsSubstrateEvent(typ) != (m.Attributes["substrateId"] != "") {
 				t.Errorf("%s: substrateId %q", typ, m.Attributes["substrateId"])
 			}
@@ -246,7 +247,7 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 	for _, op := range doc.Operations {
 		actions[strings.TrimPrefix(op.Channel.Ref, "#/channels/")] = op.Action
 	}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		if actions[typ] != "send" {
 			t.Errorf("channel %s: action %q, want send: this project publishes it", typ, actions[typ])
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -86,7 +87,7 @@ type benchEnv struct {
 
 type nopEvents struct{}
 
-func (nopEvents) Send([]outbox.Event) {}
+func (nopEvents) Send([]event.Event) {}
 
 type nopKicker struct{}
 
@@ -319,7 +320,7 @@ func BenchmarkCreateOverhead(b *testing.B) {
 				Spec: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: 1, UpdatedAt: now}}
 			c.Spec.Version++
 			c.Spec.PoolsCreated++
-			ev := outbox.NodePoolEvent(outbox.NodePoolCreated, p.View(), now)
+			ev := event.ForNodePool(event.NodePoolCreated, p.View(), now)
 			for _, err := range []error{
 				tx.Create(cref.Collection("nodePools").Doc(id), p),
 				tx.Create(nameRef, map[string]any{"id": id}),

@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -22,7 +23,7 @@ import (
 // ClusterResult is the outcome of a cluster mutation.
 type ClusterResult struct {
 	Cluster resource.Cluster
-	Events  []outbox.Event
+	Events  []event.Event
 	Kick    *chain.Kick
 }
 
@@ -164,7 +165,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		}
 		// The cluster's chain of events starts here: its document is
 		// created with the sequence of its first event.
-		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.View(), now)}
+		res.Events = []event.Event{event.ForCluster(event.ClusterCreated, cl.View(), now)}
 		cl.Sequence = outbox.Number(res.Events, 0)
 		if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -68,8 +69,8 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 // token of hash, once (kubernetes.substrate.node.joined), and returns the
 // events committed: none when the node joined already. A token revoked
 // meanwhile is UNAUTHENTICATED.
-func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]outbox.Event, error) {
-	var events []outbox.Event
+func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) ([]event.Event, error) {
+	var events []event.Event
 	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
 	err := s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -93,7 +94,7 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 		}
 		view := cur.View()
 		view.JoinedNodes++
-		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
+		events = []event.Event{event.ForSubstrateNode(event.SubstrateNodeJoined, view, n, n.JoinedAt)}
 		last := outbox.Number(events, cur.Sequence)
 		if err := tx.Update(subRef, []firestore.Update{
 			{Path: "joined", Value: firestore.Increment(1)},

@@ -8,8 +8,8 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -54,7 +54,7 @@ func (s *Store) RecordIntent(tx *firestore.Transaction, c *lifecycle.Cluster, no
 // of an object whose spec changed during the run (its generation moved)
 // are dropped, since they announce a state it no longer shows; the change's
 // kick runs the cluster again. now is the cluster's document as it is now.
-func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []outbox.Event) ([]outbox.Event, error) {
+func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []event.Event) ([]event.Event, error) {
 	var stored lifecycle.Cluster
 	if err := now.DataTo(&stored); err != nil {
 		return nil, fmt.Errorf("decode cluster: %w", err)
@@ -100,7 +100,7 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 	if err := tx.Update(now.Ref, statusUpdates(c.Status, c.Active, c.ExpireAt)); err != nil {
 		return nil, err
 	}
-	var committed []outbox.Event
+	var committed []event.Event
 	for _, e := range events {
 		if !stale[e.NodePoolID] {
 			committed = append(committed, e)

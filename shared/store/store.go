@@ -16,7 +16,7 @@
 //	tenants/{t}/clusters/{kcl}/nodePoolNames/{name}   reservation → knp
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
-//	tenants/{t}/outbox/{eventId}                      outbox.Event
+//	tenants/{t}/outbox/{eventId}                      event.Event
 //	tenants/{t}/substratePools/{poolId}               poolIndex: a pool's last
 //	                                                  version and substrates
 //	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State

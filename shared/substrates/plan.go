@@ -25,9 +25,9 @@ package substrates
 import (
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -109,7 +109,7 @@ type Decision struct {
 	// Observe: the run reads Seen and plans again.
 	Observe   bool
 	Substrate lifecycle.Substrate
-	Events    []outbox.Event
+	Events    []event.Event
 	// Left names the joined nodes that left; Revoked the hashes of the
 	// join tokens revoked.
 	Left    []string
@@ -195,7 +195,7 @@ func (d *Decision) fail(msg string) {
 	d.setState(resource.StateError, msg)
 	if s.Status.Announced != msg {
 		s.Status.Announced = msg
-		d.Events = append(d.Events, outbox.SubstrateEvent(outbox.SubstrateError, s.View(), d.now))
+		d.Events = append(d.Events, event.ForSubstrate(event.SubstrateError, s.View(), d.now))
 	}
 }
 
@@ -209,12 +209,12 @@ func (d *Decision) ready() {
 	}
 	d.setState(resource.StateReady, "")
 	s.Status.Announced = ""
-	typ := outbox.SubstrateUpdated
+	typ := event.SubstrateUpdated
 	if !s.Status.EverReady {
-		typ = outbox.SubstrateReady
+		typ = event.SubstrateReady
 		s.Status.EverReady = true
 	}
-	d.Events = append(d.Events, outbox.SubstrateEvent(typ, s.View(), d.now))
+	d.Events = append(d.Events, event.ForSubstrate(typ, s.View(), d.now))
 }
 
 func (d *Decision) setState(st resource.State, msg string) {

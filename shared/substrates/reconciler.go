@@ -16,17 +16,17 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // EventSender takes committed events for publishing (outbox.Relay).
 type EventSender interface {
-	Send(events []outbox.Event)
+	Send(events []event.Event)
 }
 
 // Config is what the substrates' runs put in their clusters.
@@ -389,7 +389,7 @@ func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 
 // afterCommit hands a store change's events to the relay and kicks the
 // cluster's chain, as the API does.
-func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chain.Kick) {
+func (u *run) afterCommit(ctx context.Context, events []event.Event, kick *chain.Kick) {
 	u.r.events.Send(events)
 	if kick != nil {
 		if err := u.r.kick.Kick(ctx, *kick); err != nil {

@@ -18,9 +18,9 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -126,7 +126,7 @@ func (s *scheduler) next() time.Time {
 
 type nopDeliverer struct{}
 
-func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+func (nopDeliverer) Deliver(_ context.Context, events []event.Event) (int, error) {
 	return len(events), nil
 }
 
@@ -496,7 +496,7 @@ func (e *runEnv) errorEvents(t *testing.T) int {
 	}
 	n := 0
 	for _, d := range docs {
-		if typ, _ := d.DataAt("type"); typ == outbox.SubstrateError {
+		if typ, _ := d.DataAt("type"); typ == event.SubstrateError {
 			n++
 		}
 	}

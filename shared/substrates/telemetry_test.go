@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -89,7 +89,7 @@ func (n nodes) Node(_ context.Context, name string) (kubeapply.Node, error) {
 
 type sent struct{}
 
-func (sent) Send([]outbox.Event) {}
+func (sent) Send([]event.Event) {}
 
 // Each join call is counted once by its result, whether the token check
 // (Verify) or the join itself refused it.
