@@ -35,9 +35,9 @@ import (
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // queryClauses counts, for each file of the code, the calls that build a
@@ -437,7 +437,7 @@ func pushPoolEvent(t *testing.T, url, token, pool string) {
 	t.Helper()
 	var msg cloudrun.MessagePublished
 	msg.Message.Data = []byte(pool)
-	msg.Message.Attributes = map[string]string{"ce-type": substrates.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0", "ce-source": "//compute.better-compute.dev/tenants/acme"}
+	msg.Message.Attributes = map[string]string{"ce-type": event.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0", "ce-source": "//compute.better-compute.dev/tenants/acme"}
 	msg.Message.MessageID = "1"
 	msg.Subscription = "projects/bc-test/subscriptions/pool-events"
 	body, _ := json.Marshal(msg)

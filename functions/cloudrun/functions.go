@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/functions/api"
-	"github.com/better-compute/kubernetes/shared/substrates"
+	"github.com/better-compute/kubernetes/shared/event"
 )
 
 // Function is one function of the project.
@@ -56,7 +56,7 @@ var registered = func() []Function {
 		Function{Name: ReconcileFunction, Path: "/internal/reconcile", kind: kindReconcile},
 		Function{Name: WatchdogFunction, Path: "/internal/watchdog", kind: kindWatchdog},
 		Function{Name: PoolEventsFunction, Path: "/internal/poolEvents", kind: kindConsumer,
-			Topics: []string{substrates.PoolUpdated, substrates.PoolArchived}},
+			Topics: []string{event.PoolUpdated, event.PoolArchived}},
 	)
 }()
 

@@ -51,7 +51,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
-	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/telemetry"
 )
@@ -309,8 +308,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("POST "+AccessTokenPath, s.accessToken)
-	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
-	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
+	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(event.PoolUpdated))
+	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(event.PoolArchived))
 	s.kubernetesRoutes(mux)
 	s.gkeRoutes(mux)
 	s.consoleRoutes(mux)

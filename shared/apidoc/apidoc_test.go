@@ -22,7 +22,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // TestOpenAPIValid validates the document as OpenAPI 3.1 with
@@ -306,7 +305,7 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 		{"nine flavors", flavors("a", "b", "c", "d", "e", "f", "g", "h", "i"), false},
 		{"a flavor breaking a node pool rule", strings.Replace(example, `"nodeCount": 1`, `"nodeCount": 1001`, 1), false},
 	} {
-		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+substrates.PoolUpdated+"/payload", []byte(tt.data)) == nil
+		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+event.PoolUpdated+"/payload", []byte(tt.data)) == nil
 		_, err := input.DecodePoolUpdated([]byte(tt.data))
 		if docOK != tt.valid || (err == nil) != tt.valid {
 			t.Errorf("%s: the document accepts it: %v, the decoder: %v (%v); want %v", tt.name, docOK, err == nil, err, tt.valid)
@@ -325,7 +324,7 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 		{`{"id":"pool-gpu","tenantId":"acme"}`, false},
 		{`{"id":"","tenantId":"acme","version":9}`, false},
 	} {
-		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+substrates.PoolArchived+"/payload", []byte(tt.data)) == nil
+		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+event.PoolArchived+"/payload", []byte(tt.data)) == nil
 		_, err := input.DecodePoolArchived([]byte(tt.data))
 		if docOK != tt.valid || (err == nil) != tt.valid {
 			t.Errorf("archived %s: the document accepts it: %v, the decoder: %v (%v); want %v", tt.data, docOK, err == nil, err, tt.valid)
@@ -333,14 +332,14 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 	}
 	// The attributes the devstack publishes them with, as the pools
 	// module does.
-	attrs := `{"ce-specversion":"1.0","ce-id":"evt_01jd8x4k2m9q7v3w5y6z0a1b2c","ce-type":"` + substrates.PoolUpdated + `",` +
+	attrs := `{"ce-specversion":"1.0","ce-id":"evt_01jd8x4k2m9q7v3w5y6z0a1b2c","ce-type":"` + event.PoolUpdated + `",` +
 		`"ce-source":"//compute.better-compute.dev/tenants/acme","ce-subject":"pool-gpu","ce-time":"2026-11-30T12:00:00Z","content-type":"application/json","tenantId":"acme"}`
-	ptr := "/components/messages/" + substrates.PoolUpdated + "/headers"
+	ptr := "/components/messages/" + event.PoolUpdated + "/headers"
 	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(attrs)); err != nil {
 		t.Errorf("pool event attributes: %v", err)
 	}
-	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(strings.Replace(attrs, substrates.PoolUpdated, substrates.PoolArchived, 1))); err == nil {
-		t.Errorf("%s's attributes pass %s's message", substrates.PoolArchived, substrates.PoolUpdated)
+	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(strings.Replace(attrs, event.PoolUpdated, event.PoolArchived, 1))); err == nil {
+		t.Errorf("%s's attributes pass %s's message", event.PoolArchived, event.PoolUpdated)
 	}
 }
 

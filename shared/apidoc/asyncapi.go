@@ -13,7 +13,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // eventSummaries say when each event type is published (API.md §7, §9).
@@ -38,9 +37,9 @@ var eventSummaries = map[string]string{
 // consumedSummaries say what this project does with each event type it
 // receives from the pools module (API.md §9).
 var consumedSummaries = map[string]string{
-	substrates.PoolUpdated: "A pool changed. kubernetesSubstrates-poolEvents records the substrate its policy asks for (or its teardown) in one transaction and kicks its reconciler. " +
+	event.PoolUpdated: "A pool changed. kubernetesSubstrates-poolEvents records the substrate its policy asks for (or its teardown) in one transaction and kicks its reconciler. " +
 		"An event whose version is not above the last applied for the pool is acknowledged and ignored; a malformed one is acknowledged, logged, and puts the pool's substrate, if any, in error.",
-	substrates.PoolArchived: "A pool was archived: its substrate, if any, is torn down.",
+	event.PoolArchived: "A pool was archived: its substrate, if any, is torn down.",
 }
 
 // IsNodePoolEvent reports whether events of type typ carry a node pool
@@ -60,7 +59,7 @@ func IsSubstrateNodeEvent(typ string) bool {
 
 // ConsumedTypes are the event types of another module that this project
 // receives (the pools module's, API.md §9), each on the topic of its name.
-func ConsumedTypes() []string { return []string{substrates.PoolUpdated, substrates.PoolArchived} }
+func ConsumedTypes() []string { return slices.Clone(event.Consumed) }
 
 var (
 	asyncAPIOnce sync.Once
@@ -153,7 +152,7 @@ func asyncAPI() map[string]any {
 	}
 	for _, typ := range ConsumedTypes() {
 		payload := "PoolUpdated"
-		if typ == substrates.PoolArchived {
+		if typ == event.PoolArchived {
 			payload = "PoolArchived"
 		}
 		message(typ, consumedSummaries[typ], payload, "PoolEventAttributes", "none needed: the consumer orders by the pool's version")
@@ -198,7 +197,7 @@ func asyncAPI() map[string]any {
 }
 
 func devPoolPath(typ string) string {
-	if typ == substrates.PoolArchived {
+	if typ == event.PoolArchived {
 		return "/dev/pools/archive"
 	}
 	return "/dev/pools/put"

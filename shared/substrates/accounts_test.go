@@ -12,6 +12,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -87,7 +88,7 @@ func TestConsumeAnotherTenantsAccount(t *testing.T) {
 	c, st, fs := tenantsWorld(t)
 	handle := func(data []byte) {
 		t.Helper()
-		if err := c.Handle(ctx, PoolUpdated, data); err != nil {
+		if err := c.Handle(ctx, event.PoolUpdated, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +170,7 @@ func TestConsumeArchivedPoolTakesNoCluster(t *testing.T) {
 	archive := func(tenant string, version int64) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"id": "pool-dev", "tenantId": tenant, "version": version})
-		if err := c.Handle(ctx, PoolArchived, b); err != nil {
+		if err := c.Handle(ctx, event.PoolArchived, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,7 +212,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 	ctx := context.Background()
 	c, _, fs := tenantsWorld(t)
 	const greatest = 1<<53 - 1
-	if err := c.Handle(ctx, PoolUpdated, poolOf("acme", "pool-x", greatest, "acc-gcp")); err != nil {
+	if err := c.Handle(ctx, event.PoolUpdated, poolOf("acme", "pool-x", greatest, "acc-gcp")); err != nil {
 		t.Fatal(err)
 	}
 	subs := substratesOfTenant(t, fs, "acme")
@@ -219,7 +220,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 		t.Fatalf("substrates = %+v, want one", subs)
 	}
 	arch, _ := json.Marshal(map[string]any{"id": "pool-x", "tenantId": "acme", "version": greatest})
-	if err := c.Handle(ctx, PoolArchived, arch); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, arch); err != nil {
 		t.Fatal(err)
 	}
 	subs = substratesOfTenant(t, fs, "acme")
@@ -227,7 +228,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 		t.Fatalf("after the archive at the same version: %+v, want the substrate torn down", subs)
 	}
 	was := subs[0].Spec.Generation
-	if err := c.Handle(ctx, PoolArchived, arch); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, arch); err != nil {
 		t.Fatal(err)
 	}
 	if subs = substratesOfTenant(t, fs, "acme"); len(subs) != 1 || subs[0].Spec.Generation != was {
@@ -236,7 +237,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 	// Above the greatest version is malformed; and nothing after the
 	// archive changes anything.
 	over, _ := json.Marshal(map[string]any{"id": "pool-x", "tenantId": "acme", "version": float64(1 << 53)})
-	if err := c.Handle(ctx, PoolArchived, over); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, over); err != nil {
 		t.Fatal(err)
 	}
 	if subs = substratesOfTenant(t, fs, "acme"); len(subs) != 1 || subs[0].Spec.Generation != was {

@@ -8,17 +8,12 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
-)
-
-// The types of the pools module's events that this project consumes.
-const (
-	PoolUpdated  = "compute.pool.updated"
-	PoolArchived = "compute.pool.archived"
 )
 
 // Kicker asks for a run of a chain now (a Cloud Task).
@@ -52,10 +47,10 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 	var updated *input.PoolUpdated // nil: archived
 	var err error
 	switch typ {
-	case PoolUpdated:
+	case event.PoolUpdated:
 		updated, err = input.DecodePoolUpdated(data)
 		head = &updated.PoolArchived
-	case PoolArchived:
+	case event.PoolArchived:
 		head, err = input.DecodePoolArchived(data)
 	default:
 		log.Error("Pool event of an unknown type dropped", "type", typ)

@@ -74,48 +74,40 @@ func (j *Joiner) verify(ctx context.Context, authorization string) (string, erro
 	return joinPrincipal + hash, nil
 }
 
-// JoinResult is the answer of kubernetesSubstrates.join.
-type JoinResult struct {
-	SubstrateID string `json:"substrateId"`
-	PoolID      string `json:"poolId"`
-	NodeName    string `json:"nodeName"`
-	Flavor      string `json:"flavor"`
-}
-
 // Join records the node as joined, once (kubernetes.substrate.node.joined).
-func (j *Joiner) Join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
+func (j *Joiner) Join(ctx context.Context, principal string, in *input.Join) (resource.JoinResult, error) {
 	res, err := j.join(ctx, principal, in)
 	j.count(ctx, err)
 	return res, err
 }
 
-func (j *Joiner) join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
+func (j *Joiner) join(ctx context.Context, principal string, in *input.Join) (resource.JoinResult, error) {
 	hash, ok := strings.CutPrefix(principal, joinPrincipal)
 	if !ok {
-		return JoinResult{}, errs.E(errs.Unauthenticated, "a join token is required")
+		return resource.JoinResult{}, errs.E(errs.Unauthenticated, "a join token is required")
 	}
 	grant, err := j.grant(ctx, hash)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	ctx = logging.With(ctx, "tenantId", grant.TenantID, "substrateId", grant.SubstrateID, "node", in.NodeName)
 	sub, err := j.substrate(ctx, grant)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	c, err := j.cluster(ctx, sub)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	node, flavor, err := j.node(ctx, sub, c, in)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
-	res := JoinResult{SubstrateID: sub.ID, PoolID: sub.PoolID, NodeName: node.Name, Flavor: flavor}
+	res := resource.JoinResult{SubstrateID: sub.ID, PoolID: sub.PoolID, NodeName: node.Name, Flavor: flavor}
 	n := resource.SubstrateNode{Name: node.Name, Flavor: flavor, Zone: node.Zone, ProviderID: in.ProviderID, JoinedAt: j.now().UTC()}
 	events, err := j.store.RecordJoin(ctx, hash, *grant, n)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	if len(events) > 0 {
 		logging.FromContext(ctx).Info("Node joined the substrate", "flavor", flavor)

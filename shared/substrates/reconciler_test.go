@@ -178,7 +178,7 @@ func newRunEnv(t *testing.T) *runEnv {
 		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
 			"cluster": map[string]any{"adopt": map[string]any{"clusterId": "kcl_00000000000000000000000001"}}}},
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
-	if err := cons.Handle(ctx, PoolUpdated, b); err != nil || len(k.list) != 1 {
+	if err := cons.Handle(ctx, event.PoolUpdated, b); err != nil || len(k.list) != 1 {
 		t.Fatalf("Handle = %v, kicks %v", err, k.list)
 	}
 	e.kick, e.id = k.list[0], k.list[0].ID
@@ -404,7 +404,7 @@ func TestRunFlavorZoneRefused(t *testing.T) {
 			map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1},
 			map[string]any{"name": "far", "machineType": "e2-standard-4", "nodeCount": 1, "zones": []any{"us-central1-b"}},
 		}})
-	if err := cons.Handle(ctx, PoolUpdated, b); err != nil {
+	if err := cons.Handle(ctx, event.PoolUpdated, b); err != nil {
 		t.Fatalf("Handle = %v", err)
 	}
 	e.run(t)
