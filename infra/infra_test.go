@@ -31,6 +31,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -510,7 +511,7 @@ func kubeCalls(t *testing.T) map[string][]string {
 // with the tasks identity's OIDC tokens), an event sender.
 func consumerNeeds() (firestore, kicks, publishes bool) {
 	ctor := reflect.TypeOf(substrates.NewConsumer)
-	kicker := reflect.TypeFor[substrates.Kicker]()
+	kicker := reflect.TypeFor[chain.Kicker]()
 	sender := reflect.TypeFor[substrates.EventSender]()
 	for k := range ctor.NumIn() {
 		in := ctor.In(k)

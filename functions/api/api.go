@@ -25,16 +25,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
-// EventSender takes committed events for publishing (outbox.Relay).
-type EventSender interface {
-	Send(events []event.Event)
-}
-
-// Kicker asks for a reconcile run of a cluster now (a Cloud Task).
-type Kicker interface {
-	Kick(ctx context.Context, k chain.Kick) error
-}
-
 // DefaultTimeout bounds one call's work after its token and input are
 // checked, when Deps.Timeout is zero.
 const DefaultTimeout = 20 * time.Second
@@ -43,8 +33,8 @@ const DefaultTimeout = 20 * time.Second
 type Deps struct {
 	Auth   httpapi.Authenticator
 	Store  *store.Store
-	Events EventSender
-	Kicker Kicker
+	Events substrates.EventSender
+	Kicker chain.Kicker
 	// Substrates answers the substrates' queries; Joiner checks join
 	// tokens and records joins.
 	Substrates *substrates.Queries

@@ -16,19 +16,14 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// Kicker asks for a run of a chain now (a Cloud Task).
-type Kicker interface {
-	Kick(ctx context.Context, k chain.Kick) error
-}
-
 // Consumer records the substrates that the pools' events ask for.
 type Consumer struct {
 	store *store.Store
-	kick  Kicker
+	kick  chain.Kicker
 }
 
 // NewConsumer returns the consumer of pool events.
-func NewConsumer(s *store.Store, kick Kicker) (*Consumer, error) {
+func NewConsumer(s *store.Store, kick chain.Kicker) (*Consumer, error) {
 	if s == nil || kick == nil {
 		return nil, errors.New("substrates: NewConsumer needs a store and a kicker")
 	}

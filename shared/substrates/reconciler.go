@@ -24,7 +24,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// EventSender takes committed events for publishing (outbox.Relay).
+// EventSender takes committed events for publishing (outbox.Relay): the
+// one event sender, of the runs, the join and the API's handlers.
 type EventSender interface {
 	Send(events []event.Event)
 }
@@ -45,7 +46,7 @@ type Reconciler struct {
 	store  *store.Store
 	kube   Connector
 	events EventSender
-	kick   Kicker
+	kick   chain.Kicker
 	cfg    Config
 	now    func() time.Time
 }
@@ -55,7 +56,7 @@ var _ chain.Subject = (*Reconciler)(nil)
 // New returns the substrates' reconciler. The clusters and pools it makes
 // go through s, as the API's do; events and kicks of those changes go to
 // events and kick. now is the clock (nil: time.Now).
-func New(s *store.Store, kube Connector, events EventSender, kick Kicker, cfg Config, now func() time.Time) (*Reconciler, error) {
+func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, now func() time.Time) (*Reconciler, error) {
 	if s == nil || kube == nil || events == nil || kick == nil {
 		return nil, errors.New("substrates: New needs a store, a Kubernetes connector, an event sender and a kicker")
 	}
