@@ -35,10 +35,10 @@ type Deps struct {
 	Store  *store.Store
 	Events substrates.EventSender
 	Kicker chain.Kicker
-	// Substrates answers the substrates' queries; Joiner checks join
+	// Previewer answers kubernetesSubstrates.plan; Joiner checks join
 	// tokens and records joins.
-	Substrates *substrates.Queries
-	Joiner     *substrates.Joiner
+	Previewer *substrates.Previewer
+	Joiner    *substrates.Joiner
 	// Timeout bounds one call's storage work and kick, so that a call
 	// during a Firestore outage answers UNAVAILABLE instead of waiting
 	// out the client's retries; zero means DefaultTimeout.
@@ -110,8 +110,8 @@ type api struct{ Deps }
 // Methods. The handlers give no request ID and recover no panic: serve
 // them through httpapi.Edge.
 func Routes(d Deps) ([]Route, error) {
-	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil || d.Substrates == nil || d.Joiner == nil {
-		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender, a kicker, the substrates' queries and joiner")
+	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil || d.Previewer == nil || d.Joiner == nil {
+		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender, a kicker, the substrates' previewer and joiner")
 	}
 	if d.Timeout <= 0 {
 		d.Timeout = DefaultTimeout

@@ -198,8 +198,12 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	if err != nil {
 		return nil, err
 	}
+	previewer, err := substrates.NewPreviewer(hs.store, nil)
+	if err != nil {
+		return nil, err
+	}
 	routes, err := api.Routes(api.Deps{Auth: verifier, Store: hs.store, Events: hs.relay, Kicker: hs.kicker, Timeout: callTimeout,
-		Substrates: substrates.NewQueries(hs.store), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		return nil, err
 	}

@@ -258,8 +258,12 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	previewer, err := substrates.NewPreviewer(k.store, nil)
+	if err != nil {
+		return nil, err
+	}
 	routes, err := api.Routes(api.Deps{Auth: v, Store: k.store, Events: k.relay, Kicker: k.queue,
-		Substrates: substrates.NewQueries(k.store), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		return nil, err
 	}

@@ -378,8 +378,12 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	previewer, err := substrates.NewPreviewer(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	routes, err := api.Routes(api.Deps{Auth: nopAuth{}, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
-		Substrates: substrates.NewQueries(st), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		t.Fatalf("api.Routes = %v", err)
 	}

@@ -161,8 +161,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
+	previewer, err := substrates.NewPreviewer(st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	routes, err := api.Routes(api.Deps{Auth: v, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
-		Substrates: substrates.NewQueries(st), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		b.Fatal(err)
 	}
