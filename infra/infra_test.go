@@ -443,15 +443,20 @@ var kubePermissions = map[string][]string{
 }
 
 // kubeCallers names the function whose requests run the code of each file
-// of shared/substrates that calls a cluster's Kubernetes API.
+// of shared/substrates and shared/join (kubeCallerDirs) that calls a
+// cluster's Kubernetes API.
 var kubeCallers = map[string]string{
-	"join.go":       api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Function(),
-	"reconciler.go": cloudrun.ReconcileFunction,
+	"join/join.go":             api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Function(),
+	"substrates/reconciler.go": cloudrun.ReconcileFunction,
 }
+
+// kubeCallerDirs are the packages that reach a cluster's Kubernetes API
+// through substrates.Connector.
+var kubeCallerDirs = []string{"substrates", "join"}
 
 // kubeCalls returns, by function, the Kubernetes API permissions of the
 // substrates' calls its code makes: the calls of kubePermissions found in
-// the files of shared/substrates.
+// the files of kubeCallerDirs.
 func kubeCalls(t *testing.T) map[string][]string {
 	t.Helper()
 	calls := map[string]bool{}
@@ -465,9 +470,13 @@ func kubeCalls(t *testing.T) map[string][]string {
 		}
 	}
 	out := map[string][]string{}
-	files, err := filepath.Glob("../shared/substrates/*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range kubeCallerDirs {
+		in, err := filepath.Glob("../shared/" + dir + "/*.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, in...)
 	}
 	for _, path := range files {
 		if strings.HasSuffix(path, "_test.go") {
@@ -489,7 +498,7 @@ func kubeCalls(t *testing.T) map[string][]string {
 		if len(called) == 0 {
 			continue
 		}
-		fn, ok := kubeCallers[filepath.Base(path)]
+		fn, ok := kubeCallers[filepath.Base(filepath.Dir(path))+"/"+filepath.Base(path)]
 		if !ok {
 			t.Errorf("%s calls %v of a cluster's Kubernetes API: say in kubeCallers which function runs it", path, called)
 			continue

@@ -7,7 +7,7 @@
 // commit hands the transaction's events to the relay and asks for a
 // reconcile run, without waiting for either: the answer goes back at once.
 // The substrates' methods read what their reconciler recorded; join checks
-// a node's join token (substrates.Joiner).
+// a node's join token (join.Joiner).
 package api
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -38,7 +39,7 @@ type Deps struct {
 	// Previewer answers kubernetesSubstrates.plan; Joiner checks join
 	// tokens and records joins.
 	Previewer *substrates.Previewer
-	Joiner    *substrates.Joiner
+	Joiner    *join.Joiner
 	// Timeout bounds one call's storage work and kick, so that a call
 	// during a Firestore outage answers UNAVAILABLE instead of waiting
 	// out the client's retries; zero means DefaultTimeout.

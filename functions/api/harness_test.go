@@ -42,6 +42,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -194,7 +195,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	}
 	// The join method's path to a Kubernetes API is tested in the
 	// devstack, against real API servers; these tests reach none.
-	joiner, err := substrates.NewJoiner(hs.store, noKubernetes{}, hs.relay, nil)
+	joiner, err := join.New(hs.store, noKubernetes{}, hs.relay, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ func (a *api) join() (http.Handler, error) {
 		Name:   "kubernetesSubstrates.join",
 		Decode: input.DecodeJoin,
 		Call: func(ctx context.Context, principal string, in *input.Join) (any, error) {
-			return a.Joiner.Join(ctx, principal, in)
+			return a.Joiner.Join(ctx, principal, in.NodeName, in.ProviderID)
 		},
 	}
 	return httpapi.Handler(a.Joiner, bounded(a.Timeout, m))

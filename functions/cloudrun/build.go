@@ -23,6 +23,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -254,7 +255,7 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil, substrates.WithJoinMetrics(c.tel.Metrics()))
+	joiner, err := join.New(k.store, kube, k.relay, nil, join.WithMetrics(c.tel.Metrics()))
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -374,7 +375,7 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := newKubeConnector(Config{KubernetesToken: "no-cluster-here"}, nil)
-	joiner, err := substrates.NewJoiner(st, kube, nopEvents{}, nil)
+	joiner, err := join.New(st, kube, nopEvents{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -157,7 +158,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	joiner, err := substrates.NewJoiner(st, noKubernetes{}, nopEvents{}, nil)
+	joiner, err := join.New(st, noKubernetes{}, nopEvents{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

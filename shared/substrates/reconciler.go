@@ -421,7 +421,7 @@ func (u *run) createCluster(ctx context.Context, caller auth.Principal) (string,
 // connect reaches the cluster's Kubernetes API as its account: the
 // tenant's impersonated service account in a tenant's project.
 func (u *run) connect() (KubeAPI, error) {
-	t, err := target(u.in.Cluster)
+	t, err := TargetOf(u.in.Cluster)
 	if err != nil {
 		return nil, err
 	}
