@@ -31,6 +31,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
@@ -515,11 +516,11 @@ func kubeCalls(t *testing.T) map[string][]string {
 }
 
 // consumerNeeds says what the pool events' consumer, which each
-// CloudEvent function builds (substrates.NewConsumer), can call, from what
+// CloudEvent function builds (poolevents.NewConsumer), can call, from what
 // its constructor takes: Firestore, a kicker (the reconcile queue's tasks,
 // with the tasks identity's OIDC tokens), an event sender.
 func consumerNeeds() (firestore, kicks, publishes bool) {
-	ctor := reflect.TypeOf(substrates.NewConsumer)
+	ctor := reflect.TypeOf(poolevents.NewConsumer)
 	kicker := reflect.TypeFor[chain.Kicker]()
 	sender := reflect.TypeFor[substrates.EventSender]()
 	for k := range ctor.NumIn() {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/functions/reconcile"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
@@ -68,7 +69,7 @@ type cloud struct {
 	// GKE calls and the substrates' Kubernetes calls alike; nil when the
 	// deployment impersonates no one.
 	tokens     *lazy[*impersonate.Tokens]
-	poolEvents *lazy[*poolEvents]
+	poolEvents *lazy[*poolevents.Handler]
 	watchdog   *lazy[*chain.Watchdog]
 
 	mu      sync.Mutex // guards closers
@@ -130,12 +131,12 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		}
 		return newKubeConnector(cfg, tokens), nil
 	})
-	c.poolEvents = newLazy(func(ctx context.Context) (*poolEvents, error) {
+	c.poolEvents = newLazy(func(ctx context.Context) (*poolevents.Handler, error) {
 		k, err := c.core.get(ctx)
 		if err != nil {
 			return nil, err
 		}
-		cons, err := substrates.NewConsumer(k.store, k.queue)
+		cons, err := poolevents.NewConsumer(k.store, k.queue)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +149,7 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		if err != nil {
 			return nil, fmt.Errorf("PUSH_SERVICE_ACCOUNT: %w", err)
 		}
-		return newPoolEvents(cons, caller)
+		return poolevents.New(cons, caller)
 	})
 	c.watchdog = newLazy(c.newWatchdog)
 	return c

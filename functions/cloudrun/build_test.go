@@ -19,6 +19,7 @@ import (
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -197,7 +198,7 @@ func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 	pool := `{"id":"pool-gpu","tenantId":"acme","version":1,
 		"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp","cluster":{"create":{"region":"us-central1"}}}},
 		"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`
-	var msg MessagePublished
+	var msg poolevents.MessagePublished
 	msg.Message.Data = []byte(pool)
 	msg.Message.Attributes = map[string]string{"ce-type": event.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0",
 		"ce-source": "//compute.better-compute.dev/tenants/acme", "ce-subject": "pool-gpu"}
@@ -207,7 +208,7 @@ func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 	const pushPath = "/projects/bc-pools/topics/" + event.PoolUpdated
 	binary := func(r *http.Request) {
 		r.Header.Set("ce-specversion", "1.0")
-		r.Header.Set("ce-type", MessagePublishedType)
+		r.Header.Set("ce-type", poolevents.MessagePublishedType)
 		r.Header.Set("ce-source", "//pubsub.googleapis.com/"+msg.Subscription)
 		r.Header.Set("ce-id", "m-1")
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/event"
 )
 
@@ -41,7 +42,7 @@ const (
 	ReconcileFunction = "reconcile"
 	WatchdogFunction  = "watchdog"
 	// PoolEventsFunction consumes the pools module's events (API.md §9).
-	PoolEventsFunction = "kubernetesSubstrates-poolEvents"
+	PoolEventsFunction = poolevents.Function
 )
 
 // registered is every function, in the order of API.md: the API's methods
@@ -77,7 +78,7 @@ func Functions() []Function {
 // pushedTo says whether path is where a push subscription of one of f's
 // topics delivers: /projects/P/topics/T, T one of f.Topics.
 func (f Function) pushedTo(path string) bool {
-	topic, ok := pushTopic(path)
+	topic, ok := poolevents.PushTopic(path)
 	if !ok {
 		return false
 	}

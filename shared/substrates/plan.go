@@ -1,9 +1,10 @@
 // Package substrates is the kubernetes.substrates reconciler (API.md §9):
-// pool substrates recorded from the pools module's events (Consumer),
-// converged by a chain of runs per substrate that makes (or adopts) a
-// cluster through the clusters machinery, gives it one node pool per
-// flavor, server-side applies bcd into its Kubernetes API with a join
-// token, and follows the nodes that join (Joiner).
+// pool substrates recorded from the pools module's events (what an event
+// asks is Desired; functions/poolevents records it), converged by a chain
+// of runs per substrate that makes (or adopts) a cluster through the
+// clusters machinery, gives it one node pool per flavor, server-side
+// applies bcd into its Kubernetes API with a join token, and follows the
+// nodes that join (shared/join).
 //
 // The store keeps every substrate document; the substrate and the rules of
 // what it manages are lifecycle's. Plan is pure: from what a run read, it
@@ -11,15 +12,15 @@
 // Reconciler is the chain's Subject: a run reads, plans, acts and plans
 // again, and the store saves what it leaves.
 //
-// Files: consume.go (pool events), plan.go (the decision and its states),
+// Files: pool.go (what a pool event asks, and the preview of
+// kubernetesSubstrates.plan), plan.go (the decision and its states),
 // plan_cluster.go (the cluster to make or adopt), plan_pools.go (one node
 // pool per flavor), plan_objects.go (bcd's objects in the cluster's
 // Kubernetes API), plan_nodes.go (the nodes that join and leave),
 // plan_teardown.go (undoing what the substrate made), reconciler.go (the
-// run), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
-// (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
-// (the names of what a substrate makes), telemetry.go (join counts, the
-// reconcile lag).
+// run), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), names.go
+// (the names of what a substrate makes), telemetry.go (the reconcile
+// lag).
 package substrates
 
 import (

@@ -1,4 +1,4 @@
-package substrates
+package poolevents
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // tenantsWorld is a platform account and one account of each of two
@@ -107,7 +108,7 @@ func TestConsumeAnotherTenantsAccount(t *testing.T) {
 	}
 	// The substrate's run builds nothing: its plan is error, with no
 	// action but to show it.
-	d := Plan(Input{Substrate: subs[0], PreviousGone: true}, time.Now())
+	d := substrates.Plan(substrates.Input{Substrate: subs[0], PreviousGone: true}, time.Now())
 	if d.Action != nil || d.Substrate.Status.State != resource.StateError || d.Substrate.Status.Message != subs[0].Spec.Problem {
 		t.Errorf("the run's plan = %+v (state %s, %q), want error and nothing done", d.Action, d.Substrate.Status.State, d.Substrate.Status.Message)
 	}

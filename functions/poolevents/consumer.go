@@ -1,4 +1,4 @@
-package substrates
+package poolevents
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // Consumer records the substrates that the pools' events ask for.
@@ -22,7 +23,7 @@ type Consumer struct {
 // NewConsumer returns the consumer of pool events.
 func NewConsumer(s *store.Store, kick chain.Kicker) (*Consumer, error) {
 	if s == nil || kick == nil {
-		return nil, errors.New("substrates: NewConsumer needs a store and a kicker")
+		return nil, errors.New("poolevents: NewConsumer needs a store and a kicker")
 	}
 	return &Consumer{store: s, kick: kick}, nil
 }
@@ -67,7 +68,7 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 	if updated != nil {
 		ev.Want = updated.Want()
 	}
-	ev, _, err = Desired(ctx, c.store, ev)
+	ev, _, err = substrates.Desired(ctx, c.store, ev)
 	if err != nil {
 		return c.unstored(ctx, err)
 	}

@@ -1,4 +1,4 @@
-package substrates
+package poolevents
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 type kicks struct {
@@ -75,7 +76,7 @@ func substratesOf(t *testing.T, fs *firestore.Client) []lifecycle.Substrate {
 
 func substratesOfTenant(t *testing.T, fs *firestore.Client, tenantID string) []lifecycle.Substrate {
 	t.Helper()
-	snaps, err := fs.Collection("tenants").Doc(tenantID).Collection(Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
+	snaps, err := fs.Collection("tenants").Doc(tenantID).Collection(substrates.Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}
