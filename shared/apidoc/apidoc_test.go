@@ -14,8 +14,6 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/better-compute/kubernetes/functions/api"
-	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/event"
@@ -65,35 +63,6 @@ func TestOpenAPIValid(t *testing.T) {
 		if ok, _ := v.ValidateHttpRequestSync(req); ok {
 			t.Errorf("%s: a body with an unknown member passes the document", op.ID())
 		}
-	}
-}
-
-// TestOperationsAreTheAPIs holds the documented methods equal to those
-// functions/api serves, in the same order.
-func TestOperationsAreTheAPIs(t *testing.T) {
-	var got, want []string
-	for _, op := range apidoc.Operations() {
-		got = append(got, op.Path())
-	}
-	for _, m := range api.Methods() {
-		want = append(want, m.Path())
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("documented paths = %v, want the API's %v", got, want)
-	}
-	var doc struct {
-		Paths map[string]map[string]any `json:"paths"`
-	}
-	if err := json.Unmarshal(apidoc.OpenAPI(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range want {
-		if _, ok := doc.Paths[p]["post"]; !ok {
-			t.Errorf("the document has no POST %s", p)
-		}
-	}
-	if len(doc.Paths) != len(want) {
-		t.Errorf("the document has %d paths, want %d", len(doc.Paths), len(want))
 	}
 }
 
@@ -251,12 +220,9 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 			t.Errorf("channel %s: action %q, want send: this project publishes it", typ, actions[typ])
 		}
 	}
-	var consumed []string
-	for _, f := range cloudrun.Functions() {
-		consumed = append(consumed, f.Topics...)
-	}
-	if !slices.Equal(consumed, apidoc.ConsumedTypes()) {
-		t.Errorf("ConsumedTypes = %v, want the topics the functions consume: %v", apidoc.ConsumedTypes(), consumed)
+	consumed := apidoc.ConsumedTypes()
+	if !slices.Equal(consumed, event.Consumed) {
+		t.Errorf("ConsumedTypes = %v, want the types this project consumes: %v", consumed, event.Consumed)
 	}
 	for _, typ := range consumed {
 		if actions[typ] != "receive" {

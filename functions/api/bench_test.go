@@ -1,4 +1,4 @@
-package store_test
+package api_test
 
 import (
 	"bytes"
@@ -75,8 +75,14 @@ func describe(m map[string]int) string {
 	return b.String()
 }
 
+// The node pool methods through their handlers, on a Firestore client
+// that counts its RPCs: what each costs in Firestore, and what the handler
+// adds to the bare transaction.
+
 // benchEnv is a Firestore emulator, a counted client, a store seeded with
-// a tenant and a standard cluster, and the API's handlers.
+// a tenant and a standard cluster, and the API's handlers. The join
+// method's connector (noKubernetes) is never called by the node pool
+// methods these benchmarks time.
 type benchEnv struct {
 	fs      *firestore.Client
 	calls   *rpcCounter
@@ -93,10 +99,6 @@ func (nopEvents) Send([]event.Event) {}
 type nopKicker struct{}
 
 func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
-
-// noKubernetes is the join method's connector, never called by the node
-// pool methods these benchmarks time.
-type noKubernetes struct{ substrates.Connector }
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
