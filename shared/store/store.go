@@ -4,6 +4,8 @@
 // kick together). The API's calls write only the specs of clusters and node
 // pools; the reconciler's runs (SaveClusterRun) only their statuses. The
 // rules of both are lifecycle's: the store loads, calls them, and saves.
+// Its reads for the API are decided by auth.Authorize too: clusters and
+// node pools in their files, substrates in substratequeries.go.
 //
 // Layout:
 //
