@@ -34,10 +34,11 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
-	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -434,16 +435,16 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 // checks it was taken.
 func pushPoolEvent(t *testing.T, url, token, pool string) {
 	t.Helper()
-	var msg cloudrun.MessagePublished
+	var msg poolevents.MessagePublished
 	msg.Message.Data = []byte(pool)
-	msg.Message.Attributes = map[string]string{"ce-type": substrates.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0", "ce-source": "//compute.better-compute.dev/tenants/acme"}
+	msg.Message.Attributes = map[string]string{"ce-type": event.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0", "ce-source": "//compute.better-compute.dev/tenants/acme"}
 	msg.Message.MessageID = "1"
 	msg.Subscription = "projects/bc-test/subscriptions/pool-events"
 	body, _ := json.Marshal(msg)
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("ce-specversion", "1.0")
-	req.Header.Set("ce-type", cloudrun.MessagePublishedType)
+	req.Header.Set("ce-type", poolevents.MessagePublishedType)
 	req.Header.Set("ce-source", "//pubsub.googleapis.com/"+msg.Subscription)
 	req.Header.Set("ce-id", "1")
 	req.Header.Set("Authorization", "Bearer "+token)

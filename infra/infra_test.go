@@ -31,8 +31,10 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/functions/poolevents"
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -261,7 +263,7 @@ func TestEventTopics(t *testing.T) {
 		topics[i.str("name")] = i
 	}
 	want := map[string]bool{}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		want[typ] = true
 		if topics[typ] == nil {
 			t.Errorf("event type %s has no topic", typ)
@@ -442,15 +444,20 @@ var kubePermissions = map[string][]string{
 }
 
 // kubeCallers names the function whose requests run the code of each file
-// of shared/substrates that calls a cluster's Kubernetes API.
+// of shared/substrates and shared/join (kubeCallerDirs) that calls a
+// cluster's Kubernetes API.
 var kubeCallers = map[string]string{
-	"join.go":       api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Function(),
-	"reconciler.go": cloudrun.ReconcileFunction,
+	"join/join.go":             api.Method{Resource: "kubernetesSubstrates", Verb: "join"}.Function(),
+	"substrates/reconciler.go": cloudrun.ReconcileFunction,
 }
+
+// kubeCallerDirs are the packages that reach a cluster's Kubernetes API
+// through substrates.Connector.
+var kubeCallerDirs = []string{"substrates", "join"}
 
 // kubeCalls returns, by function, the Kubernetes API permissions of the
 // substrates' calls its code makes: the calls of kubePermissions found in
-// the files of shared/substrates.
+// the files of kubeCallerDirs.
 func kubeCalls(t *testing.T) map[string][]string {
 	t.Helper()
 	calls := map[string]bool{}
@@ -464,9 +471,13 @@ func kubeCalls(t *testing.T) map[string][]string {
 		}
 	}
 	out := map[string][]string{}
-	files, err := filepath.Glob("../shared/substrates/*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range kubeCallerDirs {
+		in, err := filepath.Glob("../shared/" + dir + "/*.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, in...)
 	}
 	for _, path := range files {
 		if strings.HasSuffix(path, "_test.go") {
@@ -488,7 +499,7 @@ func kubeCalls(t *testing.T) map[string][]string {
 		if len(called) == 0 {
 			continue
 		}
-		fn, ok := kubeCallers[filepath.Base(path)]
+		fn, ok := kubeCallers[filepath.Base(filepath.Dir(path))+"/"+filepath.Base(path)]
 		if !ok {
 			t.Errorf("%s calls %v of a cluster's Kubernetes API: say in kubeCallers which function runs it", path, called)
 			continue
@@ -505,12 +516,12 @@ func kubeCalls(t *testing.T) map[string][]string {
 }
 
 // consumerNeeds says what the pool events' consumer, which each
-// CloudEvent function builds (substrates.NewConsumer), can call, from what
+// CloudEvent function builds (poolevents.NewConsumer), can call, from what
 // its constructor takes: Firestore, a kicker (the reconcile queue's tasks,
 // with the tasks identity's OIDC tokens), an event sender.
 func consumerNeeds() (firestore, kicks, publishes bool) {
-	ctor := reflect.TypeOf(substrates.NewConsumer)
-	kicker := reflect.TypeFor[substrates.Kicker]()
+	ctor := reflect.TypeOf(poolevents.NewConsumer)
+	kicker := reflect.TypeFor[chain.Kicker]()
 	sender := reflect.TypeFor[substrates.EventSender]()
 	for k := range ctor.NumIn() {
 		in := ctor.In(k)
@@ -606,7 +617,7 @@ func TestServiceAccountRoles(t *testing.T) {
 			want = append(want, grant{id, "roles/datastore.user", "project " + project})
 		}
 		if publishes {
-			for _, typ := range outbox.Types {
+			for _, typ := range event.Types {
 				want = append(want, grant{id, "roles/pubsub.publisher", "topic " + typ})
 			}
 		}

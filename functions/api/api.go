@@ -7,7 +7,7 @@
 // commit hands the transaction's events to the relay and asks for a
 // reconcile run, without waiting for either: the answer goes back at once.
 // The substrates' methods read what their reconciler recorded; join checks
-// a node's join token (substrates.Joiner).
+// a node's join token (join.Joiner).
 package api
 
 import (
@@ -18,22 +18,13 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
-
-// EventSender takes committed events for publishing (outbox.Relay).
-type EventSender interface {
-	Send(events []outbox.Event)
-}
-
-// Kicker asks for a reconcile run of a cluster now (a Cloud Task).
-type Kicker interface {
-	Kick(ctx context.Context, k chain.Kick) error
-}
 
 // DefaultTimeout bounds one call's work after its token and input are
 // checked, when Deps.Timeout is zero.
@@ -43,12 +34,12 @@ const DefaultTimeout = 20 * time.Second
 type Deps struct {
 	Auth   httpapi.Authenticator
 	Store  *store.Store
-	Events EventSender
-	Kicker Kicker
-	// Substrates answers the substrates' queries; Joiner checks join
+	Events substrates.EventSender
+	Kicker chain.Kicker
+	// Previewer answers kubernetesSubstrates.plan; Joiner checks join
 	// tokens and records joins.
-	Substrates *substrates.Queries
-	Joiner     *substrates.Joiner
+	Previewer *substrates.Previewer
+	Joiner    *join.Joiner
 	// Timeout bounds one call's storage work and kick, so that a call
 	// during a Firestore outage answers UNAVAILABLE instead of waiting
 	// out the client's retries; zero means DefaultTimeout.
@@ -120,8 +111,8 @@ type api struct{ Deps }
 // Methods. The handlers give no request ID and recover no panic: serve
 // them through httpapi.Edge.
 func Routes(d Deps) ([]Route, error) {
-	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil || d.Substrates == nil || d.Joiner == nil {
-		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender, a kicker, the substrates' queries and joiner")
+	if d.Auth == nil || d.Store == nil || d.Events == nil || d.Kicker == nil || d.Previewer == nil || d.Joiner == nil {
+		return nil, errors.New("api: Routes needs an authenticator, a store, an event sender, a kicker, the substrates' previewer and joiner")
 	}
 	if d.Timeout <= 0 {
 		d.Timeout = DefaultTimeout
@@ -160,7 +151,7 @@ func bounded[In any](d time.Duration, m httpapi.Method[In]) httpapi.Method[In] {
 // afterCommit hands the committed events to the relay and asks for a
 // reconcile run. Neither may fail the call: the events wait in the outbox
 // for a drain, and the watchdog restarts a chain whose kick was lost.
-func (a *api) afterCommit(ctx context.Context, events []outbox.Event, kick *chain.Kick) {
+func (a *api) afterCommit(ctx context.Context, events []event.Event, kick *chain.Kick) {
 	a.Events.Send(events)
 	if kick == nil {
 		return

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -29,15 +30,15 @@ func published(id string) []*pstest.Message {
 }
 
 // outboxEvents returns the events waiting in a tenant's outbox.
-func outboxEvents(t *testing.T, tenantID string) []outbox.Event {
+func outboxEvents(t *testing.T, tenantID string) []event.Event {
 	t.Helper()
 	docs, err := h.fs.Collection("tenants").Doc(tenantID).Collection(outbox.Collection).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatalf("read outbox: %v", err)
 	}
-	var out []outbox.Event
+	var out []event.Event
 	for _, d := range docs {
-		var e outbox.Event
+		var e event.Event
 		if err := d.DataTo(&e); err != nil {
 			t.Fatalf("decode %s: %v", d.Ref.Path, err)
 		}
@@ -101,17 +102,17 @@ func TestEventsPublished(t *testing.T) {
 		for _, m := range h.ps.Messages() {
 			switch {
 			case m.Attributes["tenantId"] != tn.ID:
-			case m.Attributes["ce-type"] == outbox.ClusterCreated:
+			case m.Attributes["ce-type"] == event.ClusterCreated:
 				clusterMsg = m
-			case m.Attributes["ce-type"] == outbox.NodePoolCreated:
+			case m.Attributes["ce-type"] == event.NodePoolCreated:
 				poolMsg = m
 			}
 		}
 		return clusterMsg != nil && poolMsg != nil
 	})
 	// The cluster's chain of events: created, then its pool's.
-	checkMessage(t, clusterMsg, outbox.ClusterCreated, tn.ID, c.ID, "", 1, c.CreatedAt, c)
-	checkMessage(t, poolMsg, outbox.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
+	checkMessage(t, clusterMsg, event.ClusterCreated, tn.ID, c.ID, "", 1, c.CreatedAt, c)
+	checkMessage(t, poolMsg, event.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
 	wait.Until(t, "the outbox emptied", func() bool { return len(outboxEvents(t, tn.ID)) == 0 })
 }
 
@@ -134,8 +135,8 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 		t.Fatalf("outbox = %+v, want the one event whose publish failed", events)
 	}
 	e := events[0]
-	if e.Type != outbox.NodePoolCreated || e.ClusterID != c.ID || e.NodePoolID != p.ID || e.TenantID != tn.ID || e.Sequence != 2 {
-		t.Errorf("outbox event = %+v, want %s of %s", e, outbox.NodePoolCreated, p.ID)
+	if e.Type != event.NodePoolCreated || e.ClusterID != c.ID || e.NodePoolID != p.ID || e.TenantID != tn.ID || e.Sequence != 2 {
+		t.Errorf("outbox event = %+v, want %s of %s", e, event.NodePoolCreated, p.ID)
 	}
 	if got := published(e.ID); len(got) != 0 {
 		t.Fatalf("event %s published %d times while publishing fails", e.ID, len(got))
@@ -166,7 +167,7 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 		t.Fatalf("event %s published %d times, want once", e.ID, len(msgs))
 	}
 	// The drain's publish carries the number the transaction gave.
-	checkMessage(t, msgs[0], outbox.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
+	checkMessage(t, msgs[0], event.NodePoolCreated, tn.ID, c.ID, p.ID, 2, p.CreatedAt, p)
 
 	// Nothing is left to publish again.
 	if _, err := h.relay.Drain(context.Background(), 0, 500); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // substrateList is the answer of kubernetesSubstrates.list.
@@ -26,7 +27,7 @@ func (a *api) getSubstrate() httpapi.Method[*input.SubstrateRef] {
 		Name:   "kubernetesSubstrates.get",
 		Decode: input.DecodeSubstrateRef,
 		Call: func(ctx context.Context, principal string, in *input.SubstrateRef) (any, error) {
-			return a.Substrates.Get(ctx, auth.User(in.TenantID, principal), in.SubstrateID)
+			return a.Store.GetSubstrate(ctx, auth.User(in.TenantID, principal), in.SubstrateID)
 		},
 	}
 }
@@ -36,7 +37,7 @@ func (a *api) listSubstrates() httpapi.Method[*input.ListSubstrates] {
 		Name:   "kubernetesSubstrates.list",
 		Decode: input.DecodeListSubstrates,
 		Call: func(ctx context.Context, principal string, in *input.ListSubstrates) (any, error) {
-			list, err := a.Substrates.List(ctx, auth.User(in.TenantID, principal), in.PoolID)
+			list, err := a.Store.ListSubstrates(ctx, auth.User(in.TenantID, principal), in.PoolID)
 			if err != nil {
 				return nil, err
 			}
@@ -50,7 +51,7 @@ func (a *api) listSubstrateNodes() httpapi.Method[*input.ListSubstrateNodes] {
 		Name:   "kubernetesSubstrates.listNodes",
 		Decode: input.DecodeListSubstrateNodes,
 		Call: func(ctx context.Context, principal string, in *input.ListSubstrateNodes) (any, error) {
-			nodes, next, err := a.Substrates.ListNodes(ctx, auth.User(in.TenantID, principal),
+			nodes, next, err := a.Store.ListSubstrateNodes(ctx, auth.User(in.TenantID, principal),
 				in.SubstrateID, in.PageSize, in.PageToken)
 			if err != nil {
 				return nil, err
@@ -67,7 +68,9 @@ func (a *api) planSubstrate() httpapi.Method[*input.PlanSubstrate] {
 		Name:   "kubernetesSubstrates.plan",
 		Decode: input.DecodePlanSubstrate,
 		Call: func(ctx context.Context, principal string, in *input.PlanSubstrate) (any, error) {
-			return a.Substrates.Plan(ctx, auth.User(in.TenantID, principal), &in.Pool)
+			p := &in.Pool
+			ev := store.PoolEvent{TenantID: p.TenantID, PoolID: p.ID, Version: p.Version, Want: p.Want()}
+			return a.Previewer.Plan(ctx, auth.User(in.TenantID, principal), ev)
 		},
 	}
 }
@@ -79,7 +82,7 @@ func (a *api) join() (http.Handler, error) {
 		Name:   "kubernetesSubstrates.join",
 		Decode: input.DecodeJoin,
 		Call: func(ctx context.Context, principal string, in *input.Join) (any, error) {
-			return a.Joiner.Join(ctx, principal, in)
+			return a.Joiner.Join(ctx, principal, in.NodeName, in.ProviderID)
 		},
 	}
 	return httpapi.Handler(a.Joiner, bounded(a.Timeout, m))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/apidoc"
@@ -45,5 +46,17 @@ func TestAPIDocumentsServed(t *testing.T) {
 	}
 	if n := b.count("kubernetesClusters-get"); n != 0 {
 		t.Errorf("builds = %d, want 0: serving a document builds nothing", n)
+	}
+}
+
+// TestConsumedTopicsDocumented holds the topics the functions consume to
+// the consumed channels of the AsyncAPI document.
+func TestConsumedTopicsDocumented(t *testing.T) {
+	var consumed []string
+	for _, f := range Functions() {
+		consumed = append(consumed, f.Topics...)
+	}
+	if !slices.Equal(consumed, apidoc.ConsumedTypes()) {
+		t.Errorf("ConsumedTypes = %v, want the topics the functions consume: %v", apidoc.ConsumedTypes(), consumed)
 	}
 }

@@ -18,11 +18,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/better-compute/kubernetes/functions/api"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/functions/reconcile"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -67,7 +69,7 @@ type cloud struct {
 	// GKE calls and the substrates' Kubernetes calls alike; nil when the
 	// deployment impersonates no one.
 	tokens     *lazy[*impersonate.Tokens]
-	poolEvents *lazy[*poolEvents]
+	poolEvents *lazy[*poolevents.Handler]
 	watchdog   *lazy[*chain.Watchdog]
 
 	mu      sync.Mutex // guards closers
@@ -129,12 +131,12 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		}
 		return newKubeConnector(cfg, tokens), nil
 	})
-	c.poolEvents = newLazy(func(ctx context.Context) (*poolEvents, error) {
+	c.poolEvents = newLazy(func(ctx context.Context) (*poolevents.Handler, error) {
 		k, err := c.core.get(ctx)
 		if err != nil {
 			return nil, err
 		}
-		cons, err := substrates.NewConsumer(k.store, k.queue)
+		cons, err := poolevents.NewConsumer(k.store, k.queue)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +149,7 @@ func newCloud(cfg Config, log *slog.Logger, tel *telemetry.Telemetry, fsOpts []o
 		if err != nil {
 			return nil, fmt.Errorf("PUSH_SERVICE_ACCOUNT: %w", err)
 		}
-		return newPoolEvents(cons, caller)
+		return poolevents.New(cons, caller)
 	})
 	c.watchdog = newLazy(c.newWatchdog)
 	return c
@@ -254,12 +256,16 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	joiner, err := substrates.NewJoiner(k.store, kube, k.relay, nil, substrates.WithJoinMetrics(c.tel.Metrics()), substrates.WithJoinKicks(k.queue))
+	joiner, err := join.New(k.store, kube, k.relay, nil, join.WithMetrics(c.tel.Metrics()), join.WithKicks(k.queue))
+	if err != nil {
+		return nil, err
+	}
+	previewer, err := substrates.NewPreviewer(k.store, nil)
 	if err != nil {
 		return nil, err
 	}
 	routes, err := api.Routes(api.Deps{Auth: v, Store: k.store, Events: k.relay, Kicker: k.queue,
-		Substrates: substrates.NewQueries(k.store), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		return nil, err
 	}

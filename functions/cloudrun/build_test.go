@@ -19,9 +19,10 @@ import (
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/store"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // Accounts and audiences of the internal functions' callers in the tests
@@ -197,17 +198,17 @@ func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 	pool := `{"id":"pool-gpu","tenantId":"acme","version":1,
 		"policy":{"substrate":{"kind":"kubernetes","account":"acc-gcp","cluster":{"create":{"region":"us-central1"}}}},
 		"flavors":[{"name":"cpu","machineType":"e2-standard-4","nodeCount":1}]}`
-	var msg MessagePublished
+	var msg poolevents.MessagePublished
 	msg.Message.Data = []byte(pool)
-	msg.Message.Attributes = map[string]string{"ce-type": substrates.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0",
+	msg.Message.Attributes = map[string]string{"ce-type": event.PoolUpdated, "ce-id": "evt-1", "ce-specversion": "1.0",
 		"ce-source": "//compute.better-compute.dev/tenants/acme", "ce-subject": "pool-gpu"}
 	msg.Message.MessageID = "m-1"
 	msg.Subscription = "projects/bc-test/subscriptions/pool-events"
 	pushBody, _ := json.Marshal(msg)
-	const pushPath = "/projects/bc-pools/topics/" + substrates.PoolUpdated
+	const pushPath = "/projects/bc-pools/topics/" + event.PoolUpdated
 	binary := func(r *http.Request) {
 		r.Header.Set("ce-specversion", "1.0")
-		r.Header.Set("ce-type", MessagePublishedType)
+		r.Header.Set("ce-type", poolevents.MessagePublishedType)
 		r.Header.Set("ce-source", "//pubsub.googleapis.com/"+msg.Subscription)
 		r.Header.Set("ce-id", "m-1")
 	}

@@ -5,8 +5,10 @@
 // the twelve API methods under their function names
 // (kubernetesNodePools-create, ...), "reconcile" (the Cloud Tasks target),
 // "watchdog" (the Cloud Scheduler target) and the pool events' consumer
-// (pushed by Pub/Sub). The devstack builds its functions with the same
-// App, from a Config pointed at the emulators.
+// (pushed by Pub/Sub). The handlers are the edge's (functions/api,
+// functions/reconcile, functions/poolevents); this package wires them to
+// their clients. The devstack builds its functions with the same App,
+// from a Config pointed at the emulators.
 //
 // Importing the package registers the functions with the Functions
 // Framework in init() and does nothing else: no I/O, no clients, no
@@ -63,8 +65,8 @@ var served atomic.Pointer[App]
 // Every function is registered as an HTTP function, the CloudEvent
 // function of the pool events too: the framework's own CloudEvent
 // handling would hand it the event without the request, whose token must
-// be checked first (poolEvents.ServeHTTP reads the push as the framework
-// would).
+// be checked first (poolevents.Handler.ServeHTTP reads the push as the
+// framework would).
 func init() {
 	for _, f := range registered {
 		unregistered := httpapi.Edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

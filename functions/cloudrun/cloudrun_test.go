@@ -26,8 +26,9 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/telemetry"
@@ -369,12 +370,16 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := newKubeConnector(Config{KubernetesToken: "no-cluster-here"}, nil)
-	joiner, err := substrates.NewJoiner(st, kube, nopEvents{}, nil)
+	joiner, err := join.New(st, kube, nopEvents{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previewer, err := substrates.NewPreviewer(st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	routes, err := api.Routes(api.Deps{Auth: nopAuth{}, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
-		Substrates: substrates.NewQueries(st), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		t.Fatalf("api.Routes = %v", err)
 	}
@@ -466,7 +471,7 @@ func (nopAuth) Verify(context.Context, string) (string, error) { return "user", 
 
 type nopEvents struct{}
 
-func (nopEvents) Send([]outbox.Event) {}
+func (nopEvents) Send([]event.Event) {}
 
 type nopKicker struct{}
 

@@ -5,7 +5,8 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/functions/api"
-	"github.com/better-compute/kubernetes/shared/substrates"
+	"github.com/better-compute/kubernetes/functions/poolevents"
+	"github.com/better-compute/kubernetes/shared/event"
 )
 
 // Function is one function of the project.
@@ -41,7 +42,7 @@ const (
 	ReconcileFunction = "reconcile"
 	WatchdogFunction  = "watchdog"
 	// PoolEventsFunction consumes the pools module's events (API.md §9).
-	PoolEventsFunction = "kubernetesSubstrates-poolEvents"
+	PoolEventsFunction = poolevents.Function
 )
 
 // registered is every function, in the order of API.md: the API's methods
@@ -56,7 +57,7 @@ var registered = func() []Function {
 		Function{Name: ReconcileFunction, Path: "/internal/reconcile", kind: kindReconcile},
 		Function{Name: WatchdogFunction, Path: "/internal/watchdog", kind: kindWatchdog},
 		Function{Name: PoolEventsFunction, Path: "/internal/poolEvents", kind: kindConsumer,
-			Topics: []string{substrates.PoolUpdated, substrates.PoolArchived}},
+			Topics: []string{event.PoolUpdated, event.PoolArchived}},
 	)
 }()
 
@@ -77,7 +78,7 @@ func Functions() []Function {
 // pushedTo says whether path is where a push subscription of one of f's
 // topics delivers: /projects/P/topics/T, T one of f.Topics.
 func (f Function) pushedTo(path string) bool {
-	topic, ok := pushTopic(path)
+	topic, ok := poolevents.PushTopic(path)
 	if !ok {
 		return false
 	}

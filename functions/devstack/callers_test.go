@@ -15,6 +15,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/tasks"
@@ -188,7 +189,7 @@ func devToken(t *testing.T, url, sub string) string {
 // message the pools module publishes, in binary mode.
 func poolEventPush(t *testing.T, project string, pool map[string]any) ([]byte, http.Header) {
 	t.Helper()
-	var m cloudrun.MessagePublished
+	var m poolevents.MessagePublished
 	m.Message.Data, _ = json.Marshal(pool)
 	m.Message.Attributes = map[string]string{"ce-specversion": "1.0", "ce-id": "evt-refused", "ce-type": "compute.pool.updated",
 		"ce-source": "//compute.better-compute.dev/tenants/acme", "ce-subject": pool["id"].(string), "tenantId": "acme"}
@@ -196,7 +197,7 @@ func poolEventPush(t *testing.T, project string, pool map[string]any) ([]byte, h
 	m.Subscription = "projects/" + project + "/subscriptions/" + cloudrun.PoolEventsFunction + "-compute.pool.updated"
 	body, _ := json.Marshal(m)
 	return body, http.Header{
-		"Ce-Specversion": {"1.0"}, "Ce-Type": {cloudrun.MessagePublishedType},
+		"Ce-Specversion": {"1.0"}, "Ce-Type": {poolevents.MessagePublishedType},
 		"Ce-Source": {"//pubsub.googleapis.com/" + m.Subscription}, "Ce-Id": {"refused-1"},
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
-	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
 // consoleRoutes serves the console (API.md §8) at /console, once the
@@ -32,7 +32,7 @@ func (s *Stack) startConsole(ctx context.Context) error {
 	c, err := console.New(console.Options{
 		Firestore:  s.FirestoreClient,
 		Published:  s.PubSub.OnPublish,
-		Topics:     outbox.Types,
+		Topics:     event.Types,
 		Queues:     s.consoleQueues,
 		Operations: s.GKE.Operations,
 		Instances:  s.consoleInstances,

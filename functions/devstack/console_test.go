@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -117,7 +117,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Its page: the timeline with its events and the provider's operation.
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterReady: 1})
 	clusterURL := fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)
 	within(t, ctx, waitTime, "the timeline",
 		chromedp.Navigate(clusterURL),
@@ -156,8 +156,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// publication (its arrival at the test's own subscription).
 	within(t, ctx, waitTime, "open the events", chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#events")))
 	other := c.createCluster(t, "console-events", poolSpec("a", 1))
-	wait.Until(t, fmt.Sprintf("the %s event of %s", outbox.ClusterCreated, other.ID), func() bool {
-		return e.events.count(other.ID, outbox.ClusterCreated, "") > 0
+	wait.Until(t, fmt.Sprintf("the %s event of %s", event.ClusterCreated, other.ID), func() bool {
+		return e.events.count(other.ID, event.ClusterCreated, "") > 0
 	})
 	published := time.Now()
 	poll(t, ctx, 2*time.Second, "the event in the events view within 2s",
@@ -254,7 +254,7 @@ func TestConsoleLoadsNothingFromOutside(t *testing.T) {
 	e := sharedStack(t)
 	cl := e.api.createCluster(t, "console-outside", poolSpec("a", 1))
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterReady: 1})
 	self, _ := url.Parse(e.URL)
 	anyURL := regexp.MustCompile(`(?i)https?://[^\s"'<>)]+`)
 	ref := regexp.MustCompile(`(?i)\b(?:src|href|action|xlink:href)\s*=\s*["']?([^"'\s>]*)|url\(\s*["']?([^"')]*)|@import\s+["']?([^"';]*)`)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -92,8 +92,8 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 			t.Errorf("cluster %s = %v, %v; want ready", id, cl.State, err)
 		}
 		e.checkEvents(t, cl, map[string]int{
-			outbox.ClusterReady: 1, outbox.ClusterUpdated: 2, outbox.NodePoolReady + "/" + added[id]: 1,
-			outbox.NodePoolReady + "/" + resized[id]: 2, outbox.ClusterError: 0, outbox.NodePoolError: 0,
+			event.ClusterReady: 1, event.ClusterUpdated: 2, event.NodePoolReady + "/" + added[id]: 1,
+			event.NodePoolReady + "/" + resized[id]: 2, event.ClusterError: 0, event.NodePoolError: 0,
 		})
 	}
 

@@ -8,7 +8,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -26,7 +26,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("ready cluster = version %q endpoint %q, want both", cl.KubernetesVersion, cl.Endpoint)
 	}
 	a, b := poolByName(t, c, cl.ID, "a"), poolByName(t, c, cl.ID, "b")
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterCreated: 1, outbox.ClusterReady: 1, outbox.NodePoolReady + "/" + a.ID: 1, outbox.NodePoolReady + "/" + b.ID: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterCreated: 1, event.ClusterReady: 1, event.NodePoolReady + "/" + a.ID: 1, event.NodePoolReady + "/" + b.ID: 1})
 
 	// Resize.
 	got := c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": 3})
@@ -43,7 +43,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("node count of a in %s = %d, want 3", zone, n)
 		}
 	}
-	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolReady + "/" + a.ID: 2, outbox.ClusterUpdated: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolReady + "/" + a.ID: 2, event.ClusterUpdated: 1})
 
 	// Delete a pool, then reuse its name.
 	if d := c.deletePool(t, cl.ID, b.ID); d.State != resource.StateDeleting {
@@ -91,11 +91,11 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("CREATE_CLUSTER operations = %d, want 1", n)
 	}
 	e.checkEvents(t, cl, map[string]int{
-		outbox.ClusterCreated: 1, outbox.ClusterReady: 1, outbox.ClusterUpdated: 3, outbox.ClusterDeleted: 1, outbox.ClusterError: 0,
-		outbox.NodePoolCreated + "/" + b2.ID: 1,
-		outbox.NodePoolReady + "/" + a.ID:    2, outbox.NodePoolReady + "/" + b.ID: 1, outbox.NodePoolReady + "/" + b2.ID: 1,
-		outbox.NodePoolDeleted + "/" + a.ID: 1, outbox.NodePoolDeleted + "/" + b.ID: 1, outbox.NodePoolDeleted + "/" + b2.ID: 1,
-		outbox.NodePoolError: 0,
+		event.ClusterCreated: 1, event.ClusterReady: 1, event.ClusterUpdated: 3, event.ClusterDeleted: 1, event.ClusterError: 0,
+		event.NodePoolCreated + "/" + b2.ID: 1,
+		event.NodePoolReady + "/" + a.ID:    2, event.NodePoolReady + "/" + b.ID: 1, event.NodePoolReady + "/" + b2.ID: 1,
+		event.NodePoolDeleted + "/" + a.ID: 1, event.NodePoolDeleted + "/" + b.ID: 1, event.NodePoolDeleted + "/" + b2.ID: 1,
+		event.NodePoolError: 0,
 	})
 	// The name of a deleted cluster is free again.
 	again := c.createClusterNamed(t, cl.Name, poolSpec("a", 1))
@@ -150,7 +150,7 @@ func TestAutoscaling(t *testing.T) {
 	if got := poolByName(t, c, cl.ID, "a"); got.Autoscaling != nil || got.NodeCount != 1 {
 		t.Errorf("pool = autoscaling %v node count %d, want none, 1", got.Autoscaling, got.NodeCount)
 	}
-	e.checkEvents(t, cl, map[string]int{outbox.NodePoolReady + "/" + a.ID: 4, outbox.ClusterUpdated: 3, outbox.ClusterReady: 1, outbox.NodePoolError: 0})
+	e.checkEvents(t, cl, map[string]int{event.NodePoolReady + "/" + a.ID: 4, event.ClusterUpdated: 3, event.ClusterReady: 1, event.NodePoolError: 0})
 }
 
 // TestRefusedPool adds a pool the provider refuses: the pool and the
@@ -169,13 +169,13 @@ func TestRefusedPool(t *testing.T) {
 	if p := poolByName(t, c, cl.ID, "bad"); !strings.Contains(p.Message, "e2-nonexistent") {
 		t.Errorf("pool message = %q, want the provider's refusal", p.Message)
 	}
-	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolError + "/" + bad.ID: 1, outbox.ClusterError: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolError + "/" + bad.ID: 1, event.ClusterError: 1})
 
 	c.deletePool(t, cl.ID, bad.ID)
 	c.waitCluster(t, cl.ID, resource.StateReady, nil)
 	e.checkEvents(t, cl, map[string]int{
-		outbox.NodePoolError + "/" + bad.ID: 1, outbox.ClusterError: 1, outbox.NodePoolDeleted + "/" + bad.ID: 1,
-		outbox.ClusterReady: 1, outbox.ClusterUpdated: 1, outbox.NodePoolReady + "/" + bad.ID: 0,
+		event.NodePoolError + "/" + bad.ID: 1, event.ClusterError: 1, event.NodePoolDeleted + "/" + bad.ID: 1,
+		event.ClusterReady: 1, event.ClusterUpdated: 1, event.NodePoolReady + "/" + bad.ID: 0,
 	})
 	if n := e.ops(cl, containerpb.Operation_CREATE_NODE_POOL, "bad"); n != 0 {
 		t.Errorf("CREATE_NODE_POOL operations of the refused pool = %d, want 0", n)
@@ -204,8 +204,8 @@ func TestRefusedPoolAtCreate(t *testing.T) {
 	c.deletePool(t, cl.ID, p.ID)
 	c.waitCluster(t, cl.ID, resource.StateReady, nil)
 	e.checkEvents(t, cl, map[string]int{
-		outbox.NodePoolError + "/" + p.ID: 1, outbox.ClusterError: 1, outbox.NodePoolDeleted + "/" + p.ID: 1,
-		outbox.ClusterReady: 1, outbox.ClusterUpdated: 0,
+		event.NodePoolError + "/" + p.ID: 1, event.ClusterError: 1, event.NodePoolDeleted + "/" + p.ID: 1,
+		event.ClusterReady: 1, event.ClusterUpdated: 0,
 	})
 	if n := e.ops(cl, containerpb.Operation_CREATE_CLUSTER, ""); n != 1 {
 		t.Errorf("CREATE_CLUSTER operations = %d, want 1", n)
@@ -234,9 +234,9 @@ func TestReleaseChannelUpgrade(t *testing.T) {
 		}
 		return got.KubernetesVersion == next && got.State == resource.StateReady, got.KubernetesVersion + " " + string(got.State)
 	})
-	e.checkEvents(t, cl, map[string]int{outbox.ClusterReady: 1, outbox.ClusterUpdated: 1})
+	e.checkEvents(t, cl, map[string]int{event.ClusterReady: 1, event.ClusterUpdated: 1})
 	for _, ev := range e.events.of(cl.ID) {
-		if ev.Type != outbox.ClusterUpdated {
+		if ev.Type != event.ClusterUpdated {
 			continue
 		}
 		var data resource.Cluster

@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -142,7 +143,7 @@ func TestProviderErrors(t *testing.T) {
 					t.Errorf("node count of a in %s = %d, want %d", zone, n, size)
 				}
 			}
-			if n := e.events.count(cl.ID, outbox.NodePoolError, p.ID) + e.events.count(cl.ID, outbox.ClusterError, ""); n != 0 {
+			if n := e.events.count(cl.ID, event.NodePoolError, p.ID) + e.events.count(cl.ID, event.ClusterError, ""); n != 0 {
 				t.Errorf("error events = %d, want none", n)
 			}
 		})
@@ -169,7 +170,7 @@ func TestProviderQuotas(t *testing.T) {
 		if n := e.ops(cl, containerpb.Operation_CREATE_NODE_POOL, "limited"); n != 1 {
 			t.Errorf("CREATE_NODE_POOL operations = %d, want 1", n)
 		}
-		if n := e.events.count(cl.ID, outbox.NodePoolError, p.ID) + e.events.count(cl.ID, outbox.ClusterError, ""); n != 0 {
+		if n := e.events.count(cl.ID, event.NodePoolError, p.ID) + e.events.count(cl.ID, event.ClusterError, ""); n != 0 {
 			t.Errorf("error events = %d, want none", n)
 		}
 	})
@@ -185,10 +186,10 @@ func TestProviderQuotas(t *testing.T) {
 		if pool := poolByName(t, c, cl.ID, "big"); pool.Message != msg {
 			t.Errorf("pool message = %q, want the provider's %q", pool.Message, msg)
 		}
-		e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolError + "/" + p.ID: 1})
+		e.waitEvents(t, cl.ID, map[string]int{event.NodePoolError + "/" + p.ID: 1})
 		c.deletePool(t, cl.ID, p.ID)
 		c.waitCluster(t, cl.ID, resource.StateReady, nil)
-		if n := e.events.count(cl.ID, outbox.NodePoolError, p.ID); n != 1 {
+		if n := e.events.count(cl.ID, event.NodePoolError, p.ID); n != 1 {
 			t.Errorf("nodepool.error events of big = %d, want 1", n)
 		}
 	})
@@ -296,8 +297,8 @@ func TestDuplicateDeliveries(t *testing.T) {
 		t.Errorf("SetNodePoolSize calls = %d, want 1", n)
 	}
 	e.checkEvents(t, cl, map[string]int{
-		outbox.ClusterReady: 1, outbox.ClusterUpdated: 2, outbox.NodePoolReady + "/" + p.ID: 1,
-		outbox.NodePoolReady + "/" + a.ID: 2, outbox.ClusterError: 0, outbox.NodePoolError: 0,
+		event.ClusterReady: 1, event.ClusterUpdated: 2, event.NodePoolReady + "/" + p.ID: 1,
+		event.NodePoolReady + "/" + a.ID: 2, event.ClusterError: 0, event.NodePoolError: 0,
 	})
 	// The chain goes on as one: one task is waiting for the cluster, the
 	// steady refresh.
@@ -409,7 +410,7 @@ func TestKilledRun(t *testing.T) {
 		if n := e.ops(cl, containerpb.Operation_CREATE_NODE_POOL, "orphan"); n != 1 {
 			t.Errorf("CREATE_NODE_POOL operations of orphan = %d, want 1", n)
 		}
-		e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolReady + "/" + p.ID: 1})
+		e.waitEvents(t, cl.ID, map[string]int{event.NodePoolReady + "/" + p.ID: 1})
 	})
 }
 
@@ -444,7 +445,7 @@ func TestPubSubDown(t *testing.T) {
 			}
 			o.Set(false)
 			e.checkEvents(t, cl, map[string]int{
-				outbox.ClusterCreated: 1, outbox.ClusterReady: 1, outbox.ClusterUpdated: 1, outbox.NodePoolReady + "/" + a.ID: 2,
+				event.ClusterCreated: 1, event.ClusterReady: 1, event.ClusterUpdated: 1, event.NodePoolReady + "/" + a.ID: 2,
 			})
 			if _, dups := e.events.distinct(cl.ID); tt.exactOnce && dups != 0 {
 				t.Errorf("redelivered events = %d, want none (all: %s)", dups, e.events.summary(cl.ID))
@@ -478,7 +479,7 @@ func TestEnqueueFailing(t *testing.T) {
 	if n := e.ops(cl, containerpb.Operation_SET_NODE_POOL_SIZE, "a"); n != 1 {
 		t.Errorf("SET_NODE_POOL_SIZE operations = %d, want 1", n)
 	}
-	e.checkEvents(t, cl, map[string]int{outbox.ClusterReady: 1, outbox.ClusterUpdated: 1, outbox.NodePoolReady + "/" + a.ID: 2})
+	e.checkEvents(t, cl, map[string]int{event.ClusterReady: 1, event.ClusterUpdated: 1, event.NodePoolReady + "/" + a.ID: 2})
 }
 
 // TestClusterLostAtProvider deletes a cluster at the provider behind the
@@ -523,10 +524,10 @@ func TestClusterLostAtProvider(t *testing.T) {
 		c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": i})
 		c.waitCluster(t, cl.ID, resource.StateError, lost)
 	}
-	if n := e.events.count(cl.ID, outbox.ClusterError, ""); n != 1 {
+	if n := e.events.count(cl.ID, event.ClusterError, ""); n != 1 {
 		t.Errorf("kubernetes.cluster.error events = %d, want 1", n)
 	}
-	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolDeleted + "/" + b.ID: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolDeleted + "/" + b.ID: 1})
 
 	c.deleteCluster(t, cl.ID)
 	wait.For(t, "the cluster deleted", func() (bool, string) {

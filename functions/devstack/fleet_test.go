@@ -31,7 +31,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -342,7 +342,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 		rep.meanPerMinute = rep.peakPerMinute
 	}
 	for _, m := range s.PubSub.Messages() {
-		if typ := m.Attributes["ce-type"]; typ == outbox.ClusterError || typ == outbox.NodePoolError {
+		if typ := m.Attributes["ce-type"]; typ == event.ClusterError || typ == event.NodePoolError {
 			rep.errorsShown++
 		}
 	}
@@ -372,7 +372,7 @@ func watchReady(t testing.TB, s *devstack.Stack) func(poolID string) (received, 
 	ctx, cancel := context.WithCancel(context.Background())
 	name := "projects/bc-dev/subscriptions/fleet-ready"
 	_, err := s.PubSubClient.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: name, Topic: "projects/bc-dev/topics/" + outbox.NodePoolReady, AckDeadlineSeconds: 10,
+		Name: name, Topic: "projects/bc-dev/topics/" + event.NodePoolReady, AckDeadlineSeconds: 10,
 	})
 	if err != nil {
 		cancel()

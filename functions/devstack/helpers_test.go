@@ -24,6 +24,7 @@ import (
 
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -437,8 +438,8 @@ func (e *env) ops(cl resource.Cluster, typ containerpb.Operation_Type, pool stri
 	return n
 }
 
-// event is a message received from an event topic.
-type event struct {
+// received is a message received from an event topic.
+type received struct {
 	Type, ID, Subject string
 	Attrs             map[string]string
 	Data              []byte
@@ -447,7 +448,7 @@ type event struct {
 // collector keeps the messages of every event topic, by subject.
 type collector struct {
 	mu        sync.Mutex
-	bySubject map[string][]event
+	bySubject map[string][]received
 }
 
 func collect(t testing.TB, s *devstack.Stack) *collector {
@@ -463,10 +464,10 @@ func collect(t testing.TB, s *devstack.Stack) *collector {
 // startCollector subscribes to every event topic and collects what
 // arrives until stop.
 func startCollector(s *devstack.Stack) (*collector, func(), error) {
-	c := &collector{bySubject: map[string][]event{}}
+	c := &collector{bySubject: map[string][]received{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		name := fmt.Sprintf("projects/bc-dev/subscriptions/test-%s", typ)
 		_, err := s.PubSubClient.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 			Name: name, Topic: "projects/bc-dev/topics/" + typ, AckDeadlineSeconds: 10,
@@ -480,7 +481,7 @@ func startCollector(s *devstack.Stack) (*collector, func(), error) {
 		go func() {
 			defer wg.Done()
 			_ = sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-				e := event{Type: m.Attributes["ce-type"], ID: m.Attributes["ce-id"], Subject: m.Attributes["ce-subject"], Attrs: m.Attributes, Data: m.Data}
+				e := received{Type: m.Attributes["ce-type"], ID: m.Attributes["ce-id"], Subject: m.Attributes["ce-subject"], Attrs: m.Attributes, Data: m.Data}
 				c.mu.Lock()
 				c.bySubject[e.Subject] = append(c.bySubject[e.Subject], e)
 				c.mu.Unlock()
@@ -493,7 +494,7 @@ func startCollector(s *devstack.Stack) (*collector, func(), error) {
 
 // of returns the events received about a cluster so far, in arrival
 // order.
-func (c *collector) of(clusterID string) []event {
+func (c *collector) of(clusterID string) []received {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.bySubject[clusterID])
@@ -501,8 +502,8 @@ func (c *collector) of(clusterID string) []event {
 
 // distinct returns the events of a cluster with each ce-id once, and how
 // many were redeliveries of a ce-id already seen.
-func (c *collector) distinct(clusterID string) ([]event, int) {
-	var out []event
+func (c *collector) distinct(clusterID string) ([]received, int) {
+	var out []received
 	seen := map[string]bool{}
 	dups := 0
 	for _, e := range c.of(clusterID) {

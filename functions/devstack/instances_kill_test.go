@@ -18,7 +18,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -585,18 +585,18 @@ func (l *load) checkEvents(t *testing.T) {
 			t.Errorf("%s: no events", c.name)
 			continue
 		}
-		if events[0].Type != outbox.ClusterCreated {
-			t.Errorf("%s: first event %s, want %s", c.name, events[0].Type, outbox.ClusterCreated)
+		if events[0].Type != event.ClusterCreated {
+			t.Errorf("%s: first event %s, want %s", c.name, events[0].Type, event.ClusterCreated)
 		}
-		if last := events[len(events)-1]; c.deleted && last.Type != outbox.ClusterDeleted {
-			t.Errorf("%s: last event %s, want %s", c.name, last.Type, outbox.ClusterDeleted)
+		if last := events[len(events)-1]; c.deleted && last.Type != event.ClusterDeleted {
+			t.Errorf("%s: last event %s, want %s", c.name, last.Type, event.ClusterDeleted)
 		}
 		readies := 0
 		for _, ev := range events {
-			if ev.Type == outbox.ClusterReady {
+			if ev.Type == event.ClusterReady {
 				readies++
 			}
-			if ev.Type == outbox.ClusterError || ev.Type == outbox.NodePoolError {
+			if ev.Type == event.ClusterError || ev.Type == event.NodePoolError {
 				t.Errorf("%s: %s %s", c.name, ev.Type, ev.Data)
 			}
 		}
@@ -620,7 +620,7 @@ func (l *load) checkEvents(t *testing.T) {
 					continue
 				}
 				s := strings.TrimPrefix(ev.Type, "kubernetes.nodepool.")
-				if ev.Type == outbox.NodePoolReady {
+				if ev.Type == event.NodePoolReady {
 					var np resource.NodePool
 					_ = json.Unmarshal(ev.Data, &np)
 					s += fmt.Sprintf(" %d", np.NodeCount)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -138,5 +138,5 @@ func TestInstances(t *testing.T) {
 	a := poolByName(t, e.api, cl.ID, "a")
 	e.api.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": 2})
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
-	e.checkEvents(t, cl, map[string]int{outbox.ClusterReady: 1, outbox.NodePoolReady + "/" + a.ID: 2})
+	e.checkEvents(t, cl, map[string]int{event.ClusterReady: 1, event.NodePoolReady + "/" + a.ID: 2})
 }

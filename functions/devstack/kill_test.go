@@ -33,7 +33,7 @@ import (
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	apiclient "github.com/better-compute/kubernetes/shared/client"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -101,7 +101,7 @@ func TestKillAndRestart(t *testing.T) {
 	// act once the data file has them.
 	wait.For(k.t, "the subscriptions in the data file", func() (bool, string) {
 		b, _ := os.ReadFile(data)
-		for _, typ := range outbox.Types {
+		for _, typ := range event.Types {
 			if !bytes.Contains(b, []byte(subName(typ))) {
 				return false, "no " + subName(typ)
 			}
@@ -708,20 +708,20 @@ func (k *killTest) checkEvents() {
 			}
 		}
 		for _, c := range k.clusters {
-			need(outbox.ClusterCreated, c.id, 0)
-			need(outbox.ClusterReady, c.id, 0)
+			need(event.ClusterCreated, c.id, 0)
+			need(event.ClusterReady, c.id, 0)
 			if c.deleted {
-				need(outbox.ClusterDeleted, c.id, 0)
+				need(event.ClusterDeleted, c.id, 0)
 			}
 			for _, p := range c.pools {
 				if !p.withCluster {
-					need(outbox.NodePoolCreated, p.id, 0)
+					need(event.NodePoolCreated, p.id, 0)
 				}
 				for _, n := range p.counts {
-					need(outbox.NodePoolReady, p.id, n)
+					need(event.NodePoolReady, p.id, n)
 				}
 				if p.deleted || c.deleted {
-					need(outbox.NodePoolDeleted, p.id, 0)
+					need(event.NodePoolDeleted, p.id, 0)
 				}
 			}
 		}
@@ -746,7 +746,7 @@ func (k *killTest) checkEvents() {
 	}
 	phantom := 0
 	for _, e := range k.events.all() {
-		if e.Type == outbox.ClusterError || e.Type == outbox.NodePoolError {
+		if e.Type == event.ClusterError || e.Type == event.NodePoolError {
 			t.Errorf("event %s about %s %s: %s", e.Type, e.Attrs["clusterId"], e.Attrs["nodePoolId"], e.Data)
 		}
 		if lostIDs[e.Attrs["clusterId"]] || lostIDs[e.Attrs["nodePoolId"]] {
@@ -834,7 +834,7 @@ func (k *killTest) checkDataFile(path string) {
 type consumer struct {
 	addr   string
 	mu     sync.Mutex
-	events []event
+	events []received
 	stopFn func()
 }
 
@@ -854,7 +854,7 @@ func (c *consumer) subscribe(t *testing.T) {
 	t.Helper()
 	ps := c.client(t)
 	defer ps.Close()
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		_, err := ps.SubscriptionAdminClient.CreateSubscription(context.Background(), &pubsubpb.Subscription{
 			Name: subName(typ), Topic: "projects/bc-dev/topics/" + typ, AckDeadlineSeconds: 10,
 		})
@@ -871,7 +871,7 @@ func (c *consumer) start(t *testing.T) {
 	ps := c.client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		sub := ps.Subscriber(subName(typ))
 		// A killed process takes no acknowledgements: do not wait for
 		// them when the receiver stops.
@@ -882,7 +882,7 @@ func (c *consumer) start(t *testing.T) {
 			logged := false
 			for ctx.Err() == nil {
 				err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-					e := event{Type: m.Attributes["ce-type"], ID: m.Attributes["ce-id"], Subject: m.Attributes["ce-subject"], Attrs: m.Attributes, Data: m.Data}
+					e := received{Type: m.Attributes["ce-type"], ID: m.Attributes["ce-id"], Subject: m.Attributes["ce-subject"], Attrs: m.Attributes, Data: m.Data}
 					c.mu.Lock()
 					c.events = append(c.events, e)
 					c.mu.Unlock()
@@ -908,7 +908,7 @@ func (c *consumer) stop() {
 	}
 }
 
-func (c *consumer) all() []event {
+func (c *consumer) all() []received {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.events)
@@ -925,7 +925,7 @@ func (c *consumer) index() map[string]bool {
 			id = p
 		}
 		key := e.Type + " " + id
-		if e.Type == outbox.NodePoolReady {
+		if e.Type == event.NodePoolReady {
 			var np resource.NodePool
 			if json.Unmarshal(e.Data, &np) == nil {
 				key += fmt.Sprintf(" nodeCount %d", np.NodeCount)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -89,9 +89,9 @@ func TestCurrentNodeCountFollowsTheAutoscaler(t *testing.T) {
 		t.Errorf("cluster = %v %v, want ready", got.State, err)
 	}
 	e.checkEvents(t, cl, map[string]int{
-		outbox.NodePoolReady + "/" + before.ID: 1,
-		outbox.NodePoolError:                   0,
-		outbox.ClusterError:                    0,
+		event.NodePoolReady + "/" + before.ID: 1,
+		event.NodePoolError:                   0,
+		event.ClusterError:                    0,
 	})
 }
 
@@ -126,7 +126,7 @@ func TestStockoutSaidPlainly(t *testing.T) {
 	if got, err := c.getCluster(cl.ID); err != nil || got.State != resource.StateError {
 		t.Errorf("cluster during the stockout = %v %v, want error", got.State, err)
 	}
-	e.waitEvents(t, cl.ID, map[string]int{outbox.NodePoolError + "/" + short.ID: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolError + "/" + short.ID: 1})
 
 	got := c.waitCluster(t, cl.ID, resource.StateReady, nil)
 	p := waitCount(t, c, cl.ID, "short", 2)
@@ -140,12 +140,12 @@ func TestStockoutSaidPlainly(t *testing.T) {
 		t.Errorf("resizes of short = %d, want none", n)
 	}
 	e.checkEvents(t, cl, map[string]int{
-		outbox.NodePoolError + "/" + short.ID: 1,
-		outbox.NodePoolReady + "/" + short.ID: 1,
+		event.NodePoolError + "/" + short.ID: 1,
+		event.NodePoolReady + "/" + short.ID: 1,
 	})
 	// Each event carries the nodes there were then.
 	for _, ev := range e.events.of(cl.ID) {
-		want := map[string]int{outbox.NodePoolError: 1, outbox.NodePoolReady: 2}[ev.Type]
+		want := map[string]int{event.NodePoolError: 1, event.NodePoolReady: 2}[ev.Type]
 		if ev.Attrs["nodePoolId"] != short.ID || want == 0 {
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -108,7 +108,7 @@ const maxOrderedLag = 3 * time.Second
 func TestOrderedConsumer(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, fastConfig())
-	r := receiveOrdered(t, e, outbox.NodePoolCreated)
+	r := receiveOrdered(t, e, event.NodePoolCreated)
 
 	const clusters, poolsPerCluster = 30, 10
 	var (

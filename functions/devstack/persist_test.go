@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -32,12 +32,12 @@ func TestDataFile(t *testing.T) {
 	e := startEnv(t, cfg)
 	ctx := context.Background()
 	sub := "projects/bc-dev/subscriptions/keep"
-	if _, err := e.PubSub.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/bc-dev/topics/" + outbox.ClusterCreated, AckDeadlineSeconds: 10}); err != nil {
+	if _, err := e.PubSub.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/bc-dev/topics/" + event.ClusterCreated, AckDeadlineSeconds: 10}); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
 	cl := e.api.createCluster(t, "keep", poolSpec("a", 1))
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterReady: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterReady: 1})
 
 	// The stack saves within a second, without being asked.
 	var saved []byte

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -106,7 +107,7 @@ func (s *Stack) push(ctx context.Context, url, subscription string, m *pubsub.Me
 	if err != nil {
 		return err
 	}
-	var data cloudrun.MessagePublished
+	var data poolevents.MessagePublished
 	data.Message.Data, data.Message.Attributes, data.Message.MessageID = m.Data, m.Attributes, m.ID
 	data.Subscription = subscription
 	body, err := json.Marshal(data)
@@ -119,7 +120,7 @@ func (s *Stack) push(ctx context.Context, url, subscription string, m *pubsub.Me
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("ce-specversion", "1.0")
-	req.Header.Set("ce-type", cloudrun.MessagePublishedType)
+	req.Header.Set("ce-type", poolevents.MessagePublishedType)
 	req.Header.Set("ce-source", "//pubsub.googleapis.com/"+subscription)
 	req.Header.Set("ce-id", m.ID)
 	req.Header.Set("Authorization", "Bearer "+tok)

@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	apiclient "github.com/better-compute/kubernetes/shared/client"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -19,10 +20,10 @@ import (
 // chainOf returns every delivery received so far of the chain's events
 // ("cluster/kcl_..." or "substrate/ksb_...", apiclient.Event.Chain), whatever
 // their subject, redeliveries included.
-func (c *collector) chainOf(chain string) []event {
+func (c *collector) chainOf(chain string) []received {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []event
+	var out []received
 	for _, es := range c.bySubject {
 		for _, e := range es {
 			if (apiclient.Event{Attributes: e.Attrs}).Chain() == chain {
@@ -38,9 +39,9 @@ func (c *collector) chainOf(chain string) []event {
 // document (doc), and checks that each number is one event's (ce-id) and
 // that every redelivery of an event carries its number. It returns the
 // events once each, in sequence order.
-func (e *env) checkSequence(t testing.TB, chain string, doc *firestore.DocumentRef) []event {
+func (e *env) checkSequence(t testing.TB, chain string, doc *firestore.DocumentRef) []received {
 	t.Helper()
-	var ordered []event
+	var ordered []received
 	wait.For(t, "the events of "+chain+" numbered without a gap", func() (bool, string) {
 		snap, err := doc.Get(context.Background())
 		if err != nil {
@@ -51,7 +52,7 @@ func (e *env) checkSequence(t testing.TB, chain string, doc *firestore.DocumentR
 			return false, fmt.Sprintf("%s has no %s", doc.Path, outbox.SequenceField)
 		}
 		last := v.(int64)
-		byNumber := map[int64]event{}
+		byNumber := map[int64]received{}
 		for _, ev := range e.events.chainOf(chain) {
 			n, ok := (apiclient.Event{Attributes: ev.Attrs}).Sequence()
 			if !ok {
@@ -86,7 +87,7 @@ func (e *env) checkSequence(t testing.TB, chain string, doc *firestore.DocumentR
 	return ordered
 }
 
-func types(events []event) string {
+func types(events []received) string {
 	var out []string
 	for _, e := range events {
 		s := strings.TrimPrefix(e.Type, "kubernetes.")
@@ -115,10 +116,10 @@ func TestEventsSequence(t *testing.T) {
 	e.api.deletePool(t, cl.ID, b.ID)
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
 	e.api.deleteCluster(t, cl.ID)
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterDeleted: 1})
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterDeleted: 1})
 
 	events := e.checkSequence(t, "cluster/"+cl.ID, e.Store.ClusterRef("acme", cl.ID))
-	if first, last := events[0], events[len(events)-1]; first.Type != outbox.ClusterCreated || last.Type != outbox.ClusterDeleted {
+	if first, last := events[0], events[len(events)-1]; first.Type != event.ClusterCreated || last.Type != event.ClusterDeleted {
 		t.Errorf("events in sequence order: %s; want created first and deleted last", types(events))
 	}
 	// Each pool's own events come in its lifecycle's order (a pool
@@ -193,7 +194,7 @@ func TestEventsSequenceConcurrentCalls(t *testing.T) {
 		}
 		return len(ps) == 1+workers, e.api.clusterState(cl.ID)
 	})
-	want := map[string]int{outbox.NodePoolCreated: 2 * workers, outbox.NodePoolDeleted: workers}
+	want := map[string]int{event.NodePoolCreated: 2 * workers, event.NodePoolDeleted: workers}
 	e.waitEvents(t, cl.ID, want)
 	events := e.checkSequence(t, "cluster/"+cl.ID, e.Store.ClusterRef("acme", cl.ID))
 	t.Logf("%d events of %s in sequence", len(events), cl.ID)
@@ -213,7 +214,7 @@ func TestSubstrateEventsSequence(t *testing.T) {
 	doc := e.FirestoreClient.Collection("tenants").Doc("acme").Collection("substrates").Doc(s.ID)
 	wait.For(t, "the substrate's deleted event", func() (bool, string) {
 		evs := e.events.chainOf("substrate/" + s.ID)
-		return slices.ContainsFunc(evs, func(ev event) bool { return ev.Type == outbox.SubstrateDeleted }), types(evs)
+		return slices.ContainsFunc(evs, func(ev received) bool { return ev.Type == event.SubstrateDeleted }), types(evs)
 	})
 	events := e.checkSequence(t, "substrate/"+s.ID, doc)
 	if got := types(events); got != "substrate.error, substrate.deleted" {

@@ -46,11 +46,11 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
-	"github.com/better-compute/kubernetes/shared/substrates"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/telemetry"
 )
@@ -308,8 +308,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.Handle(devissuer.TokenPath, s.Issuer.TokenHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("POST "+AccessTokenPath, s.accessToken)
-	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(substrates.PoolUpdated))
-	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(substrates.PoolArchived))
+	mux.HandleFunc("POST "+PoolsPutPath, s.poolsHandler(event.PoolUpdated))
+	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(event.PoolArchived))
 	s.kubernetesRoutes(mux)
 	s.gkeRoutes(mux)
 	s.consoleRoutes(mux)
@@ -568,7 +568,7 @@ func (s *Stack) provision(ctx context.Context) error {
 		return fmt.Errorf("pubsub client: %w", err)
 	}
 	defer ps.Close()
-	for _, t := range outbox.Types {
+	for _, t := range event.Types {
 		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
 		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
 			return fmt.Errorf("create topic %s: %w", name, err)

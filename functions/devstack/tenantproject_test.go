@@ -19,7 +19,7 @@ import (
 
 	iamemu "github.com/better-compute/kubernetes/emulators/iamcredentials"
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -80,9 +80,9 @@ func TestTenantProject(t *testing.T) {
 		n := e.IAM.Calls("GenerateAccessToken")
 		return n >= refusals+2, fmt.Sprintf("%d GenerateAccessToken calls since the error", n-refusals)
 	})
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterError: 1})
-	if n := e.events.count(cl.ID, outbox.ClusterError, ""); n != 1 {
-		t.Errorf("%s events = %d, want 1 (all: %s)", outbox.ClusterError, n, e.events.summary(cl.ID))
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterError: 1})
+	if n := e.events.count(cl.ID, event.ClusterError, ""); n != 1 {
+		t.Errorf("%s events = %d, want 1 (all: %s)", event.ClusterError, n, e.events.summary(cl.ID))
 	}
 	if got, _ := e.api.getCluster(cl.ID); got.State != resource.StateError || got.Message != want {
 		t.Errorf("cluster while the grant is missing = %s %q, want error %q", got.State, got.Message, want)
@@ -93,9 +93,9 @@ func TestTenantProject(t *testing.T) {
 	granted := time.Now()
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
 	t.Logf("ready %v after the grant came back", time.Since(granted).Round(time.Millisecond))
-	e.waitEvents(t, cl.ID, map[string]int{outbox.ClusterUpdated: 1})
-	if n := e.events.count(cl.ID, outbox.ClusterError, ""); n != 1 {
-		t.Errorf("%s events after recovering = %d, want 1 (all: %s)", outbox.ClusterError, n, e.events.summary(cl.ID))
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterUpdated: 1})
+	if n := e.events.count(cl.ID, event.ClusterError, ""); n != 1 {
+		t.Errorf("%s events after recovering = %d, want 1 (all: %s)", event.ClusterError, n, e.events.summary(cl.ID))
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -92,9 +92,9 @@ func TestSubstrateInTenantProject(t *testing.T) {
 		n := e.IAM.Calls("GenerateAccessToken")
 		return n >= refusals+2, fmt.Sprintf("%d GenerateAccessToken calls since the error", n-refusals)
 	})
-	e.waitEvents(t, cl.ID, map[string]int{outbox.SubstrateError: 1})
-	if n := e.events.count(cl.ID, outbox.SubstrateError, ""); n != 1 {
-		t.Errorf("%s events = %d, want 1 (all: %s)", outbox.SubstrateError, n, e.events.summary(cl.ID))
+	e.waitEvents(t, cl.ID, map[string]int{event.SubstrateError: 1})
+	if n := e.events.count(cl.ID, event.SubstrateError, ""); n != 1 {
+		t.Errorf("%s events = %d, want 1 (all: %s)", event.SubstrateError, n, e.events.summary(cl.ID))
 	}
 	if got := e.api.waitSubstrate(t, pool, "still in error", func(resource.Substrate) bool { return true }); got.State != resource.StateError || got.Message != want {
 		t.Errorf("substrate while the grant is missing = %s %q, want error %q", got.State, got.Message, want)
@@ -105,9 +105,9 @@ func TestSubstrateInTenantProject(t *testing.T) {
 	granted := time.Now()
 	e.api.waitSubstrate(t, pool, "ready again with 2 nodes joined", readyWith(2))
 	t.Logf("ready %v after the grant came back", time.Since(granted).Round(time.Millisecond))
-	e.waitEvents(t, cl.ID, map[string]int{outbox.SubstrateUpdated: 1})
-	if n := e.events.count(cl.ID, outbox.SubstrateError, ""); n != 1 {
-		t.Errorf("%s events after recovering = %d, want 1 (all: %s)", outbox.SubstrateError, n, e.events.summary(cl.ID))
+	e.waitEvents(t, cl.ID, map[string]int{event.SubstrateUpdated: 1})
+	if n := e.events.count(cl.ID, event.SubstrateError, ""); n != 1 {
+		t.Errorf("%s events after recovering = %d, want 1 (all: %s)", event.SubstrateError, n, e.events.summary(cl.ID))
 	}
 
 	// Its teardown removes bcd's objects and the cluster as the tenant too.

@@ -14,14 +14,12 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/better-compute/kubernetes/functions/api"
-	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // TestOpenAPIValid validates the document as OpenAPI 3.1 with
@@ -65,35 +63,6 @@ func TestOpenAPIValid(t *testing.T) {
 		if ok, _ := v.ValidateHttpRequestSync(req); ok {
 			t.Errorf("%s: a body with an unknown member passes the document", op.ID())
 		}
-	}
-}
-
-// TestOperationsAreTheAPIs holds the documented methods equal to those
-// functions/api serves, in the same order.
-func TestOperationsAreTheAPIs(t *testing.T) {
-	var got, want []string
-	for _, op := range apidoc.Operations() {
-		got = append(got, op.Path())
-	}
-	for _, m := range api.Methods() {
-		want = append(want, m.Path())
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("documented paths = %v, want the API's %v", got, want)
-	}
-	var doc struct {
-		Paths map[string]map[string]any `json:"paths"`
-	}
-	if err := json.Unmarshal(apidoc.OpenAPI(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range want {
-		if _, ok := doc.Paths[p]["post"]; !ok {
-			t.Errorf("the document has no POST %s", p)
-		}
-	}
-	if len(doc.Paths) != len(want) {
-		t.Errorf("the document has %d paths, want %d", len(doc.Paths), len(want))
 	}
 }
 
@@ -154,7 +123,7 @@ func TestAsyncAPIEvents(t *testing.T) {
 	if doc.AsyncAPI != "3.0.0" {
 		t.Errorf("asyncapi = %q, want 3.0.0", doc.AsyncAPI)
 	}
-	if want := len(outbox.Types) + len(apidoc.ConsumedTypes()); len(doc.Channels) != want {
+	if want := len(event.Types) + len(apidoc.ConsumedTypes()); len(doc.Channels) != want {
 		t.Errorf("channels = %d, want %d: one per event type published and consumed", len(doc.Channels), want)
 	}
 	pool := resource.NodePool{ID: resource.NewNodePoolID(), TenantID: "acme", ClusterID: resource.NewClusterID(), Name: "a", MachineType: "e2-standard-4", NodeCount: 1, State: resource.StateReady, Version: 1}
@@ -173,34 +142,34 @@ func TestAsyncAPIEvents(t *testing.T) {
 	adopted := sub
 	adopted.Mode, adopted.ClusterID = resource.SubstrateAdopt, cl.ID+"0123456789"
 	node := resource.SubstrateNode{Name: "gke-bc-pool-gpu-l4-1a2b-x7k2", Flavor: "l4", Zone: "us-central1-a", ProviderID: "gce://bc-dev/us-central1-a/gke-bc-pool-gpu-l4-1a2b-x7k2", JoinedAt: now}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		if doc.Channels[typ] == nil {
 			t.Errorf("no channel %s", typ)
 		}
 		if doc.Components.Messages[typ].Summary == "" {
 			t.Errorf("message %s has no summary", typ)
 		}
-		var events []outbox.Event
+		var events []event.Event
 		switch {
 		case apidoc.IsNodePoolEvent(typ):
 			managedPool := pool
 			managedPool.ManagedBy = sub.ID
-			events = append(events, outbox.NodePoolEvent(typ, pool, pool.CreatedAt), outbox.NodePoolEvent(typ, managedPool, now))
+			events = append(events, event.ForNodePool(typ, pool, pool.CreatedAt), event.ForNodePool(typ, managedPool, now))
 		case apidoc.IsSubstrateNodeEvent(typ):
 			for _, s := range []resource.Substrate{sub, early, adopted} {
-				events = append(events, outbox.SubstrateNodeEvent(typ, s, node, now))
+				events = append(events, event.ForSubstrateNode(typ, s, node, now))
 			}
 		case apidoc.IsSubstrateEvent(typ):
 			for _, s := range []resource.Substrate{sub, early, adopted} {
-				events = append(events, outbox.SubstrateEvent(typ, s, now))
+				events = append(events, event.ForSubstrate(typ, s, now))
 			}
 		default:
-			events = append(events, outbox.ClusterEvent(typ, cl, cl.CreatedAt), outbox.ClusterEvent(typ, managed, now))
+			events = append(events, event.ForCluster(typ, cl, cl.CreatedAt), event.ForCluster(typ, managed, now))
 		}
 		// Numbered as the transaction that writes them numbers them.
 		outbox.Number(events, 41)
 		for _, e := range events {
-			m := e.Message()
+			m := outbox.Message(e)
 			if apidoc.IsSubstrateEvent(typ) != (m.Attributes["substrateId"] != "") {
 				t.Errorf("%s: substrateId %q", typ, m.Attributes["substrateId"])
 			}
@@ -246,17 +215,14 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 	for _, op := range doc.Operations {
 		actions[strings.TrimPrefix(op.Channel.Ref, "#/channels/")] = op.Action
 	}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		if actions[typ] != "send" {
 			t.Errorf("channel %s: action %q, want send: this project publishes it", typ, actions[typ])
 		}
 	}
-	var consumed []string
-	for _, f := range cloudrun.Functions() {
-		consumed = append(consumed, f.Topics...)
-	}
-	if !slices.Equal(consumed, apidoc.ConsumedTypes()) {
-		t.Errorf("ConsumedTypes = %v, want the topics the functions consume: %v", apidoc.ConsumedTypes(), consumed)
+	consumed := apidoc.ConsumedTypes()
+	if !slices.Equal(consumed, event.Consumed) {
+		t.Errorf("ConsumedTypes = %v, want the types this project consumes: %v", consumed, event.Consumed)
 	}
 	for _, typ := range consumed {
 		if actions[typ] != "receive" {
@@ -305,7 +271,7 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 		{"nine flavors", flavors("a", "b", "c", "d", "e", "f", "g", "h", "i"), false},
 		{"a flavor breaking a node pool rule", strings.Replace(example, `"nodeCount": 1`, `"nodeCount": 1001`, 1), false},
 	} {
-		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+substrates.PoolUpdated+"/payload", []byte(tt.data)) == nil
+		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+event.PoolUpdated+"/payload", []byte(tt.data)) == nil
 		_, err := input.DecodePoolUpdated([]byte(tt.data))
 		if docOK != tt.valid || (err == nil) != tt.valid {
 			t.Errorf("%s: the document accepts it: %v, the decoder: %v (%v); want %v", tt.name, docOK, err == nil, err, tt.valid)
@@ -324,7 +290,7 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 		{`{"id":"pool-gpu","tenantId":"acme"}`, false},
 		{`{"id":"","tenantId":"acme","version":9}`, false},
 	} {
-		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+substrates.PoolArchived+"/payload", []byte(tt.data)) == nil
+		docOK := apidoctest.Validate(apidoctest.AsyncAPI, "/components/messages/"+event.PoolArchived+"/payload", []byte(tt.data)) == nil
 		_, err := input.DecodePoolArchived([]byte(tt.data))
 		if docOK != tt.valid || (err == nil) != tt.valid {
 			t.Errorf("archived %s: the document accepts it: %v, the decoder: %v (%v); want %v", tt.data, docOK, err == nil, err, tt.valid)
@@ -332,14 +298,14 @@ func TestAsyncAPIPoolEvents(t *testing.T) {
 	}
 	// The attributes the devstack publishes them with, as the pools
 	// module does.
-	attrs := `{"ce-specversion":"1.0","ce-id":"evt_01jd8x4k2m9q7v3w5y6z0a1b2c","ce-type":"` + substrates.PoolUpdated + `",` +
+	attrs := `{"ce-specversion":"1.0","ce-id":"evt_01jd8x4k2m9q7v3w5y6z0a1b2c","ce-type":"` + event.PoolUpdated + `",` +
 		`"ce-source":"//compute.better-compute.dev/tenants/acme","ce-subject":"pool-gpu","ce-time":"2026-11-30T12:00:00Z","content-type":"application/json","tenantId":"acme"}`
-	ptr := "/components/messages/" + substrates.PoolUpdated + "/headers"
+	ptr := "/components/messages/" + event.PoolUpdated + "/headers"
 	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(attrs)); err != nil {
 		t.Errorf("pool event attributes: %v", err)
 	}
-	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(strings.Replace(attrs, substrates.PoolUpdated, substrates.PoolArchived, 1))); err == nil {
-		t.Errorf("%s's attributes pass %s's message", substrates.PoolArchived, substrates.PoolUpdated)
+	if err := apidoctest.Validate(apidoctest.AsyncAPI, ptr, []byte(strings.Replace(attrs, event.PoolUpdated, event.PoolArchived, 1))); err == nil {
+		t.Errorf("%s's attributes pass %s's message", event.PoolArchived, event.PoolUpdated)
 	}
 }
 

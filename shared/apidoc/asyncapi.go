@@ -9,37 +9,37 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // eventSummaries say when each event type is published (API.md §7, §9).
 var eventSummaries = map[string]string{
-	outbox.NodePoolCreated:     "A node pool was created (kubernetesNodePools.create, or with its cluster).",
-	outbox.NodePoolReady:       "A node pool reached ready: after its creation and after each resize.",
-	outbox.NodePoolError:       "A node pool entered error (the provider refused it); message says why.",
-	outbox.NodePoolDeleted:     "A node pool was deleted at the provider. Published once.",
-	outbox.ClusterCreated:      "A cluster was created (kubernetesClusters.create).",
-	outbox.ClusterReady:        "A cluster was ready for the first time.",
-	outbox.ClusterUpdated:      "A cluster was ready again after a change, or the provider moved its version.",
-	outbox.ClusterError:        "A cluster entered error (itself or one of its node pools); message says why.",
-	outbox.ClusterDeleted:      "A cluster was deleted at the provider. Published once.",
-	outbox.SubstrateReady:      "A pool's substrate was ready for the first time: its cluster and node pools ready, bcd applied in the cluster.",
-	outbox.SubstrateUpdated:    "A substrate was ready again after a change of its pool (flavors added, resized or removed).",
-	outbox.SubstrateError:      "A substrate entered error (a policy it cannot serve, a node pool's error, an object in the cluster that is not its own); message says why.",
-	outbox.SubstrateDeleted:    "A substrate was torn down (its pool archived, its policy without substrate, another account or cluster chosen). Published once.",
-	outbox.SubstrateNodeJoined: "A node joined its substrate (bcd on it called kubernetesSubstrates.join). Published once per node.",
-	outbox.SubstrateNodeLeft:   "A joined node left its substrate: its Node is gone from the cluster, or the substrate is torn down.",
+	event.NodePoolCreated:     "A node pool was created (kubernetesNodePools.create, or with its cluster).",
+	event.NodePoolReady:       "A node pool reached ready: after its creation and after each resize.",
+	event.NodePoolError:       "A node pool entered error (the provider refused it); message says why.",
+	event.NodePoolDeleted:     "A node pool was deleted at the provider. Published once.",
+	event.ClusterCreated:      "A cluster was created (kubernetesClusters.create).",
+	event.ClusterReady:        "A cluster was ready for the first time.",
+	event.ClusterUpdated:      "A cluster was ready again after a change, or the provider moved its version.",
+	event.ClusterError:        "A cluster entered error (itself or one of its node pools); message says why.",
+	event.ClusterDeleted:      "A cluster was deleted at the provider. Published once.",
+	event.SubstrateReady:      "A pool's substrate was ready for the first time: its cluster and node pools ready, bcd applied in the cluster.",
+	event.SubstrateUpdated:    "A substrate was ready again after a change of its pool (flavors added, resized or removed).",
+	event.SubstrateError:      "A substrate entered error (a policy it cannot serve, a node pool's error, an object in the cluster that is not its own); message says why.",
+	event.SubstrateDeleted:    "A substrate was torn down (its pool archived, its policy without substrate, another account or cluster chosen). Published once.",
+	event.SubstrateNodeJoined: "A node joined its substrate (bcd on it called kubernetesSubstrates.join). Published once per node.",
+	event.SubstrateNodeLeft:   "A joined node left its substrate: its Node is gone from the cluster, or the substrate is torn down.",
 }
 
 // consumedSummaries say what this project does with each event type it
 // receives from the pools module (API.md §9).
 var consumedSummaries = map[string]string{
-	substrates.PoolUpdated: "A pool changed. kubernetesSubstrates-poolEvents records the substrate its policy asks for (or its teardown) in one transaction and kicks its reconciler. " +
+	event.PoolUpdated: "A pool changed. kubernetesSubstrates-poolEvents records the substrate its policy asks for (or its teardown) in one transaction and kicks its reconciler. " +
 		"An event whose version is not above the last applied for the pool is acknowledged and ignored; a malformed one is acknowledged, logged, and puts the pool's substrate, if any, in error.",
-	substrates.PoolArchived: "A pool was archived: its substrate, if any, is torn down.",
+	event.PoolArchived: "A pool was archived: its substrate, if any, is torn down.",
 }
 
 // IsNodePoolEvent reports whether events of type typ carry a node pool
@@ -59,7 +59,7 @@ func IsSubstrateNodeEvent(typ string) bool {
 
 // ConsumedTypes are the event types of another module that this project
 // receives (the pools module's, API.md §9), each on the topic of its name.
-func ConsumedTypes() []string { return []string{substrates.PoolUpdated, substrates.PoolArchived} }
+func ConsumedTypes() []string { return slices.Clone(event.Consumed) }
 
 var (
 	asyncAPIOnce sync.Once
@@ -134,7 +134,7 @@ func asyncAPI() map[string]any {
 			"messages":    []any{map[string]any{"$ref": "#/channels/" + escapePointer(typ) + "/messages/event"}},
 		}
 	}
-	for _, typ := range outbox.Types {
+	for _, typ := range event.Types {
 		payload, attrs, key := "Cluster", "ClusterEventAttributes", "the cluster ID"
 		switch {
 		case IsNodePoolEvent(typ):
@@ -152,7 +152,7 @@ func asyncAPI() map[string]any {
 	}
 	for _, typ := range ConsumedTypes() {
 		payload := "PoolUpdated"
-		if typ == substrates.PoolArchived {
+		if typ == event.PoolArchived {
 			payload = "PoolArchived"
 		}
 		message(typ, consumedSummaries[typ], payload, "PoolEventAttributes", "none needed: the consumer orders by the pool's version")
@@ -197,7 +197,7 @@ func asyncAPI() map[string]any {
 }
 
 func devPoolPath(typ string) string {
-	if typ == substrates.PoolArchived {
+	if typ == event.PoolArchived {
 		return "/dev/pools/archive"
 	}
 	return "/dev/pools/put"
@@ -232,19 +232,19 @@ const (
 )
 
 // attributesSchema is the schema of an event's Pub/Sub attributes, with
-// the attribute names outbox.Event.Message sets.
+// the attribute names event.Event.Message sets.
 func attributesSchema(kind eventKind) map[string]any {
-	var sample outbox.Event
+	var sample event.Event
 	subject := map[string]any{"type": "string", "pattern": idPattern(resource.ClusterPrefix), "description": "The cluster ID."}
 	desc := "Pub/Sub attributes of a cluster event."
 	switch kind {
 	case clusterEvents:
-		sample = outbox.ClusterEvent(outbox.ClusterCreated, resource.Cluster{ID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
+		sample = event.ForCluster(event.ClusterCreated, resource.Cluster{ID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
 	case nodePoolEvents:
-		sample = outbox.NodePoolEvent(outbox.NodePoolCreated, resource.NodePool{ID: "knp_x", ClusterID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
+		sample = event.ForNodePool(event.NodePoolCreated, resource.NodePool{ID: "knp_x", ClusterID: "kcl_x", TenantID: "t"}, time.Unix(0, 0))
 		desc = "Pub/Sub attributes of a node pool event."
 	case substrateEvents:
-		sample = outbox.SubstrateEvent(outbox.SubstrateReady, resource.Substrate{ID: "ksb_x", ClusterID: "kcl_x", TenantID: "t", PoolID: "p"}, time.Unix(0, 0))
+		sample = event.ForSubstrate(event.SubstrateReady, resource.Substrate{ID: "ksb_x", ClusterID: "kcl_x", TenantID: "t", PoolID: "p"}, time.Unix(0, 0))
 		// An adopted cluster's ID is the pool's (26 to 52 characters); a
 		// substrate without a cluster yet is its own subject.
 		subject = map[string]any{"type": "string", "description": "The substrate's cluster ID, or the substrate ID while it has none.",
@@ -256,13 +256,13 @@ func attributesSchema(kind eventKind) map[string]any {
 		chain = "its substrate's (substrateId), apart from its cluster's events"
 	}
 	sample.Sequence = 1 // every event written is numbered
-	names := slices.Sorted(maps.Keys(sample.Message().Attributes))
+	names := slices.Sorted(maps.Keys(outbox.Message(sample).Attributes))
 	source := outbox.Source("TENANT")
 	tenant := inputSchemas()["ClusterRef"]["properties"].(map[string]any)["tenantId"].(map[string]any)["pattern"].(string)
 	known := map[string]map[string]any{
 		"ce-specversion": {"const": "1.0"},
 		"ce-id":          {"type": "string", "pattern": "^evt_[0-9a-hjkmnp-tv-z]{26}$", "description": "Stable: a redelivery of the same event has the same id."},
-		"ce-type":        {"type": "string", "enum": anySlice(outbox.Types)},
+		"ce-type":        {"type": "string", "enum": anySlice(event.Types)},
 		"ce-source": {"type": "string", "pattern": "^" + regexp.QuoteMeta(strings.TrimSuffix(source, "TENANT")) + strings.Trim(tenant, "^$") + "$",
 			"description": "//compute.better-compute.dev/tenants/{tenantId}"},
 		"ce-subject": subject,

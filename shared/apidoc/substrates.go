@@ -8,7 +8,6 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/resource"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // substrateRequestSchemas are the schemas of the substrates' request
@@ -134,7 +133,7 @@ func checkTag[T any](field, want string) {
 var substrateStates = clusterStates
 
 // substrateSchemas are the schemas of the substrates' answers, made from
-// the json tags of shared/resource and shared/substrates.
+// the json tags of shared/resource.
 func substrateSchemas() map[string]map[string]any {
 	orEmpty := func(pattern string) string { return "^(" + strings.Trim(pattern, "^$") + ")?$" }
 
@@ -164,7 +163,7 @@ func substrateSchemas() map[string]map[string]any {
 	node := objectSchema(reflect.TypeFor[resource.SubstrateNode]())
 	node["description"] = "A node that joined the substrate."
 
-	join := objectSchema(reflect.TypeFor[substrates.JoinResult]())
+	join := objectSchema(reflect.TypeFor[resource.JoinResult]())
 	join["properties"].(map[string]any)["substrateId"].(map[string]any)["pattern"] = idPattern(resource.SubstratePrefix)
 	join["description"] = "The node's substrate, and the flavor whose node pool it is in."
 

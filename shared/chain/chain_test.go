@@ -13,6 +13,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
@@ -59,9 +60,9 @@ func (r *thingRun) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, err
 	return r.s.step(ctx, l)
 }
 
-func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
-	e := outbox.Event{ID: fmt.Sprintf("evt-%s-%d", now.Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
-	return []outbox.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
+func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+	e := event.Event{ID: fmt.Sprintf("evt-%s-%d", now.Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
+	return []event.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
 }
 
 type scheduled struct {
@@ -73,7 +74,7 @@ type scheduled struct {
 type recorder struct {
 	mu        sync.Mutex
 	scheduled []scheduled
-	delivered []outbox.Event
+	delivered []event.Event
 }
 
 func (r *recorder) Schedule(_ context.Context, k chain.Kick, at time.Time, after string) error {
@@ -83,7 +84,7 @@ func (r *recorder) Schedule(_ context.Context, k chain.Kick, at time.Time, after
 	return nil
 }
 
-func (r *recorder) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+func (r *recorder) Deliver(_ context.Context, events []event.Event) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.delivered = append(r.delivered, events...)
@@ -590,7 +591,7 @@ func TestRunNumbersEvents(t *testing.T) {
 		if err != nil {
 			t.Fatalf("outbox %s: %v", ev.ID, err)
 		}
-		var stored outbox.Event
+		var stored event.Event
 		if err := snap.DataTo(&stored); err != nil || stored.Sequence != ev.Sequence {
 			t.Errorf("outbox holds %s numbered %d (%v), delivered %d", ev.ID, stored.Sequence, err, ev.Sequence)
 		}

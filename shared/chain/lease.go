@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
@@ -144,8 +145,8 @@ func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef,
 // returns the events committed and whether the run's token was still the
 // subject's.
 func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token, version string, now func() time.Time, load loader,
-	nextAt time.Time, failures int, successor string, save saveFunc) ([]outbox.Event, bool, error) {
-	var committed []outbox.Event
+	nextAt time.Time, failures int, successor string, save saveFunc) ([]event.Event, bool, error) {
+	var committed []event.Event
 	current := false
 	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		committed, current = nil, false
@@ -194,7 +195,7 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 
 // chainUpdates writes the chain s and, when a run commits events, numbers
 // them after last, the subject's sequence read in the same transaction.
-func chainUpdates(s State, last int64, events []outbox.Event) []firestore.Update {
+func chainUpdates(s State, last int64, events []event.Event) []firestore.Update {
 	updates := []firestore.Update{{Path: Field, Value: s}}
 	if len(events) > 0 {
 		updates = append(updates, firestore.Update{Path: outbox.SequenceField, Value: outbox.Number(events, last)})
@@ -202,7 +203,7 @@ func chainUpdates(s State, last int64, events []outbox.Event) []firestore.Update
 	return updates
 }
 
-func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []outbox.Event) error {
+func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []event.Event) error {
 	for _, e := range events {
 		if err := tx.Create(outbox.Ref(fs, e), e); err != nil {
 			return err
@@ -245,8 +246,8 @@ func (l *Lease) Write(ctx context.Context, write func(*firestore.Transaction) er
 // events committed and whether the run's token is still the subject's (when
 // it is not, a kick started a newer chain and the run must not schedule a
 // successor, nor move the newer chain's deadline).
-func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
-	var committed []outbox.Event
+func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
+	var committed []event.Event
 	current := false
 	err := l.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		committed, current = nil, false

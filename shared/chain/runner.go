@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
 // Subject is one kind of reconciled document: the part of a reconciler
@@ -41,7 +41,7 @@ type Run interface {
 	// Save writes the run's outcome in the transaction that ends the run,
 	// given the subject's document as it is now (the API may have changed
 	// it during the run), and returns the events to commit with it.
-	Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error)
+	Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error)
 }
 
 // Outcome is what a step found.
@@ -90,7 +90,7 @@ type Scheduler interface {
 // Deliverer publishes committed events and clears them from the outbox
 // (outbox.Relay).
 type Deliverer interface {
-	Deliver(ctx context.Context, events []outbox.Event) (int, error)
+	Deliver(ctx context.Context, events []event.Event) (int, error)
 }
 
 // Config sets the runs' timing.
@@ -308,8 +308,8 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		token = newSteadyToken()
 	}
 	current := true
-	var events []outbox.Event
-	var save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)
+	var events []event.Event
+	var save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error)
 	if out.Changed {
 		save = run.Save
 	}
@@ -361,21 +361,21 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 // count and, when token is not empty, hands the chain to that token.
 func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick, sub Subject, l *Lease, version string) writeFunc {
 	if l != nil {
-		return func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
+		return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
 			return l.finish(ctx, nextAt, failures, token, save)
 		}
 	}
-	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error) {
+	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
 		return commit(ctx, r.fs, ref, k.Token, version, r.cfg.Now, sub.Load, nextAt, failures, token, save)
 	}
 }
 
 // saveFunc is Run.Save.
-type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]outbox.Event, error)
+type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error)
 
 // writeFunc writes a run's outcome; it returns the events committed and
 // whether the run's chain is still the subject's.
-type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]outbox.Event, bool, error)
+type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error)
 
 // wake sends the kicks of the chains a run's save woke, linked to the
 // run's span. A kick that fails is the watchdog's to send: the woken

@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 )
 
 func TestWake(t *testing.T) {
@@ -70,7 +70,7 @@ type wakerRun struct {
 
 var _ chain.Waking = (*wakerRun)(nil)
 
-func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
+func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
 	r.woken = nil
 	other := r.s.Ref(chain.Kick{TenantID: "acme", ID: "t2"})
 	snap, err := tx.Get(other)

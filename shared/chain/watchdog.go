@@ -11,7 +11,9 @@ import (
 	"github.com/better-compute/kubernetes/shared/logging"
 )
 
-// Kicker starts a chain (tasks.Queue).
+// Kicker asks for a run of a chain now (tasks.Queue: a Cloud Task). It is
+// the one kicker: the watchdog restarts chains through it, and so do the
+// substrates' runs, the pool-event consumer and the API's handlers.
 type Kicker interface {
 	Kick(ctx context.Context, k Kick) error
 }

@@ -22,8 +22,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -130,7 +130,7 @@ type Decision struct {
 	Action     *Action
 	Cluster    lifecycle.Cluster
 	Pools      []lifecycle.NodePool
-	Events     []outbox.Event
+	Events     []event.Event
 	Converging bool
 	// Deleted is true when the cluster is now deleted: no further run.
 	Deleted bool
@@ -221,7 +221,7 @@ func (p *planner) act(kind string, pool int) bool {
 	return true
 }
 
-func (p *planner) emit(events []outbox.Event) {
+func (p *planner) emit(events []event.Event) {
 	p.d.Events = append(p.d.Events, events...)
 }
 

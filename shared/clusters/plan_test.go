@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -800,7 +800,7 @@ func TestPlanBookkeeping(t *testing.T) {
 	t.Run("event data is the resource after the change", func(t *testing.T) {
 		p := poolDoc("a", pending, 2)
 		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}, t0)
-		if len(d.Events) == 0 || d.Events[0].Type != outbox.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
+		if len(d.Events) == 0 || d.Events[0].Type != event.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
 			t.Fatalf("events = %v, want nodepool.ready first with the ready pool", eventNames(d))
 		}
 	})

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -487,7 +487,7 @@ func (u *run) planDenied(ctx context.Context, in Input, err error) error {
 
 // Save writes the statuses the run leaves, and wakes the cluster's
 // substrates when it changes what they read of it.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
+func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
 	events, woken, err := u.r.store.SaveClusterRun(tx, now, u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}, u.d.Events)
 	u.woken = woken
 	return events, err

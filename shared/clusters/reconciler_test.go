@@ -19,8 +19,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -31,7 +31,7 @@ func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) err
 
 type nopDeliverer struct{}
 
-func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+func (nopDeliverer) Deliver(_ context.Context, events []event.Event) (int, error) {
 	return len(events), nil
 }
 

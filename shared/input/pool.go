@@ -5,6 +5,7 @@ import (
 	"regexp"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // A pool event (API.md §9) is another module's data, not a request to this
@@ -21,6 +22,27 @@ type PoolUpdated struct {
 	// Flavors are the pool's flavors, each with its own name as its node
 	// pool's name (the consumer names the pool).
 	Flavors []lifecycle.Flavor `json:"-" validate:"-"`
+}
+
+// Want is the substrate the pool asks for, as the store holds it: nil
+// when its policy asks for none. Each flavor's node pool is named as the
+// flavor; the substrate names its node pools (substrates.Desired), and
+// checks the account.
+func (p *PoolUpdated) Want() *lifecycle.SubstrateSpec {
+	if p.Substrate == nil {
+		return nil
+	}
+	pol := p.Substrate
+	s := &lifecycle.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account, Flavors: p.Flavors}
+	switch {
+	case pol.Create != nil:
+		s.Mode = resource.SubstrateCreate
+		s.Region, s.Zones, s.ReleaseChannel = pol.Create.Region, pol.Create.Zones, pol.Create.ReleaseChannel
+	case pol.Adopt != nil:
+		s.Mode = resource.SubstrateAdopt
+		s.AdoptClusterID = pol.Adopt.ClusterID
+	}
+	return s
 }
 
 // SubstratePolicy is policy.substrate of kind kubernetes: the account and

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -139,24 +139,24 @@ func ObserveCluster(c *Cluster, providerID, version, endpoint, ca string) {
 // follows when it enters the error, not when an error's message changes,
 // and not when it enters again the error it last announced without having
 // been ready since (a tenant's change, shown updating, came in between).
-func ClusterError(c *Cluster, msg string, now time.Time) []outbox.Event {
+func ClusterError(c *Cluster, msg string, now time.Time) []event.Event {
 	entering := c.Status.State != resource.StateError
 	setClusterState(c, resource.StateError, msg, now)
 	if !entering || c.Status.Announced == msg {
 		return nil
 	}
 	c.Status.Announced = msg
-	return []outbox.Event{outbox.ClusterEvent(outbox.ClusterError, c.View(), now)}
+	return []event.Event{event.ForCluster(event.ClusterError, c.View(), now)}
 }
 
 // ClusterDeleted is a deleting cluster the provider no longer has:
 // deleted, kept for DeletedTTL, kubernetes.cluster.deleted.
-func ClusterDeleted(c *Cluster, now time.Time) []outbox.Event {
+func ClusterDeleted(c *Cluster, now time.Time) []event.Event {
 	setClusterState(c, resource.StateDeleted, "", now)
 	c.Active = false
 	expire := now.Add(DeletedTTL)
 	c.ExpireAt = &expire
-	return []outbox.Event{outbox.ClusterEvent(outbox.ClusterDeleted, c.View(), now)}
+	return []event.Event{event.ForCluster(event.ClusterDeleted, c.View(), now)}
 }
 
 // SettleCluster derives a running cluster's state from its pools once a run
@@ -168,14 +168,14 @@ func ClusterDeleted(c *Cluster, now time.Time) []outbox.Event {
 //   - ready otherwise, with kubernetes.cluster.ready the first time and
 //     kubernetes.cluster.updated when it is ready again after a change or
 //     after the provider moved its version.
-func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time) ([]outbox.Event, bool) {
+func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time) ([]event.Event, bool) {
 	return SettleClusterWaiting(c, pools, converging, "", now)
 }
 
 // SettleClusterWaiting is SettleCluster for a run whose pools' changes
 // wait (waiting says for what): a cluster provisioning or updating says
 // so in its message.
-func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting string, now time.Time) ([]outbox.Event, bool) {
+func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting string, now time.Time) ([]event.Event, bool) {
 	var failed []string
 	for i := range pools {
 		switch st := pools[i].Status.State; st {
@@ -204,10 +204,10 @@ func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting
 	case !s.Provider.EverReady:
 		s.Provider.EverReady = true
 		s.Upgraded = false
-		return []outbox.Event{outbox.ClusterEvent(outbox.ClusterReady, c.View(), now)}, false
+		return []event.Event{event.ForCluster(event.ClusterReady, c.View(), now)}, false
 	case !wasReady || s.Upgraded:
 		s.Upgraded = false
-		return []outbox.Event{outbox.ClusterEvent(outbox.ClusterUpdated, c.View(), now)}, false
+		return []event.Event{event.ForCluster(event.ClusterUpdated, c.View(), now)}, false
 	}
 	return nil, false
 }

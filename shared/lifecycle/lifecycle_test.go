@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -35,7 +35,7 @@ func pool(name string, st resource.State, observed, generation int64) NodePool {
 		Status: NodePoolStatus{State: st, Message: "m", ObservedGeneration: observed}}
 }
 
-func types(events []outbox.Event) []string {
+func types(events []event.Event) []string {
 	var out []string
 	for _, e := range events {
 		out = append(out, e.Type)
@@ -186,13 +186,13 @@ func TestResizeAndDeleteNodePool(t *testing.T) {
 
 func TestNodePoolOutcomes(t *testing.T) {
 	p := BeginNodePoolRun(pool("a", pending, 0, 1))
-	if ev := NodePoolError(&p, "no capacity", t0); !slices.Equal(types(ev), []string{outbox.NodePoolError}) {
+	if ev := NodePoolError(&p, "no capacity", t0); !slices.Equal(types(ev), []string{event.NodePoolError}) {
 		t.Errorf("entering error = %v, want nodepool.error", types(ev))
 	}
 	if ev := NodePoolError(&p, "still no capacity", t0); len(ev) != 0 || p.Status.Message != "still no capacity" {
 		t.Errorf("error again = %v, message %q; want no event, the new message", types(ev), p.Status.Message)
 	}
-	if ev := NodePoolReady(&p, t0); !slices.Equal(types(ev), []string{outbox.NodePoolReady}) {
+	if ev := NodePoolReady(&p, t0); !slices.Equal(types(ev), []string{event.NodePoolReady}) {
 		t.Errorf("ready = %v, want nodepool.ready", types(ev))
 	}
 	if ev := NodePoolReady(&p, t0); len(ev) != 0 {
@@ -203,7 +203,7 @@ func TestNodePoolOutcomes(t *testing.T) {
 		t.Errorf("changing a ready pool = %s, want updating", p.Status.State)
 	}
 	c := BeginRun(cluster(ready, 1, 1))
-	if ev := NodePoolDeleted(&c, &p, t0); !slices.Equal(types(ev), []string{outbox.NodePoolDeleted}) || p.Active || c.Status.PoolsDeleted != 1 {
+	if ev := NodePoolDeleted(&c, &p, t0); !slices.Equal(types(ev), []string{event.NodePoolDeleted}) || p.Active || c.Status.PoolsDeleted != 1 {
 		t.Errorf("deleted = %v, active %v, pools deleted %d; want nodepool.deleted, inactive, 1", types(ev), p.Active, c.Status.PoolsDeleted)
 	}
 	if ev := NodePoolDeleted(&c, &p, t0); len(ev) != 0 || c.Status.PoolsDeleted != 1 {
@@ -220,13 +220,13 @@ func TestSettleCluster(t *testing.T) {
 		want       resource.State
 		wantEvents []string
 	}{
-		{"first ready", cluster(provisioning, 1, 1), []resource.State{ready}, false, ready, []string{outbox.ClusterReady}},
+		{"first ready", cluster(provisioning, 1, 1), []resource.State{ready}, false, ready, []string{event.ClusterReady}},
 		{"still creating", cluster(provisioning, 1, 1), []resource.State{pending}, false, provisioning, nil},
 		{"call in flight after ready once", everReady(cluster(ready, 1, 1)), []resource.State{ready}, true, updating, nil},
-		{"ready again after a change", everReady(cluster(updating, 1, 1)), []resource.State{ready}, false, ready, []string{outbox.ClusterUpdated}},
+		{"ready again after a change", everReady(cluster(updating, 1, 1)), []resource.State{ready}, false, ready, []string{event.ClusterUpdated}},
 		{"steady", everReady(cluster(ready, 1, 1)), []resource.State{ready}, false, ready, nil},
-		{"upgraded while ready", upgraded(everReady(cluster(ready, 1, 1))), []resource.State{ready}, false, ready, []string{outbox.ClusterUpdated}},
-		{"a pool failed", everReady(cluster(ready, 1, 1)), []resource.State{ready, failed}, false, failed, []string{outbox.ClusterError}},
+		{"upgraded while ready", upgraded(everReady(cluster(ready, 1, 1))), []resource.State{ready}, false, ready, []string{event.ClusterUpdated}},
+		{"a pool failed", everReady(cluster(ready, 1, 1)), []resource.State{ready, failed}, false, failed, []string{event.ClusterError}},
 		{"still failed", everReady(cluster(failed, 1, 1)), []resource.State{failed}, false, failed, nil},
 	}
 	for _, tt := range tests {
@@ -269,7 +269,7 @@ func TestPoolMessage(t *testing.T) {
 // it was ready, the same error is announced anew.
 func TestClusterErrorAnnouncedOnce(t *testing.T) {
 	c := BeginRun(everReady(cluster(ready, 1, 1)))
-	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{outbox.ClusterError}) {
+	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{event.ClusterError}) {
 		t.Fatalf("entering error = %v, want cluster.error", types(ev))
 	}
 	c.Spec.Generation++ // a tenant's change: shown updating
@@ -284,7 +284,7 @@ func TestClusterErrorAnnouncedOnce(t *testing.T) {
 		t.Errorf("another message while in error = %v, want no event", types(ev))
 	}
 	SettleCluster(&c, nil, false, t0)
-	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{outbox.ClusterError}) {
+	if ev := ClusterError(&c, "lost", t0); !slices.Equal(types(ev), []string{event.ClusterError}) {
 		t.Errorf("the error after being ready = %v, want cluster.error", types(ev))
 	}
 }

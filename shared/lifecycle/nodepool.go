@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -148,18 +148,18 @@ func NodePoolChanging(p *NodePool, now time.Time) {
 
 // NodePoolReady is a pool the provider shows running as asked.
 // kubernetes.nodepool.ready follows each time it becomes ready.
-func NodePoolReady(p *NodePool, now time.Time) []outbox.Event {
+func NodePoolReady(p *NodePool, now time.Time) []event.Event {
 	if p.Status.State == resource.StateReady {
 		return nil
 	}
 	setNodePoolState(p, resource.StateReady, "", now)
-	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolReady, p.View(), now)}
+	return []event.Event{event.ForNodePool(event.NodePoolReady, p.View(), now)}
 }
 
 // NodePoolError is a pool the provider refused or shows failing, with the
 // provider's message. kubernetes.nodepool.error follows when it enters the
 // error.
-func NodePoolError(p *NodePool, msg string, now time.Time) []outbox.Event {
+func NodePoolError(p *NodePool, msg string, now time.Time) []event.Event {
 	if msg == "" {
 		msg = "the provider reports an error"
 	}
@@ -172,13 +172,13 @@ func NodePoolError(p *NodePool, msg string, now time.Time) []outbox.Event {
 	if !entering {
 		return nil
 	}
-	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolError, p.View(), now)}
+	return []event.Event{event.ForNodePool(event.NodePoolError, p.View(), now)}
 }
 
 // NodePoolDeleted is a deleting pool the provider no longer has: deleted,
 // no longer counted by its cluster, kept for DeletedTTL,
 // kubernetes.nodepool.deleted.
-func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []outbox.Event {
+func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []event.Event {
 	if p.Status.State == resource.StateDeleted {
 		return nil
 	}
@@ -187,7 +187,7 @@ func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []outbox.Event {
 	expire := now.Add(DeletedTTL)
 	p.ExpireAt = &expire
 	c.Status.PoolsDeleted++
-	return []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolDeleted, p.View(), now)}
+	return []event.Event{event.ForNodePool(event.NodePoolDeleted, p.View(), now)}
 }
 
 func setNodePoolState(p *NodePool, st resource.State, msg string, now time.Time) {

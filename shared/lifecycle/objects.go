@@ -1,8 +1,8 @@
 // Package lifecycle holds the rules of the clusters' and node pools'
 // lifecycle as pure functions over the stored objects: what a tenant's call
 // does to a pool and to its cluster, what the reconciler's findings do, which
-// events follow, and how the public state is derived from the two halves of
-// every object.
+// events follow (event.Event values, which the outbox relays), and how the
+// public state is derived from the two halves of every object.
 //
 // Every stored object has a spec and a status, as Kubernetes objects do. The
 // spec is what the tenant asked for: only the API writes it, and every write
@@ -15,7 +15,8 @@
 // The public state (resource.State) is derived from both halves, never
 // stored on its own: see ClusterState and NodePoolState. The two files
 // cluster.go and nodepool.go hold every rule of each object; waiting.go
-// holds what a change waiting says in both objects' messages.
+// holds what a change waiting says in both objects' messages; poolchange.go
+// what an event of a pool does to its substrates' specs and generations.
 package lifecycle
 
 import (

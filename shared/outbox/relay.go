@@ -12,11 +12,13 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/iterator"
+
+	"github.com/better-compute/kubernetes/shared/event"
 )
 
 // Publisher publishes one event and reports whether Pub/Sub accepted it.
 type Publisher interface {
-	Publish(ctx context.Context, e Event) error
+	Publish(ctx context.Context, e event.Event) error
 }
 
 // Relay moves events from the outbox to Pub/Sub: publish, then delete the
@@ -28,7 +30,7 @@ type Relay struct {
 	log *slog.Logger
 	now func() time.Time
 
-	queues  []chan []Event // one per worker; a cluster's events always take the same
+	queues  []chan []event.Event // one per worker; a cluster's events always take the same
 	wg      sync.WaitGroup
 	once    sync.Once
 	metrics Metrics
@@ -56,7 +58,7 @@ func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger, opts ...Rel
 	}
 	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now}
 	for range relayWorkers {
-		r.queues = append(r.queues, make(chan []Event, 1024/relayWorkers))
+		r.queues = append(r.queues, make(chan []event.Event, 1024/relayWorkers))
 	}
 	for _, o := range opts {
 		o(r)
@@ -90,7 +92,7 @@ func (r *Relay) Start() {
 // cluster always go to the same worker, so they are published in the
 // order they were sent. When the worker's queue is full the events simply
 // wait in the outbox for the next Drain.
-func (r *Relay) Send(events []Event) {
+func (r *Relay) Send(events []event.Event) {
 	if len(events) == 0 {
 		return
 	}
@@ -118,8 +120,8 @@ func (r *Relay) Close() {
 // those Pub/Sub accepted, in one write. It stops at the first failed
 // publish, so that events of one cluster are never published out of order
 // by one call; it returns how many were published.
-func (r *Relay) Deliver(ctx context.Context, events []Event) (int, error) {
-	var done []Event
+func (r *Relay) Deliver(ctx context.Context, events []event.Event) (int, error) {
+	var done []event.Event
 	var pubErr error
 	for _, e := range events {
 		if err := r.pub.Publish(ctx, e); err != nil {
@@ -142,7 +144,7 @@ func (r *Relay) Deliver(ctx context.Context, events []Event) (int, error) {
 	return len(done), pubErr
 }
 
-func (r *Relay) clear(ctx context.Context, events []Event) error {
+func (r *Relay) clear(ctx context.Context, events []event.Event) error {
 	for len(events) > 0 {
 		n := min(len(events), 500) // Firestore's limit of writes per commit
 		b := r.fs.Batch()
@@ -174,7 +176,7 @@ func (r *Relay) Drain(ctx context.Context, olderThan time.Duration, limit int) (
 func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
 	it := q.Documents(ctx)
 	defer it.Stop()
-	var events []Event
+	var events []event.Event
 	for {
 		snap, err := it.Next()
 		if errors.Is(err, iterator.Done) {
@@ -183,7 +185,7 @@ func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("read outbox: %w", err)
 		}
-		var e Event
+		var e event.Event
 		if err := snap.DataTo(&e); err != nil {
 			return 0, fmt.Errorf("decode outbox event %s: %w", snap.Ref.Path, err)
 		}
@@ -206,9 +208,9 @@ func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
 
 // deliverByCluster delivers each cluster's events in order; a cluster whose
 // publish fails does not hold back the others.
-func (r *Relay) deliverByCluster(ctx context.Context, events []Event) (int, error) {
+func (r *Relay) deliverByCluster(ctx context.Context, events []event.Event) (int, error) {
 	var order []string
-	byCluster := map[string][]Event{}
+	byCluster := map[string][]event.Event{}
 	for _, e := range events {
 		if _, ok := byCluster[e.ClusterID]; !ok {
 			order = append(order, e.ClusterID)
@@ -242,9 +244,9 @@ func NewPubSub(client *pubsub.Client) *PubSub {
 }
 
 // Publish publishes e and waits until Pub/Sub has accepted it.
-func (p *PubSub) Publish(ctx context.Context, e Event) error {
+func (p *PubSub) Publish(ctx context.Context, e event.Event) error {
 	pub := p.publisher(e.Type)
-	msg := e.Message()
+	msg := Message(e)
 	_, err := pub.Publish(ctx, msg).Get(ctx)
 	var paused pubsub.ErrPublishingPaused
 	if errors.As(err, &paused) {

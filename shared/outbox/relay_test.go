@@ -11,6 +11,7 @@ import (
 	"time"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -31,7 +32,7 @@ func (b *backlog) OutboxBacklog(_ context.Context, events int, oldest time.Durat
 
 type publisher struct{}
 
-func (publisher) Publish(context.Context, outbox.Event) error { return nil }
+func (publisher) Publish(context.Context, event.Event) error { return nil }
 
 // Each drain records what it found older than its age: how many events,
 // and how old the oldest is; an empty outbox is 0 and 0.
@@ -45,7 +46,7 @@ func TestDrainRecordsTheBacklog(t *testing.T) {
 	}
 	start := time.Now()
 	for i, age := range []time.Duration{5 * time.Minute, 3 * time.Minute, 10 * time.Second} {
-		e := outbox.Event{ID: string(rune('a' + i)), Type: outbox.ClusterReady, TenantID: "acme", ClusterID: "kcl_1", Time: start.Add(-age).UTC()}
+		e := event.Event{ID: string(rune('a' + i)), Type: event.ClusterReady, TenantID: "acme", ClusterID: "kcl_1", Time: start.Add(-age).UTC()}
 		if _, err := outbox.Ref(fs, e).Create(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func newGate(t *testing.T, want int) *gate {
 	return &gate{want: want, deadline: deadline, open: make(chan struct{})}
 }
 
-func (g *gate) Publish(context.Context, outbox.Event) error {
+func (g *gate) Publish(context.Context, event.Event) error {
 	g.mu.Lock()
 	g.inside++
 	g.peak = max(g.peak, g.inside)
@@ -128,7 +129,7 @@ func TestSendPublishesOnEightWorkersAtOnce(t *testing.T) {
 		default:
 		}
 		if sent < 1000 {
-			relay.Send([]outbox.Event{{ID: fmt.Sprintf("evt_%d", sent), Type: outbox.ClusterUpdated, TenantID: "acme", ClusterID: fmt.Sprintf("kcl_%d", sent), Time: time.Now().UTC()}})
+			relay.Send([]event.Event{{ID: fmt.Sprintf("evt_%d", sent), Type: event.ClusterUpdated, TenantID: "acme", ClusterID: fmt.Sprintf("kcl_%d", sent), Time: time.Now().UTC()}})
 			sent++
 		}
 		g.mu.Lock()
@@ -144,7 +145,7 @@ type recorder struct {
 	published map[string][]string // cluster → event IDs
 }
 
-func (r *recorder) Publish(_ context.Context, e outbox.Event) error {
+func (r *recorder) Publish(_ context.Context, e event.Event) error {
 	time.Sleep(time.Duration(len(e.ID)%3) * time.Millisecond)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,7 +169,7 @@ func TestSendKeepsEachClustersOrder(t *testing.T) {
 			cluster := fmt.Sprintf("kcl_%d", c)
 			id := fmt.Sprintf("evt_%d_%d%s", c, i, strings.Repeat("x", i%3))
 			want[cluster] = append(want[cluster], id)
-			relay.Send([]outbox.Event{{ID: id, Type: outbox.ClusterUpdated, TenantID: "acme", ClusterID: cluster, Time: time.Now().UTC()}})
+			relay.Send([]event.Event{{ID: id, Type: event.ClusterUpdated, TenantID: "acme", ClusterID: cluster, Time: time.Now().UTC()}})
 		}
 	}
 	relay.Close()

@@ -1,6 +1,10 @@
 package outbox
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/better-compute/kubernetes/shared/event"
+)
 
 // SequenceField is the field of a chain's subject document (a cluster, a
 // substrate) that counts the events written for it: the last ce-sequence
@@ -16,7 +20,7 @@ const sequenceDigits = 20
 // Number gives events, in order, the places after last in their chain's
 // sequence, and returns the new last. The caller writes it to the
 // subject's SequenceField in the same transaction as the events.
-func Number(events []Event, last int64) int64 {
+func Number(events []event.Event, last int64) int64 {
 	for i := range events {
 		last++
 		events[i].Sequence = last

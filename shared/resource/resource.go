@@ -218,3 +218,12 @@ type SubstrateNode struct {
 	ProviderID string    `json:"providerId" firestore:"providerId"`
 	JoinedAt   time.Time `json:"joinedAt" firestore:"joinedAt"`
 }
+
+// JoinResult is the answer of kubernetesSubstrates.join: the node's
+// substrate, and the flavor whose node pool it is in.
+type JoinResult struct {
+	SubstrateID string `json:"substrateId"`
+	PoolID      string `json:"poolId"`
+	NodeName    string `json:"nodeName"`
+	Flavor      string `json:"flavor"`
+}

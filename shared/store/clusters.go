@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -27,7 +28,7 @@ type ClusterResult struct {
 	// (what a substrate's run models the cluster it made with).
 	Zones     []string
 	NodePools []resource.NodePool
-	Events    []outbox.Event
+	Events    []event.Event
 	Kick      *chain.Kick
 }
 
@@ -182,7 +183,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		res.Zones = zones
 		// The cluster's chain of events starts here: its document is
 		// created with the sequence of its first event.
-		res.Events = []outbox.Event{outbox.ClusterEvent(outbox.ClusterCreated, cl.View(), now)}
+		res.Events = []event.Event{event.ForCluster(event.ClusterCreated, cl.View(), now)}
 		cl.Sequence = outbox.Number(res.Events, 0)
 		if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
 			return err

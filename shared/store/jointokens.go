@@ -10,6 +10,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -69,7 +70,7 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 // events committed: none when the node joined already. A token revoked
 // meanwhile is UNAUTHENTICATED. A substrate that converges (joinWakes) is
 // woken in the same transaction: kick, when not nil, is to be sent.
-func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) (events []outbox.Event, kick *chain.Kick, err error) {
+func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) (events []event.Event, kick *chain.Kick, err error) {
 	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
 	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -93,7 +94,7 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 		}
 		view := cur.View()
 		view.JoinedNodes++
-		events = []outbox.Event{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, view, n, n.JoinedAt)}
+		events = []event.Event{event.ForSubstrateNode(event.SubstrateNodeJoined, view, n, n.JoinedAt)}
 		last := outbox.Number(events, cur.Sequence)
 		updates := []firestore.Update{
 			{Path: "joined", Value: firestore.Increment(1)},

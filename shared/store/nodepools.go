@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -26,7 +27,7 @@ const ClustersKind = "clusters"
 // reconcile kick, if the cluster needs a run.
 type NodePoolResult struct {
 	NodePool resource.NodePool
-	Events   []outbox.Event
+	Events   []event.Event
 	Kick     *chain.Kick
 }
 
@@ -113,7 +114,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 			}
 		}
 		res.NodePool = p.View()
-		res.Events = []outbox.Event{outbox.NodePoolEvent(outbox.NodePoolCreated, res.NodePool, now)}
+		res.Events = []event.Event{event.ForNodePool(event.NodePoolCreated, res.NodePool, now)}
 		return s.writeEvents(tx, clusterRef, cluster.Sequence, res.Events)
 	})
 	if err != nil {
@@ -156,7 +157,7 @@ func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now t
 // writeEvents numbers events after last, the sequence of their chain's
 // subject (the document at ref) as the transaction read it, writes the
 // new last there and the events to the outbox.
-func (s *Store) writeEvents(tx *firestore.Transaction, ref *firestore.DocumentRef, last int64, events []outbox.Event) error {
+func (s *Store) writeEvents(tx *firestore.Transaction, ref *firestore.DocumentRef, last int64, events []event.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -168,7 +169,7 @@ func (s *Store) writeEvents(tx *firestore.Transaction, ref *firestore.DocumentRe
 }
 
 // createEvents writes numbered events to the outbox.
-func (s *Store) createEvents(tx *firestore.Transaction, events []outbox.Event) error {
+func (s *Store) createEvents(tx *firestore.Transaction, events []event.Event) error {
 	for _, e := range events {
 		if err := tx.Create(outbox.Ref(s.fs, e), e); err != nil {
 			return err

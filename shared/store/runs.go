@@ -8,8 +8,8 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -58,7 +58,7 @@ func (s *Store) RecordIntent(tx *firestore.Transaction, c *lifecycle.Cluster, no
 // When the run changes what the cluster's substrates read of it (its
 // state, its pools'), their chains are woken in tx: the kicks returned
 // are to be sent once it commits.
-func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []outbox.Event) ([]outbox.Event, []chain.Kick, error) {
+func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error) {
 	var stored lifecycle.Cluster
 	if err := now.DataTo(&stored); err != nil {
 		return nil, nil, fmt.Errorf("decode cluster: %w", err)
@@ -97,7 +97,7 @@ func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 // saveClusterRun writes the statuses (SaveClusterRun), snaps being the
 // pools' documents as stored now.
 func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, stored *lifecycle.Cluster, snaps []*firestore.DocumentSnapshot,
-	before, after ClusterRun, events []outbox.Event) ([]outbox.Event, error) {
+	before, after ClusterRun, events []event.Event) ([]event.Event, error) {
 	c := &after.Cluster
 	stale := map[string]bool{} // node pool IDs, and "" for the cluster
 	for i := range after.Pools {
@@ -131,7 +131,7 @@ func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 	if err := tx.Update(now.Ref, statusUpdates(c.Status, c.Active, c.ExpireAt)); err != nil {
 		return nil, err
 	}
-	var committed []outbox.Event
+	var committed []event.Event
 	for _, e := range events {
 		if !stale[e.NodePoolID] {
 			committed = append(committed, e)

@@ -12,8 +12,8 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -102,9 +102,9 @@ func loadRun(st *store.Store, r *chain.Reader, snap *firestore.DocumentSnapshot)
 
 // save saves after over before, as the end of a run does, and returns the
 // events committed.
-func (e *runEnv) save(t *testing.T, before, after store.ClusterRun, events []outbox.Event) []outbox.Event {
+func (e *runEnv) save(t *testing.T, before, after store.ClusterRun, events []event.Event) []event.Event {
 	t.Helper()
-	var committed []outbox.Event
+	var committed []event.Event
 	err := e.fs.RunTransaction(context.Background(), func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(e.st.ClusterRef("acme", e.cluster.ID))
 		if err != nil {
@@ -134,9 +134,9 @@ func (e *runEnv) poolDoc(t *testing.T) lifecycle.NodePool {
 
 // decide is a run's decision over what it read: every object as the run
 // begins it, then the pool ready.
-func decide(read store.ClusterRun, now time.Time) (store.ClusterRun, []outbox.Event) {
+func decide(read store.ClusterRun, now time.Time) (store.ClusterRun, []event.Event) {
 	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster)}
-	var events []outbox.Event
+	var events []event.Event
 	for _, p := range read.Pools {
 		p = lifecycle.BeginNodePoolRun(p)
 		events = append(events, lifecycle.NodePoolReady(&p, now)...)

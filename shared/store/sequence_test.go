@@ -7,21 +7,22 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // outboxOf returns the events waiting in the tenant's outbox, by ce-id.
-func outboxOf(t *testing.T, e *runEnv) map[string]outbox.Event {
+func outboxOf(t *testing.T, e *runEnv) map[string]event.Event {
 	t.Helper()
 	docs, err := e.fs.Collection("tenants").Doc("acme").Collection(outbox.Collection).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]outbox.Event{}
+	out := map[string]event.Event{}
 	for _, d := range docs {
-		var ev outbox.Event
+		var ev event.Event
 		if err := d.DataTo(&ev); err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +58,8 @@ func TestSequenceUnderConcurrentCalls(t *testing.T) {
 		t.Fatalf("outbox after the create = %v, want the cluster's created event", created)
 	}
 	for _, ev := range created {
-		if ev.Type != outbox.ClusterCreated || ev.Sequence != 1 {
-			t.Fatalf("first event = %s #%d, want %s #1", ev.Type, ev.Sequence, outbox.ClusterCreated)
+		if ev.Type != event.ClusterCreated || ev.Sequence != 1 {
+			t.Fatalf("first event = %s #%d, want %s #1", ev.Type, ev.Sequence, event.ClusterCreated)
 		}
 	}
 	if got := clusterSequence(t, e); got != 1 {
@@ -70,7 +71,7 @@ func TestSequenceUnderConcurrentCalls(t *testing.T) {
 	const workers, each = 9, 1
 	var (
 		mu       sync.Mutex
-		returned []outbox.Event
+		returned []event.Event
 		failed   []error
 		wg       sync.WaitGroup
 	)

@@ -4,6 +4,8 @@
 // kick together). The API's calls write only the specs of clusters and node
 // pools; the reconciler's runs (SaveClusterRun) only their statuses. The
 // rules of both are lifecycle's: the store loads, calls them, and saves.
+// Its reads for the API are decided by auth.Authorize too: clusters and
+// node pools in their files, substrates in substratequeries.go.
 //
 // Layout:
 //
@@ -16,7 +18,7 @@
 //	tenants/{t}/clusters/{kcl}/nodePoolNames/{name}   reservation → knp
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
-//	tenants/{t}/outbox/{eventId}                      outbox.Event
+//	tenants/{t}/outbox/{eventId}                      event.Event
 //	tenants/{t}/substratePools/{poolId}               poolIndex: a pool's last
 //	                                                  version and substrates
 //	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State

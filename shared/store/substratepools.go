@@ -34,7 +34,8 @@ type PoolEvent struct {
 	Version  int64
 	// Want is the substrate the pool asks for; nil when it asks for none
 	// (archived, or no substrate in its policy). Its Generation,
-	// UpdatedAt and After are the store's to set.
+	// UpdatedAt and After are set when it is recorded, by the rule of
+	// lifecycle.ChangePool.
 	Want *lifecycle.SubstrateSpec
 	// AccountID, when set, is the account that provides the clusters of
 	// the pool's substrate, one its tenant may use: the pool is recorded
@@ -102,7 +103,7 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 			res.Owner = owner.TenantID
 			if want != nil {
 				w := *want
-				w.Problem = fmt.Sprintf("pool ID %s is another tenant's pool: it cannot be used", ev.PoolID)
+				w.Problem = lifecycle.ForeignPool(ev.PoolID)
 				want = &w
 			}
 		} else if want != nil && ev.AccountID != "" && (owner.AccountID != ev.AccountID || owner.Archived) {
@@ -119,36 +120,28 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 		idx.Archived = ev.Archived
 		now := s.timestamp()
 		idx.Version = ev.Version
+		var curSpec *lifecycle.SubstrateSpec
+		if cur != nil {
+			curSpec = &cur.Spec
+		}
+		change := lifecycle.ChangePool(curSpec, want, ev.Version, idx.Last, now)
 		outcome := ""
-		switch {
-		case cur != nil && (want == nil || !lifecycle.SameChoice(cur.Spec, *want)):
-			// Torn down: the pool asks for no substrate, or another one.
-			spec := cur.Spec
-			spec.Deleting = true
-			spec.PoolVersion = ev.Version
-			k, err := s.writeSubstrateSpec(tx, cur, spec, now)
-			if err != nil {
-				return err
-			}
-			res.Kicks = append(res.Kicks, k)
-			idx.SubstrateID = ""
-			outcome = "substrate " + cur.ID + " torn down"
-		case cur != nil:
-			spec := *want
-			spec.After = cur.Spec.After
-			k, err := s.writeSubstrateSpec(tx, cur, spec, now)
+		if change.Next != nil {
+			k, err := s.writeSubstrateSpec(tx, cur, *change.Next, now)
 			if err != nil {
 				return err
 			}
 			res.Kicks = append(res.Kicks, k)
 			outcome = "substrate " + cur.ID + " changed"
+			if change.Next.Deleting {
+				// The pool asks for no substrate, or another one.
+				idx.SubstrateID = ""
+				outcome = "substrate " + cur.ID + " torn down"
+			}
 		}
-		if want != nil && (cur == nil || idx.SubstrateID == "") {
+		if change.New != nil {
 			id := resource.NewSubstrateID()
-			spec := *want
-			spec.After = idx.Last
-			spec.Generation, spec.UpdatedAt = 1, now
-			d := &substrateDoc{Substrate: lifecycle.Substrate{ID: id, TenantID: ev.TenantID, PoolID: ev.PoolID, CreatedAt: now, Active: true, Spec: spec}}
+			d := &substrateDoc{Substrate: lifecycle.Substrate{ID: id, TenantID: ev.TenantID, PoolID: ev.PoolID, CreatedAt: now, Active: true, Spec: *change.New}}
 			d.Status.State = resource.StatePending
 			k := d.Reconcile.Restart(SubstratesKind, ev.TenantID, id, now)
 			if err := tx.Create(s.substrateRef(ev.TenantID, id), d); err != nil {
@@ -194,13 +187,14 @@ func (s *Store) RefusePoolEvent(ctx context.Context, tenantID, poolID string, ve
 		if err != nil || cur == nil {
 			return err
 		}
+		now := s.timestamp()
 		spec := cur.Spec
 		spec.Problem = problem
 		idx.Version = version
 		if err := tx.Set(ir, idx); err != nil {
 			return err
 		}
-		k, err := s.writeSubstrateSpec(tx, cur, spec, s.timestamp())
+		k, err := s.writeSubstrateSpec(tx, cur, lifecycle.Respec(cur.Spec, spec, now), now)
 		kick = &k
 		return err
 	})
@@ -226,11 +220,9 @@ func (s *Store) Account(ctx context.Context, id string) (*Account, error) {
 	return &a, nil
 }
 
-// writeSubstrateSpec writes a new spec over the substrate's, with its
-// generation bumped, and restarts its chain.
+// writeSubstrateSpec writes a new spec over the substrate's (its next
+// generation: lifecycle.Respec) and restarts its chain.
 func (s *Store) writeSubstrateSpec(tx *firestore.Transaction, d *substrateDoc, spec lifecycle.SubstrateSpec, now time.Time) (chain.Kick, error) {
-	spec.Generation = d.Spec.Generation + 1
-	spec.UpdatedAt = now
 	k := d.Reconcile.Restart(SubstratesKind, d.TenantID, d.ID, now)
 	return k, tx.Update(s.substrateRef(d.TenantID, d.ID), []firestore.Update{{Path: "spec", Value: spec}, {Path: chain.Field, Value: d.Reconcile}})
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -128,7 +128,7 @@ type SubstrateLeave struct {
 	// the join tokens revoked.
 	Left    []string
 	Revoked []string
-	Events  []outbox.Event
+	Events  []event.Event
 }
 
 // SubstrateRun is one run of a substrate as the store reads and saves it;
@@ -217,7 +217,7 @@ func (s *Store) loadSubstrateRun(rd *chain.Reader, snap *firestore.DocumentSnaps
 // revoked tokens, and returns the events to commit. The substrate's state
 // events are dropped when its spec changed during the run (a new event of
 // its pool came): they announce a state it no longer shows.
-func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]outbox.Event, error) {
+func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
 	var cur lifecycle.Substrate
 	if err := now.DataTo(&cur); err != nil {
 		return nil, fmt.Errorf("decode substrate: %w", err)
@@ -256,9 +256,9 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 	}
 	r.woken = kicks
 	stale := cur.Spec.Generation != r.Read.Substrate.Spec.Generation
-	var events []outbox.Event
+	var events []event.Event
 	for _, e := range l.Events {
-		if stale && e.Type != outbox.SubstrateNodeLeft {
+		if stale && e.Type != event.SubstrateNodeLeft {
 			continue
 		}
 		events = append(events, e)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -194,7 +194,7 @@ func (s *scheduledKicks) Schedule(_ context.Context, k chain.Kick, _ time.Time, 
 	return nil
 }
 
-func (s *scheduledKicks) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+func (s *scheduledKicks) Deliver(_ context.Context, events []event.Event) (int, error) {
 	return len(events), nil
 }
 

@@ -62,8 +62,8 @@ type Connector interface {
 	Connect(t Target) (KubeAPI, error)
 }
 
-// target is how to reach c's Kubernetes API as its account.
-func target(c *lifecycle.Cluster) (Target, error) {
+// TargetOf is how to reach c's Kubernetes API as its account.
+func TargetOf(c *lifecycle.Cluster) (Target, error) {
 	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
 	if err != nil {
 		return Target{}, fmt.Errorf("cluster %s: its CA certificate is not base64: %w", c.ID, err)

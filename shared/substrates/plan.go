@@ -1,9 +1,10 @@
 // Package substrates is the kubernetes.substrates reconciler (API.md §9):
-// pool substrates recorded from the pools module's events (Consumer),
-// converged by a chain of runs per substrate that makes (or adopts) a
-// cluster through the clusters machinery, gives it one node pool per
-// flavor, server-side applies bcd into its Kubernetes API with a join
-// token, and follows the nodes that join (Joiner).
+// pool substrates recorded from the pools module's events (what an event
+// asks is Desired; functions/poolevents records it), converged by a chain
+// of runs per substrate that makes (or adopts) a cluster through the
+// clusters machinery, gives it one node pool per flavor, server-side
+// applies bcd into its Kubernetes API with a join token, and follows the
+// nodes that join (shared/join).
 //
 // The store keeps every substrate document; the substrate and the rules of
 // what it manages are lifecycle's. Plan is pure: from what a run read, it
@@ -11,25 +12,25 @@
 // Reconciler is the chain's Subject: a run reads, plans, acts and plans
 // again, and the store saves what it leaves.
 //
-// Files: consume.go (pool events), plan.go (the decision and its states),
+// Files: pool.go (what a pool event asks, and the preview of
+// kubernetesSubstrates.plan), plan.go (the decision and its states),
 // plan_cluster.go (the cluster to make or adopt), plan_pools.go (one node
 // pool per flavor), plan_objects.go (bcd's objects in the cluster's
 // Kubernetes API), plan_nodes.go (the nodes that join and leave),
 // plan_teardown.go (undoing what the substrate made), effect.go (what
 // each action leaves for the next plan: one model for runs and previews),
 // reconciler.go (the run), plan_preview.go (kubernetesSubstrates.plan: the
-// runs on an imagined world), failures.go (how a run's failures show), kube.go (what a run asks of a cluster's Kubernetes API), join.go
-// (kubernetesSubstrates.join), query.go (get, list, listNodes), names.go
-// (the names of what a substrate makes), telemetry.go (join counts, the
-// reconcile lag).
+// runs on an imagined world), failures.go (how a run's failures show),
+// kube.go (what a run asks of a cluster's Kubernetes API), names.go (the
+// names of what a substrate makes), telemetry.go (the reconcile lag).
 package substrates
 
 import (
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -111,7 +112,7 @@ type Decision struct {
 	// Observe: the run reads Seen and plans again.
 	Observe   bool
 	Substrate lifecycle.Substrate
-	Events    []outbox.Event
+	Events    []event.Event
 	// Left names the joined nodes that left; Revoked the hashes of the
 	// join tokens revoked.
 	Left    []string
@@ -197,7 +198,7 @@ func (d *Decision) fail(msg string) {
 	d.setState(resource.StateError, msg)
 	if s.Status.Announced != msg {
 		s.Status.Announced = msg
-		d.Events = append(d.Events, outbox.SubstrateEvent(outbox.SubstrateError, s.View(), d.now))
+		d.Events = append(d.Events, event.ForSubstrate(event.SubstrateError, s.View(), d.now))
 	}
 }
 
@@ -211,12 +212,12 @@ func (d *Decision) ready() {
 	}
 	d.setState(resource.StateReady, "")
 	s.Status.Announced = ""
-	typ := outbox.SubstrateUpdated
+	typ := event.SubstrateUpdated
 	if !s.Status.EverReady {
-		typ = outbox.SubstrateReady
+		typ = event.SubstrateReady
 		s.Status.EverReady = true
 	}
-	d.Events = append(d.Events, outbox.SubstrateEvent(typ, s.View(), d.now))
+	d.Events = append(d.Events, event.ForSubstrate(typ, s.View(), d.now))
 }
 
 func (d *Decision) setState(st resource.State, msg string) {

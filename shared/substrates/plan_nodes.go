@@ -1,7 +1,7 @@
 package substrates
 
 import (
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -24,5 +24,5 @@ func (p *planner) leave(n resource.SubstrateNode) {
 	p.d.Left = append(p.d.Left, n.Name)
 	view := p.d.Substrate.View()
 	view.JoinedNodes -= int64(len(p.d.Left))
-	p.d.Events = append(p.d.Events, outbox.SubstrateNodeEvent(outbox.SubstrateNodeLeft, view, n, p.d.now))
+	p.d.Events = append(p.d.Events, event.ForSubstrateNode(event.SubstrateNodeLeft, view, n, p.d.now))
 }

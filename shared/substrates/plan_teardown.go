@@ -1,8 +1,8 @@
 package substrates
 
 import (
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -71,6 +71,6 @@ func (p *planner) planTeardown() {
 	s.Active = false
 	expire := p.d.now.Add(lifecycle.DeletedTTL)
 	s.ExpireAt = &expire
-	p.d.Events = append(p.d.Events, outbox.SubstrateEvent(outbox.SubstrateDeleted, s.View(), p.d.now))
+	p.d.Events = append(p.d.Events, event.ForSubstrate(event.SubstrateDeleted, s.View(), p.d.now))
 	p.d.Done = true
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -113,7 +113,7 @@ func TestPlan(t *testing.T) {
 			in := converging()
 			in.Substrate.Spec.Problem = "account acc-x does not exist"
 			return in
-		}, want{state: resource.StateError, message: "account acc-x does not exist", events: []string{outbox.SubstrateError}, nodePools: -1}},
+		}, want{state: resource.StateError, message: "account acc-x does not exist", events: []string{event.SubstrateError}, nodePools: -1}},
 		{"a problem already shown and announced: no event", func() Input {
 			in := converging()
 			in.Substrate.Spec.Problem = "account acc-x does not exist"
@@ -152,13 +152,13 @@ func TestPlan(t *testing.T) {
 			in := converging()
 			in.Cluster = nil
 			return in
-		}, want{state: resource.StateError, message: "the substrate's cluster kcl_1 is gone", events: []string{outbox.SubstrateError}, nodePools: -1}},
+		}, want{state: resource.StateError, message: "the substrate's cluster kcl_1 is gone", events: []string{event.SubstrateError}, nodePools: -1}},
 		{"adopt: no such cluster", func() Input {
 			in := converging()
 			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_9"
 			in.Substrate.Status.ClusterID, in.Cluster = "", nil
 			return in
-		}, want{state: resource.StateError, message: "cluster kcl_9 to adopt does not exist", events: []string{outbox.SubstrateError}, nodePools: -1}},
+		}, want{state: resource.StateError, message: "cluster kcl_9 to adopt does not exist", events: []string{event.SubstrateError}, nodePools: -1}},
 		{"adopt: the cluster is adopted", func() Input {
 			in := converging()
 			in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_1"
@@ -175,12 +175,12 @@ func TestPlan(t *testing.T) {
 			in := converging()
 			in.Cluster.Status.State, in.Cluster.Status.Message = resource.StateError, "stockout"
 			return in
-		}, want{state: resource.StateError, message: "cluster bc-pool-gpu: stockout", events: []string{outbox.SubstrateError}, nodePools: -1}},
+		}, want{state: resource.StateError, message: "cluster bc-pool-gpu: stockout", events: []string{event.SubstrateError}, nodePools: -1}},
 		{"the cluster being deleted", func() Input {
 			in := converging()
 			in.Cluster.Spec.Deleting = true
 			return in
-		}, want{state: resource.StateError, message: "cluster bc-pool-gpu is being deleted", events: []string{outbox.SubstrateError}, nodePools: -1}},
+		}, want{state: resource.StateError, message: "cluster bc-pool-gpu is being deleted", events: []string{event.SubstrateError}, nodePools: -1}},
 		{"the cluster not ready yet: wait", func() Input {
 			in := converging()
 			in.Cluster.Status.State = resource.StateProvisioning
@@ -198,7 +198,7 @@ func TestPlan(t *testing.T) {
 			in.Pools[0].Spec.ManagedBy = ""
 			return in
 		}, want{state: resource.StateError, message: "node pool " + cpuPool + " of cluster bc-pool-gpu exists and was not made by the substrate",
-			events: []string{outbox.SubstrateError}, nodePools: 0}},
+			events: []string{event.SubstrateError}, nodePools: 0}},
 		{"a pool of another shape: its replacement is made first", func() Input {
 			in := converging()
 			in.Pools[0].Spec.MachineType = "n2-standard-8"
@@ -223,7 +223,7 @@ func TestPlan(t *testing.T) {
 			in := converging()
 			in.Pools[0].Status.State, in.Pools[0].Status.Message = resource.StateError, "quota exceeded"
 			return in
-		}, want{state: resource.StateError, message: "node pool " + cpuPool + ": quota exceeded", events: []string{outbox.SubstrateError}, nodePools: 1}},
+		}, want{state: resource.StateError, message: "node pool " + cpuPool + ": quota exceeded", events: []string{event.SubstrateError}, nodePools: 1}},
 		{"a pool of a flavor no longer asked for: deleted", func() Input {
 			in := converging()
 			old := readyPool()
@@ -278,12 +278,12 @@ func TestPlan(t *testing.T) {
 			in := applied()
 			in.Substrate.Status.State, in.Substrate.Status.EverReady = resource.StateProvisioning, false
 			return in
-		}, want{state: resource.StateReady, events: []string{outbox.SubstrateReady}, nodePools: 1}},
+		}, want{state: resource.StateReady, events: []string{event.SubstrateReady}, nodePools: 1}},
 		{"applied again after a change: updated", func() Input {
 			in := applied()
 			in.Substrate.Status.State = resource.StateUpdating
 			return in
-		}, want{state: resource.StateReady, events: []string{outbox.SubstrateUpdated}, nodePools: 1}},
+		}, want{state: resource.StateReady, events: []string{event.SubstrateUpdated}, nodePools: 1}},
 		{"steady: nothing to do, no lease", applied,
 			want{state: resource.StateReady, nodePools: 1}},
 
@@ -292,7 +292,7 @@ func TestPlan(t *testing.T) {
 			in := applied()
 			in.Seen.Nodes = nodesOf(cpuPool, "n1")
 			return in
-		}, want{state: resource.StateReady, events: []string{outbox.SubstrateNodeLeft}, left: []string{"n2"}, nodePools: 1}},
+		}, want{state: resource.StateReady, events: []string{event.SubstrateNodeLeft}, left: []string{"n2"}, nodePools: 1}},
 
 		// Teardown.
 		{"teardown: read the joined nodes first", func() Input {
@@ -305,7 +305,7 @@ func TestPlan(t *testing.T) {
 			in.Substrate.Spec.Mode, in.Adopted = resource.SubstrateCreate, false
 			in.Seen.Joined = []resource.SubstrateNode{{Name: "n1"}}
 			return in
-		}, want{action: &Action{Kind: DeleteCluster}, state: resource.StateDeleting, events: []string{outbox.SubstrateNodeLeft},
+		}, want{action: &Action{Kind: DeleteCluster}, state: resource.StateDeleting, events: []string{event.SubstrateNodeLeft},
 			left: []string{"n1"}, revoked: []string{"h1"}, lease: true, converge: true, nodePools: -1}},
 		{"teardown: the cluster made is being deleted: wait", func() Input {
 			in := tearingDown()
@@ -347,12 +347,12 @@ func TestPlan(t *testing.T) {
 			in := tearingDown()
 			in.Tried, in.Removed, in.Adopted = true, true, false
 			return in
-		}, want{state: resource.StateDeleted, events: []string{outbox.SubstrateDeleted}, revoked: []string{"h1"}, lease: true, done: true, nodePools: 0}},
+		}, want{state: resource.StateDeleted, events: []string{event.SubstrateDeleted}, revoked: []string{"h1"}, lease: true, done: true, nodePools: 0}},
 		{"teardown: no cluster, the substrate is deleted", func() Input {
 			in := tearingDown()
 			in.Cluster = nil
 			return in
-		}, want{state: resource.StateDeleted, events: []string{outbox.SubstrateDeleted}, revoked: []string{"h1"}, lease: true, done: true, nodePools: 0}},
+		}, want{state: resource.StateDeleted, events: []string{event.SubstrateDeleted}, revoked: []string{"h1"}, lease: true, done: true, nodePools: 0}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := c.in()
@@ -420,7 +420,7 @@ func TestRefused(t *testing.T) {
 	in.Pools = nil
 	d := Plan(in, planNow)
 	Refused(&d, "cluster bc-pool-gpu is being deleted")
-	checkDecision(t, d, want{state: resource.StateError, message: "is being deleted", events: []string{outbox.SubstrateError}, lease: true, nodePools: 0})
+	checkDecision(t, d, want{state: resource.StateError, message: "is being deleted", events: []string{event.SubstrateError}, lease: true, nodePools: 0})
 }
 
 // nodesOf are Nodes of the pool.

@@ -16,17 +16,18 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// EventSender takes committed events for publishing (outbox.Relay).
+// EventSender takes committed events for publishing (outbox.Relay): the
+// one event sender, of the runs, the join and the API's handlers.
 type EventSender interface {
-	Send(events []outbox.Event)
+	Send(events []event.Event)
 }
 
 // Config is what the substrates' runs put in their clusters.
@@ -45,7 +46,7 @@ type Reconciler struct {
 	store  *store.Store
 	kube   Connector
 	events EventSender
-	kick   Kicker
+	kick   chain.Kicker
 	cfg    Config
 	now    func() time.Time
 	// trace, when set, is told each action a run carried out, with the
@@ -58,7 +59,7 @@ var _ chain.Subject = (*Reconciler)(nil)
 // New returns the substrates' reconciler. The clusters and pools it makes
 // go through s, as the API's do; events and kicks of those changes go to
 // events and kick. now is the clock (nil: time.Now).
-func New(s *store.Store, kube Connector, events EventSender, kick Kicker, cfg Config, now func() time.Time) (*Reconciler, error) {
+func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, now func() time.Time) (*Reconciler, error) {
 	if s == nil || kube == nil || events == nil || kick == nil {
 		return nil, errors.New("substrates: New needs a store, a Kubernetes connector, an event sender and a kicker")
 	}
@@ -403,7 +404,7 @@ func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 
 // afterCommit hands a store change's events to the relay and kicks the
 // cluster's chain, as the API does.
-func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chain.Kick) {
+func (u *run) afterCommit(ctx context.Context, events []event.Event, kick *chain.Kick) {
 	u.r.events.Send(events)
 	if kick != nil {
 		if err := u.r.kick.Kick(ctx, *kick); err != nil {
@@ -415,7 +416,7 @@ func (u *run) afterCommit(ctx context.Context, events []outbox.Event, kick *chai
 // connect reaches the cluster's Kubernetes API as its account: the
 // tenant's impersonated service account in a tenant's project.
 func (u *run) connect() (KubeAPI, error) {
-	t, err := target(u.in.Cluster)
+	t, err := TargetOf(u.in.Cluster)
 	if err != nil {
 		return nil, err
 	}

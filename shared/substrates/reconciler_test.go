@@ -2,7 +2,6 @@ package substrates
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -19,9 +18,9 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -142,7 +141,7 @@ func (s *scheduler) next() time.Time {
 
 type nopDeliverer struct{}
 
-func (nopDeliverer) Deliver(_ context.Context, events []outbox.Event) (int, error) {
+func (nopDeliverer) Deliver(_ context.Context, events []event.Event) (int, error) {
 	return len(events), nil
 }
 
@@ -186,18 +185,11 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatal(err)
 	}
 	k := &kicks{}
-	cons, err := NewConsumer(e.st, k)
-	if err != nil {
-		t.Fatal(err)
+	recorded := recordPool(t, e.st, adoptingPool(1, "kcl_00000000000000000000000001", flavor("cpu", 1)))
+	if len(recorded) != 1 {
+		t.Fatalf("pool event recorded: kicks %v, want the substrate's", recorded)
 	}
-	b, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 1,
-		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
-			"cluster": map[string]any{"adopt": map[string]any{"clusterId": "kcl_00000000000000000000000001"}}}},
-		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
-	if err := cons.Handle(ctx, PoolUpdated, b); err != nil || len(k.list) != 1 {
-		t.Fatalf("Handle = %v, kicks %v", err, k.list)
-	}
-	e.kick, e.id = k.list[0], k.list[0].ID
+	e.kick, e.id = recorded[0], recorded[0].ID
 	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -409,20 +401,7 @@ func TestRunKilledAfterMint(t *testing.T) {
 func TestRunFlavorZoneRefused(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := context.Background()
-	cons, err := NewConsumer(e.st, &kicks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 2,
-		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
-			"cluster": map[string]any{"adopt": map[string]any{"clusterId": "kcl_00000000000000000000000001"}}}},
-		"flavors": []any{
-			map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1},
-			map[string]any{"name": "far", "machineType": "e2-standard-4", "nodeCount": 1, "zones": []any{"us-central1-b"}},
-		}})
-	if err := cons.Handle(ctx, PoolUpdated, b); err != nil {
-		t.Fatalf("Handle = %v", err)
-	}
+	recordPool(t, e.st, adoptingPool(2, "kcl_00000000000000000000000001", flavor("cpu", 1), flavor("far", 1, "us-central1-b")))
 	e.run(t)
 	s := e.substrate(t)
 	want := "zones[0]: is not a zone of region us-central1 enabled on the account (us-central1-a)"
@@ -512,7 +491,7 @@ func (e *runEnv) errorEvents(t *testing.T) int {
 	}
 	n := 0
 	for _, d := range docs {
-		if typ, _ := d.DataAt("type"); typ == outbox.SubstrateError {
+		if typ, _ := d.DataAt("type"); typ == event.SubstrateError {
 			n++
 		}
 	}

@@ -2,7 +2,6 @@ package substrates
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -37,7 +36,6 @@ type trajEnv struct {
 	fs     *firestore.Client
 	st     *store.Store
 	kube   *kubeAPI
-	cons   *Consumer
 	runner *chain.Runner
 	kicks  *kicks
 	// taken are the actions of the run in progress.
@@ -71,9 +69,6 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 	if _, err := e.st.ClusterRef("acme", ownCluster).Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if e.cons, err = NewConsumer(e.st, e.kicks); err != nil {
-		t.Fatal(err)
-	}
 	r, err := New(e.st, e.kube, sent{}, e.kicks, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -90,28 +85,31 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 
 const ownCluster = "kcl_00000000000000000000000001"
 
-// createPolicy and adoptPolicy are a pool's substrate policies.
-func createPolicy() map[string]any {
-	return map[string]any{"kind": "kubernetes", "account": "acc-gcp", "cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}
+// createPolicy and adoptPolicy are the pool's substrate policies, as the
+// edge decodes them (input.PoolUpdated.Want).
+func createPolicy() *lifecycle.SubstrateSpec {
+	return &lifecycle.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateCreate, Region: "us-central1", ReleaseChannel: "regular"}
 }
 
-func adoptPolicy() map[string]any {
-	return map[string]any{"kind": "kubernetes", "account": "acc-gcp", "cluster": map[string]any{"adopt": map[string]any{"clusterId": ownCluster}}}
+func adoptPolicy() *lifecycle.SubstrateSpec {
+	return &lifecycle.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateAdopt, AdoptClusterID: ownCluster}
 }
 
 // event applies the pool's next event: its policy (nil: none) and one
 // flavor cpu of machine type and nodes.
-func (e *trajEnv) event(policy map[string]any, machine string, nodes int) {
+func (e *trajEnv) event(policy *lifecycle.SubstrateSpec, machine string, nodes int) {
 	e.t.Helper()
 	e.ver++
-	p := map[string]any{"id": e.pool, "tenantId": "acme", "version": e.ver,
-		"flavors": []any{map[string]any{"name": "cpu", "machineType": machine, "nodeCount": nodes}}}
+	f := flavor("cpu", nodes)
+	f.NodePool.MachineType = machine
+	ev := store.PoolEvent{TenantID: "acme", PoolID: e.pool, Version: int64(e.ver)}
 	if policy != nil {
-		p["policy"] = map[string]any{"substrate": policy}
+		want := *policy
+		want.PoolVersion, want.Flavors = int64(e.ver), []lifecycle.Flavor{f}
+		ev.Want = &want
 	}
-	b, _ := json.Marshal(p)
-	if err := e.cons.Handle(context.Background(), PoolUpdated, b); err != nil {
-		e.t.Fatalf("Handle = %v", err)
+	for _, k := range recordPool(e.t, e.st, ev) {
+		_ = e.kicks.Kick(context.Background(), k)
 	}
 }
 

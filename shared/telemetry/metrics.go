@@ -185,7 +185,7 @@ func (m *Metrics) BudgetSpent(ctx context.Context, project string) {
 }
 
 // JoinCall counts a kubernetesSubstrates.join call by result
-// (substrates.JoinMetrics).
+// (join.Metrics).
 func (m *Metrics) JoinCall(ctx context.Context, result string) {
 	m.joinCalls.Add(ctx, 1, metric.WithAttributes(attribute.String(KeyResult, result)))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/client"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -374,7 +375,7 @@ func TestEventsTail(t *testing.T) {
 		done <- run(ctx, []string{"events", "tail", "--cluster", cl.ID, "-o", "json"}, u.lookup, &out, &errOut)
 	}()
 	wait.For(t, "bc events tail listening", func() (bool, string) {
-		return strings.Contains(errOut.String(), fmt.Sprintf("Listening for %d event types", len(outbox.Types))), errOut.String()
+		return strings.Contains(errOut.String(), fmt.Sprintf("Listening for %d event types", len(event.Types))), errOut.String()
 	})
 
 	res := u.run("nodepools", "create", "--cluster", cl.ID, "--name", "tail", "--machine-type", "e2-standard-4", "--nodes", "1", "--wait", "-o", "json")
@@ -387,13 +388,13 @@ func TestEventsTail(t *testing.T) {
 	}
 	other := u.createCluster(uniqueName("other"))
 
-	want := map[string]bool{outbox.NodePoolCreated + "/" + p.ID: true, outbox.NodePoolReady + "/" + p.ID: true, outbox.ClusterUpdated + "/": true}
+	want := map[string]bool{event.NodePoolCreated + "/" + p.ID: true, event.NodePoolReady + "/" + p.ID: true, event.ClusterUpdated + "/": true}
 	var lines []string
 	wait.For(t, "the node pool's events in the tail", func() (bool, string) {
 		lines = nonEmpty(out.String())
 		seen := map[string]bool{}
 		for _, l := range lines {
-			var e event
+			var e printedEvent
 			if err := json.Unmarshal([]byte(l), &e); err == nil {
 				seen[e.Attributes["ce-type"]+"/"+e.Attributes["nodePoolId"]] = true
 			}
@@ -415,7 +416,7 @@ func TestEventsTail(t *testing.T) {
 		t.Fatal("bc events tail did not stop when interrupted")
 	}
 	for _, l := range lines {
-		var e event
+		var e printedEvent
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Errorf("line %q is not an event: %v", l, err)
 			continue
@@ -637,16 +638,16 @@ func TestPrintSubstrateEvent(t *testing.T) {
 	sub := resource.Substrate{ID: resource.NewSubstrateID(), TenantID: "acme", PoolID: "pool-gpu", ClusterID: resource.NewClusterID(), State: resource.StateReady}
 	node := resource.SubstrateNode{Name: "gke-node-1", Flavor: "l4", Zone: "us-central1-a", JoinedAt: time.Now()}
 	for _, tt := range []struct {
-		e    outbox.Event
+		e    event.Event
 		want []string
 	}{
-		{outbox.SubstrateEvent(outbox.SubstrateReady, sub, time.Now()), []string{outbox.SubstrateReady, sub.ClusterID, " ready ", "substrate=" + sub.ID + " pool=pool-gpu"}},
-		{outbox.SubstrateNodeEvent(outbox.SubstrateNodeJoined, sub, node, time.Now()), []string{outbox.SubstrateNodeJoined, "substrate=" + sub.ID + " pool=pool-gpu node=gke-node-1"}},
+		{event.ForSubstrate(event.SubstrateReady, sub, time.Now()), []string{event.SubstrateReady, sub.ClusterID, " ready ", "substrate=" + sub.ID + " pool=pool-gpu"}},
+		{event.ForSubstrateNode(event.SubstrateNodeJoined, sub, node, time.Now()), []string{event.SubstrateNodeJoined, "substrate=" + sub.ID + " pool=pool-gpu node=gke-node-1"}},
 	} {
 		var out bytes.Buffer
 		a := &app{stdout: &out, output: "table"}
-		m := tt.e.Message()
-		a.printEvent(event{Attributes: m.Attributes, Data: m.Data})
+		m := outbox.Message(tt.e)
+		a.printEvent(printedEvent{Attributes: m.Attributes, Data: m.Data})
 		for _, w := range tt.want {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("%s printed %q, want %q in it", tt.e.Type, out.String(), w)

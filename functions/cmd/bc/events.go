@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/better-compute/kubernetes/shared/client"
-	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/event"
 )
 
 func (a *app) eventsCommand() *cobra.Command {
@@ -31,8 +31,8 @@ func (a *app) eventsCommand() *cobra.Command {
 	return cmd
 }
 
-// event is one CloudEvent as tail prints it.
-type event struct {
+// printedEvent is one CloudEvent as tail prints it.
+type printedEvent struct {
 	Attributes map[string]string `json:"attributes"`
 	Data       json.RawMessage   `json:"data"`
 }
@@ -72,11 +72,11 @@ func (a *app) eventsTail() *cobra.Command {
 			if v, ok := a.lookup("PUBSUB_EMULATOR_HOST"); ok && v != "" && !cmd.Flags().Changed("pubsub-emulator") {
 				emulator = v
 			}
-			topics := outbox.Types
+			topics := event.Types
 			if len(types) > 0 {
 				for _, t := range types {
-					if !contains(outbox.Types, t) {
-						return &usageError{fmt.Errorf("--type %q: want one of %s", t, strings.Join(outbox.Types, ", "))}
+					if !contains(event.Types, t) {
+						return &usageError{fmt.Errorf("--type %q: want one of %s", t, strings.Join(event.Types, ", "))}
 					}
 				}
 				topics = types
@@ -185,7 +185,7 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 				fmt.Fprintln(a.stdout, "TIME          TYPE                          CLUSTER                         NODE POOL                       STATE      DETAIL")
 				header = true
 			}
-			a.printEvent(event{Attributes: e.Attributes, Data: e.Data})
+			a.printEvent(printedEvent{Attributes: e.Attributes, Data: e.Data})
 			printed++
 			if limit > 0 && printed >= limit {
 				cancel()
@@ -249,7 +249,7 @@ func (a *app) tail(project, emulator, clusterID string, topics []string, limit i
 }
 
 // printEvent writes one event in the output format.
-func (a *app) printEvent(e event) {
+func (a *app) printEvent(e printedEvent) {
 	switch a.output {
 	case "json":
 		b, _ := json.Marshal(e)

@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -47,16 +48,16 @@ func TestEventsTailOrders(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	r.Shuffle(len(nums), func(i, j int) { nums[i], nums[j] = nums[j], nums[i] })
 	for _, n := range nums {
-		typ := outbox.NodePoolReady
+		typ := event.NodePoolReady
 		if n%2 == 0 {
-			typ = outbox.ClusterUpdated
+			typ = event.ClusterUpdated
 		}
 		attrs := map[string]string{
 			"ce-specversion": "1.0", "ce-id": fmt.Sprintf("evt_order_%d", n), "ce-type": typ,
 			"ce-source": outbox.Source("acme"), "ce-subject": clusterID, "ce-time": time.Now().UTC().Format(time.RFC3339Nano),
 			"ce-sequence": outbox.FormatSequence(n), "content-type": "application/json", "tenantId": "acme", "clusterId": clusterID,
 		}
-		if typ == outbox.NodePoolReady {
+		if typ == event.NodePoolReady {
 			attrs["nodePoolId"] = "knp_order"
 		}
 		if _, err := s.PubSubClient.Publisher(typ).Publish(ctx, &pubsub.Message{Data: []byte(`{}`), Attributes: attrs}).Get(ctx); err != nil {
@@ -74,7 +75,7 @@ func TestEventsTailOrders(t *testing.T) {
 	}
 	var got []string
 	for _, l := range nonEmpty(out.String()) {
-		var e event
+		var e printedEvent
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatalf("line %q is not an event: %v", l, err)
 		}

@@ -1,4 +1,4 @@
-package client_test
+package main
 
 import (
 	"bytes"
@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,63 +18,12 @@ import (
 	"github.com/better-compute/kubernetes/shared/apidoc"
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/client"
-	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
-// waitTime bounds every wait: generous for the race detector on two
-// shared cores; a healthy run converges in well under a second.
-const waitTime = 30 * time.Second
-
-var (
-	stackOnce sync.Once
-	stack     *devstack.Stack
-	stackErr  error
-)
-
-func TestMain(m *testing.M) {
-	// Parts of the stack log through the default logger.
-	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	code := m.Run()
-	if stack != nil {
-		stack.Close()
-	}
-	os.Exit(code)
-}
-
-// devStack returns the devstack the tests share (each works on its own
-// cluster), started on free ports with test timings.
-func devStack(t *testing.T) *devstack.Stack {
-	t.Helper()
-	stackOnce.Do(func() {
-		b, err := os.ReadFile("../../emulators/seed/devstack.json")
-		if err != nil {
-			stackErr = err
-			return
-		}
-		seed, err := store.ParseSeed(b)
-		if err != nil {
-			stackErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		stack, stackErr = devstack.Start(ctx, devstack.Config{
-			Seed:               seed,
-			GKEOperationTime:   30 * time.Millisecond,
-			ConvergingInterval: 60 * time.Millisecond,
-			SteadyInterval:     2 * time.Second,
-			LeaseTTL:           time.Second,
-			WatchdogInterval:   300 * time.Millisecond,
-			WatchdogGrace:      time.Second,
-			Log:                slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-	})
-	if stackErr != nil {
-		t.Fatalf("start the devstack: %v", stackErr)
-	}
-	return stack
-}
+// The Go client (shared/client) against the devstack, as bc uses it:
+// every method, its errors and its waits, every answer checked against
+// the document. The devstack is bc's tests' (devStack).
 
 // checkingTransport checks every answer of the API against the document:
 // a 200 against the method's response schema, any other against the
@@ -160,10 +107,10 @@ func fastWait(seen *[]client.Observation) *client.WaitOptions {
 	}}
 }
 
-// TestLifecycle drives every method of the client against the devstack,
+// TestClientLifecycle drives every method of the client against the devstack,
 // waiting for each change to converge, and checks every answer against
 // the document.
-func TestLifecycle(t *testing.T) {
+func TestClientLifecycle(t *testing.T) {
 	t.Parallel()
 	s := devStack(t)
 	c, tr := newClient(t, s)
@@ -263,9 +210,9 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-// TestErrorsAreValues checks the errors of the API arrive as *client.Error
+// TestClientErrorsAreValues checks the errors of the API arrive as *client.Error
 // with their code, status, field details and request ID.
-func TestErrorsAreValues(t *testing.T) {
+func TestClientErrorsAreValues(t *testing.T) {
 	t.Parallel()
 	s := devStack(t)
 	c, _ := newClient(t, s)
@@ -303,10 +250,10 @@ func TestErrorsAreValues(t *testing.T) {
 	}
 }
 
-// TestWaitEndsOnError creates a node pool the provider refuses and checks
+// TestClientWaitEndsOnError creates a node pool the provider refuses and checks
 // that the wait for ready ends with a *client.FailedError carrying the
 // provider's message.
-func TestWaitEndsOnError(t *testing.T) {
+func TestClientWaitEndsOnError(t *testing.T) {
 	t.Parallel()
 	s := devStack(t)
 	c, _ := newClient(t, s)
@@ -338,11 +285,11 @@ func TestWaitEndsOnError(t *testing.T) {
 	}
 }
 
-// TestRetryKeepsTheIdempotencyKey loses the answer of a create once (the
+// TestClientRetryKeepsTheIdempotencyKey loses the answer of a create once (the
 // server made the pool, the client saw a 503) and checks the retry sends
 // the same key and request ID and gets the same pool, and that one pool
 // exists.
-func TestRetryKeepsTheIdempotencyKey(t *testing.T) {
+func TestClientRetryKeepsTheIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	s := devStack(t)
 	c, _ := newClient(t, s)
@@ -419,26 +366,10 @@ func (l *losingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// publishPool publishes a pools module's event through the devstack
-// (POST /dev/pools/put or /dev/pools/archive).
-func publishPool(t *testing.T, s *devstack.Stack, path string, pool map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(pool)
-	resp, err := http.Post(s.URL+path, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s = %d %s, want 202", path, resp.StatusCode, body)
-	}
-}
-
-// TestSubstrates reads a pool's substrate through the client: the pools
+// TestClientSubstrates reads a pool's substrate through the client: the pools
 // module's event makes it, get, list and listNodes read it (every answer
 // checked against the document), and archiving the pool tears it down.
-func TestSubstrates(t *testing.T) {
+func TestClientSubstrates(t *testing.T) {
 	t.Parallel()
 	s := devStack(t)
 	c, _ := newClient(t, s)
@@ -446,7 +377,7 @@ func TestSubstrates(t *testing.T) {
 	defer cancel()
 
 	poolID := clusterName("pool-client")
-	publishPool(t, s, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 1,
+	publishPool(t, devstack.PoolsPutPath, map[string]any{"id": poolID, "tenantId": "acme", "version": 1,
 		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
 			"cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}},
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
@@ -508,7 +439,7 @@ func TestSubstrates(t *testing.T) {
 	}
 
 	// Archived, the pool's substrate is torn down and no longer listed.
-	publishPool(t, s, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
+	publishPool(t, devstack.PoolsArchivePath, map[string]any{"id": poolID, "tenantId": "acme", "version": 2})
 	var seen []client.Observation
 	gone, err := c.WaitSubstrate(ctx, "acme", sub.ID, client.StateDeleted, fastWait(&seen))
 	if err != nil || gone.State != client.StateDeleted || gone.ID != sub.ID {

@@ -1,4 +1,4 @@
-package substrates
+package poolevents
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // tenantsWorld is a platform account and one account of each of two
@@ -87,7 +89,7 @@ func TestConsumeAnotherTenantsAccount(t *testing.T) {
 	c, st, fs := tenantsWorld(t)
 	handle := func(data []byte) {
 		t.Helper()
-		if err := c.Handle(ctx, PoolUpdated, data); err != nil {
+		if err := c.Handle(ctx, event.PoolUpdated, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +108,7 @@ func TestConsumeAnotherTenantsAccount(t *testing.T) {
 	}
 	// The substrate's run builds nothing: its plan is error, with no
 	// action but to show it.
-	d := Plan(Input{Substrate: subs[0], PreviousGone: true}, time.Now())
+	d := substrates.Plan(substrates.Input{Substrate: subs[0], PreviousGone: true}, time.Now())
 	if d.Action != nil || d.Substrate.Status.State != resource.StateError || d.Substrate.Status.Message != subs[0].Spec.Problem {
 		t.Errorf("the run's plan = %+v (state %s, %q), want error and nothing done", d.Action, d.Substrate.Status.State, d.Substrate.Status.Message)
 	}
@@ -169,7 +171,7 @@ func TestConsumeArchivedPoolTakesNoCluster(t *testing.T) {
 	archive := func(tenant string, version int64) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"id": "pool-dev", "tenantId": tenant, "version": version})
-		if err := c.Handle(ctx, PoolArchived, b); err != nil {
+		if err := c.Handle(ctx, event.PoolArchived, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,7 +213,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 	ctx := context.Background()
 	c, _, fs := tenantsWorld(t)
 	const greatest = 1<<53 - 1
-	if err := c.Handle(ctx, PoolUpdated, poolOf("acme", "pool-x", greatest, "acc-gcp")); err != nil {
+	if err := c.Handle(ctx, event.PoolUpdated, poolOf("acme", "pool-x", greatest, "acc-gcp")); err != nil {
 		t.Fatal(err)
 	}
 	subs := substratesOfTenant(t, fs, "acme")
@@ -219,7 +221,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 		t.Fatalf("substrates = %+v, want one", subs)
 	}
 	arch, _ := json.Marshal(map[string]any{"id": "pool-x", "tenantId": "acme", "version": greatest})
-	if err := c.Handle(ctx, PoolArchived, arch); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, arch); err != nil {
 		t.Fatal(err)
 	}
 	subs = substratesOfTenant(t, fs, "acme")
@@ -227,7 +229,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 		t.Fatalf("after the archive at the same version: %+v, want the substrate torn down", subs)
 	}
 	was := subs[0].Spec.Generation
-	if err := c.Handle(ctx, PoolArchived, arch); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, arch); err != nil {
 		t.Fatal(err)
 	}
 	if subs = substratesOfTenant(t, fs, "acme"); len(subs) != 1 || subs[0].Spec.Generation != was {
@@ -236,7 +238,7 @@ func TestConsumeArchiveIsFinal(t *testing.T) {
 	// Above the greatest version is malformed; and nothing after the
 	// archive changes anything.
 	over, _ := json.Marshal(map[string]any{"id": "pool-x", "tenantId": "acme", "version": float64(1 << 53)})
-	if err := c.Handle(ctx, PoolArchived, over); err != nil {
+	if err := c.Handle(ctx, event.PoolArchived, over); err != nil {
 		t.Fatal(err)
 	}
 	if subs = substratesOfTenant(t, fs, "acme"); len(subs) != 1 || subs[0].Spec.Generation != was {

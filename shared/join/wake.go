@@ -1,4 +1,4 @@
-package substrates
+package join
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 // wakes it in the transaction that records the change: its cluster's run,
 // a node's join, its previous substrate's deletion), so that no phase
 // waits for its next run. The chain runner sends the kicks of a run's
-// save; the join sends its own (WithJoinKicks).
+// save; the join sends its own (WithKicks).
 
-// WithJoinKicks makes the joiner send the kick of a substrate that a join
+// WithKicks makes the joiner send the kick of a substrate that a join
 // wakes (store.RecordJoin) to k. Without it the woken chain's run is the
 // watchdog's to start.
-func WithJoinKicks(k Kicker) JoinerOption { return func(j *Joiner) { j.kick = k } }
+func WithKicks(k chain.Kicker) Option { return func(j *Joiner) { j.kick = k } }
 
 // wake sends the kick of the substrate a join woke, if any.
 func (j *Joiner) wake(ctx context.Context, k *chain.Kick) {

@@ -1,4 +1,11 @@
-package cloudrun
+// Package poolevents serves kubernetesSubstrates-poolEvents, the
+// CloudEvent function of the pools module's events (API.md §9), over
+// HTTP: the push subscriptions' deliveries are checked for their caller,
+// read as the messagePublished CloudEvent the Functions Framework would
+// make of them, decoded (shared/input), and recorded (Consumer): what
+// each event asks of its pool's substrate (substrates.Desired), in one
+// transaction of the store, and a kick of the substrate's chain.
+package poolevents
 
 import (
 	"bytes"
@@ -16,7 +23,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // MessagePublished is the data of a google.cloud.pubsub.topic.v1
@@ -36,23 +42,29 @@ type MessagePublished struct {
 // message.
 const MessagePublishedType = "google.cloud.pubsub.topic.v1.messagePublished"
 
-// poolEvents is the kubernetesSubstrates-poolEvents function: the
+// Function is the function's Functions Framework name, the
+// FUNCTION_TARGET of its Cloud Run service.
+const Function = "kubernetesSubstrates-poolEvents"
+
+// Handler is the kubernetesSubstrates-poolEvents function: the
 // CloudEvent function of the pools module's events, served over HTTP
 // behind the edge, on Cloud Run as in the devstack, so that its caller is
 // checked before anything of the request is read. Its one caller is the
 // push subscriptions' service account (auth.ServiceAccount): a push
 // carries an OIDC token of that account, as infra/ configures the
 // subscriptions (push_config.oidc_token).
-type poolEvents struct {
-	consumer *substrates.Consumer
+type Handler struct {
+	consumer *Consumer
 	auth     httpapi.Authenticator
 }
 
-func newPoolEvents(c *substrates.Consumer, auth httpapi.Authenticator) (*poolEvents, error) {
+// New returns the handler of the pushes of c's events, whose callers auth
+// verifies.
+func New(c *Consumer, auth httpapi.Authenticator) (*Handler, error) {
 	if c == nil || auth == nil {
-		return nil, errors.New("pool events: a consumer and an authenticator are required")
+		return nil, errors.New("poolevents: New needs a consumer and an authenticator")
 	}
-	return &poolEvents{consumer: c, auth: auth}, nil
+	return &Handler{consumer: c, auth: auth}, nil
 }
 
 // ServeHTTP takes one delivery of a pool event. The token comes first: no
@@ -64,7 +76,7 @@ func newPoolEvents(c *substrates.Consumer, auth httpapi.Authenticator) (*poolEve
 // binary or structured mode (the devstack's push, Eventarc's). The answer
 // is 200 for an event applied or dropped (Receive), 503 for one to be
 // delivered again; Pub/Sub acknowledges any 2xx.
-func (p *poolEvents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if !httpapi.Allow(w, r, http.MethodPost) {
 		return
@@ -110,7 +122,7 @@ func deliveredEvent(r *http.Request, body []byte) (*event.Event, error) {
 		return nil, errors.New("not a Pub/Sub push: no message.messageId")
 	}
 	source := m.Subscription
-	if topic, ok := pushTopic(r.URL.Path); ok {
+	if topic, ok := PushTopic(r.URL.Path); ok {
 		source = topic
 	}
 	e := event.New()
@@ -123,10 +135,10 @@ func deliveredEvent(r *http.Request, body []byte) (*event.Event, error) {
 	return &e, nil
 }
 
-// pushTopic is the topic a push endpoint's path names,
+// PushTopic is the topic a push endpoint's path names,
 // /projects/P/topics/T (infra/ pushes there, as the Functions Framework
 // reads it), without the leading slash.
-func pushTopic(path string) (string, bool) {
+func PushTopic(path string) (string, bool) {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if len(parts) != 4 || parts[0] != "projects" || parts[2] != "topics" || parts[1] == "" || parts[3] == "" {
 		return "", false
@@ -140,8 +152,8 @@ func pushTopic(path string) (string, bool) {
 // with a logged reason: redelivering it would never help. An error asks
 // Pub/Sub to deliver it again (a transient failure); the subscription's
 // dead-letter topic bounds that.
-func (p *poolEvents) Receive(ctx context.Context, e event.Event) error {
-	log := logging.FromContext(ctx).With("function", PoolEventsFunction, "eventId", e.ID())
+func (p *Handler) Receive(ctx context.Context, e event.Event) error {
+	log := logging.FromContext(ctx).With("function", Function, "eventId", e.ID())
 	ctx = logging.NewContext(ctx, log)
 	if e.Type() != MessagePublishedType {
 		log.Error("Event of an unexpected type dropped", "type", e.Type())

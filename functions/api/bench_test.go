@@ -1,4 +1,4 @@
-package store_test
+package api_test
 
 import (
 	"bytes"
@@ -25,6 +25,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -73,8 +75,14 @@ func describe(m map[string]int) string {
 	return b.String()
 }
 
+// The node pool methods through their handlers, on a Firestore client
+// that counts its RPCs: what each costs in Firestore, and what the handler
+// adds to the bare transaction.
+
 // benchEnv is a Firestore emulator, a counted client, a store seeded with
-// a tenant and a standard cluster, and the API's handlers.
+// a tenant and a standard cluster, and the API's handlers. The join
+// method's connector (noKubernetes) is never called by the node pool
+// methods these benchmarks time.
 type benchEnv struct {
 	fs      *firestore.Client
 	calls   *rpcCounter
@@ -86,15 +94,11 @@ type benchEnv struct {
 
 type nopEvents struct{}
 
-func (nopEvents) Send([]outbox.Event) {}
+func (nopEvents) Send([]event.Event) {}
 
 type nopKicker struct{}
 
 func (nopKicker) Kick(context.Context, chain.Kick) error { return nil }
-
-// noKubernetes is the join method's connector, never called by the node
-// pool methods these benchmarks time.
-type noKubernetes struct{ substrates.Connector }
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
@@ -156,12 +160,16 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	joiner, err := substrates.NewJoiner(st, noKubernetes{}, nopEvents{}, nil)
+	joiner, err := join.New(st, noKubernetes{}, nopEvents{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	previewer, err := substrates.NewPreviewer(st, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	routes, err := api.Routes(api.Deps{Auth: v, Store: st, Events: nopEvents{}, Kicker: nopKicker{},
-		Substrates: substrates.NewQueries(st), Joiner: joiner})
+		Previewer: previewer, Joiner: joiner})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -319,7 +327,7 @@ func BenchmarkCreateOverhead(b *testing.B) {
 				Spec: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: 1, UpdatedAt: now}}
 			c.Spec.Version++
 			c.Spec.PoolsCreated++
-			ev := outbox.NodePoolEvent(outbox.NodePoolCreated, p.View(), now)
+			ev := event.ForNodePool(event.NodePoolCreated, p.View(), now)
 			for _, err := range []error{
 				tx.Create(cref.Collection("nodePools").Doc(id), p),
 				tx.Create(nameRef, map[string]any{"id": id}),

@@ -1,41 +1,29 @@
-package substrates
+package poolevents
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
-	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
-
-// The types of the pools module's events that this project consumes.
-const (
-	PoolUpdated  = "compute.pool.updated"
-	PoolArchived = "compute.pool.archived"
-)
-
-// Kicker asks for a run of a chain now (a Cloud Task).
-type Kicker interface {
-	Kick(ctx context.Context, k chain.Kick) error
-}
 
 // Consumer records the substrates that the pools' events ask for.
 type Consumer struct {
 	store *store.Store
-	kick  Kicker
+	kick  chain.Kicker
 }
 
 // NewConsumer returns the consumer of pool events.
-func NewConsumer(s *store.Store, kick Kicker) (*Consumer, error) {
+func NewConsumer(s *store.Store, kick chain.Kicker) (*Consumer, error) {
 	if s == nil || kick == nil {
-		return nil, errors.New("substrates: NewConsumer needs a store and a kicker")
+		return nil, errors.New("poolevents: NewConsumer needs a store and a kicker")
 	}
 	return &Consumer{store: s, kick: kick}, nil
 }
@@ -52,10 +40,10 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 	var updated *input.PoolUpdated // nil: archived
 	var err error
 	switch typ {
-	case PoolUpdated:
+	case event.PoolUpdated:
 		updated, err = input.DecodePoolUpdated(data)
 		head = &updated.PoolArchived
-	case PoolArchived:
+	case event.PoolArchived:
 		head, err = input.DecodePoolArchived(data)
 	default:
 		log.Error("Pool event of an unknown type dropped", "type", typ)
@@ -76,7 +64,11 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 		c.kickAll(ctx, kick)
 		return nil
 	}
-	ev, err := c.event(ctx, head, updated)
+	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: updated == nil}
+	if updated != nil {
+		ev.Want = updated.Want()
+	}
+	ev, _, err = substrates.Desired(ctx, c.store, ev)
 	if err != nil {
 		return c.unstored(ctx, err)
 	}
@@ -119,78 +111,6 @@ func (c *Consumer) unstored(ctx context.Context, err error) error {
 	}
 	logging.FromContext(ctx).Error("Pool event that cannot be stored dropped", "reason", err.Error())
 	return nil
-}
-
-// event is what a well-formed event asks of the pool's substrate, with the
-// reason it cannot be served, if any, as its Problem.
-func (c *Consumer) event(ctx context.Context, head *input.PoolArchived, p *input.PoolUpdated) (store.PoolEvent, error) {
-	ev, _, err := desired(ctx, c.store, head, p)
-	return ev, err
-}
-
-// desired is what a well-formed event asks of the pool's substrate, with
-// the reason it cannot be served, if any, as its Problem, and the
-// account it names (nil when there is none). The consumer records it;
-// kubernetesSubstrates.plan previews it.
-func desired(ctx context.Context, st *store.Store, head *input.PoolArchived, p *input.PoolUpdated) (store.PoolEvent, *store.Account, error) {
-	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: p == nil}
-	if p == nil || p.Substrate == nil {
-		return ev, nil, nil
-	}
-	pol := p.Substrate
-	s := &lifecycle.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account}
-	for _, f := range p.Flavors {
-		f.NodePool.Name = NodePoolName(p.ID, f.Name)
-		s.Flavors = append(s.Flavors, f)
-	}
-	if pol.Create != nil {
-		s.Mode = resource.SubstrateCreate
-		s.Region, s.Zones, s.ReleaseChannel = pol.Create.Region, pol.Create.Zones, pol.Create.ReleaseChannel
-	} else {
-		s.Mode = resource.SubstrateAdopt
-		s.AdoptClusterID = pol.Adopt.ClusterID
-	}
-	ev.Want = s
-	acc, err := st.Account(ctx, pol.Account)
-	switch {
-	case err != nil:
-		return ev, nil, err
-	case acc == nil || !acc.UsableBy(head.TenantID):
-		// The same words for both, so that a tenant learns nothing of
-		// the accounts of others.
-		s.Problem = store.Unusable(pol.Account, head.TenantID)
-		acc = nil
-	case !acc.ManagedKubernetes():
-		s.Problem = fmt.Sprintf("the provider %q of account %s has no managed Kubernetes", acc.Provider, acc.ID)
-	default:
-		if s.Mode == resource.SubstrateCreate {
-			s.Problem = placement(s, acc.Regions)
-		}
-		ev.AccountID = acc.ID
-	}
-	return ev, acc, nil
-}
-
-// placement is why the region and zones of a cluster to create, and its
-// flavors' zones, are not the account's ("" when they are).
-func placement(s *lifecycle.SubstrateSpec, regions map[string][]string) string {
-	allowed, ok := regions[s.Region]
-	if !ok {
-		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
-	}
-	if fe := lifecycle.CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
-		return fe[0].Field + " " + fe[0].Reason
-	}
-	zones := allowed
-	if len(s.Zones) > 0 {
-		zones = s.Zones
-	}
-	for i, f := range s.Flavors {
-		if fe := lifecycle.CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
-			return fe[0].Field + " " + fe[0].Reason
-		}
-	}
-	return ""
 }
 
 func (c *Consumer) kickAll(ctx context.Context, kicks ...*chain.Kick) {

@@ -1,4 +1,4 @@
-package substrates
+package poolevents
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 type kicks struct {
@@ -74,7 +76,7 @@ func substratesOf(t *testing.T, fs *firestore.Client) []lifecycle.Substrate {
 
 func substratesOfTenant(t *testing.T, fs *firestore.Client, tenantID string) []lifecycle.Substrate {
 	t.Helper()
-	snaps, err := fs.Collection("tenants").Doc(tenantID).Collection(Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
+	snaps, err := fs.Collection("tenants").Doc(tenantID).Collection(substrates.Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestConsume(t *testing.T) {
 		}
 	}
 
-	handle(PoolUpdated, pool(2, "acc-gcp", "us-central1", 1))
+	handle(event.PoolUpdated, pool(2, "acc-gcp", "us-central1", 1))
 	subs := substratesOf(t, fs)
 	if len(subs) != 1 || subs[0].Spec.PoolVersion != 2 || subs[0].Spec.Mode != resource.SubstrateCreate ||
 		subs[0].Spec.Flavors[0].NodePool.Name != "bc-pool-gpu-cpu" || subs[0].Spec.Problem != "" || len(k.list) != 1 {
@@ -106,14 +108,14 @@ func TestConsume(t *testing.T) {
 	first := subs[0]
 
 	// Stale and duplicate events are ignored: no write, no kick.
-	handle(PoolUpdated, pool(1, "acc-gcp", "us-central1", 5))
-	handle(PoolUpdated, pool(2, "acc-gcp", "us-central1", 5))
+	handle(event.PoolUpdated, pool(1, "acc-gcp", "us-central1", 5))
+	handle(event.PoolUpdated, pool(2, "acc-gcp", "us-central1", 5))
 	if subs = substratesOf(t, fs); len(subs) != 1 || subs[0].Spec.Generation != 1 || len(k.list) != 1 {
 		t.Fatalf("stale events changed %+v (kicks %d)", subs, len(k.list))
 	}
 
 	// A flavor change updates the substrate in place.
-	handle(PoolUpdated, pool(3, "acc-gcp", "us-central1", 2))
+	handle(event.PoolUpdated, pool(3, "acc-gcp", "us-central1", 2))
 	if subs = substratesOf(t, fs); len(subs) != 1 || subs[0].Spec.Generation != 2 || subs[0].Spec.Flavors[0].NodePool.NodeCount != 2 {
 		t.Fatalf("flavor change: %+v", subs)
 	}
@@ -122,20 +124,20 @@ func TestConsume(t *testing.T) {
 	bad, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 4,
 		"policy":  map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp", "cluster": map[string]any{}}},
 		"flavors": []any{}})
-	handle(PoolUpdated, bad)
+	handle(event.PoolUpdated, bad)
 	if subs = substratesOf(t, fs); subs[0].Spec.Problem == "" {
 		t.Fatalf("malformed event left no problem: %+v", subs[0].Spec)
 	}
 	// Garbage is acknowledged (nil) and changes nothing.
 	was, kicked := substratesOf(t, fs), len(k.list)
-	handle(PoolUpdated, []byte("not json"))
+	handle(event.PoolUpdated, []byte("not json"))
 	if subs = substratesOf(t, fs); !reflect.DeepEqual(subs, was) || len(k.list) != kicked {
 		t.Fatalf("garbage changed the substrates: %+v, then %+v (kicks %d, then %d)", was, subs, kicked, len(k.list))
 	}
 
 	// Another account: the substrate is torn down, a new one (with a
 	// problem: no managed Kubernetes there) waits for it.
-	handle(PoolUpdated, pool(5, "acc-metal", "fra", 1))
+	handle(event.PoolUpdated, pool(5, "acc-metal", "fra", 1))
 	subs = substratesOf(t, fs)
 	if len(subs) != 2 || !subs[0].Spec.Deleting || subs[1].ID == first.ID || subs[1].Spec.After != first.ID ||
 		subs[1].Spec.Problem == "" {
@@ -144,12 +146,12 @@ func TestConsume(t *testing.T) {
 
 	// Archive tears the current one down.
 	arch, _ := json.Marshal(map[string]any{"id": "pool-gpu", "tenantId": "acme", "version": 6})
-	handle(PoolArchived, arch)
+	handle(event.PoolArchived, arch)
 	if subs = substratesOf(t, fs); !subs[1].Spec.Deleting {
 		t.Fatalf("archive left %+v", subs[1].Spec)
 	}
 	// An update older than the archive is ignored.
-	handle(PoolUpdated, pool(5, "acc-gcp", "us-central1", 1))
+	handle(event.PoolUpdated, pool(5, "acc-gcp", "us-central1", 1))
 	if subs = substratesOf(t, fs); len(subs) != 2 {
 		t.Fatalf("an update older than the archive made a substrate: %+v", subs)
 	}
@@ -162,7 +164,7 @@ func TestConsume(t *testing.T) {
 func TestConsumeUnorderedEvent(t *testing.T) {
 	ctx := context.Background()
 	c, fs, k := newConsumer(t)
-	if err := c.Handle(ctx, PoolUpdated, pool(3, "acc-gcp", "us-central1", 1)); err != nil {
+	if err := c.Handle(ctx, event.PoolUpdated, pool(3, "acc-gcp", "us-central1", 1)); err != nil {
 		t.Fatal(err)
 	}
 	was, kicked := substratesOf(t, fs), len(k.list)
@@ -175,7 +177,7 @@ func TestConsumeUnorderedEvent(t *testing.T) {
 		"no tenant":         {"id": "pool-gpu", "version": 4, "policy": badPolicy},
 	} {
 		b, _ := json.Marshal(ev)
-		if err := c.Handle(ctx, PoolUpdated, b); err != nil {
+		if err := c.Handle(ctx, event.PoolUpdated, b); err != nil {
 			t.Fatalf("%s: Handle = %v, want the event acknowledged", name, err)
 		}
 		if subs := substratesOf(t, fs); !reflect.DeepEqual(subs, was) || len(k.list) != kicked {
@@ -194,7 +196,7 @@ func TestConsumeOtherTenantsPool(t *testing.T) {
 		"policy": map[string]any{"substrate": map[string]any{"kind": "kubernetes", "account": "acc-gcp",
 			"cluster": map[string]any{"create": map[string]any{"region": "us-central1"}}}},
 		"flavors": []any{map[string]any{"name": "cpu", "machineType": "e2-standard-4", "nodeCount": 1}}})
-	if err := c.Handle(ctx, PoolUpdated, b); err != nil {
+	if err := c.Handle(ctx, event.PoolUpdated, b); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := fs.Doc("pools/pool-gpu").Get(ctx)
@@ -220,7 +222,7 @@ func TestConsumeUnstorable(t *testing.T) {
 	c, _, _ := newConsumer(t)
 	for _, id := range []string{"__x__", "..", "."} {
 		b, _ := json.Marshal(map[string]any{"id": id, "tenantId": "acme", "version": 1})
-		if err := c.Handle(context.Background(), PoolArchived, b); err != nil {
+		if err := c.Handle(context.Background(), event.PoolArchived, b); err != nil {
 			t.Errorf("Handle of pool %q = %v, want it acknowledged", id, err)
 		}
 	}

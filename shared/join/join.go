@@ -1,4 +1,9 @@
-package substrates
+// Package join serves kubernetesSubstrates.join (API.md §9): bcd, on a
+// node, presents its substrate's join token and the node's name, and the
+// node joins when it really is a Node of one of the substrate's node
+// pools in the cluster's Kubernetes API, which the join reads as the
+// substrate's runs do (substrates.Connector).
+package join
 
 import (
 	"context"
@@ -6,13 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/input"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
 // Joiner serves kubernetesSubstrates.join: a node, through bcd, presents
@@ -21,18 +27,18 @@ import (
 // API.
 type Joiner struct {
 	store   *store.Store
-	kube    Connector
-	events  EventSender
+	kube    substrates.Connector
+	events  substrates.EventSender
 	now     func() time.Time
-	metrics JoinMetrics
-	kick    Kicker // WithJoinKicks
+	metrics Metrics
+	kick    chain.Kicker // WithKicks
 }
 
-// NewJoiner returns the join method's logic. now is the clock (nil:
+// New returns the join method's logic. now is the clock (nil:
 // time.Now).
-func NewJoiner(s *store.Store, kube Connector, events EventSender, now func() time.Time, opts ...JoinerOption) (*Joiner, error) {
+func New(s *store.Store, kube substrates.Connector, events substrates.EventSender, now func() time.Time, opts ...Option) (*Joiner, error) {
 	if s == nil || kube == nil || events == nil {
-		return nil, errors.New("substrates: NewJoiner needs a store, a Kubernetes connector and an event sender")
+		return nil, errors.New("join: New needs a store, a Kubernetes connector and an event sender")
 	}
 	if now == nil {
 		now = time.Now
@@ -64,7 +70,7 @@ func (j *Joiner) verify(ctx context.Context, authorization string) (string, erro
 	if !ok || !strings.HasPrefix(token, "bcj_") || len(token) > 128 {
 		return "", errs.E(errs.Unauthenticated, "a join token is required: Authorization: Bearer bcj_...")
 	}
-	hash := HashToken(token)
+	hash := substrates.HashToken(token)
 	g, err := j.store.JoinGrant(ctx, hash)
 	if err != nil {
 		return "", err
@@ -75,48 +81,42 @@ func (j *Joiner) verify(ctx context.Context, authorization string) (string, erro
 	return joinPrincipal + hash, nil
 }
 
-// JoinResult is the answer of kubernetesSubstrates.join.
-type JoinResult struct {
-	SubstrateID string `json:"substrateId"`
-	PoolID      string `json:"poolId"`
-	NodeName    string `json:"nodeName"`
-	Flavor      string `json:"flavor"`
-}
-
-// Join records the node as joined, once (kubernetes.substrate.node.joined).
-func (j *Joiner) Join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
-	res, err := j.join(ctx, principal, in)
+// Join records the node named nodeName, with the provider ID bcd read
+// on it, as joined, once (kubernetes.substrate.node.joined). principal is
+// what Verify returned for the call's join token.
+func (j *Joiner) Join(ctx context.Context, principal, nodeName, providerID string) (resource.JoinResult, error) {
+	res, err := j.join(ctx, principal, nodeName, providerID)
 	j.count(ctx, err)
 	return res, err
 }
 
-func (j *Joiner) join(ctx context.Context, principal string, in *input.Join) (JoinResult, error) {
+func (j *Joiner) join(ctx context.Context, principal, nodeName, providerID string) (resource.JoinResult, error) {
 	hash, ok := strings.CutPrefix(principal, joinPrincipal)
 	if !ok {
-		return JoinResult{}, errs.E(errs.Unauthenticated, "a join token is required")
+		return resource.JoinResult{}, errs.E(errs.Unauthenticated, "a join token is required")
 	}
 	grant, err := j.grant(ctx, hash)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
-	ctx = logging.With(ctx, "tenantId", grant.TenantID, "substrateId", grant.SubstrateID, "node", in.NodeName)
+	ctx = logging.With(ctx, "tenantId", grant.TenantID, "substrateId", grant.SubstrateID, "node", nodeName)
 	sub, err := j.substrate(ctx, grant)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	c, err := j.cluster(ctx, sub)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
-	node, flavor, err := j.node(ctx, sub, c, in)
+	node, flavor, err := j.node(ctx, sub, c, nodeName, providerID)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
-	res := JoinResult{SubstrateID: sub.ID, PoolID: sub.PoolID, NodeName: node.Name, Flavor: flavor}
-	n := resource.SubstrateNode{Name: node.Name, Flavor: flavor, Zone: node.Zone, ProviderID: in.ProviderID, JoinedAt: j.now().UTC()}
+	res := resource.JoinResult{SubstrateID: sub.ID, PoolID: sub.PoolID, NodeName: node.Name, Flavor: flavor}
+	n := resource.SubstrateNode{Name: node.Name, Flavor: flavor, Zone: node.Zone, ProviderID: providerID, JoinedAt: j.now().UTC()}
 	events, kick, err := j.store.RecordJoin(ctx, hash, *grant, n)
 	if err != nil {
-		return JoinResult{}, err
+		return resource.JoinResult{}, err
 	}
 	j.wake(ctx, kick)
 	if len(events) > 0 {
@@ -167,8 +167,8 @@ func (j *Joiner) cluster(ctx context.Context, s *lifecycle.Substrate) (*lifecycl
 
 // node checks, in the cluster's Kubernetes API, that the node is a Node of
 // one of the substrate's node pools, and returns it with its flavor.
-func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.Cluster, in *input.Join) (kubeapply.Node, string, error) {
-	t, err := target(c)
+func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.Cluster, name, providerID string) (kubeapply.Node, string, error) {
+	t, err := substrates.TargetOf(c)
 	if err != nil {
 		return kubeapply.Node{}, "", errs.E(errs.Unavailable, "the Kubernetes API of cluster %s cannot be reached yet", c.ID)
 	}
@@ -178,20 +178,20 @@ func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.
 	if err != nil {
 		return kubeapply.Node{}, "", errs.Wrap(errs.Unavailable, err, "reach the cluster's Kubernetes API")
 	}
-	n, err := api.Node(ctx, in.NodeName)
+	n, err := api.Node(ctx, name)
 	if errors.Is(err, kubeapply.ErrNodeNotFound) {
-		return kubeapply.Node{}, "", notOurs(in.NodeName)
+		return kubeapply.Node{}, "", notOurs(name)
 	}
 	if err != nil {
 		return kubeapply.Node{}, "", errs.Wrap(errs.Unavailable, err, "read the Node from the cluster's Kubernetes API")
 	}
-	if n.ProviderID != "" && n.ProviderID != in.ProviderID {
-		return kubeapply.Node{}, "", notOurs(in.NodeName)
+	if n.ProviderID != "" && n.ProviderID != providerID {
+		return kubeapply.Node{}, "", notOurs(name)
 	}
-	if flavor, ok := FlavorOf(s, n.NodePool); ok {
+	if flavor, ok := substrates.FlavorOf(s, n.NodePool); ok {
 		return n, flavor, nil
 	}
-	return kubeapply.Node{}, "", notOurs(in.NodeName)
+	return kubeapply.Node{}, "", notOurs(name)
 }
 
 // notOurs refuses a node that is not one of the substrate's: the answer
