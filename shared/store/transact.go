@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -15,12 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Quick retries of an API call's transaction aborted by contention.
-const (
-	quickAttempts  = 8
-	quickFirstWait = 2 * time.Millisecond
-	quickMaxWait   = 100 * time.Millisecond
-)
+// quickAttempts bounds the quick retries of an API call's transaction
+// aborted by contention.
+const quickAttempts = 8
 
 // errAborted is the cause of a transaction attempt's context cancelled
 // because Firestore aborted the attempt.
@@ -93,15 +88,17 @@ func quickRetries(ctx context.Context, method string, req, reply any, cc *grpc.C
 // to 1.3 s, 1.7 s, ... before the next: under contention, that pause was
 // the whole tail of the calls' latency. So the first attempts run here,
 // each with the library's retries cut short (its attempt's context is
-// cancelled when the attempt is aborted, at a read or at the commit) and
-// pauses that start at 2 ms and double to 100 ms, with full jitter. Each
-// attempt after the first begins as a retry of the one before, as the
-// library's own retries do (DialOption): it keeps the age of the call's
-// first attempt, so that the calls begun since cannot abort it again, and
-// a call waits behind no more than the calls older than it. The last
-// attempt is the library's own loop, begun the same way.
+// cancelled when the attempt is aborted, at a read or at the commit).
+// Each attempt after the first begins as a retry of the one before, as
+// the library's own retries do (DialOption): it keeps the age of the
+// call's first attempt, so that no call begun since can abort it, and a
+// call is aborted at most once by each call older than it. That is also
+// why the next attempt follows at once: an attempt is aborted when an
+// older transaction commits, which is then done, and a pause would only
+// add to the call's time (fresh attempts, which a younger age made lose
+// again and again, needed one to spread out). The last attempt is the
+// library's own loop, begun the same way.
 func (s *Store) transact(ctx context.Context, f func(context.Context, *firestore.Transaction) error) error {
-	wait := quickFirstWait
 	call := &txCall{}
 	for range quickAttempts {
 		actx, cancel := context.WithCancelCause(ctx)
@@ -118,14 +115,6 @@ func (s *Store) transact(ctx context.Context, f func(context.Context, *firestore
 		if !aborted || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(time.Duration(1 + rand.Int64N(int64(wait))))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait = min(2*wait, quickMaxWait)
 	}
 	call.cancel = nil
 	return s.fs.RunTransaction(context.WithValue(ctx, callKey{}, call), f)
