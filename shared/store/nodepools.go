@@ -104,7 +104,9 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 		if err := tx.Create(nameRef, reservation{ID: p.ID}); err != nil {
 			return err
 		}
-		if res.Kick, err = s.writeClusterSpec(tx, cluster, now); err != nil {
+		res.NodePool = p.View()
+		res.Events = []event.Event{event.ForNodePool(event.NodePoolCreated, res.NodePool, now)}
+		if res.Kick, err = s.writeClusterSpec(tx, cluster, now, res.Events...); err != nil {
 			return err
 		}
 		if idemRef != nil {
@@ -113,9 +115,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 				return err
 			}
 		}
-		res.NodePool = p.View()
-		res.Events = []event.Event{event.ForNodePool(event.NodePoolCreated, res.NodePool, now)}
-		return s.writeEvents(tx, clusterRef, cluster.Sequence, res.Events)
+		return s.createEvents(tx, res.Events)
 	})
 	if err != nil {
 		return NodePoolResult{}, storageErr("create node pool", err)
@@ -142,30 +142,23 @@ func (s *Store) replay(snap *firestore.DocumentSnapshot, hash, key string, now t
 
 // writeClusterSpec writes the cluster's spec as an API call changed it,
 // and starts a new reconcile chain so that the change is acted on now.
-func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now time.Time) (*chain.Kick, error) {
+// Events the change causes are numbered after the cluster's sequence as
+// the transaction read it, and the new last is written with the spec: the
+// cluster's document is written once per commit. The caller writes the
+// events themselves (createEvents).
+func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now time.Time, events ...event.Event) (*chain.Kick, error) {
 	k := c.Reconcile.Restart(ClustersKind, c.TenantID, c.ID, now)
-	err := tx.Update(s.ClusterRef(c.TenantID, c.ID), []firestore.Update{
+	updates := []firestore.Update{
 		{Path: "spec", Value: c.Spec},
 		{Path: chain.Field, Value: c.Reconcile},
-	})
-	if err != nil {
+	}
+	if len(events) > 0 {
+		updates = append(updates, firestore.Update{Path: outbox.SequenceField, Value: outbox.Number(events, c.Sequence)})
+	}
+	if err := tx.Update(s.ClusterRef(c.TenantID, c.ID), updates); err != nil {
 		return nil, err
 	}
 	return &k, nil
-}
-
-// writeEvents numbers events after last, the sequence of their chain's
-// subject (the document at ref) as the transaction read it, writes the
-// new last there and the events to the outbox.
-func (s *Store) writeEvents(tx *firestore.Transaction, ref *firestore.DocumentRef, last int64, events []event.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	n := outbox.Number(events, last)
-	if err := tx.Update(ref, []firestore.Update{{Path: outbox.SequenceField, Value: n}}); err != nil {
-		return err
-	}
-	return s.createEvents(tx, events)
 }
 
 // createEvents writes numbered events to the outbox.
