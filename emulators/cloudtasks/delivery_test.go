@@ -18,7 +18,7 @@ import (
 
 func TestDuplicateDelivery(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now), WithDuplicateRate(1))
+	srv, c := start(t, WithClock(clock), WithDuplicateRate(1))
 	createQueue(t, c, nil)
 	rec := newRecorder(t, 500, 500)
 	task := createTask(t, c, httpTask(testQueue+"/tasks/dup", rec.URL()))
@@ -152,7 +152,7 @@ func TestThrottledRetry(t *testing.T) {
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			clock := newFakeClock()
-			srv, c := start(t, WithNow(clock.Now))
+			srv, c := start(t, WithClock(clock))
 			createQueue(t, c, nil) // a 1 ms backoff
 			target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Retry-After", "30")
@@ -174,7 +174,7 @@ func TestThrottledRetry(t *testing.T) {
 
 func TestTaskTombstone(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	rec := newRecorder(t)
 	task := httpTask(testQueue+"/tasks/done", rec.URL())
@@ -196,7 +196,7 @@ func TestTaskTombstone(t *testing.T) {
 
 func TestQueueTombstone(t *testing.T) {
 	clock := newFakeClock()
-	_, c := start(t, WithNow(clock.Now))
+	_, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	if err := c.DeleteQueue(ctx(t), &cloudtaskspb.DeleteQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("DeleteQueue: %v", err)

@@ -88,7 +88,7 @@ func TestExhausted(t *testing.T) {
 
 func TestScheduleTime(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	rec := newRecorder(t)
 	task := httpTask("", rec.URL())
@@ -129,7 +129,7 @@ func TestScheduleTimeRealClock(t *testing.T) {
 
 func TestRetryWithBackoff(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{
 		MinBackoff: durationpb.New(10 * time.Second), MaxBackoff: durationpb.New(300 * time.Second), MaxDoublings: 3,
 	}})
@@ -321,7 +321,7 @@ func TestPauseAndResume(t *testing.T) {
 
 func TestRunTask(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("PauseQueue: %v", err)
@@ -389,7 +389,7 @@ func TestFailedAttempts(t *testing.T) {
 			// A frozen clock keeps the retry from running, so the first
 			// attempt's outcome can be read.
 			clock := newFakeClock()
-			srv, c := start(t, WithNow(clock.Now), WithTokenSource(tt.tokens), WithAttemptTimeout(50*time.Millisecond))
+			srv, c := start(t, WithClock(clock), WithTokenSource(tt.tokens), WithAttemptTimeout(50*time.Millisecond))
 			createQueue(t, c, nil)
 			task := createTask(t, c, tt.task())
 			waitIdle(t, srv)
@@ -530,7 +530,7 @@ func TestLogs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now), WithLogger(logger))
+	srv, c := start(t, WithClock(clock), WithLogger(logger))
 	createQueue(t, c, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: 2}})
 	rec := newRecorder(t, 503, 500)
 	createTask(t, c, httpTask(testQueue+"/tasks/logged", rec.URL()))
@@ -570,7 +570,7 @@ func TestLogs(t *testing.T) {
 
 func TestDispatchOrder(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	// One at a time, so requests arrive in the order they were started.
 	createQueue(t, c, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: 1}})
 	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
@@ -630,7 +630,7 @@ func TestDispatchOrder(t *testing.T) {
 
 func TestRunTaskInFlight(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	var calls atomic.Int32
 	arrived, release := make(chan struct{}), make(chan struct{})

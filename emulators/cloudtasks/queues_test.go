@@ -66,7 +66,7 @@ func TestCreateQueue(t *testing.T) {
 
 func TestQueueLifecycle(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now))
+	srv, c := start(t, WithClock(clock))
 	for _, id := range []string{"c", "a", "b"} {
 		createQueue(t, c, &cloudtaskspb.Queue{Name: testLocation + "/queues/" + id})
 	}

@@ -70,7 +70,7 @@
 //   - IAM, CMEK, batch and location RPCs are not implemented.
 //
 // Time: schedule decisions (due times, backoff, rate limits, tombstones) read
-// the clock given with WithNow; HTTP deadlines are real time. After moving
+// the clock given with WithClock; HTTP deadlines are real time. After moving
 // an injected clock forward, call Server.Wake so the dispatcher notices.
 //
 // Faults: Server embeds a faults.Injector, so calls are failed,
@@ -101,6 +101,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/emulators/faults"
 )
@@ -130,10 +131,16 @@ type config struct {
 // 127.0.0.1:0.
 func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithNow replaces time.Now for every schedule decision. now is called
-// from several goroutines, so it must be safe for concurrent use. Call
-// Server.Wake after moving the clock forward.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the clock of every schedule decision (nil: the real
+// one). It is read from several goroutines, so it must be safe for
+// concurrent use. Call Server.Wake after moving the clock forward.
+func WithClock(c clock.PassiveClock) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.now = c.Now
+		}
+	}
+}
 
 // WithTombstone sets how long the name of a deleted, executed or dropped
 // task stays reserved: CreateTask with that name returns ALREADY_EXISTS
@@ -325,7 +332,7 @@ func (s *Server) SetDuplicateRate(f float64) {
 }
 
 // Wake makes the dispatcher read the clock again and send the tasks now
-// due. Call it after moving a clock injected with WithNow.
+// due. Call it after moving a clock injected with WithClock.
 func (s *Server) Wake() { s.GServer.wakeDispatcher() }
 
 // GServer implements cloudtaskspb.CloudTasksServer over in-memory state. One

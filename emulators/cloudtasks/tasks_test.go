@@ -76,7 +76,7 @@ func TestCreateTaskValidation(t *testing.T) {
 
 func TestTaskLifecycle(t *testing.T) {
 	clock := newFakeClock()
-	srv, c := start(t, WithNow(clock.Now), WithTombstone(time.Hour))
+	srv, c := start(t, WithClock(clock), WithTombstone(time.Hour))
 	createQueue(t, c, nil)
 	later := timestamppb.New(clock.Now().Add(time.Hour))
 	named := httpTask(testQueue+"/tasks/t1", "http://example.test/x")

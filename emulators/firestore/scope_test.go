@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // A query finds its documents through the database's indexes by collection
@@ -297,20 +297,12 @@ func TestScopeMatchesScan(t *testing.T) {
 // reads at an earlier time) while its deletion is inside the retention
 // window, and leaves the database and its indexes after.
 func TestDeletedDocumentsExpire(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	srv, c := newTestServer(t, WithNow(clock))
+	clock := testingclock.NewFakePassiveClock(time.Now())
+	srv, c := newTestServer(t, WithClock(clock))
 	ctx := testCtx(t)
 	setDocs(t, c, map[string]map[string]any{"a/1": {}, "a/2": {}, "b/1": {}})
-	before := clock().Add(time.Second)
-	mu.Lock()
-	now = now.Add(2 * time.Second)
-	mu.Unlock()
+	before := clock.Now().Add(time.Second)
+	clock.SetTime(clock.Now().Add(2 * time.Second))
 	for _, p := range []string{"a/1", "a/2"} {
 		if _, err := c.Doc(p).Delete(ctx); err != nil {
 			t.Fatalf("Delete(%s): %v", p, err)
@@ -329,9 +321,7 @@ func TestDeletedDocumentsExpire(t *testing.T) {
 	if err != nil || len(docs) != 2 {
 		t.Errorf("query before the deletion = %d documents, %v; want 2", len(docs), err)
 	}
-	mu.Lock()
-	now = now.Add(versionRetention + time.Second)
-	mu.Unlock()
+	clock.SetTime(clock.Now().Add(versionRetention + time.Second))
 	setDocs(t, c, map[string]map[string]any{"c/1": {}}) // a write expires what is due
 	if got, want := stored(), []string{"a/2", "b/1", "c/1"}; !slices.Equal(got, want) {
 		t.Errorf("stored after the window = %v, want %v", got, want)

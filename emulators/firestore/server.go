@@ -13,6 +13,7 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/emulators/faults"
 )
@@ -47,10 +48,16 @@ type config struct {
 // WithAddr sets the listen address (default 127.0.0.1:0, a free port).
 func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithNow sets the clock the server reads for commit, read and transaction
-// times (default time.Now). Commit times stay strictly increasing whatever
-// it returns.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the clock the server reads for commit, read and
+// transaction times (nil, the default: the real one). Commit times stay
+// strictly increasing whatever it returns.
+func WithClock(c clock.PassiveClock) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.now = c.Now
+		}
+	}
+}
 
 // WithReactor installs r for the RPC named funcName (the method name, such
 // as "Commit" or "RunQuery"), as Server.AddReactor does once the server

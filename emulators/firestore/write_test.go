@@ -8,6 +8,7 @@ import (
 	gfs "cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestWrites(t *testing.T) {
@@ -106,7 +107,7 @@ func equalData(a, b any) bool {
 
 func TestServerTimestampAndCommitTimes(t *testing.T) {
 	fixed := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	_, c := newTestServer(t, WithNow(func() time.Time { return fixed }))
+	_, c := newTestServer(t, WithClock(testingclock.NewFakePassiveClock(fixed)))
 	ctx := testCtx(t)
 	var last time.Time
 	for i := range 3 {

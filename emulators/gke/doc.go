@@ -32,7 +32,7 @@
 // is PENDING in the answer to its call, and for the first tenth of its
 // time, then RUNNING. Each is DONE when the operation time
 // (WithOperationTime, DefaultOperationTime otherwise) has passed on the
-// injected clock (WithNow), with an endTime and, on failure, an error and
+// injected clock (WithClock), with an endTime and, on failure, an error and
 // statusMessage. Completion is evaluated on every call from the clock
 // rather than by timers, so a fake clock makes tests deterministic. An
 // operation's selfLink and targetLink name the project by number

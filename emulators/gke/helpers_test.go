@@ -40,7 +40,7 @@ type env struct {
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
 	clock := testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	srv, err := NewServer(append([]Option{WithNow(clock.Now), WithOperationTime(opTime)}, opts...)...)
+	srv, err := NewServer(append([]Option{WithClock(clock), WithOperationTime(opTime)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}

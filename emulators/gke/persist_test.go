@@ -102,7 +102,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	srv2, err := NewServer(WithNow(e.clock.Now), WithOperationTime(opTime))
+	srv2, err := NewServer(WithClock(e.clock), WithOperationTime(opTime))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -208,7 +208,7 @@ func TestRestoreLate(t *testing.T) {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	e.clock.Step(time.Hour)
-	srv2, err := NewServer(WithNow(e.clock.Now), WithOperationTime(opTime))
+	srv2, err := NewServer(WithClock(e.clock), WithOperationTime(opTime))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}

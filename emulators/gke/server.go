@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/emulators/faults"
 )
@@ -46,10 +47,17 @@ type config struct {
 // 127.0.0.1:0.
 func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithNow replaces time.Now. Operations complete when this clock passes
-// their end, checked on every call, so a fake clock makes a test fully
-// deterministic. now must be safe for concurrent use.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the server's clock (nil: the real one). Operations
+// complete when this clock passes their end, checked on every call, so a
+// fake clock makes a test fully deterministic. It must be safe for
+// concurrent use.
+func WithClock(c clock.PassiveClock) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.now = c.Now
+		}
+	}
+}
 
 // WithOperationTime sets how long every operation stays RUNNING
 // (DefaultOperationTime otherwise). Zero makes operations DONE on the

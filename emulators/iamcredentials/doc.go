@@ -40,7 +40,7 @@
 //
 // Server.Identify tells which principal a live token stands for, so that
 // another emulator can authorize calls made with it (the GKE simulator's
-// WithIAM). Time is injected with WithNow.
+// WithIAM). Time is injected with WithClock.
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/emulators/faults"
 )
@@ -39,9 +40,15 @@ type config struct {
 // 127.0.0.1:0.
 func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
-// WithNow replaces time.Now: tokens expire by this clock, which must be
-// safe for concurrent use.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the clock tokens expire by (nil: the real one), which
+// must be safe for concurrent use.
+func WithClock(c clock.PassiveClock) Option {
+	return func(cfg *config) {
+		if c != nil {
+			cfg.now = c.Now
+		}
+	}
+}
 
 // WithLogger sends the server's logs to l (discarded otherwise).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }

@@ -24,7 +24,7 @@ const (
 func start(t *testing.T) (*iamcredentials.Server, *testingclock.FakeClock) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	srv, err := iamcredentials.NewServer(iamcredentials.WithNow(clk.Now))
+	srv, err := iamcredentials.NewServer(iamcredentials.WithClock(clk))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}

@@ -160,11 +160,11 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	joiner, err := join.New(st, noKubernetes{}, nopEvents{}, nil)
+	joiner, err := join.New(st, noKubernetes{}, nopEvents{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	previewer, err := substrates.NewPreviewer(st, nil)
+	previewer, err := substrates.NewPreviewer(st)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -186,9 +186,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		return nil, err
 	}
 	hs.url = "http://" + lis.Addr().String()
-	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithNow(func() time.Time {
-		return time.Now().Add(time.Duration(hs.clockOffset.Load()))
-	}))
+	hs.issuer, err = devissuer.New(hs.url, devissuer.WithAudience(audience), devissuer.WithClock(offsetClock{&hs.clockOffset}))
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +196,11 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	}
 	// The join method's path to a Kubernetes API is tested in the
 	// devstack, against real API servers; these tests reach none.
-	joiner, err := join.New(hs.store, noKubernetes{}, hs.relay, nil)
+	joiner, err := join.New(hs.store, noKubernetes{}, hs.relay)
 	if err != nil {
 		return nil, err
 	}
-	previewer, err := substrates.NewPreviewer(hs.store, nil)
+	previewer, err := substrates.NewPreviewer(hs.store)
 	if err != nil {
 		return nil, err
 	}
@@ -767,3 +765,12 @@ type noKubernetes struct{}
 func (noKubernetes) Connect(t substrates.Target) (substrates.KubeAPI, error) {
 	return nil, fmt.Errorf("no Kubernetes API at %s in these tests", t.Endpoint)
 }
+
+// offsetClock is the real clock moved by an offset (nanoseconds): the
+// issuer's, which mints an expired or not yet valid token while the other
+// tests' tokens are valid now.
+type offsetClock struct{ offset *atomic.Int64 }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -256,11 +256,11 @@ func (c *cloud) buildAPI(ctx context.Context) (map[string]http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	joiner, err := join.New(k.store, kube, k.relay, nil, join.WithMetrics(c.tel.Metrics()), join.WithKicks(k.queue))
+	joiner, err := join.New(k.store, kube, k.relay, join.WithMetrics(c.tel.Metrics()), join.WithKicks(k.queue))
 	if err != nil {
 		return nil, err
 	}
-	previewer, err := substrates.NewPreviewer(k.store, nil)
+	previewer, err := substrates.NewPreviewer(k.store)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		opts = append(opts, clusters.WithNodeCounts(*nc))
 	}
 	opts = append(opts, clusters.WithRetryEvery(c.cfg.SteadyInterval))
-	cr, err := clusters.New(k.store, g, nil, opts...)
+	cr, err := clusters.New(k.store, g, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	sr, err := substrates.New(k.store, kube, k.relay, k.queue, substrates.Config{Image: c.cfg.BcdImage, JoinURL: c.cfg.JoinURL}, nil)
+	sr, err := substrates.New(k.store, kube, k.relay, k.queue, substrates.Config{Image: c.cfg.BcdImage, JoinURL: c.cfg.JoinURL})
 	if err != nil {
 		return nil, err
 	}

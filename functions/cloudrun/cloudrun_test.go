@@ -370,11 +370,11 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := newKubeConnector(Config{KubernetesToken: "no-cluster-here"}, nil)
-	joiner, err := join.New(st, kube, nopEvents{}, nil)
+	joiner, err := join.New(st, kube, nopEvents{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	previewer, err := substrates.NewPreviewer(st, nil)
+	previewer, err := substrates.NewPreviewer(st)
 	if err != nil {
 		t.Fatal(err)
 	}

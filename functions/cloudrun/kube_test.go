@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -26,7 +28,7 @@ import (
 // mints tok-1, tok-2, ... while granted, and refuses as the API does
 // otherwise.
 type mintTokens struct {
-	now     func() time.Time
+	clock   clock.PassiveClock
 	mu      sync.Mutex
 	granted bool
 	n       int
@@ -40,7 +42,7 @@ func (m *mintTokens) GenerateAccessToken(_ context.Context, req *credentialspb.G
 	}
 	m.n++
 	return &credentialspb.GenerateAccessTokenResponse{AccessToken: fmt.Sprintf("tok-%d", m.n),
-		ExpireTime: timestamppb.New(m.now().Add(req.GetLifetime().AsDuration()))}, nil
+		ExpireTime: timestamppb.New(m.clock.Now().Add(req.GetLifetime().AsDuration()))}, nil
 }
 
 func (m *mintTokens) grant(g bool) {
@@ -76,11 +78,9 @@ func TestKubeConnectorIdentities(t *testing.T) {
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	endpoint := strings.TrimPrefix(srv.URL, "https://")
 
-	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var clockMu sync.Mutex
-	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
-	gen := &mintTokens{now: now, granted: true}
-	tokens, err := impersonate.New(gen, impersonate.WithNow(now), impersonate.WithLifetime(time.Minute, 10*time.Second))
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	gen := &mintTokens{clock: clk, granted: true}
+	tokens, err := impersonate.New(gen, impersonate.WithClock(clk), impersonate.WithLifetime(time.Minute, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,17 +105,13 @@ func TestKubeConnectorIdentities(t *testing.T) {
 			t.Errorf("a tenant's cluster: %v, sent %q; want %q", err, last(), want)
 		}
 	}
-	clockMu.Lock()
-	clock = clock.Add(51 * time.Second) // within the margin of its expiry
-	clockMu.Unlock()
+	clk.SetTime(clk.Now().Add(51 * time.Second)) // within the margin of its expiry
 	if err := nodes(tenant); err != nil || last() != "Bearer tok-2" {
 		t.Errorf("a tenant's cluster near the token's expiry: %v, sent %q; want a new token", err, last())
 	}
 
 	gen.grant(false)
-	clockMu.Lock()
-	clock = clock.Add(time.Minute)
-	clockMu.Unlock()
+	clk.SetTime(clk.Now().Add(time.Minute))
 	mu.Lock()
 	calls := len(seen)
 	mu.Unlock()

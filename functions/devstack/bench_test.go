@@ -89,9 +89,11 @@ type jumpClock struct {
 	ticks atomic.Int64
 }
 
-func (c *jumpClock) now() time.Time {
+func (c *jumpClock) Now() time.Time {
 	return c.base.Add(time.Since(c.start) + time.Duration(c.ticks.Load())*c.step)
 }
+
+func (c *jumpClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func (c *jumpClock) tick() { c.ticks.Add(1) }
 
@@ -145,7 +147,7 @@ func newRefreshBench(b *testing.B, clusters int) *refreshBench {
 	rb.clock.tick()
 	var err error
 	rb.rec, err = newRunner(e, e.GKEClient, &noSchedule{}, chain.Config{
-		ConvergingInterval: cfg.ConvergingInterval, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: rb.clock.now,
+		ConvergingInterval: cfg.ConvergingInterval, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: rb.clock,
 	})
 	if err != nil {
 		b.Fatal(err)

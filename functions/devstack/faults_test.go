@@ -38,7 +38,7 @@ import (
 // newRunner is a reconcile runner of the stack's clusters of its own: its
 // GKE client, scheduler and timing are the caller's.
 func newRunner(e *env, gke clusters.GKE, sched chain.Scheduler, cfg chain.Config) (*chain.Runner, error) {
-	cr, err := clusters.New(e.Store, gke, cfg.Now)
+	cr, err := clusters.New(e.Store, gke, clusters.WithClock(cfg.Clock))
 	if err != nil {
 		return nil, err
 	}

@@ -49,8 +49,8 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cc.Close() })
-	cfg := chain.Config{ConvergingInterval: 60 * time.Millisecond, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: rb.clock.now}
-	cr, err := clusters.New(rb.e.Store, rb.e.GKEClient, cfg.Now,
+	cfg := chain.Config{ConvergingInterval: 60 * time.Millisecond, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: rb.clock}
+	cr, err := clusters.New(rb.e.Store, rb.e.GKEClient, clusters.WithClock(cfg.Clock),
 		clusters.WithNodeCounts(clusters.NodeCounts{Compute: cc, TTL: cfg.SteadyInterval / 10}), clusters.WithRetryEvery(cfg.SteadyInterval))
 	if err != nil {
 		b.Fatal(err)

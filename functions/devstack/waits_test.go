@@ -153,18 +153,17 @@ func TestRetryingSince(t *testing.T) {
 	}
 	c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": 2})
 
-	var offset atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	clk := &offsetClock{}
 	r, err := newRunner(e, noRetries{e.GKEClient}, &noSchedule{}, chain.Config{
-		ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: now,
+		ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := now().UTC()
+	first := clk.Now().UTC()
 	run := func(after time.Duration) {
 		t.Helper()
-		offset.Store(int64(after))
+		clk.offset.Store(int64(after))
 		// The chain's current token: a run of the stack's that was under
 		// way when the queue paused may have handed the chain on.
 		// the stack's watchdog may hand a chain whose runs wait in the
@@ -316,3 +315,12 @@ func TestProviderAutoscaleAndStockout(t *testing.T) {
 		return p.State == resource.StateError && strings.Contains(p.Message, "ZONE_RESOURCE_POOL_EXHAUSTED"), string(p.State) + " " + p.Message
 	})
 }
+
+// offsetClock is the real clock moved ahead by offset (nanoseconds): a
+// runner's that runs a chain as if that much later, while the stack's
+// own runs keep real time.
+type offsetClock struct{ offset atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -16,7 +16,7 @@ import (
 func TestCachedTokenStillExpires(t *testing.T) {
 	const iss = "https://issuer.example.test"
 	clock := testingclock.NewFakeClock(time.Now())
-	v, err := NewStaticVerifier(Config{IssuerURL: iss, Audience: testAudience, Now: clock.Now, ClockSkew: -1}, &ecKey.PublicKey)
+	v, err := NewStaticVerifier(Config{IssuerURL: iss, Audience: testAudience, Clock: clock, ClockSkew: -1}, &ecKey.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}

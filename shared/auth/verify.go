@@ -27,6 +27,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.org/x/oauth2"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -70,8 +71,8 @@ type Config struct {
 	// HTTPClient fetches the discovery document and the key set; nil means
 	// a client with a 10 s timeout (a hung fetch must not hang key refresh).
 	HTTPClient *http.Client
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock tokens are checked by; nil means the real one.
+	Clock clock.PassiveClock
 }
 
 // Verifier checks bearer tokens. It is safe for concurrent use and meant to
@@ -153,7 +154,6 @@ func newVerifier(cfg Config) (*Verifier, error) {
 		audience: cfg.Audience,
 		skew:     cfg.ClockSkew,
 		client:   cfg.HTTPClient,
-		now:      cfg.Now,
 		sem:      make(chan struct{}, 1),
 	}
 	if v.skew == 0 {
@@ -165,8 +165,9 @@ func newVerifier(cfg Config) (*Verifier, error) {
 	if v.client == nil {
 		v.client = &http.Client{Timeout: 10 * time.Second}
 	}
-	if v.now == nil {
-		v.now = time.Now
+	v.now = time.Now
+	if cfg.Clock != nil {
+		v.now = cfg.Clock.Now
 	}
 	return v, nil
 }

@@ -131,7 +131,7 @@ func rawToken(header, claims map[string]any, signature func(signingInput string)
 func TestVerify(t *testing.T) {
 	ti := newTestIssuer(t)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: func() time.Time { return now }})
+	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Clock: testingclock.NewFakePassiveClock(now)})
 	if err != nil {
 		t.Fatalf("NewVerifier: %v", err)
 	}
@@ -236,7 +236,7 @@ func tamper(token string) string {
 func TestUnknownKidRefetchesKeys(t *testing.T) {
 	ti := newTestIssuer(t)
 	clock := testingclock.NewFakeClock(time.Now())
-	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
+	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestLazyDiscovery(t *testing.T) {
 	ti := newTestIssuer(t)
 	ti.down.Store(true)
 	clock := testingclock.NewFakeClock(time.Now())
-	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
+	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Clock: clock})
 	if err != nil {
 		t.Fatalf("NewVerifier with the issuer down = %v, want success", err)
 	}
@@ -417,7 +417,7 @@ func BenchmarkVerify(b *testing.B) {
 func TestForgedKidRefetchesAreRateLimited(t *testing.T) {
 	ti := newTestIssuer(t)
 	clock := testingclock.NewFakeClock(time.Now())
-	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Now: clock.Now})
+	v, err := NewVerifier(context.Background(), Config{IssuerURL: ti.srv.URL, Audience: testAudience, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

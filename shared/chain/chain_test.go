@@ -104,7 +104,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{fs: newFirestore(t), clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
 	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
-	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now}
+	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk}
 	var err error
 	if e.runner, err = chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub); err != nil {
 		t.Fatal(err)
@@ -462,7 +462,7 @@ func TestWatchdog(t *testing.T) {
 	put("gone", false, now.Add(-time.Hour))
 	k := &fakeKicker{}
 	d := &fakeDrainer{n: 3}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Now: e.clk.Now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Clock: e.clk}
 
 	res, err := w.Tick(ctx)
 	if err != nil {
@@ -515,7 +515,7 @@ func TestWatchdogRestartAll(t *testing.T) {
 		}
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Now: e.clk.Now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Clock: e.clk}
 	res, err := w.RestartAll(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +542,7 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.Now}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

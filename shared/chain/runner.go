@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -112,8 +113,8 @@ type Config struct {
 	// random part of up to this fraction of it, so that chains started
 	// together do not stay together. Zero means none.
 	Jitter float64
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the runs' clock; nil means the real one.
+	Clock clock.PassiveClock
 	// Tracer traces each run: a span linked to its kick's Link. Nil
 	// means no spans.
 	Tracer trace.Tracer
@@ -129,6 +130,7 @@ type Runner struct {
 	sched    Scheduler
 	events   Deliverer
 	cfg      Config
+	now      func() time.Time // cfg.Clock's
 }
 
 // NewRunner returns a runner of the subjects' chains.
@@ -139,8 +141,8 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	if cfg.ConvergingInterval <= 0 || cfg.SteadyInterval <= 0 || cfg.LeaseTTL <= 0 {
 		return nil, errors.New("chain: intervals and lease TTL must be positive")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 12 * cfg.SteadyInterval
@@ -151,7 +153,7 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg}
+	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg, now: cfg.Clock.Now}
 	for _, s := range subjects {
 		r.subjects[s.Kind()] = s
 	}
@@ -230,7 +232,7 @@ var errChanged = errors.New("the subject changed during the run")
 // the run ended and the reconcile lag its save recorded.
 func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, rep *report) error {
 	log := logging.FromContext(ctx)
-	now := r.cfg.Now()
+	now := r.now()
 	ref := sub.Ref(k)
 	p, err := peek(ctx, ref, k.Token, now, sub.Load)
 	if err != nil {
@@ -245,7 +247,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		deadline := now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
 		var fresh Run
 		var version string
-		l, fresh, version, err = take(ctx, r.fs, ref, k.Token, r.cfg.LeaseTTL, deadline, r.cfg.Now, sub.Load)
+		l, fresh, version, err = take(ctx, r.fs, ref, k.Token, r.cfg.LeaseTTL, deadline, r.now, sub.Load)
 		if err != nil {
 			return err
 		}
@@ -255,7 +257,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		var cancel context.CancelFunc
 		// The run's work ends with its lease (on the injected clock, so
 		// that tests can move it).
-		ctx, cancel = context.WithTimeout(ctx, l.Expiry.Sub(r.cfg.Now()))
+		ctx, cancel = context.WithTimeout(ctx, l.Expiry.Sub(r.now()))
 		defer cancel()
 		out, err = run.Step(ctx, l)
 		if errors.Is(err, ErrLeaseLost) {
@@ -295,7 +297,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	// An interval after this run ends, not after it began: a provider
 	// operation it started is then given the whole interval before the
 	// next run looks at it.
-	next := r.cfg.Now().Add(interval)
+	next := r.now().Add(interval)
 	deadline := next.Add(r.cfg.LeaseTTL)
 	steady := !out.Converging && !out.Retry && out.After == 0
 	if steady {
@@ -323,7 +325,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 			return fmt.Errorf("record run: %w", err)
 		}
 		if out.Changed && !out.Converged.IsZero() {
-			rep.lag, rep.converged = r.cfg.Now().Sub(out.Converged), true
+			rep.lag, rep.converged = r.now().Sub(out.Converged), true
 		}
 		if current && token != "" {
 			k.Token = token
@@ -366,7 +368,7 @@ func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick,
 		}
 	}
 	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
-		return commit(ctx, r.fs, ref, k.Token, version, r.cfg.Now, sub.Load, nextAt, failures, token, save)
+		return commit(ctx, r.fs, ref, k.Token, version, r.now, sub.Load, nextAt, failures, token, save)
 	}
 }
 
@@ -387,7 +389,7 @@ func (r *Runner) wake(ctx context.Context, kicks []Kick) {
 			propagation.TraceContext{}.Inject(ctx, c)
 			k.Link = c["traceparent"]
 		}
-		if err := r.sched.Schedule(ctx, k, r.cfg.Now(), ""); err != nil {
+		if err := r.sched.Schedule(ctx, k, r.now(), ""); err != nil {
 			logging.FromContext(ctx).Warn("Kick of a woken chain failed; the watchdog will restart it", "kind", k.Kind, "id", k.ID, "error", err)
 		}
 	}

@@ -146,7 +146,7 @@ func TestWatchdogCountsRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &metrics{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Now: e.clk.Now, Metrics: m}
+	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk, Metrics: m}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

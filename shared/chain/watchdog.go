@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/logging"
 )
@@ -40,8 +41,8 @@ type Watchdog struct {
 	// DrainAge is how old an outbox event must be before the watchdog
 	// publishes it (younger ones are the relay's).
 	DrainAge time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the watchdog's clock; nil means the real one.
+	Clock clock.PassiveClock
 	// Metrics counts the chains Tick restarts; nil counts nothing.
 	Metrics Metrics
 }
@@ -59,10 +60,7 @@ const overdueLimit = 100
 // Tick runs one watchdog pass.
 func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 	log := logging.FromContext(ctx)
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
+	now := w.now()
 	before := now().Add(-w.Grace)
 	var res Pass
 	var errList []error
@@ -146,10 +144,7 @@ func (w *Watchdog) restart(ctx context.Context, kind string, ref *firestore.Docu
 // (the devstack started again from its data file), which must not wait for
 // each chain to be overdue. Unlike Tick, its cost grows with the fleet.
 func (w *Watchdog) RestartAll(ctx context.Context) (Pass, error) {
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
+	now := w.now()
 	// Every chain's next run is before the end of time.
 	end := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	var res Pass
@@ -189,4 +184,12 @@ func (w *Watchdog) RestartAll(ctx context.Context) (Pass, error) {
 			return res, err
 		}
 	}
+}
+
+// now is the clock's Now: Clock's, or the real one's.
+func (w *Watchdog) now() func() time.Time {
+	if w.Clock == nil {
+		return time.Now
+	}
+	return w.Clock.Now
 }

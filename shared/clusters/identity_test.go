@@ -49,13 +49,13 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	ctx := context.Background()
 	e := &iamEnv{env: &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: auth.User("acme", "alice")}}
 	var err error
-	if e.iam, err = iamemu.NewServer(iamemu.WithNow(e.clk.Now)); err != nil {
+	if e.iam, err = iamemu.NewServer(iamemu.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.iam.Close() })
 	e.iam.Grant(provisionerSA, reconcilerSA)
 	e.fs = fsemu.ForTest(t, "p")
-	e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.Now), gkeemu.WithOperationTime(opTime), gkeemu.WithIAM(gkeemu.IAM{
+	e.gke, err = gkeemu.NewServer(gkeemu.WithClock(e.clk), gkeemu.WithOperationTime(opTime), gkeemu.WithIAM(gkeemu.IAM{
 		Projects: map[string][]string{"p": {reconcilerSA}, "tp": {provisionerSA}},
 		Identify: e.iam.Identify,
 	}))
@@ -73,11 +73,11 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ic.Close() })
-	tokens, err := impersonate.New(ic, impersonate.WithNow(e.clk.Now), impersonate.WithLifetime(tokenLifetime, tokenMargin))
+	tokens, err := impersonate.New(ic, impersonate.WithClock(e.clk), impersonate.WithLifetime(tokenLifetime, tokenMargin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	regions := map[string][]string{"us-central1": {"us-central1-a"}}
@@ -96,12 +96,12 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 		clusters.WithNodeServiceAccount(platformNodes),
 		clusters.WithImpersonation(clusters.Impersonation{GKE: tenants, Identity: impersonate.Identity{Tokens: tokens, Caller: reconcilerSA}, Insecure: true}),
 	}, opts...)
-	rec, err := clusters.New(e.st, platform, e.clk.Now, opts...)
+	rec, err := clusters.New(e.st, platform, append([]clusters.Option{clusters.WithClock(e.clk)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {
 		t.Fatal(err)

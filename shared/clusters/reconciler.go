@@ -13,6 +13,7 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
@@ -60,6 +61,15 @@ var _ chain.Subject = (*Reconciler)(nil)
 // Option configures a Reconciler.
 type Option func(*Reconciler)
 
+// WithClock sets the runs' clock; nil (the default) means the real one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(r *Reconciler) {
+		if c != nil {
+			r.now = c.Now
+		}
+	}
+}
+
 // WithBudget makes the runs spend each provider project's request quota
 // within b.
 func WithBudget(b *Budget) Option { return func(r *Reconciler) { r.budget = b } }
@@ -81,18 +91,16 @@ func WithNodeServiceAccount(email string) Option {
 
 // New returns the clusters' reconciler; gke calls the provider as the
 // reconciler's own identity (platform accounts; WithImpersonation for
-// tenants'). now is the clock (nil: time.Now).
-func New(s *store.Store, gke GKE, now func() time.Time, opts ...Option) (*Reconciler, error) {
+// tenants').
+func New(s *store.Store, gke GKE, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
 	}
-	if now == nil {
-		now = time.Now
-	}
-	r := &Reconciler{store: s, gke: gke, now: now}
+	r := &Reconciler{store: s, gke: gke, now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}
+	now := r.now
 	if r.lists != nil {
 		r.lists.budget, r.lists.now = r.budget, now
 	}

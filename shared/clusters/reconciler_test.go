@@ -55,7 +55,7 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	e := &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: auth.User("acme", "alice")}
 	e.fs = fsemu.ForTest(t, "p")
 	var err error
-	if e.gke, err = gkeemu.NewServer(gkeemu.WithNow(e.clk.Now), gkeemu.WithOperationTime(opTime)); err != nil {
+	if e.gke, err = gkeemu.NewServer(gkeemu.WithClock(e.clk), gkeemu.WithOperationTime(opTime)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.gke.Close() })
@@ -68,7 +68,7 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gke.Close() })
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{
@@ -79,12 +79,12 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := clusters.New(e.st, gke, e.clk.Now, opts...)
+	rec, err := clusters.New(e.st, gke, append([]clusters.Option{clusters.WithClock(e.clk)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Now: e.clk.Now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {
 		t.Fatal(err)

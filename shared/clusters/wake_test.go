@@ -61,7 +61,7 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 	ctx := context.Background()
 	clk := testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond))
 	fs := fsemu.ForTest(t, "p")
-	g, err := gkeemu.NewServer(gkeemu.WithNow(clk.Now), gkeemu.WithOperationTime(opTime))
+	g, err := gkeemu.NewServer(gkeemu.WithClock(clk), gkeemu.WithOperationTime(opTime))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gke.Close() })
-	st, err := store.New(fs, store.WithNow(clk.Now))
+	st, err := store.New(fs, store.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +87,13 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := clusters.New(st, gke, clk.Now)
+	rec, err := clusters.New(st, gke, clusters.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sched := &schedules{}
 	runner, err := chain.NewRunner(fs, sched, nopDeliverer{}, chain.Config{
-		ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Now: clk.Now,
+		ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: clk,
 	}, rec)
 	if err != nil {
 		t.Fatal(err)

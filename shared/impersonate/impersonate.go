@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/utils/clock"
 )
 
 // Scope is the one OAuth scope the tokens carry: IAM decides what the
@@ -83,8 +84,15 @@ type mint struct {
 // Option configures Tokens.
 type Option func(*Tokens)
 
-// WithNow replaces time.Now (for tests).
-func WithNow(now func() time.Time) Option { return func(t *Tokens) { t.now = now } }
+// WithClock sets the clock tokens expire by (for tests); nil means the
+// real one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(t *Tokens) {
+		if c != nil {
+			t.now = c.Now
+		}
+	}
+}
 
 // WithLifetime sets the lifetime asked for each token (DefaultLifetime
 // otherwise), and margin how long before its expiry it is replaced

@@ -30,7 +30,7 @@ const (
 func setup(t *testing.T, opts ...impersonate.Option) (*impersonate.Tokens, *iamemu.Server, *testingclock.FakeClock) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	srv, err := iamemu.NewServer(iamemu.WithNow(clk.Now))
+	srv, err := iamemu.NewServer(iamemu.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func setup(t *testing.T, opts ...impersonate.Option) (*impersonate.Tokens, *iame
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	toks, err := impersonate.New(c, append([]impersonate.Option{impersonate.WithNow(clk.Now)}, opts...)...)
+	toks, err := impersonate.New(c, append([]impersonate.Option{impersonate.WithClock(clk)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
@@ -34,20 +36,26 @@ type Joiner struct {
 	kick    chain.Kicker // WithKicks
 }
 
-// New returns the join method's logic. now is the clock (nil:
-// time.Now).
-func New(s *store.Store, kube substrates.Connector, events substrates.EventSender, now func() time.Time, opts ...Option) (*Joiner, error) {
+// New returns the join method's logic.
+func New(s *store.Store, kube substrates.Connector, events substrates.EventSender, opts ...Option) (*Joiner, error) {
 	if s == nil || kube == nil || events == nil {
 		return nil, errors.New("join: New needs a store, a Kubernetes connector and an event sender")
 	}
-	if now == nil {
-		now = time.Now
-	}
-	j := &Joiner{store: s, kube: kube, events: events, now: now}
+	j := &Joiner{store: s, kube: kube, events: events, now: time.Now}
 	for _, o := range opts {
 		o(j)
 	}
 	return j, nil
+}
+
+// WithClock sets the joiner's clock; nil (the default) means the real
+// one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(j *Joiner) {
+		if c != nil {
+			j.now = c.Now
+		}
+	}
 }
 
 // joinPrincipal prefixes the principal of a verified join token: its hash.

@@ -77,7 +77,7 @@ func TestJoinCounts(t *testing.T) {
 	}
 	counts := &joinCounts{n: map[string]int{}}
 	kube := nodes{"node-1": {Name: "node-1", NodePool: "bc-cpu", Zone: "us-central1-a"}}
-	j, err := New(st, kube, sent{}, nil, WithMetrics(counts))
+	j, err := New(st, kube, sent{}, WithMetrics(counts))
 	if err != nil {
 		t.Fatal(err)
 	}

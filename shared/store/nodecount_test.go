@@ -13,7 +13,7 @@ func TestSaveClusterRunNodeCount(t *testing.T) {
 	e := newRunEnv(t)
 	for _, want := range []*int{new(3), new(0), nil} {
 		read := e.run(t)
-		after, events := decide(read, e.clk.t)
+		after, events := decide(read, e.clk.Now())
 		lifecycle.NodePoolNodes(&after.Pools[0], want)
 		e.save(t, read, after, events)
 		got := e.poolDoc(t).Status.CurrentNodeCount

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -18,15 +19,10 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-// clock is a settable clock for the store.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
-
 type runEnv struct {
 	fs      *firestore.Client
 	st      *store.Store
-	clk     *clock
+	clk     *testingclock.FakePassiveClock
 	caller  auth.Principal
 	cluster resource.Cluster
 	pool    resource.NodePool
@@ -37,8 +33,8 @@ func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "runs")
-	clk := &clock{t: time.Now().UTC().Truncate(time.Microsecond)}
-	st, err := store.New(fs, store.WithNow(clk.now))
+	clk := testingclock.NewFakePassiveClock(time.Now().UTC().Truncate(time.Microsecond))
+	st, err := store.New(fs, store.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +154,7 @@ func TestLoadNodePools(t *testing.T) {
 func TestSaveClusterRun(t *testing.T) {
 	e := newRunEnv(t)
 	read := e.run(t)
-	after, events := decide(read, e.clk.t)
+	after, events := decide(read, e.clk.Now())
 	committed := e.save(t, read, after, events)
 	if len(committed) != 2 {
 		t.Errorf("committed %d events, want nodepool.ready and cluster.ready", len(committed))
@@ -180,8 +176,8 @@ func TestSaveClusterRunWritesStatusWhole(t *testing.T) {
 	e := newRunEnv(t)
 	read := e.run(t)
 	after := store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
-	fill(t, reflect.ValueOf(&after.Pools[0].Status).Elem(), e.clk.t)
-	fill(t, reflect.ValueOf(&after.Cluster.Status).Elem(), e.clk.t)
+	fill(t, reflect.ValueOf(&after.Pools[0].Status).Elem(), e.clk.Now())
+	fill(t, reflect.ValueOf(&after.Cluster.Status).Elem(), e.clk.Now())
 	// Deleted is the one status the save treats apart (reservations).
 	after.Pools[0].Status.State = resource.StateReady
 	after.Cluster.Status.State = resource.StateReady
@@ -236,7 +232,7 @@ func TestSaveClusterRunKeepsConcurrentChanges(t *testing.T) {
 	e := newRunEnv(t)
 	ctx := context.Background()
 	read := e.run(t)
-	after, events := decide(read, e.clk.t)
+	after, events := decide(read, e.clk.Now())
 	// The tenant resizes the pool during the run.
 	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
 		p.NodeCount = 5
@@ -270,7 +266,7 @@ func TestSaveClusterRunDeletedPool(t *testing.T) {
 	}
 	read := e.run(t)
 	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster), Pools: []lifecycle.NodePool{lifecycle.BeginNodePoolRun(read.Pools[0])}}
-	events := lifecycle.NodePoolDeleted(&after.Cluster, &after.Pools[0], e.clk.t)
+	events := lifecycle.NodePoolDeleted(&after.Cluster, &after.Pools[0], e.clk.Now())
 	if got := e.save(t, read, after, events); len(got) != 1 {
 		t.Errorf("committed %d events, want nodepool.deleted", len(got))
 	}

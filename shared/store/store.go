@@ -50,6 +50,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
@@ -69,8 +70,14 @@ type Store struct {
 // Option configures a Store.
 type Option func(*Store)
 
-// WithNow sets the clock (for tests).
-func WithNow(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+// WithClock sets the clock (for tests); nil means the real one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(s *Store) {
+		if c != nil {
+			s.now = c.Now
+		}
+	}
+}
 
 // New returns a store over fs.
 func New(fs *firestore.Client, opts ...Option) (*Store, error) {

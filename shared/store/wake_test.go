@@ -25,7 +25,7 @@ type substrateDoc struct {
 // hour ahead (its last run done), and returns its chain.
 func (e *runEnv) putSubstrate(t *testing.T, id string, st resource.State) chain.State {
 	t.Helper()
-	c := chain.State{Token: "tok-" + id, NextAt: e.clk.t.Add(time.Hour)}
+	c := chain.State{Token: "tok-" + id, NextAt: e.clk.Now().Add(time.Hour)}
 	d := substrateDoc{Substrate: lifecycle.Substrate{ID: id, TenantID: "acme", PoolID: "pool", Active: true,
 		Status: lifecycle.SubstrateStatus{State: st, ClusterID: e.cluster.ID}}, Reconcile: c}
 	if _, err := e.fs.Doc("tenants/acme/substrates/"+id).Set(context.Background(), d); err != nil {
@@ -85,14 +85,14 @@ func TestSaveClusterRunWakesItsSubstrate(t *testing.T) {
 	e.putSubstrate(t, "ksb_other", resource.StateReady) // not the cluster's
 
 	read := e.run(t)
-	after, _ := decide(read, e.clk.t) // the cluster and its pool ready
+	after, _ := decide(read, e.clk.Now()) // the cluster and its pool ready
 	kicks := e.saveWaking(t, read, after)
 	woken := e.chainOf(t, "ksb_1")
 	if len(kicks) != 1 || kicks[0].Kind != store.SubstratesKind || kicks[0].ID != "ksb_1" || kicks[0].Token != woken.Token || woken.Token == old.Token {
 		t.Fatalf("kicks %+v, substrate's chain %+v; want one kick of ksb_1's new chain", kicks, woken)
 	}
-	if !woken.NextAt.Equal(e.clk.t) {
-		t.Errorf("woken chain's next run at %v, want now %v", woken.NextAt, e.clk.t)
+	if !woken.NextAt.Equal(e.clk.Now()) {
+		t.Errorf("woken chain's next run at %v, want now %v", woken.NextAt, e.clk.Now())
 	}
 	if other := e.chainOf(t, "ksb_other"); other.Token != "tok-ksb_other" {
 		t.Errorf("another substrate's chain was woken: %+v", other)
@@ -101,15 +101,15 @@ func TestSaveClusterRunWakesItsSubstrate(t *testing.T) {
 	// Another change before the substrate ran: its run is due already.
 	read = e.run(t)
 	after = store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
-	lifecycle.NodePoolError(&after.Pools[0], "stockout", e.clk.t)
+	lifecycle.NodePoolError(&after.Pools[0], "stockout", e.clk.Now())
 	if kicks := e.saveWaking(t, read, after); len(kicks) != 0 || e.chainOf(t, "ksb_1").Token != woken.Token {
 		t.Errorf("a second change before the substrate's run: kicks %+v, chain %+v; want none, the chain as woken", kicks, e.chainOf(t, "ksb_1"))
 	}
 
 	// A save that changes nothing the substrate reads, after it ran.
-	e.clk.t = e.clk.t.Add(time.Second)
+	e.clk.SetTime(e.clk.Now().Add(time.Second))
 	ran := woken
-	ran.NextAt = e.clk.t.Add(30 * time.Second)
+	ran.NextAt = e.clk.Now().Add(30 * time.Second)
 	if _, err := e.fs.Doc("tenants/acme/substrates/ksb_1").Update(context.Background(), []firestore.Update{{Path: chain.Field, Value: ran}}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestSaveClusterRunWakesItsSubstrate(t *testing.T) {
 
 	// Once it ran, the next change wakes it again.
 	read = e.run(t)
-	after, _ = decide(read, e.clk.t)
+	after, _ = decide(read, e.clk.Now())
 	if kicks := e.saveWaking(t, read, after); len(kicks) != 1 || kicks[0].Token == woken.Token {
 		t.Errorf("a change after the substrate ran: kicks %+v, want one of a new chain", kicks)
 	}
@@ -135,7 +135,7 @@ func TestSaveClusterRunWakesItsAdopters(t *testing.T) {
 	e.putSubstrate(t, "ksb_a", resource.StateProvisioning)
 	e.setCluster(t, firestore.Update{FieldPath: firestore.FieldPath{"substrates", "ksb_a"}, Value: "pool"})
 	read := e.run(t)
-	after, _ := decide(read, e.clk.t)
+	after, _ := decide(read, e.clk.Now())
 	if kicks := e.saveWaking(t, read, after); len(kicks) != 1 || kicks[0].ID != "ksb_a" {
 		t.Errorf("kicks %+v, want the adopter's", kicks)
 	}
@@ -160,7 +160,7 @@ func TestRecordJoinWakes(t *testing.T) {
 		}
 		kicks := 0
 		for _, node := range []string{"n1", "n2"} {
-			_, k, err := e.st.RecordJoin(ctx, "hash-"+c.id, g, resource.SubstrateNode{Name: node, JoinedAt: e.clk.t})
+			_, k, err := e.st.RecordJoin(ctx, "hash-"+c.id, g, resource.SubstrateNode{Name: node, JoinedAt: e.clk.Now()})
 			if err != nil {
 				t.Fatalf("RecordJoin = %v", err)
 			}
@@ -214,7 +214,7 @@ func TestSubstrateDeletedWakesTheNext(t *testing.T) {
 	sched := &scheduledKicks{}
 	sub := &store.SubstrateSubject{Store: e.st}
 	sub.NewRun = func(r *store.SubstrateRun) chain.Run { return deleting{r} }
-	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Now: e.clk.now}, substrateSubject{sub})
+	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, substrateSubject{sub})
 	if err != nil {
 		t.Fatal(err)
 	}

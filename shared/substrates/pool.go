@@ -83,16 +83,12 @@ type Previewer struct {
 	now   func() time.Time
 }
 
-// NewPreviewer returns the previews of pool events over the store. now
-// is the clock (nil: time.Now).
-func NewPreviewer(s *store.Store, now func() time.Time) (*Previewer, error) {
+// NewPreviewer returns the previews of pool events over the store.
+func NewPreviewer(s *store.Store, opts ...Option) (*Previewer, error) {
 	if s == nil {
 		return nil, errors.New("substrates: NewPreviewer needs a store")
 	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Previewer{store: s, now: now}, nil
+	return &Previewer{store: s, now: clockOf(opts)}, nil
 }
 
 // Plan answers kubernetesSubstrates.plan: what the pool's substrate would

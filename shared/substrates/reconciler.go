@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -56,19 +58,42 @@ type Reconciler struct {
 
 var _ chain.Subject = (*Reconciler)(nil)
 
+// Option configures a Reconciler or a Previewer.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock sets the clock; nil (the default) means the real one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.now = c.Now
+		}
+	}
+}
+
+// clockOf returns the clock opts set.
+func clockOf(opts []Option) func() time.Time {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.now
+}
+
 // New returns the substrates' reconciler. The clusters and pools it makes
 // go through s, as the API's do; events and kicks of those changes go to
-// events and kick. now is the clock (nil: time.Now).
-func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, now func() time.Time) (*Reconciler, error) {
+// events and kick.
+func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, opts ...Option) (*Reconciler, error) {
 	if s == nil || kube == nil || events == nil || kick == nil {
 		return nil, errors.New("substrates: New needs a store, a Kubernetes connector, an event sender and a kicker")
 	}
 	if cfg.Image == "" || cfg.JoinURL == "" {
 		return nil, errors.New("substrates: New needs bcd's image and the join URL")
 	}
-	if now == nil {
-		now = time.Now
-	}
+	now := clockOf(opts)
 	r := &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}
 	r.SubstrateSubject = store.SubstrateSubject{Store: s, NewRun: r.newRun}
 	return r, nil

@@ -166,7 +166,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	e := &runEnv{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}, sched: &scheduler{}}
 	e.fs = fsemu.ForTest(t, "runs")
 	var err error
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{
@@ -190,12 +190,12 @@ func newRunEnv(t *testing.T) *runEnv {
 		t.Fatalf("pool event recorded: kicks %v, want the substrate's", recorded)
 	}
 	e.kick, e.id = recorded[0], recorded[0].ID
-	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.Now)
+	r, err := New(e.st, e.kube, sent{}, k, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, WithClock(e.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.Now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Clock: e.clk,
 	}, r)
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 	e := &trajEnv{t: t, clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}, kicks: &kicks{}, pool: pool}
 	e.fs = fsemu.ForTest(t, "trajectories")
 	var err error
-	if e.st, err = store.New(e.fs, store.WithNow(e.clk.Now)); err != nil {
+	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{
@@ -69,13 +69,13 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 	if _, err := e.st.ClusterRef("acme", ownCluster).Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(e.st, e.kube, sent{}, e.kicks, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, e.clk.Now)
+	r, err := New(e.st, e.kube, sent{}, e.kicks, Config{Image: "example.com/bcd:1", JoinURL: "https://api.example.com/join"}, WithClock(e.clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.trace = func(a Action, in Input) { e.taken = append(e.taken, describe(a, in)) }
 	e.runner, err = chain.NewRunner(e.fs, &scheduler{}, nopDeliverer{}, chain.Config{
-		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Now: e.clk.Now,
+		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Clock: e.clk,
 	}, r)
 	if err != nil {
 		t.Fatal(err)

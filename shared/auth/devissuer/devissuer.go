@@ -34,6 +34,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"k8s.io/utils/clock"
 )
 
 // Paths of the issuer's documents, under the issuer URL's path.
@@ -76,8 +77,15 @@ func WithAudience(aud string) Option { return func(o *options) { o.audience = au
 // request names none (default DefaultTTL).
 func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
 
-// WithNow sets the clock used for iat, nbf and exp (default time.Now).
-func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
+// WithClock sets the clock used for iat, nbf and exp; nil (the default)
+// means the real one.
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.now = c.Now
+		}
+	}
+}
 
 // WithKey makes the issuer sign with key rather than a fresh one: an
 // *ecdsa.PrivateKey on P-256 for ES256, an *rsa.PrivateKey for RS256. Given

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -78,7 +80,7 @@ func TestTokenRefusals(t *testing.T) {
 
 func TestExpiry(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	iss, err := devissuer.New("https://issuer.example.test", devissuer.WithNow(func() time.Time { return now }))
+	iss, err := devissuer.New("https://issuer.example.test", devissuer.WithClock(testingclock.NewFakePassiveClock(now)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.at.Format(time.RFC3339), func(t *testing.T) {
 			v, err := auth.NewStaticVerifier(auth.Config{
-				IssuerURL: iss.URL(), Audience: audience, Now: func() time.Time { return tt.at },
+				IssuerURL: iss.URL(), Audience: audience, Clock: testingclock.NewFakePassiveClock(tt.at),
 			}, iss.PublicKey())
 			if err != nil {
 				t.Fatal(err)
