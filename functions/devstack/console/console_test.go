@@ -196,7 +196,7 @@ func TestNothingFromOutside(t *testing.T) {
 	c.Add(&pubsub.Message{Data: []byte(`{"state":"ready"}`), Attributes: map[string]string{"ce-type": "kubernetes.cluster.ready", "ce-id": "e1",
 		"tenantId": "acme", "clusterId": "kcl-0000", "ce-sequence": "00000000000000000001", "ce-time": time.Now().UTC().Format(time.RFC3339Nano)}})
 	h := c.Handler()
-	pages := []string{"/console", "/console/clusters/acme/kcl-0000", "/console/events", "/console/emulators",
+	pages := []string{"/console", "/console?page=2&spage=2", "/console/clusters/acme/kcl-0000", "/console/substrates/acme/ksb-0000", "/console/events", "/console/emulators",
 		"/console/firestore", "/console/firestore?path=tenants/acme/clusters", "/console/act"}
 	for _, name := range []string{"console.js", "console.css"} {
 		pages = append(pages, "/console/static/"+name)
