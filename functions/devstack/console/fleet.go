@@ -81,8 +81,15 @@ func (c *Console) Warm(ctx context.Context) error {
 // buildFleet makes the fleet's rows of the documents.
 func buildFleet(cls []lifecycle.Cluster, ps []lifecycle.NodePool, ss []lifecycle.Substrate) *Fleet {
 	f := &Fleet{}
-	pools := map[string][]PoolCell{}
+	// The pools' documents are kept for the substrates' clusters alone:
+	// their progress reads them.
 	docs := map[string][]lifecycle.NodePool{}
+	for i := range ss {
+		if id := ss[i].ClusterID(); id != "" {
+			docs[ss[i].TenantID+"/"+id] = nil
+		}
+	}
+	pools := map[string][]PoolCell{}
 	for i := range ps {
 		p := &ps[i]
 		if !p.Active {
@@ -90,7 +97,9 @@ func buildFleet(cls []lifecycle.Cluster, ps []lifecycle.NodePool, ss []lifecycle
 		}
 		k := p.TenantID + "/" + p.ClusterID
 		pools[k] = append(pools[k], poolCell(p))
-		docs[k] = append(docs[k], *p)
+		if l, ok := docs[k]; ok {
+			docs[k] = append(l, *p)
+		}
 	}
 	byID := map[string]*lifecycle.Cluster{}
 	for i := range cls {
