@@ -76,7 +76,8 @@ type Progress struct {
 	Retrying      string
 	RetryingSince time.Time
 	// Unattributed counts joined nodes that are none of the listed
-	// pools' (read on the substrate's and its cluster's pages only).
+	// pools', by their flavor and, during a replacement, their names
+	// (read on the substrate's and its cluster's pages only).
 	Unattributed int
 }
 
@@ -87,9 +88,9 @@ type fleetDocs struct {
 	substrates []lifecycle.Substrate                               // of the substrate's tenant, or all
 }
 
-// progressOf is substrate s's progress. joined are its joined nodes'
-// names (nil: not read).
-func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []string) Progress {
+// progressOf is substrate s's progress. joined are its joined nodes (nil:
+// not read).
+func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []resource.SubstrateNode) Progress {
 	v := s.View()
 	var p Progress
 	if v.State != resource.StateReady && v.State != resource.StateDeleted {
@@ -119,7 +120,18 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []string) Progress {
 		}
 		groups[np.Flavor] = append(groups[np.Flavor], np)
 	}
-	counts := joinedByPool(joined, cl, pools)
+	// A flavor's joined nodes are its pool's when it has one; during a
+	// replacement, its pools' are told apart by the nodes' names.
+	byFlavor := map[string]int{}
+	var names []string
+	for _, n := range joined {
+		byFlavor[n.Flavor]++
+		if len(groups[n.Flavor]) > 1 {
+			names = append(names, n.Name)
+		}
+	}
+	counts := joinedByPool(names, cl, pools)
+	attributed := 0
 	for _, f := range order {
 		fp := FlavorProgress{Flavor: f, Replacing: len(groups[f]) > 1}
 		for i, np := range groups[f] {
@@ -142,7 +154,11 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []string) Progress {
 				pp.Role = roleOld
 			}
 			if joined != nil {
-				pp.Joined = counts[np.Name]
+				pp.Joined = byFlavor[f]
+				if fp.Replacing {
+					pp.Joined = counts[np.Name]
+				}
+				attributed += pp.Joined
 			}
 			fp.Pools = append(fp.Pools, pp)
 		}
@@ -150,7 +166,7 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []string) Progress {
 		p.Flavors = append(p.Flavors, fp)
 	}
 	if joined != nil {
-		p.Unattributed = counts[""]
+		p.Unattributed = len(joined) - attributed
 	}
 	for i := range d.substrates {
 		o := &d.substrates[i]
@@ -198,8 +214,9 @@ func wantedNodes(np *lifecycle.NodePool, cl *lifecycle.Cluster) int {
 	return np.Spec.NodeCount * max(zones, 1)
 }
 
-// joinedByPool counts the joined nodes of each of the cluster's pools, by
-// name ("": none of them, or more than one could be). A node's pool is
+// joinedByPool counts the named joined nodes of each of the cluster's
+// pools, by the pool's name ("": none of them, or more than one could
+// be). A node's pool is
 // told by its name, as GKE names nodes:
 // gke-<cluster>-<pool>-<8 characters>-<4 characters>, the first part cut
 // to 49 characters (the GKE simulator names them so too). The joined
@@ -258,7 +275,7 @@ func sortSubstrates(rows []SubstrateRow) {
 }
 
 // substrateRow is a substrate as the fleet shows it.
-func substrateRow(s *lifecycle.Substrate, d fleetDocs, joined []string) SubstrateRow {
+func substrateRow(s *lifecycle.Substrate, d fleetDocs, joined []resource.SubstrateNode) SubstrateRow {
 	v := s.View()
 	return SubstrateRow{Tenant: v.TenantID, ID: v.ID, State: string(v.State), Message: v.Message, Mode: string(v.Mode),
 		ClusterID: v.ClusterID, PoolID: v.PoolID, Joined: v.JoinedNodes, NodePools: v.NodePools, CreatedAt: v.CreatedAt,

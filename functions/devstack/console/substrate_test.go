@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -23,7 +24,7 @@ import (
 // replacing writes two substrates of acme mid-replacement: ksb-r
 // replaces its flavor cpu's node pool bc-r-cpu (2 nodes, both joined)
 // with bc-r-cpu-2 (1 of its 2 nodes joined, still provisioning), in
-// cluster kcl-r; ksb-next replaces ksb-old, whose cluster kcl-o is being
+// cluster kcl-r, and its flavor gpu has one pool (1 node, joined); ksb-next replaces ksb-old, whose cluster kcl-o is being
 // deleted.
 func replacing(t *testing.T, fsc *firestore.Client) {
 	t.Helper()
@@ -51,16 +52,23 @@ func replacing(t *testing.T, fsc *firestore.Client) {
 			Zones: []string{"us-central1-a", "us-central1-b"}},
 		Status: lifecycle.NodePoolStatus{State: resource.StateProvisioning, CurrentNodeCount: &one, ObservedGeneration: 1}}
 	set(acme.Collection("clusters").Doc("kcl-r").Collection("nodePools").Doc("knp-new"), nw)
+	gpu := lifecycle.NodePool{ID: "knp-gpu", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
+		Spec:   lifecycle.NodePoolSpec{Name: "bc-r-gpu", MachineType: "g2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1, Zones: []string{"us-central1-a"}},
+		Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &one, ObservedGeneration: 1}}
+	set(acme.Collection("clusters").Doc("kcl-r").Collection("nodePools").Doc("knp-gpu"), gpu)
 	sb := lifecycle.Substrate{ID: "ksb-r", TenantID: "acme", PoolID: "pool-r", CreatedAt: now, Active: true, Joined: 3,
 		Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate},
 		Status: lifecycle.SubstrateStatus{State: resource.StateUpdating, ClusterID: "kcl-r",
 			Message: "replacing node pool bc-r-cpu with bc-r-cpu-2: 1 of 2 nodes joined",
 			NodePools: []resource.SubstrateNodePool{
 				{Flavor: "cpu", Name: "bc-r-cpu-2", NodePoolID: "knp-new", State: resource.StateProvisioning},
-				{Flavor: "cpu", Name: "bc-r-cpu", NodePoolID: "knp-old", State: resource.StateReady}}}}
+				{Flavor: "cpu", Name: "bc-r-cpu", NodePoolID: "knp-old", State: resource.StateReady},
+				{Flavor: "gpu", Name: "bc-r-gpu", NodePoolID: "knp-gpu", State: resource.StateReady}}}}
 	set(acme.Collection("substrates").Doc("ksb-r"), sb)
-	for _, n := range []string{"gke-bc-r-bc-r-cpu-0a1b2c3d-ab12", "gke-bc-r-bc-r-cpu-0a1b2c3d-cd34", "gke-bc-r-bc-r-cpu-2-9f8e7d6c-ef56"} {
-		set(acme.Collection("substrates").Doc("ksb-r").Collection("nodes").Doc(n), resource.SubstrateNode{Name: n, Flavor: "cpu", JoinedAt: now})
+	// A flavor's only pool has its joined nodes, whatever their names.
+	for n, flavor := range map[string]string{"gke-bc-r-bc-r-cpu-0a1b2c3d-ab12": "cpu", "gke-bc-r-bc-r-cpu-0a1b2c3d-cd34": "cpu",
+		"gke-bc-r-bc-r-cpu-2-9f8e7d6c-ef56": "cpu", "a-gpu-node": "gpu"} {
+		set(acme.Collection("substrates").Doc("ksb-r").Collection("nodes").Doc(n), resource.SubstrateNode{Name: n, Flavor: flavor, JoinedAt: now})
 	}
 
 	co := lifecycle.Cluster{ID: "kcl-o", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
@@ -101,13 +109,14 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	want := map[string][3]string{
 		"bc-r-cpu-2": {"new", "1 / 2", "1"},
 		"bc-r-cpu":   {"old", "2 / 2", "2"},
+		"bc-r-gpu":   {"serving", "1 / 1", "1"},
 	}
 	for _, p := range []string{"/console/substrates/acme/ksb-r", "/console/clusters/acme/kcl-r"} {
 		code, body := get(t, h, p)
 		if code != http.StatusOK {
 			t.Fatalf("GET %s = %d %s", p, code, body)
 		}
-		if got := poolRows(body); len(got) != 2 || got["bc-r-cpu-2"] != want["bc-r-cpu-2"] || got["bc-r-cpu"] != want["bc-r-cpu"] {
+		if got := poolRows(body); !maps.Equal(got, want) {
 			t.Errorf("GET %s: pools (role, nodes, joined) %v, want %v", p, got, want)
 		}
 		for _, s := range []string{"a replacement is under way", `id="substrate-waits">replacing node pool bc-r-cpu with bc-r-cpu-2: 1 of 2 nodes joined`,
@@ -165,7 +174,7 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	if _, err := pools.Doc("knp-old").Update(ctx, []firestore.Update{{Path: "spec.deleting", Value: true}}); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string][3]string{"bc-r-cpu-2": {"new", "2 / 2", "2"}, "bc-r-cpu": {"deleting", "2 / 2", "2"}}
+	want = map[string][3]string{"bc-r-cpu-2": {"new", "2 / 2", "2"}, "bc-r-cpu": {"deleting", "2 / 2", "2"}, "bc-r-gpu": want["bc-r-gpu"]}
 	var last map[string][3]string
 	wait.Within(t, 30*time.Second, "the page live with the replacement's next step", func() (bool, string) {
 		for {
@@ -173,7 +182,7 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 			case h := <-live:
 				last = poolRows(h)
 			default:
-				return last["bc-r-cpu-2"] == want["bc-r-cpu-2"] && last["bc-r-cpu"] == want["bc-r-cpu"], fmt.Sprint(last)
+				return maps.Equal(last, want), fmt.Sprint(last)
 			}
 		}
 	})

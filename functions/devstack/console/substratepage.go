@@ -44,10 +44,6 @@ func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrat
 	if err != nil {
 		return nil, err
 	}
-	joined := make([]string, 0, len(nodes))
-	for _, n := range nodes {
-		joined = append(joined, n.Name)
-	}
 	// The clusters of the substrates it replaces or is replaced by.
 	clusters := map[string]*lifecycle.Cluster{}
 	if cl != nil {
@@ -77,8 +73,8 @@ func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrat
 		},
 		substrates: subs,
 	}
-	return &substrateView{Tenant: s.TenantID, ID: s.ID, Row: substrateRow(s, d, joined), NodesRead: len(joined),
-		NodesCapped: len(joined) == maxJoinedRead}, nil
+	return &substrateView{Tenant: s.TenantID, ID: s.ID, Row: substrateRow(s, d, nodes), NodesRead: len(nodes),
+		NodesCapped: len(nodes) == maxJoinedRead}, nil
 }
 
 // activePools are the active node pools of the cluster ref.
