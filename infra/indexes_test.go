@@ -72,6 +72,11 @@ var queryClauses = map[string]int{
 	// tenant's clusters, node pools and substrates. The devstack's alone,
 	// as above: a collection group with no filter needs no index.
 	"functions/devstack/console/watch.go": 1,
+	// CollectionGroup, Where (tenantId), OrderBy x3 (tenantId, createdAt,
+	// id): the console's first view of the fleet, a page of clusters and
+	// one of substrates, before it listens; CollectionGroup, Where
+	// (clusterId in): their node pools. The devstack's alone, as above.
+	"functions/devstack/console/cold.go": 7,
 }
 
 var queryMethods = []string{"Where", "WherePath", "WhereEntity", "OrderBy", "OrderByPath", "CollectionGroup", "FindNearest", "FindNearestPath"}

@@ -126,7 +126,12 @@ const waitTimeout = 2 * time.Minute
 // emulator knows nothing of the product, its tests included.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	timeout := waitTimeout
+	waitWithin(t, waitTimeout, what, cond)
+}
+
+// waitWithin is waitFor with its own bound.
+func waitWithin(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	if end, ok := t.Deadline(); ok {
 		timeout = min(timeout, time.Until(end)-10*time.Second)
 	}

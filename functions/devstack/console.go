@@ -73,10 +73,24 @@ func (s *Stack) consoleInstances() []console.Instance {
 	return out
 }
 
-func (s *Stack) consoleKubernetes() []string {
+// consoleKubernetes is what the GKE simulator's clusters' Kubernetes API
+// servers are doing, and the build of their binary.
+func (s *Stack) consoleKubernetes() *console.Kubernetes {
 	if s.kube == nil {
 		return nil
 	}
 	ready, progress := s.kube.builder.Status()
-	return []string{fmt.Sprintf("API server binary ready: %v (%s)", ready, progress)}
+	k := &console.Kubernetes{Binary: fmt.Sprintf("API server binary ready: %v (%s)", ready, progress)}
+	st, err := s.GKE.KubernetesStatus()
+	if err != nil {
+		k.Error = err.Error()
+		return k
+	}
+	k.MaxRunning, k.IdleTimeout, k.Slots, k.Peak, k.Waiting = st.MaxRunning, st.IdleTimeout, st.Slots, st.Peak, st.Waiting
+	for _, sv := range st.Servers {
+		k.Servers = append(k.Servers, console.KubeServer{Cluster: sv.Cluster, Endpoint: sv.Endpoint, State: string(sv.State),
+			Since: sv.Since, LastUsed: sv.LastUsed, StartTook: sv.StartTook, Requests: sv.Requests, Conns: sv.Conns,
+			Queue: sv.Queue, Error: sv.Error})
+	}
+	return k
 }

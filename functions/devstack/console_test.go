@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,10 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/functions/devstack/console"
+	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -317,5 +326,178 @@ func TestConsoleEmulators(t *testing.T) {
 	doc := get("/console/firestore?path=tenants/acme/clusters/" + cl.ID)
 	if !strings.Contains(doc, "Document "+cl.ID) || !strings.Contains(doc, "kubernetesVersion") || !strings.Contains(doc, "nodePools") {
 		t.Errorf("the cluster's document page lacks its fields or its node pools:\n%.2000s", doc)
+	}
+}
+
+// TestConsolePagesInBrowser drives pages past the first of a console on
+// a fleet of its own (three rows a page): a new cluster, which pushes
+// every row down, and a state that changes show on page 2 without a
+// reload, in the order the page has when rendered anew, as does one
+// created between two of its rows; the substrates
+// are paged the same, and their pages are reached by keyboard.
+func TestConsolePagesInBrowser(t *testing.T) {
+	ctx := browser(t)
+	fsc := fsemu.ForTest(t, "bc-dev")
+	bg := context.Background()
+	now := time.Now()
+	acme := docpath.Tenant(fsc, "acme")
+	putCluster := func(i int, created time.Time) {
+		t.Helper()
+		id := fmt.Sprintf("kcl-%04d", i)
+		cl := lifecycle.Cluster{ID: id, TenantID: "acme", CreatedAt: created, Active: true,
+			Spec:   lifecycle.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Mode: resource.ModeAutopilot, Region: "us-central1"},
+			Status: lifecycle.ClusterStatus{State: resource.StateReady}}
+		if _, err := acme.Collection("clusters").Doc(id).Set(bg, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putSubstrate := func(i int, created time.Time) {
+		t.Helper()
+		id := fmt.Sprintf("ksb-%04d", i)
+		s := lifecycle.Substrate{ID: id, TenantID: "acme", PoolID: "pool-" + id, CreatedAt: created, Active: true,
+			Status: lifecycle.SubstrateStatus{State: resource.StateReady}}
+		if _, err := acme.Collection("substrates").Doc(id).Set(bg, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 8 {
+		putCluster(i, now.Add(time.Duration(i)*time.Second))
+		putSubstrate(i, now.Add(time.Duration(i)*time.Second))
+	}
+	c, err := console.New(console.Options{Firestore: fsc, PageSize: 3, Poll: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+	// ids are the rows of a table of the page as the console renders it
+	// now, in order.
+	ids := func(path, table string) string {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := regexp.MustCompile(`(?s)<table id="` + table + `">.*?</table>`).FindString(string(b))
+		var out []string
+		for _, m := range regexp.MustCompile(`<tr id="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return strings.Join(out, ",")
+	}
+	// rendered waits until the page renders the table's rows so: the
+	// console has seen the change.
+	rendered := func(path, table, want string) {
+		t.Helper()
+		wait.For(t, path+" renders "+table+" "+want, func() (bool, string) {
+			got := ids(path, table)
+			return got == want, got
+		})
+	}
+	shows := func(table string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#%s tbody tr")].map(r => r.id).join(",")`, table)
+	}
+	const page = "/console?page=2&spage=2"
+	within(t, ctx, waitTime, "open page 2", chromedp.Navigate(srv.URL+page), chromedp.WaitVisible(css("#clusters")))
+	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.notReloaded = "yes"`))
+	before := value(t, ctx, "page 2's clusters", chromedp.Evaluate[string](shows("clusters")))
+	if want := "cl-acme-kcl-0004,cl-acme-kcl-0003,cl-acme-kcl-0002"; before != want {
+		t.Fatalf("page 2 shows clusters %s, want %s", before, want)
+	}
+
+	// A new cluster, the newest: page 1's last row moves to page 2's top,
+	// and page 2's last to page 3.
+	putCluster(100, now.Add(time.Hour))
+	want := "cl-acme-kcl-0005,cl-acme-kcl-0004,cl-acme-kcl-0003"
+	rendered(page, "clusters", want)
+	poll(t, ctx, waitTime, "page 2's rows moved live", fmt.Sprintf(`%s === %q`, shows("clusters"), want))
+	poll(t, ctx, waitTime, "page 2's pager live", `document.getElementById("clusters-pager").textContent.includes("4–6 of 9 clusters")`)
+	// One between two of page 2's rows: it is put after the first.
+	putCluster(101, now.Add(3500*time.Millisecond))
+	want = "cl-acme-kcl-0005,cl-acme-kcl-0004,cl-acme-kcl-0101"
+	rendered(page, "clusters", want)
+	poll(t, ctx, waitTime, "a new row inside page 2 live", fmt.Sprintf(`%s === %q`, shows("clusters"), want))
+	if _, err := acme.Collection("clusters").Doc("kcl-0004").Update(bg, []firestore.Update{{Path: "status.state", Value: "error"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, waitTime, "a row of page 2 in error live", `!!document.querySelector('#clusters tr[id="cl-acme-kcl-0004"][data-state="error"]')`)
+
+	// The substrates: page 2 of them moves as the clusters'.
+	putSubstrate(100, now.Add(time.Hour))
+	want = "sb-acme-ksb-0005,sb-acme-ksb-0004,sb-acme-ksb-0003"
+	poll(t, ctx, waitTime, "the substrates' page 2 moved live", fmt.Sprintf(`%s === %q`, shows("substrates"), want))
+	rendered(page, "substrates", want)
+	if m := value(t, ctx, "no reload", chromedp.Evaluate[string](`window.notReloaded || "reloaded"`)); m != "yes" {
+		t.Errorf("page 2 reloaded (%q)", m)
+	}
+
+	// By keyboard: the substrates' next page, from its link.
+	within(t, ctx, waitTime, "the substrates' next page by keyboard",
+		chromedp.Focus(css(`#substrates-pager a[rel="next"]`)),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(css(`#substrates tr[id="sb-acme-ksb-0002"]`)))
+	if loc := value(t, ctx, "the location", chromedp.Evaluate[string](`location.search`)); loc != "?page=2&spage=3" {
+		t.Errorf("the substrates' next page is %q, want ?page=2&spage=3", loc)
+	}
+	if got := value(t, ctx, "the clusters kept", chromedp.Evaluate[string](shows("clusters"))); got != "cl-acme-kcl-0005,cl-acme-kcl-0004,cl-acme-kcl-0101" {
+		t.Errorf("the clusters' page 2 after the substrates' next page shows %s", got)
+	}
+}
+
+// TestConsoleKubernetesServers reads, on a stack with Kubernetes, what
+// the console says of a cluster's API server: on the emulators' page,
+// with the bound, and on the cluster's page, running once its
+// kubeconfig's client called it.
+func TestConsoleKubernetesServers(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.Kubernetes = true
+	e := startEnv(t, cfg)
+	wait.Within(t, 15*time.Minute, "the Kubernetes API server binary", func() (bool, string) {
+		status, health := healthzKubernetes(t, e.URL)
+		return status == http.StatusOK && health.Ready, health.Progress
+	})
+	cl := e.api.createCluster(t, "console-kube", poolSpec("a", 1))
+	cl = e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	get := func(p string) string {
+		t.Helper()
+		resp, err := http.Get(e.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	page := get("/console/emulators")
+	for _, want := range []string{"running or starting (the bound, -kubernetes-max-running)", "of at most 8",
+		`<th scope="row"><small>` + providerName(cl) + `</small></th>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the emulators' page lacks %q:\n%s", want, page)
+		}
+	}
+	status, kc := getKubeconfig(t, e.URL, cl.ID)
+	if status != http.StatusOK {
+		t.Fatalf("GET kubeconfig = %d %s", status, kc)
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, 5*time.Minute, "the cluster's API server answers", func() (bool, string) {
+		_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	clusterPage := "/console/clusters/acme/" + cl.ID
+	if p := get(clusterPage); !strings.Contains(p, `<p id="cluster-kube"><span class="state kube-running">running</span> since`) {
+		t.Errorf("the cluster's page does not show its API server running:\n%s", p)
 	}
 }

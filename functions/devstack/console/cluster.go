@@ -22,7 +22,8 @@ type clusterView struct {
 	Tenant, ID string
 	Row        ClusterRow
 	Pools      []poolView
-	Substrate  *SubstrateRow
+	Substrate  *substrateView
+	Kube       *KubeServer
 	Timeline   timeline
 	Events     []Event
 	Runs       []Run
@@ -54,39 +55,40 @@ func (c *Console) readCluster(ctx context.Context, tenant, id string) (*clusterV
 		return nil, err
 	}
 	v := &clusterView{Tenant: tenant, ID: id}
-	pdocs, err := ref.Collection("nodePools").Documents(ctx).GetAll()
+	pools, err := activePools(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	var cells []PoolCell
-	for _, d := range pdocs {
-		var p lifecycle.NodePool
-		if d.DataTo(&p) != nil || !p.Active {
-			continue
-		}
-		pv := p.View()
-		cell := PoolCell{ID: pv.ID, Name: pv.Name, State: string(pv.State), Message: pv.Message, NodeCount: pv.NodeCount,
-			Current: pv.CurrentNodeCount, Autoscaling: pv.Autoscaling, ManagedBy: pv.ManagedBy}
+	for i := range pools {
+		p := &pools[i]
+		cell := poolCell(p)
 		cells = append(cells, cell)
 		v.Pools = append(v.Pools, poolView{PoolCell: cell, Generation: p.Spec.Generation, Observed: p.Status.ObservedGeneration,
 			Operation: p.Status.Provider.Operation, OpKind: p.Status.Provider.OperationKind, Zones: p.Spec.Zones, MachineType: p.Spec.MachineType})
 	}
 	slices.SortFunc(v.Pools, func(a, b poolView) int { return strings.Compare(a.Name, b.Name) })
-	sdocs, err := t.Collection("substrates").Documents(ctx).GetAll()
+	subs, err := c.tenantSubstrates(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	sub := ""
-	for _, d := range sdocs {
-		var s lifecycle.Substrate
-		if d.DataTo(&s) != nil || s.ClusterID() != id {
+	for i := range subs {
+		s := &subs[i]
+		if s.ClusterID() != id {
 			continue
 		}
-		sv := s.View()
-		v.Substrate = &SubstrateRow{Tenant: sv.TenantID, ID: sv.ID, State: string(sv.State), Message: sv.Message, Mode: string(sv.Mode),
-			ClusterID: sv.ClusterID, PoolID: sv.PoolID, Joined: sv.JoinedNodes, NodePools: sv.NodePools, CreatedAt: sv.CreatedAt}
-		sub = sv.ID
+		// The newest one that uses it: a substrate torn down keeps
+		// naming its cluster.
+		if v.Substrate != nil && s.CreatedAt.Before(v.Substrate.Row.CreatedAt) {
+			continue
+		}
+		if v.Substrate, err = c.substrateDetail(ctx, subs, s, &cl, pools); err != nil {
+			return nil, err
+		}
+		sub = s.ID
 	}
+	v.Kube = c.kubeOf(&cl)
 	v.Row = clusterRow(&cl, cells, sub)
 	v.Events = c.ev.of(tenant, id)
 	var ops []*containerpb.Operation

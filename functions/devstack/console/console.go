@@ -69,9 +69,9 @@ type Options struct {
 	Queues     func() []Queue
 	Operations func() []*containerpb.Operation
 	Instances  func() []Instance
-	// Kubernetes describes the simulated clusters' API servers, one line
-	// each (nil: not shown).
-	Kubernetes func() []string
+	// Kubernetes is what the simulated clusters' Kubernetes API servers
+	// are doing (nil, or a nil answer: the devstack runs without them).
+	Kubernetes func() *Kubernetes
 	// Devstack serves the devstack's own endpoints (/dev/gke/*,
 	// /dev/pools/*, the API), which the forms call in process.
 	Devstack http.Handler
@@ -183,6 +183,8 @@ func (c *Console) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path+"/fleet/stream", c.fleetStream)
 	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}", c.clusterPage)
 	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}/stream", c.clusterStream)
+	mux.HandleFunc("GET "+Path+"/substrates/{tenant}/{id}", c.substratePage)
+	mux.HandleFunc("GET "+Path+"/substrates/{tenant}/{id}/stream", c.substrateStream)
 	mux.HandleFunc("GET "+Path+"/events", c.eventsPage)
 	mux.HandleFunc("GET "+Path+"/events/stream", c.eventsStream)
 	mux.HandleFunc("GET "+Path+"/emulators", c.emulatorsPage)

@@ -34,12 +34,11 @@ type emulatorsView struct {
 	Queues     []queueView
 	Ops        []opRow
 	Running    int
-	Kubernetes []string
+	Kubernetes *Kubernetes
 	Instances  []Instance
 	HasTasks   bool
 	HasOps     bool
 	HasInst    bool
-	HasKube    bool
 }
 
 type queueView struct {
@@ -49,7 +48,7 @@ type queueView struct {
 
 func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	v := emulatorsView{HasTasks: c.opt.Queues != nil, HasOps: c.opt.Operations != nil, HasInst: c.opt.Instances != nil, HasKube: c.opt.Kubernetes != nil}
+	v := emulatorsView{HasTasks: c.opt.Queues != nil, HasOps: c.opt.Operations != nil, HasInst: c.opt.Instances != nil}
 	if c.opt.Queues != nil {
 		for _, q := range c.opt.Queues() {
 			qv := queueView{Name: q.Name}

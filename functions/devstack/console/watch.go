@@ -27,6 +27,9 @@ type watcher struct {
 	runs    map[string][]Run
 	leases  map[string]lease // the cluster's lease, as last seen
 	started time.Time
+	// version counts the changes seen: a page rendered at a version
+	// tells its stream whether the fleet changed since.
+	version uint64
 	synced  int           // collection groups whose first snapshot came
 	ready   chan struct{} // closed once all three came
 	changed chan struct{} // closed, and replaced, at each change
@@ -78,6 +81,7 @@ func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group strin
 					close(w.ready)
 				}
 			}
+			w.version++
 			close(w.changed)
 			w.changed = make(chan struct{})
 			w.mu.Unlock()
@@ -147,8 +151,19 @@ func (w *watcher) wait(ctx context.Context) error {
 	}
 }
 
-// fleet is the fleet now, and a channel closed at its next change.
-func (w *watcher) fleet() (*Fleet, <-chan struct{}) {
+// isReady reports whether the first snapshots came.
+func (w *watcher) isReady() bool {
+	select {
+	case <-w.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// fleet is the fleet now, a channel closed at its next change, and its
+// version.
+func (w *watcher) fleet() (*Fleet, <-chan struct{}, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cls := make([]lifecycle.Cluster, 0, len(w.clusters))
@@ -163,7 +178,7 @@ func (w *watcher) fleet() (*Fleet, <-chan struct{}) {
 	for _, s := range w.substrates {
 		subs = append(subs, s)
 	}
-	return buildFleet(cls, pools, subs), w.changed
+	return buildFleet(cls, pools, subs), w.changed, w.version
 }
 
 // Run is a reconcile run of a cluster as the console saw it: from the

@@ -11,36 +11,67 @@
     return t.content.firstElementChild;
   }
 
-  function putRow(section, m) {
-    var old = document.getElementById(m.key);
-    if (!m.html) {
+  function bodyOf(table) {
+    var t = document.getElementById(table);
+    return t && t.tBodies[0];
+  }
+
+  // A row of the fleet, as the server orders the page (fleet.go, rowMsg):
+  // put (new, changed or moved) after the row before it, removed, the
+  // rows not kept removed, or a pager replaced. A row that did not
+  // change keeps its element, and the focus in it.
+  function place(m) {
+    var old = m.key ? document.getElementById(m.key) : null;
+    var body;
+    switch (m.op) {
+    case "remove":
       if (old) { old.remove(); }
       return;
-    }
-    var row = fragment(m.html);
-    if (!row) { return; }
-    if (old) {
-      old.replaceWith(row);
+    case "keep":
+      body = bodyOf(m.table);
+      if (!body) { return; }
+      var keep = {};
+      (m.keys || []).forEach(function (k) { keep[k] = true; });
+      Array.prototype.slice.call(body.rows).forEach(function (r) { if (!keep[r.id]) { r.remove(); } });
+      return;
+    case "pager":
+      if (old) { old.innerHTML = m.html; }
       return;
     }
-    // New rows appear on the first page only: the others keep their place.
-    var page = section.getAttribute("data-page");
-    if (page && page !== "1") { return; }
-    var table = document.getElementById(m.table);
-    var body = table && table.tBodies[0];
-    if (body) {
-      body.insertBefore(row, body.firstChild);
-      // The events view keeps its latest rows only.
-      while (body.rows.length > 1000) { body.deleteRow(-1); }
+    body = bodyOf(m.table);
+    if (!body) { return; }
+    var row = old;
+    if (m.html) {
+      row = fragment(m.html);
+      if (!row) { return; }
+      if (old) { old.replaceWith(row); }
     }
+    if (!row) { return; }
+    var prev = m.after ? document.getElementById(m.after) : null;
+    if (prev && prev.parentNode === body) {
+      if (prev.nextElementSibling !== row) { prev.after(row); }
+    } else if (!m.after) {
+      if (body.firstElementChild !== row) { body.insertBefore(row, body.firstElementChild); }
+    } else if (row.parentNode !== body) {
+      body.appendChild(row);
+    }
+  }
+
+  // An event of the events view: the newest first, the latest 1,000 kept.
+  function putEvent(m) {
+    var row = fragment(m.html);
+    var body = bodyOf(m.table);
+    if (!row || !body || document.getElementById(m.key)) { return; }
+    body.insertBefore(row, body.firstChild);
+    while (body.rows.length > 1000) { body.deleteRow(-1); }
   }
 
   function listen(section) {
     var source = new EventSource(section.getAttribute("data-stream"));
     source.onopen = function () { say("live"); };
     source.onerror = function () { say("reconnecting…"); };
-    source.addEventListener("row", function (e) { putRow(section, JSON.parse(e.data)); });
-    source.addEventListener("event", function (e) { putRow(section, JSON.parse(e.data)); });
+    source.addEventListener("row", function (e) { place(JSON.parse(e.data)); });
+    source.addEventListener("event", function (e) { putEvent(JSON.parse(e.data)); });
     source.addEventListener("live", function (e) {
       var m = JSON.parse(e.data);
       var el = document.getElementById(m.key);

@@ -1,0 +1,196 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// maxJoinedRead bounds the joined nodes a substrate's page reads to
+// count them by pool: a substrate may have thousands.
+const maxJoinedRead = 5000
+
+// substrateView is a substrate's page, or its part of its cluster's.
+type substrateView struct {
+	Tenant, ID string
+	Row        SubstrateRow
+	// NodesRead counts the joined nodes read; NodesCapped says there may
+	// be more (maxJoinedRead).
+	NodesRead   int
+	NodesCapped bool
+	Stream      string
+}
+
+// substrateDetail is substrate s of the tenant's substrates subs, with
+// its cluster cl and that cluster's pools (nil when it has none yet):
+// its progress, its joined nodes counted by pool.
+func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrate, s *lifecycle.Substrate, cl *lifecycle.Cluster, pools []lifecycle.NodePool) (*substrateView, error) {
+	t := docpath.Tenant(c.opt.Firestore, s.TenantID)
+	snaps, err := t.Collection("substrates").Doc(docpath.ID(s.ID)).Collection("nodes").Limit(maxJoinedRead).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("read the joined nodes: %w", err)
+	}
+	nodes, err := decode[resource.SubstrateNode](snaps)
+	if err != nil {
+		return nil, err
+	}
+	// The clusters of the substrates it replaces or is replaced by.
+	clusters := map[string]*lifecycle.Cluster{}
+	if cl != nil {
+		clusters[cl.ID] = cl
+	}
+	var refs []*firestore.DocumentRef
+	for i := range subs {
+		o := &subs[i]
+		if id := o.ClusterID(); id != "" && clusters[id] == nil && (o.ID == s.Spec.After || o.Spec.After == s.ID) {
+			refs = append(refs, t.Collection("clusters").Doc(docpath.ID(id)))
+		}
+	}
+	more, err := getAll[lifecycle.Cluster](ctx, c.opt.Firestore, refs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range more {
+		clusters[more[i].ID] = &more[i]
+	}
+	d := fleetDocs{
+		cluster: func(_, id string) *lifecycle.Cluster { return clusters[id] },
+		pools: func(_, id string) []lifecycle.NodePool {
+			if cl != nil && id == cl.ID {
+				return pools
+			}
+			return nil
+		},
+		substrates: subs,
+	}
+	return &substrateView{Tenant: s.TenantID, ID: s.ID, Row: substrateRow(s, d, nodes), NodesRead: len(nodes),
+		NodesCapped: len(nodes) == maxJoinedRead}, nil
+}
+
+// activePools are the active node pools of the cluster ref.
+func activePools(ctx context.Context, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
+	snaps, err := ref.Collection("nodePools").Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("read node pools: %w", err)
+	}
+	var out []lifecycle.NodePool
+	for _, d := range snaps {
+		var p lifecycle.NodePool
+		if d.DataTo(&p) == nil && p.Active {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// tenantSubstrates are every substrate of the tenant.
+func (c *Console) tenantSubstrates(ctx context.Context, tenant string) ([]lifecycle.Substrate, error) {
+	snaps, err := docpath.Tenant(c.opt.Firestore, tenant).Collection("substrates").Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("read substrates: %w", err)
+	}
+	var out []lifecycle.Substrate
+	for _, d := range snaps {
+		var s lifecycle.Substrate
+		if d.DataTo(&s) == nil && s.ID != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// readSubstrate reads a substrate's page; nil when it does not exist.
+func (c *Console) readSubstrate(ctx context.Context, tenant, id string) (*substrateView, error) {
+	subs, err := c.tenantSubstrates(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var s *lifecycle.Substrate
+	for i := range subs {
+		if subs[i].ID == id {
+			s = &subs[i]
+		}
+	}
+	if s == nil {
+		return nil, nil
+	}
+	var cl *lifecycle.Cluster
+	var pools []lifecycle.NodePool
+	if cid := s.ClusterID(); cid != "" {
+		ref := docpath.Tenant(c.opt.Firestore, tenant).Collection("clusters").Doc(docpath.ID(cid))
+		snap, err := ref.Get(ctx)
+		switch {
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			return nil, fmt.Errorf("read cluster %s: %w", cid, err)
+		default:
+			cl = &lifecycle.Cluster{}
+			if err := snap.DataTo(cl); err != nil {
+				return nil, fmt.Errorf("decode cluster %s: %w", cid, err)
+			}
+			if pools, err = activePools(ctx, ref); err != nil {
+				return nil, err
+			}
+		}
+	}
+	v, err := c.substrateDetail(ctx, subs, s, cl, pools)
+	if err != nil {
+		return nil, err
+	}
+	v.Stream = fmt.Sprintf("%s/substrates/%s/%s/stream", Path, tenant, id)
+	return v, nil
+}
+
+func (c *Console) substratePage(w http.ResponseWriter, r *http.Request) {
+	v, err := c.readSubstrate(r.Context(), r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if v == nil {
+		http.Error(w, "no such substrate", http.StatusNotFound)
+		return
+	}
+	c.render(w, "substrate", page{Title: "Substrate " + v.ID, Nav: "fleet", Body: v})
+}
+
+// substrateStream sends the substrate's page again whenever it changes,
+// read at each poll.
+func (c *Console) substrateStream(w http.ResponseWriter, r *http.Request) {
+	tenant, id := r.PathValue("tenant"), r.PathValue("id")
+	st, ok := startStream(w, r)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(c.opt.Poll)
+	defer tick.Stop()
+	last := ""
+	for {
+		if v, err := c.readSubstrate(r.Context(), tenant, id); err == nil && v != nil {
+			var b bytes.Buffer
+			if c.rows.ExecuteTemplate(&b, "substrateProgress", v) == nil && b.String() != last {
+				last = b.String()
+				if !st.send("live", rowMsg{Key: "substrate-live", HTML: last}) {
+					return
+				}
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.done:
+			return
+		case <-tick.C:
+		}
+	}
+}
