@@ -23,7 +23,7 @@ const emulatorsModule = "github.com/better-compute/kubernetes"
 // may depend on a package under shared/ or functions/, directly or
 // through another package.
 func TestEmulatorsKnowNothingOfTheProduct(t *testing.T) {
-	pkgs := goListPackages(t, "-deps", "-test", "./emulators/...")
+	pkgs := goListPackages(t, "ImportPath,Deps", "-deps", "-test", "./emulators/...")
 	var emulators int
 	var offenders []string
 	for _, p := range pkgs {
@@ -59,17 +59,21 @@ func isProductPackage(p string) bool {
 	return strings.HasPrefix(p, emulatorsModule+"/shared/") || strings.HasPrefix(p, emulatorsModule+"/functions/")
 }
 
-// listedPackage is what the tests read of go list's description of a package.
+// listedPackage is what the repository's tests read of go list's
+// description of a package (the fields they ask for are set).
 type listedPackage struct {
-	ImportPath string
-	Deps       []string // every package it depends on, transitively
+	ImportPath   string
+	Deps         []string // every package it depends on, transitively
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
 }
 
-// goListPackages runs go list -json with args in the emulatorsModule's root and decodes
-// the packages it describes.
-func goListPackages(t *testing.T, args ...string) []listedPackage {
+// goListPackages runs go list -json=fields with args in the module's root
+// and decodes the packages it describes.
+func goListPackages(t *testing.T, fields string, args ...string) []listedPackage {
 	t.Helper()
-	cmd := exec.Command(goCommand(t), append([]string{"list", "-json=ImportPath,Deps"}, args...)...)
+	cmd := exec.Command(goCommand(t), append([]string{"list", "-json=" + fields}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,14 +1,7 @@
 package kubernetes_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"maps"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -115,7 +108,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		}
 		return 0, false
 	}
-	listed := layerPackages(t, "./shared/...", "./functions/...")
+	listed := goListPackages(t, "ImportPath,Imports,TestImports,XTestImports", "./shared/...", "./functions/...")
 	if len(listed) == 0 {
 		t.Fatal("go list named no package of shared/ or functions/")
 	}
@@ -172,45 +165,5 @@ func TestImportsRunOneWay(t *testing.T) {
 	slices.Sort(problems)
 	for _, p := range problems {
 		t.Error(p)
-	}
-}
-
-// layerPackage is what TestImportsRunOneWay reads of go list's description
-// of a package.
-type layerPackage struct {
-	ImportPath   string
-	Imports      []string
-	TestImports  []string
-	XTestImports []string
-}
-
-// layerPackages runs go list -json over patterns in the module's root.
-func layerPackages(t *testing.T, patterns ...string) []layerPackage {
-	t.Helper()
-	// The go command on PATH, or else that of the toolchain that built
-	// this test.
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goCmd, append([]string{"list", "-json=ImportPath,Imports,TestImports,XTestImports"}, patterns...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list %s: %v\n%s", strings.Join(patterns, " "), err, stderr.String())
-	}
-	var pkgs []layerPackage
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p layerPackage
-		err := dec.Decode(&p)
-		if errors.Is(err, io.EOF) {
-			return pkgs
-		}
-		if err != nil {
-			t.Fatalf("decode go list: %v", err)
-		}
-		pkgs = append(pkgs, p)
 	}
 }
