@@ -125,6 +125,17 @@ func (c *Console) clusterStream(w http.ResponseWriter, r *http.Request) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
 	ch, stop := c.ev.subscribe()
 	defer stop()
+	c.liveStream(w, r, "cluster-live", "clusterLive", func(ctx context.Context) (any, bool) {
+		v, err := c.readCluster(ctx, tenant, id)
+		return v, err == nil && v != nil
+	}, ch, func(e Event) bool { return e.Tenant == tenant && e.ClusterID == id })
+}
+
+// liveStream sends the template tmpl of what read returns, under key,
+// whenever it changes: at each poll, and at once when an event on wake
+// that woken accepts arrives (wake nil: polls only).
+func (c *Console) liveStream(w http.ResponseWriter, r *http.Request, key, tmpl string, read func(context.Context) (any, bool),
+	wake <-chan Event, woken func(Event) bool) {
 	st, ok := startStream(w, r)
 	if !ok {
 		return
@@ -133,24 +144,38 @@ func (c *Console) clusterStream(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	last := ""
 	for {
-		if v, err := c.readCluster(r.Context(), tenant, id); err == nil && v != nil {
+		if v, ok := read(r.Context()); ok {
 			var b bytes.Buffer
-			if c.rows.ExecuteTemplate(&b, "clusterLive", v) == nil && b.String() != last {
+			if c.rows.ExecuteTemplate(&b, tmpl, v) == nil && b.String() != last {
 				last = b.String()
-				if !st.send("live", rowMsg{Key: "cluster-live", HTML: last}) {
+				if !st.send("live", rowMsg{Key: key, HTML: last}) {
 					return
 				}
 			}
 		}
+		if !c.waitLive(r.Context(), tick.C, wake, woken) {
+			return
+		}
+	}
+}
+
+// waitLive waits for the next poll, or an event on wake that woken
+// accepts; false when the stream or the console ends.
+func (c *Console) waitLive(ctx context.Context, tick <-chan time.Time, wake <-chan Event, woken func(Event) bool) bool {
+	for {
 		select {
-		case <-r.Context().Done():
-			return
+		case <-ctx.Done():
+			return false
 		case <-c.done:
-			return
-		case <-tick.C:
-		case e := <-ch:
-			if e.Tenant != tenant || e.ClusterID != id {
-				continue
+			return false
+		case <-tick:
+			return true
+		case e, open := <-wake:
+			if !open {
+				return false
+			}
+			if woken(e) {
+				return true
 			}
 		}
 	}

@@ -1,11 +1,9 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -168,29 +166,8 @@ func (c *Console) substratePage(w http.ResponseWriter, r *http.Request) {
 // read at each poll.
 func (c *Console) substrateStream(w http.ResponseWriter, r *http.Request) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
-	st, ok := startStream(w, r)
-	if !ok {
-		return
-	}
-	tick := time.NewTicker(c.opt.Poll)
-	defer tick.Stop()
-	last := ""
-	for {
-		if v, err := c.readSubstrate(r.Context(), tenant, id); err == nil && v != nil {
-			var b bytes.Buffer
-			if c.rows.ExecuteTemplate(&b, "substrateProgress", v) == nil && b.String() != last {
-				last = b.String()
-				if !st.send("live", rowMsg{Key: "substrate-live", HTML: last}) {
-					return
-				}
-			}
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-c.done:
-			return
-		case <-tick.C:
-		}
-	}
+	c.liveStream(w, r, "substrate-live", "substrateProgress", func(ctx context.Context) (any, bool) {
+		v, err := c.readSubstrate(ctx, tenant, id)
+		return v, err == nil && v != nil
+	}, nil, nil)
 }
