@@ -100,12 +100,11 @@ func New(s *store.Store, gke GKE, opts ...Option) (*Reconciler, error) {
 	for _, o := range opts {
 		o(r)
 	}
-	now := r.now
 	if r.lists != nil {
-		r.lists.budget, r.lists.now = r.budget, now
+		r.lists.budget, r.lists.now = r.budget, r.now
 	}
 	if r.groups != nil {
-		r.groups.budget, r.groups.now = r.budget, now
+		r.groups.budget, r.groups.now = r.budget, r.now
 	}
 	if r.imp != nil && (r.imp.GKE == nil || r.imp.Identity.Tokens == nil) {
 		return nil, errors.New("clusters: WithImpersonation needs a GKE client and tokens")
