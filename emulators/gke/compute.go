@@ -123,6 +123,11 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		computeError(w, code, reason, msg)
 		return
 	}
+	sel, err := fieldsOf(r)
+	if err != nil {
+		computeError(w, http.StatusBadRequest, "invalidParameter", err.Error())
+		return
+	}
 	groups := c.g.instanceGroups(project)
 	switch method {
 	case ComputeAggregatedList:
@@ -132,11 +137,11 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		groups = slices.DeleteFunc(groups, func(m instanceGroupManager) bool { return !keep(m.Name) })
-		writeJSON(w, aggregatedList(project, groups))
+		writeJSON(w, partial(aggregatedList(project, groups), sel))
 	case ComputeGet:
 		for _, m := range groups {
 			if m.Zone == zoneURL(project, zone) && m.Name == name {
-				writeJSON(w, m)
+				writeJSON(w, partial(m, sel))
 				return
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/googleapis/gax-go/v2/callctx"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
@@ -55,7 +56,7 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counted, err := chain.NewRunner(rb.e.FirestoreClient, &noSchedule{}, rb.e.Relay, cfg, cr)
+	counted, err := chain.NewRunner(rb.e.FirestoreClient, rb.sched, rb.e.Relay, cfg, cr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,6 +71,8 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 	nameK, nameKC := rb.providerName(b, k), rb.providerName(b, kc)
 	project := rb.e.clusterDoc(b, kc.ID).Spec.Project
 	list := func(ctx context.Context) error {
+		// The fields the reconciler asks for (clusters' groupFields).
+		ctx = callctx.SetHeaders(ctx, "X-Goog-FieldMask", "items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken")
 		it := cc.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
 		for {
 			if _, err := it.Next(); errors.Is(err, iterator.Done) {

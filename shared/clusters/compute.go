@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/googleapis/gax-go/v2"
+	"github.com/googleapis/gax-go/v2/callctx"
 	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
@@ -68,6 +72,10 @@ type groupListings struct {
 	ttl              time.Duration
 	budget           *Budget
 	now              func() time.Time
+
+	// wholeAnswers: Compute Engine refused groupFields once; listings
+	// ask for whole groups.
+	wholeAnswers atomic.Bool
 
 	mu      sync.Mutex
 	byScope map[string]*groupListing // by identity and project
@@ -126,7 +134,7 @@ func (l *groupListings) start(ctx context.Context, identity string, token *oauth
 		if token != nil {
 			lctx = impersonate.WithToken(lctx, token)
 		}
-		e.groups, e.err = listGroups(lctx, c, project, "")
+		e.groups, e.err = l.listGroups(lctx, c, project, "")
 	}()
 	return e, nil
 }
@@ -141,8 +149,34 @@ func (e *groupListing) wait(ctx context.Context) (map[groupKey]group, error) {
 	return e.groups, e.err
 }
 
+// groupFields is the partial response a listing of instance groups asks
+// for (Compute Engine's standard fields parameter, which the client sends
+// as the X-Goog-FieldMask header): what a pool's nodes are counted from,
+// not each group's whole configuration, nor the warnings an aggregated
+// list gives for every one of the project's scopes (zones and regions)
+// that has no group. It is the form clients use on instances'
+// aggregatedList ("items/*/instances(name,zone,status),nextPageToken").
+const groupFields = "items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken"
+
 // listGroups reads the instance group managers of project that filter
-// keeps ("": all), in all its zones: one call per page of 500.
+// keeps ("": all), in all its zones: one call per page of 500, for the
+// fields the counts need (groupFields). Should Compute Engine refuse the
+// selection (400), the listing is made again without it, and the
+// process asks for whole answers from then on: counts cost more but stay
+// right.
+func (l *groupListings) listGroups(ctx context.Context, c Compute, project, filter string) (map[groupKey]group, error) {
+	if l.wholeAnswers.Load() {
+		return listGroups(ctx, c, project, filter)
+	}
+	out, err := listGroups(callctx.SetHeaders(ctx, "X-Goog-FieldMask", groupFields), c, project, filter)
+	if ge, ok := errors.AsType[*googleapi.Error](err); ok && ge.Code == http.StatusBadRequest {
+		logging.FromContext(ctx).Warn("Compute Engine refused the instance groups' field selection; listing whole groups from now on", "error", err)
+		l.wholeAnswers.Store(true)
+		return listGroups(ctx, c, project, filter)
+	}
+	return out, err
+}
+
 func listGroups(ctx context.Context, c Compute, project, filter string) (map[groupKey]group, error) {
 	out := map[groupKey]group{}
 	req := &computepb.AggregatedListInstanceGroupManagersRequest{Project: project}
@@ -249,7 +283,7 @@ func (u *run) ownGroups(ctx context.Context, pc *containerpb.Cluster) (map[group
 	if token != nil {
 		ctx = impersonate.WithToken(ctx, token)
 	}
-	return listGroups(ctx, client, c.Spec.Project, fmt.Sprintf("name eq \"%s\"", strings.Join(names, "|")))
+	return l.listGroups(ctx, client, c.Spec.Project, fmt.Sprintf("name eq \"%s\"", strings.Join(names, "|")))
 }
 
 // readNodes reads the nodes of the observed cluster's pools into obs, as
