@@ -28,3 +28,23 @@ func TestHandlerPassesTheLink(t *testing.T) {
 		}
 	}
 }
+
+// The run gets the hint its task carries.
+func TestHandlerPassesTheHint(t *testing.T) {
+	for _, hint := range []string{"p/us-central1/c1/", ""} {
+		r := &fakeRunner{}
+		h, err := Handler(fakeAuth{}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/", strings.NewReader(`{"kind":"clusters","tenantId":"acme","id":"kcl_1","token":"tok"}`))
+		req.Header.Set("Authorization", "Bearer good")
+		if hint != "" {
+			req.Header.Set(tasks.HintHeader, hint)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if len(r.kicks) != 1 || r.kicks[0].Hint != hint {
+			t.Errorf("%s %q: kicks %+v, want one with that hint", tasks.HintHeader, hint, r.kicks)
+		}
+	}
+}

@@ -60,6 +60,7 @@ func Handler(auth httpapi.Authenticator, r Runner) (http.Handler, error) {
 		task := req.Header.Get("X-CloudTasks-TaskName")
 		k := p.Kick()
 		k.Link = tasks.LinkFrom(req.Header)
+		k.Hint = req.Header.Get(tasks.HintHeader)
 		err = r.Run(ctx, k, task)
 		if err != nil {
 			if !errors.Is(err, chain.ErrBusy) {

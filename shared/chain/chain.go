@@ -38,6 +38,13 @@ type Kick struct {
 	// tasks carry it on while the subject converges, so that a tenant's
 	// call can be followed through the runs that converge it.
 	Link string
+	// Hint is what the run that scheduled this one expects it to read
+	// first (Outcome.Hint), so that its subject can start the reads that
+	// need its document before the document arrives (Prefetcher): a
+	// steady cluster's provider coordinates. Opaque to the chain, and
+	// never trusted: the subject uses what it fetched only when the
+	// document agrees. Empty for a kick that no run scheduled.
+	Hint string
 }
 
 // State is a subject's chain: the token of the one task chain allowed to

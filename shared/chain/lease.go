@@ -78,19 +78,24 @@ type peeked struct {
 	version string
 }
 
-// peek reads the subject and what its run needs without a transaction
-// (a point read and the subject's own queries), and checks that the run
-// may go on.
-func peek(ctx context.Context, ref *firestore.DocumentRef, token string, now time.Time, load loader) (*peeked, error) {
+// peek reads k's subject at ref and what its run needs without a
+// transaction (a point read and the subject's own queries, which a
+// Prefetcher starts with the point read), and checks that the run may go
+// on.
+func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, now time.Time, sub Subject) (*peeked, error) {
+	r := NewReader(ctx, nil)
+	load := sub.Load
+	if p, ok := sub.(Prefetcher); ok {
+		load = p.Prefetch(r, k)
+	}
 	snap, err := ref.Get(ctx)
 	h, err := readHeader(snap, err)
 	if err != nil {
 		return nil, err
 	}
-	if err := check(h, token, "", now); err != nil {
+	if err := check(h, k.Token, "", now); err != nil {
 		return nil, err
 	}
-	r := NewReader(ctx, nil)
 	r.note(snap)
 	run, err := load(r, snap)
 	if err != nil {

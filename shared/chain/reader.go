@@ -50,6 +50,36 @@ func (r *Reader) Query(q firestore.Query) ([]*firestore.DocumentSnapshot, error)
 	return snaps, nil
 }
 
+// Begin starts q's read now and returns what waits for its documents,
+// which it notes when it returns them, as Query does: so a run's reads
+// overlap, and its versions are noted in the order it waits for them. In
+// a transaction the read is made at the wait, as Query makes it. The wait
+// is called once.
+func (r *Reader) Begin(q firestore.Query) func() ([]*firestore.DocumentSnapshot, error) {
+	if r.tx != nil {
+		return func() ([]*firestore.DocumentSnapshot, error) { return r.Query(q) }
+	}
+	type result struct {
+		snaps []*firestore.DocumentSnapshot
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snaps, err := q.Documents(r.ctx).GetAll()
+		done <- result{snaps, err}
+	}()
+	return func() ([]*firestore.DocumentSnapshot, error) {
+		res := <-done
+		if res.err != nil {
+			return nil, res.err
+		}
+		for _, s := range res.snaps {
+			r.note(s)
+		}
+		return res.snaps, nil
+	}
+}
+
 func (r *Reader) note(s *firestore.DocumentSnapshot) {
 	if !s.Exists() {
 		r.versions = append(r.versions, s.Ref.Path+"@none")

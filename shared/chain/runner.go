@@ -29,6 +29,21 @@ type Subject interface {
 	Load(r *Reader, snap *firestore.DocumentSnapshot) (Run, error)
 }
 
+// Prefetcher is a Subject whose runs can start reading before their
+// document arrives: the reads that need only the kick (its queries, by
+// the document's path) and those its Hint names (the provider's view of a
+// steady subject). Prefetch starts them through r, without waiting, and
+// returns the Load that finishes the run's first read with them once the
+// document is read. It serves only the first read of a run, which is
+// outside a transaction; the reads in the lease's or a save's
+// transaction go through Load, and the load Prefetch returns must read
+// what Load reads (a run that saves without the lease compares the two
+// reads). What a run that ends at its first read (a stale token, a held
+// lease) prefetched finishes unused.
+type Prefetcher interface {
+	Prefetch(r *Reader, k Kick) func(*Reader, *firestore.DocumentSnapshot) (Run, error)
+}
+
 // Run is one run's work on its subject, made by Subject.Load.
 type Run interface {
 	// Step observes and plans, then acts under the lease: it records what
@@ -71,6 +86,9 @@ type Outcome struct {
 	// this long after it, if that is sooner than the converging interval:
 	// a provider operation in flight may be done by then.
 	Poll time.Duration
+	// Hint is the successor's Kick.Hint: what it may start reading before
+	// its document (Prefetcher). Empty for none.
+	Hint string
 }
 
 // Waking is a Run whose Save may wake other subjects' chains in its
@@ -234,7 +252,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	log := logging.FromContext(ctx)
 	now := r.now()
 	ref := sub.Ref(k)
-	p, err := peek(ctx, ref, k.Token, now, sub.Load)
+	p, err := peek(ctx, ref, k, now, sub)
 	if err != nil {
 		return err
 	}
@@ -352,6 +370,7 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 		// chain's own.
 		k.Link = ""
 	}
+	k.Hint = out.Hint
 	return r.schedule(ctx, k, next, task)
 }
 

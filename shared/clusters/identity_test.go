@@ -100,7 +100,8 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
+	e.sched = &kickRecorder{}
+	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

@@ -126,53 +126,126 @@ func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
 // the time of its reads.
 func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
 	u := &run{r: r}
-	if err := snap.DataTo(&u.read.Cluster); err != nil {
-		return nil, fmt.Errorf("decode cluster: %w", err)
+	if err := u.decode(snap); err != nil {
+		return nil, err
 	}
-	c := &u.read.Cluster
-	u.steady = steady(c)
 	if !rd.InTransaction() && u.steady {
-		if ok, wait := r.budget.allow(c.Spec.Project, true); !ok {
-			u.putOff = wait
+		u.observe(rd.Context())
+		if u.putOff > 0 {
 			return u, nil
 		}
-		u.allowed = true
-		// The account's identity first: a run that cannot have it
-		// prefetches nothing and shows why (plan).
-		g, err := u.provider(rd.Context())
-		if err != nil {
-			return u.loadPools(rd, snap)
-		}
-		u.prefetch = make(chan fetched, 1)
-		if r.groups != nil {
-			// Read with the cluster, not after it.
-			_, _ = u.startNodes(rd.Context())
-		}
-		n := namesOf(c)
-		u.listed = r.lists != nil
-		go func() {
-			if r.lists != nil {
-				pc, err := r.lists.get(rd.Context(), g, c.Spec.Impersonate, c.Spec.Project, n.parent, c.Spec.ProviderName)
-				if err == nil && pc == nil {
-					err = errNotListed
-				}
-				u.prefetch <- fetched{pc, err}
-				return
-			}
-			if err := r.budget.take(rd.Context(), c.Spec.Project); err != nil {
-				u.prefetch <- fetched{nil, err}
-				return
-			}
-			pc, err := g.GetCluster(rd.Context(), &containerpb.GetClusterRequest{Name: n.cluster})
-			u.prefetch <- fetched{pc, err}
-		}()
 	}
-	return u.loadPools(rd, snap)
+	return u.loadPools(rd.Context(), u.r.store.BeginNodePools(rd, snap.Ref))
 }
 
-// loadPools reads the cluster's pools into the run.
-func (u *run) loadPools(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	pools, err := u.r.store.LoadNodePools(rd, snap.Ref)
+var _ chain.Prefetcher = (*Reconciler)(nil)
+
+// Prefetch starts a run's reads with its cluster's document rather than
+// after it: the pools, and, when the kick's Hint names a steady cluster's
+// provider coordinates (a steady run's successor), its provider reads.
+// Those are used only if the document shows the cluster steady at the
+// same coordinates; otherwise the run observes as Load does, and what
+// the hint started is wasted (one GKE read), which only a cluster that
+// changed since its last run can cost.
+func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, error) {
+	pools := r.store.BeginNodePools(rd, r.Ref(k))
+	var early *run
+	if spec, ok := parseHint(k.Hint); ok {
+		early = &run{r: r, steady: true}
+		early.read.Cluster.Spec = spec
+		early.observe(rd.Context())
+	}
+	return func(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+		u := &run{r: r}
+		if err := u.decode(snap); err != nil {
+			return nil, err
+		}
+		if early != nil && u.steady && hintOf(&u.read.Cluster) == k.Hint {
+			early.read.Cluster = u.read.Cluster
+			u = early
+		} else if u.steady {
+			u.observe(rd.Context())
+		}
+		if u.putOff > 0 {
+			return u, nil
+		}
+		return u.loadPools(rd.Context(), pools)
+	}
+}
+
+// decode reads the cluster's document into the run.
+func (u *run) decode(snap *firestore.DocumentSnapshot) error {
+	if err := snap.DataTo(&u.read.Cluster); err != nil {
+		return fmt.Errorf("decode cluster: %w", err)
+	}
+	u.steady = steady(&u.read.Cluster)
+	return nil
+}
+
+// observe starts a steady run's provider reads, which Step waits for:
+// the cluster (GetCluster, or the project's shared listing) and, with
+// node counts, the listing of the project's instance groups, all at once.
+// It reads only the cluster's spec. A spent budget puts the run off
+// (putOff) instead; a run whose account's identity cannot be had starts
+// nothing and shows why when it plans.
+func (u *run) observe(ctx context.Context) {
+	r, c := u.r, &u.read.Cluster
+	if ok, wait := r.budget.allow(c.Spec.Project, true); !ok {
+		u.putOff = wait
+		return
+	}
+	u.allowed = true
+	g, err := u.provider(ctx)
+	if err != nil {
+		return
+	}
+	u.prefetch = make(chan fetched, 1)
+	if r.groups != nil {
+		_, _ = u.startNodes(ctx)
+	}
+	n := namesOf(c)
+	spec := c.Spec
+	u.listed = r.lists != nil
+	go func() {
+		if r.lists != nil {
+			pc, err := r.lists.get(ctx, g, spec.Impersonate, spec.Project, n.parent, spec.ProviderName)
+			if err == nil && pc == nil {
+				err = errNotListed
+			}
+			u.prefetch <- fetched{pc, err}
+			return
+		}
+		if err := r.budget.take(ctx, spec.Project); err != nil {
+			u.prefetch <- fetched{nil, err}
+			return
+		}
+		pc, err := g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
+		u.prefetch <- fetched{pc, err}
+	}()
+}
+
+// hintOf is the Kick.Hint of a steady cluster's next run: the provider
+// coordinates its provider reads need (observe), which the next run
+// starts before its document arrives (Prefetch). They are joined by /,
+// which none of them holds, and not by white space, which a header
+// (tasks.HintHeader) loses at its ends.
+func hintOf(c *lifecycle.Cluster) string {
+	return strings.Join([]string{c.Spec.Project, c.Spec.Region, c.Spec.ProviderName, c.Spec.Impersonate}, "/")
+}
+
+// parseHint reads a hint that hintOf made; ok is false for any other.
+func parseHint(h string) (lifecycle.ClusterSpec, bool) {
+	f := strings.Split(h, "/")
+	if len(f) != 4 || f[0] == "" || f[1] == "" || f[2] == "" {
+		return lifecycle.ClusterSpec{}, false
+	}
+	return lifecycle.ClusterSpec{Project: f[0], Region: f[1], ProviderName: f[2], Impersonate: f[3]}, true
+}
+
+// loadPools waits for the cluster's pools (store.BeginNodePools) and
+// keeps them in the run.
+func (u *run) loadPools(ctx context.Context, wait func() ([]lifecycle.NodePool, error)) (chain.Run, error) {
+	pools, err := wait()
 	if err != nil {
 		if u.prefetch != nil {
 			<-u.prefetch
@@ -245,7 +318,7 @@ var errNotListed = errors.New("not in the listing")
 // the lease.
 func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 	if u.putOff > 0 {
-		return chain.Outcome{After: u.putOff}, nil
+		return chain.Outcome{After: u.putOff, Hint: hintOf(&u.read.Cluster)}, nil
 	}
 	if !u.allowed {
 		if ok, wait := u.r.budget.allow(u.read.Cluster.Spec.Project, u.steady); !ok {
@@ -284,7 +357,18 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Done:       u.d.Deleted,
 		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
 		Poll:       opPoll(&u.d, u.r.now()),
+		Hint:       u.hint(),
 	}, nil
+}
+
+// hint is the Kick.Hint of the run's successor: the cluster's provider
+// coordinates when the run leaves it steady, so that the next run (most
+// likely a refresh) reads the provider with its documents; else none.
+func (u *run) hint() string {
+	if u.d.Deleted || !steady(&u.d.Cluster) {
+		return ""
+	}
+	return hintOf(&u.d.Cluster)
 }
 
 // failed is the outcome of a run that could not observe the cluster (the

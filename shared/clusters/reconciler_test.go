@@ -3,6 +3,7 @@ package clusters_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +26,29 @@ import (
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
-type nopScheduler struct{}
+// kickRecorder keeps the successors runs schedule, and schedules none.
+type kickRecorder struct {
+	mu    sync.Mutex
+	kicks []chain.Kick
+}
 
-func (nopScheduler) Schedule(context.Context, chain.Kick, time.Time, string) error { return nil }
+func (r *kickRecorder) Schedule(_ context.Context, k chain.Kick, _ time.Time, _ string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kicks = append(r.kicks, k)
+	return nil
+}
+
+// last is the successor scheduled last.
+func (r *kickRecorder) last(t *testing.T) chain.Kick {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.kicks) == 0 {
+		t.Fatal("no run was scheduled")
+	}
+	return r.kicks[len(r.kicks)-1]
+}
 
 type nopDeliverer struct{}
 
@@ -41,6 +62,7 @@ type env struct {
 	gke    *gkeemu.Server
 	st     *store.Store
 	runner *chain.Runner
+	sched  *kickRecorder
 	caller auth.Principal
 	kick   chain.Kick
 	id     string
@@ -83,7 +105,8 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner, err = chain.NewRunner(e.fs, nopScheduler{}, nopDeliverer{}, chain.Config{
+	e.sched = &kickRecorder{}
+	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

@@ -24,7 +24,18 @@ type ClusterRun struct {
 // LoadNodePools reads through r the pools of the cluster at ref that are
 // not deleted, by creation.
 func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
-	snaps, err := r.Query(s.activePools(ref))
+	return s.BeginNodePools(r, ref)()
+}
+
+// BeginNodePools starts LoadNodePools' read (chain.Reader.Begin) and
+// returns what waits for its pools: a run reads them with its cluster's
+// document, not after it.
+func (s *Store) BeginNodePools(r *chain.Reader, ref *firestore.DocumentRef) func() ([]lifecycle.NodePool, error) {
+	wait := r.Begin(s.activePools(ref))
+	return func() ([]lifecycle.NodePool, error) { return decodePools(wait()) }
+}
+
+func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.NodePool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read node pools: %w", err)
 	}

@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -66,5 +67,31 @@ func TestTasksCarryTheLink(t *testing.T) {
 	}
 	if got := tasks.LinkFrom(http.Header{tasks.LinkHeader: {"garbage"}}); got != "" {
 		t.Errorf("LinkFrom(garbage) = %q, want none", got)
+	}
+}
+
+// A successor's task carries its kick's hint to the run, through the
+// Cloud Tasks emulator, and a kick without one carries none.
+func TestTasksCarryTheHint(t *testing.T) {
+	q, _, rec := setup(t)
+	k := chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "st1", Hint: "p/us-central1/c1/"}
+	for i, s := range []struct {
+		k    chain.Kick
+		want string
+	}{{k, k.Hint}, {chain.Kick{Kind: "clusters", TenantID: "acme", ID: "kcl_1", Token: "st1"}, ""}} {
+		if err := q.Schedule(context.Background(), s.k, time.Now(), fmt.Sprintf("task-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-rec.granted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("task %d not dispatched within 10s", i)
+		}
+		rec.mu.Lock()
+		got := rec.hints[len(rec.hints)-1]
+		rec.mu.Unlock()
+		if got != s.want {
+			t.Errorf("task %d: %s = %q, want %q", i, tasks.HintHeader, got, s.want)
+		}
 	}
 }

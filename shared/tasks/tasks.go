@@ -41,6 +41,12 @@ type Payload struct {
 // each run's request a trace of its own).
 const LinkHeader = "X-Kick-Traceparent"
 
+// HintHeader carries a task's chain.Kick.Hint: what its run may start
+// reading before its subject's document. It is a header rather than a
+// field of the body so that an instance of an older release, whose
+// decoder refuses unknown fields, still runs the task (without it).
+const HintHeader = "X-Kick-Hint"
+
 // LinkFrom is the link a task's request carries (LinkHeader), empty when
 // it carries none or a malformed one.
 func LinkFrom(h http.Header) string {
@@ -116,6 +122,9 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 	headers := map[string]string{"Content-Type": "application/json"}
 	if k.Link != "" {
 		headers[LinkHeader] = k.Link
+	}
+	if k.Hint != "" {
+		headers[HintHeader] = k.Hint
 	}
 	queue := q.queueOf(k)
 	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{

@@ -29,6 +29,7 @@ type received struct {
 	bodies  []tasks.Payload
 	authz   []string
 	links   []string
+	hints   []string
 	granted chan struct{}
 }
 
@@ -43,6 +44,7 @@ func setup(t *testing.T) (*tasks.Queue, *ctemu.Server, *received) {
 		rec.bodies = append(rec.bodies, p)
 		rec.authz = append(rec.authz, r.Header.Get("Authorization"))
 		rec.links = append(rec.links, r.Header.Get(tasks.LinkHeader))
+		rec.hints = append(rec.hints, r.Header.Get(tasks.HintHeader))
 		rec.mu.Unlock()
 		rec.granted <- struct{}{}
 	}))
