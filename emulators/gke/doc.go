@@ -99,7 +99,9 @@
 // per zone, those instanceGroupUrls name) over Compute Engine's REST API,
 // as the official client cloud.google.com/go/compute/apiv1 calls it:
 // instanceGroupManagers aggregatedList (with a name filter) and get, with
-// targetSize and currentActions (a stockout's missing nodes creating).
+// targetSize and currentActions (a stockout's missing nodes creating),
+// and partial responses (the fields parameter or X-Goog-FieldMask header;
+// fields.go says which syntax).
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says
