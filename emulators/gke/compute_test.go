@@ -59,18 +59,32 @@ func groups(ctx context.Context, c *compute.InstanceGroupManagersClient, project
 // follow the pool's nodes: a stockout's missing nodes are creating, and
 // come once the zone has machines again.
 func TestComputeInstanceGroupsFollowAStockout(t *testing.T) {
+	for _, form := range []struct {
+		name   string
+		form   StockoutForm
+		status containerpb.NodePool_Status
+	}{
+		{"instances", StockoutInstances, containerpb.NodePool_RUNNING_WITH_ERROR},
+		{"capacity", StockoutCapacity, containerpb.NodePool_ERROR},
+		{"conditions", StockoutConditions, containerpb.NodePool_RUNNING_WITH_ERROR},
+	} {
+		t.Run(form.name, func(t *testing.T) { testGroupsFollowAStockout(t, form.form, form.status) })
+	}
+}
+
+func testGroupsFollowAStockout(t *testing.T, form StockoutForm, status containerpb.NodePool_Status) {
 	e := newEnv(t)
 	_, cc := computeClient(t, e.srv)
 	e.createCluster(t)
-	e.srv.Stockout(zoneB, 2) // the create, then the groups' first retry
+	e.srv.StockoutAs(zoneB, 2, form) // the create, then the groups' first retry
 	op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-standard-4", 3, zoneA, zoneB)})
 	if err != nil {
 		t.Fatalf("CreateNodePool: %v", err)
 	}
 	e.wait(t, op)
 	np := e.getPool(t, "p1")
-	if np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
-		t.Fatalf("pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	if np.Status != status {
+		t.Fatalf("pool status = %v, want %v", np.Status, status)
 	}
 	got, err := groups(e.ctx, cc, project)
 	if err != nil {
@@ -98,12 +112,12 @@ func TestComputeInstanceGroupsFollowAStockout(t *testing.T) {
 
 	// The groups' first retry uses up the stockout's second try.
 	e.clock.Step(opTime)
-	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
-		t.Fatalf("after one retry, pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	if np := e.getPool(t, "p1"); np.Status != status {
+		t.Fatalf("after one retry, pool status = %v, want %v", np.Status, status)
 	}
 	e.clock.Step(opTime)
-	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING || np.StatusMessage != "" {
-		t.Fatalf("after the stockout, pool = %v %q, want RUNNING", np.Status, np.StatusMessage)
+	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING || np.StatusMessage != "" || len(np.Conditions) != 0 {
+		t.Fatalf("after the stockout, pool = %v %q %v, want RUNNING, no message or conditions", np.Status, np.StatusMessage, np.Conditions)
 	}
 	got, err = groups(e.ctx, cc, project)
 	if err != nil {
