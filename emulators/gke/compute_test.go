@@ -229,3 +229,51 @@ func TestComputeNameFilter(t *testing.T) {
 		t.Errorf("AggregatedList(%s) = %v, want only %s", f, got, name)
 	}
 }
+
+// aggregatedList answers every scope the project sees, as Compute Engine
+// does: each region and zone of the catalog, those without groups with
+// the warning Compute Engine gives them (recorded in Config Connector's
+// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log,
+// commit 29e3526e700de6b3e4f74cad1293cc3e95775521, an aggregated list
+// against real GCP), and a filter keeps every scope.
+func TestComputeAggregatedListScopes(t *testing.T) {
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t)
+	for _, filter := range []string{"", `name eq "nothing-.*"`} {
+		req := &computepb.AggregatedListInstanceGroupManagersRequest{Project: project}
+		if filter != "" {
+			req.Filter = &filter
+		}
+		it := cc.AggregatedList(e.ctx, req)
+		scopes := map[string]bool{}
+		for {
+			pair, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("AggregatedList(%q): %v", filter, err)
+			}
+			scopes[pair.Key] = true
+			groups := pair.Value.GetInstanceGroupManagers()
+			w := pair.Value.GetWarning()
+			switch {
+			case filter == "" && pair.Key == "zones/"+zoneA:
+				if len(groups) != 1 || w != nil {
+					t.Errorf("%s = %d groups, warning %v; want p0's group", pair.Key, len(groups), w)
+				}
+			case len(groups) != 0:
+				t.Errorf("%s (filter %q) = %d groups, want none", pair.Key, filter, len(groups))
+			case w.GetCode() != "NO_RESULTS_ON_PAGE" || w.GetMessage() != "No results for the scope '"+pair.Key+"'." ||
+				len(w.GetData()) != 1 || w.GetData()[0].GetKey() != "scope" || w.GetData()[0].GetValue() != pair.Key:
+				t.Errorf("%s warning = %v, want NO_RESULTS_ON_PAGE for the scope", pair.Key, w)
+			}
+		}
+		for _, s := range []string{"regions/us-central1", "zones/us-central1-f", "regions/asia-southeast1", "zones/europe-west4-c"} {
+			if !scopes[s] {
+				t.Errorf("filter %q: no scope %s in %d scopes", filter, s, len(scopes))
+			}
+		}
+	}
+}

@@ -128,7 +128,23 @@
 // per zone, those instanceGroupUrls name) over Compute Engine's REST API,
 // as the official client cloud.google.com/go/compute/apiv1 calls it:
 // instanceGroupManagers aggregatedList (with a name filter) and get, with
-// targetSize and currentActions (a stockout's missing nodes creating).
+// targetSize and currentActions (a stockout's missing nodes creating), as
+// Compute Engine answered them in the recordings, which replay_test.go
+// replays (the gets of GKE's groups in every container recording against
+// real GCP): selfLink and zone in the https://www.googleapis.com/compute/v1/
+// form, instanceGroup and instanceTemplate (regions/R/instanceTemplates/
+// the base instance name) in the compute/beta form GKE creates them
+// through, one version, status stable once every instance runs,
+// targetSizePolicy INDIVIDUAL, listManagedInstancesResults PAGINATED.
+// aggregatedList answers every scope the project sees (each region and
+// zone of the catalog), those without groups (or none the filter keeps)
+// with Compute Engine's warning: code NO_RESULTS_ON_PAGE, data
+// [{"key": "scope", "value": "zones/Z"}], message "No results for the
+// scope 'zones/Z'.", as recorded of an aggregated list against real GCP
+// (Config Connector, commit 29e3526e700de6b3e4f74cad1293cc3e95775521,
+// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log;
+// older traces word it "There are no results for scope 'zones/Z' on this
+// page.").
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says
@@ -405,10 +421,18 @@
 //     no recording against real GKE (Config Connector's fixture was
 //     recorded against its mock only): the simulator keeps the request's
 //     fields and models none of its behaviour.
-//   - Compute Engine: aggregatedList answers only the zones that have
-//     matching groups, without the per-scope "There are no results for
-//     scope" warnings Compute Engine gives the others, and links only in
-//     the https://www.googleapis.com/compute/v1/ form (the product reads
-//     a group by its zone and name, whatever the form: shared/clusters'
-//     tests). Instance group answers of the recordings are not replayed.
+//   - Compute Engine: the scopes are the catalog's, where Compute Engine
+//     answers every region and zone there is (and "global" for some
+//     resources); no aggregatedList of instance groups is recorded, so its
+//     scopes are taken from another resource's. A group keeps its
+//     instance template for life, where GKE's took a new one (other 8
+//     hex) after an update that recreates the nodes (recorded: taints,
+//     kubelet configuration; not compared). The group's id is the
+//     simulator's, creationTimestamp, fingerprint, updatePolicy,
+//     instanceLifecyclePolicy and the other fields the recordings show are
+//     absent, and serviceAccount (${projectNumber}@cloudservices...), which
+//     the official Go client does not read, is not compared. One
+//     recording's Compute answers (containercluster-disablel4lbfirewallreconciliation)
+//     were of Config Connector's mock (compute/v1beta1 links, a group name
+//     without its 8 hex) and are not replayed.
 package gke

@@ -17,6 +17,9 @@ import (
 const (
 	apiBase     = "https://container.googleapis.com/v1/"
 	computeBase = "https://www.googleapis.com/compute/v1/"
+	// computeBetaBase is the form of the links of what GKE creates through
+	// Compute Engine's beta API (a group's instance group and template).
+	computeBetaBase = "https://www.googleapis.com/compute/beta/"
 	// maxConcurrentOps is GKE's per-cluster quota of running operations.
 	maxConcurrentOps = 5
 )
