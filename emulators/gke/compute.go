@@ -204,20 +204,47 @@ func (s *GServer) computeAuth(r *http.Request, method, project, zone, name strin
 }
 
 // instanceGroupManager is the JSON of a Compute Engine managed instance
-// group, in the fields the simulator fills.
+// group, in the fields the simulator fills, as Compute Engine answered
+// them for GKE's groups in the recordings (testdata/replay): the group's
+// selfLink and zone in the v1 form of the call, its instance group and
+// template in the beta form GKE created them through.
 type instanceGroupManager struct {
-	Kind             string         `json:"kind"`
-	ID               string         `json:"id"`
-	Name             string         `json:"name"`
-	Zone             string         `json:"zone"`
-	SelfLink         string         `json:"selfLink"`
-	InstanceGroup    string         `json:"instanceGroup"`
-	BaseInstanceName string         `json:"baseInstanceName"`
-	TargetSize       int32          `json:"targetSize"`
-	CurrentActions   currentActions `json:"currentActions"`
-	Status           struct {
-		IsStable bool `json:"isStable"`
-	} `json:"status"`
+	Kind                        string         `json:"kind"`
+	ID                          string         `json:"id"`
+	Name                        string         `json:"name"`
+	Zone                        string         `json:"zone"`
+	SelfLink                    string         `json:"selfLink"`
+	InstanceGroup               string         `json:"instanceGroup"`
+	InstanceTemplate            string         `json:"instanceTemplate"`
+	BaseInstanceName            string         `json:"baseInstanceName"`
+	TargetSize                  int32          `json:"targetSize"`
+	TargetStoppedSize           int32          `json:"targetStoppedSize"`
+	TargetSuspendedSize         int32          `json:"targetSuspendedSize"`
+	TargetSizePolicy            map[string]any `json:"targetSizePolicy"`
+	ListManagedInstancesResults string         `json:"listManagedInstancesResults"`
+	ServiceAccount              string         `json:"serviceAccount"`
+	Versions                    []igmVersion   `json:"versions"`
+	CurrentActions              currentActions `json:"currentActions"`
+	Status                      igmStatus      `json:"status"`
+}
+
+// igmVersion is a version of a group's instances: GKE's groups have one.
+type igmVersion struct {
+	InstanceTemplate string `json:"instanceTemplate"`
+	TargetSize       struct {
+		Calculated int32 `json:"calculated"`
+	} `json:"targetSize"`
+}
+
+// igmStatus is a group's status: stable once it has every instance.
+type igmStatus struct {
+	IsStable      bool `json:"isStable"`
+	VersionTarget struct {
+		IsReached bool `json:"isReached"`
+	} `json:"versionTarget"`
+	AllInstancesConfig struct {
+		Effective bool `json:"effective"`
+	} `json:"allInstancesConfig"`
 }
 
 // currentActions are the instances of a group by what is pending for them.
@@ -230,6 +257,10 @@ type currentActions struct {
 	Recreating             int32 `json:"recreating"`
 	Refreshing             int32 `json:"refreshing"`
 	Restarting             int32 `json:"restarting"`
+	Resuming               int32 `json:"resuming"`
+	Starting               int32 `json:"starting"`
+	Stopping               int32 `json:"stopping"`
+	Suspending             int32 `json:"suspending"`
 	Verifying              int32 `json:"verifying"`
 }
 
@@ -259,18 +290,29 @@ func (s *GServer) instanceGroups(project string) []instanceGroupManager {
 						target = w
 					}
 				}
+				base := strings.TrimSuffix(group, "-grp")
+				region, _, _ := regionOf(zone)
+				template := fmt.Sprintf("%sprojects/%s/regions/%s/instanceTemplates/%s", computeBetaBase, project, region, base)
 				m := instanceGroupManager{
-					Kind:             "compute#instanceGroupManager",
-					ID:               groupID(u),
-					Name:             group,
-					Zone:             zoneURL(project, zone),
-					SelfLink:         u,
-					InstanceGroup:    strings.Replace(u, "/instanceGroupManagers/", "/instanceGroups/", 1),
-					BaseInstanceName: strings.TrimSuffix(group, "-grp"),
-					TargetSize:       target,
-					CurrentActions:   currentActions{None: running, Creating: max(0, target-running)},
+					Kind:                        "compute#instanceGroupManager",
+					ID:                          groupID(u),
+					Name:                        group,
+					Zone:                        zoneURL(project, zone),
+					SelfLink:                    u,
+					InstanceGroup:               fmt.Sprintf("%sprojects/%s/zones/%s/instanceGroups/%s", computeBetaBase, project, zone, group),
+					InstanceTemplate:            template,
+					BaseInstanceName:            base,
+					TargetSize:                  target,
+					TargetSizePolicy:            map[string]any{"mode": "INDIVIDUAL"},
+					ListManagedInstancesResults: "PAGINATED",
+					ServiceAccount:              ProjectNumber(project) + "@cloudservices.gserviceaccount.com",
+					Versions:                    []igmVersion{{InstanceTemplate: template}},
+					CurrentActions:              currentActions{None: running, Creating: max(0, target-running)},
 				}
+				m.Versions[0].TargetSize.Calculated = target
 				m.Status.IsStable = target == running
+				m.Status.VersionTarget.IsReached = true
+				m.Status.AllInstancesConfig.Effective = true
 				out = append(out, m)
 			}
 		}
@@ -307,8 +349,11 @@ func groupID(u string) string {
 	return fmt.Sprint(h.Sum64() >> 1)
 }
 
-// aggregatedList is the answer of aggregatedList: the groups by
-// "zones/Z", every zone that has one.
+// aggregatedList is the answer of aggregatedList: every scope the
+// project sees, each region and zone of the catalog, with its groups, or
+// with Compute Engine's warning that it has none (as recorded of an
+// aggregated list: code NO_RESULTS_ON_PAGE, the scope as its data, "No
+// results for the scope 'zones/Z'.").
 func aggregatedList(project string, groups []instanceGroupManager) map[string]any {
 	items := map[string]any{}
 	byZone := map[string][]instanceGroupManager{}
@@ -316,8 +361,18 @@ func aggregatedList(project string, groups []instanceGroupManager) map[string]an
 		z := "zones/" + m.Zone[strings.LastIndex(m.Zone, "/")+1:]
 		byZone[z] = append(byZone[z], m)
 	}
-	for z, ms := range byZone {
-		items[z] = map[string]any{"instanceGroupManagers": ms}
+	for region, zones := range regions {
+		for _, scope := range append([]string{"regions/" + region}, prefixed("zones/", zones)...) {
+			if ms, ok := byZone[scope]; ok {
+				items[scope] = map[string]any{"instanceGroupManagers": ms}
+				continue
+			}
+			items[scope] = map[string]any{"warning": map[string]any{
+				"code":    "NO_RESULTS_ON_PAGE",
+				"data":    []any{map[string]any{"key": "scope", "value": scope}},
+				"message": fmt.Sprintf("No results for the scope '%s'.", scope),
+			}}
+		}
 	}
 	return map[string]any{
 		"kind":     "compute#instanceGroupManagerAggregatedList",
@@ -325,6 +380,14 @@ func aggregatedList(project string, groups []instanceGroupManager) map[string]an
 		"items":    items,
 		"selfLink": computeBase + "projects/" + project + "/aggregated/instanceGroupManagers",
 	}
+}
+
+func prefixed(prefix string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = prefix + s
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

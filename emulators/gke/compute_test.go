@@ -59,18 +59,32 @@ func groups(ctx context.Context, c *compute.InstanceGroupManagersClient, project
 // follow the pool's nodes: a stockout's missing nodes are creating, and
 // come once the zone has machines again.
 func TestComputeInstanceGroupsFollowAStockout(t *testing.T) {
+	for _, form := range []struct {
+		name   string
+		form   StockoutForm
+		status containerpb.NodePool_Status
+	}{
+		{"instances", StockoutInstances, containerpb.NodePool_RUNNING_WITH_ERROR},
+		{"capacity", StockoutCapacity, containerpb.NodePool_ERROR},
+		{"conditions", StockoutConditions, containerpb.NodePool_RUNNING_WITH_ERROR},
+	} {
+		t.Run(form.name, func(t *testing.T) { testGroupsFollowAStockout(t, form.form, form.status) })
+	}
+}
+
+func testGroupsFollowAStockout(t *testing.T, form StockoutForm, status containerpb.NodePool_Status) {
 	e := newEnv(t)
 	_, cc := computeClient(t, e.srv)
 	e.createCluster(t)
-	e.srv.Stockout(zoneB, 2) // the create, then the groups' first retry
+	e.srv.StockoutAs(zoneB, 2, form) // the create, then the groups' first retry
 	op, err := e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-standard-4", 3, zoneA, zoneB)})
 	if err != nil {
 		t.Fatalf("CreateNodePool: %v", err)
 	}
 	e.wait(t, op)
 	np := e.getPool(t, "p1")
-	if np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
-		t.Fatalf("pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	if np.Status != status {
+		t.Fatalf("pool status = %v, want %v", np.Status, status)
 	}
 	got, err := groups(e.ctx, cc, project)
 	if err != nil {
@@ -98,12 +112,12 @@ func TestComputeInstanceGroupsFollowAStockout(t *testing.T) {
 
 	// The groups' first retry uses up the stockout's second try.
 	e.clock.Step(opTime)
-	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING_WITH_ERROR {
-		t.Fatalf("after one retry, pool status = %v, want RUNNING_WITH_ERROR", np.Status)
+	if np := e.getPool(t, "p1"); np.Status != status {
+		t.Fatalf("after one retry, pool status = %v, want %v", np.Status, status)
 	}
 	e.clock.Step(opTime)
-	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING || np.StatusMessage != "" {
-		t.Fatalf("after the stockout, pool = %v %q, want RUNNING", np.Status, np.StatusMessage)
+	if np := e.getPool(t, "p1"); np.Status != containerpb.NodePool_RUNNING || np.StatusMessage != "" || len(np.Conditions) != 0 {
+		t.Fatalf("after the stockout, pool = %v %q %v, want RUNNING, no message or conditions", np.Status, np.StatusMessage, np.Conditions)
 	}
 	got, err = groups(e.ctx, cc, project)
 	if err != nil {
@@ -213,5 +227,53 @@ func TestComputeNameFilter(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != name {
 		t.Errorf("AggregatedList(%s) = %v, want only %s", f, got, name)
+	}
+}
+
+// aggregatedList answers every scope the project sees, as Compute Engine
+// does: each region and zone of the catalog, those without groups with
+// the warning Compute Engine gives them (recorded in Config Connector's
+// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log,
+// commit 29e3526e700de6b3e4f74cad1293cc3e95775521, an aggregated list
+// against real GCP), and a filter keeps every scope.
+func TestComputeAggregatedListScopes(t *testing.T) {
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t)
+	for _, filter := range []string{"", `name eq "nothing-.*"`} {
+		req := &computepb.AggregatedListInstanceGroupManagersRequest{Project: project}
+		if filter != "" {
+			req.Filter = &filter
+		}
+		it := cc.AggregatedList(e.ctx, req)
+		scopes := map[string]bool{}
+		for {
+			pair, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("AggregatedList(%q): %v", filter, err)
+			}
+			scopes[pair.Key] = true
+			groups := pair.Value.GetInstanceGroupManagers()
+			w := pair.Value.GetWarning()
+			switch {
+			case filter == "" && pair.Key == "zones/"+zoneA:
+				if len(groups) != 1 || w != nil {
+					t.Errorf("%s = %d groups, warning %v; want p0's group", pair.Key, len(groups), w)
+				}
+			case len(groups) != 0:
+				t.Errorf("%s (filter %q) = %d groups, want none", pair.Key, filter, len(groups))
+			case w.GetCode() != "NO_RESULTS_ON_PAGE" || w.GetMessage() != "No results for the scope '"+pair.Key+"'." ||
+				len(w.GetData()) != 1 || w.GetData()[0].GetKey() != "scope" || w.GetData()[0].GetValue() != pair.Key:
+				t.Errorf("%s warning = %v, want NO_RESULTS_ON_PAGE for the scope", pair.Key, w)
+			}
+		}
+		for _, s := range []string{"regions/us-central1", "zones/us-central1-f", "regions/asia-southeast1", "zones/europe-west4-c"} {
+			if !scopes[s] {
+				t.Errorf("filter %q: no scope %s in %d scopes", filter, s, len(scopes))
+			}
+		}
 	}
 }

@@ -90,18 +90,62 @@
 // makes the operation end with an error instead: a machine type the zone
 // does not offer (g2 in us-central1-f and europe-west1-d; a2 in
 // europe-west4-c, us-east1-d and us-west1-c) leaves the pool ERROR, a
-// stockout (Server.Stockout) leaves it RUNNING_WITH_ERROR with a
-// ZONE_RESOURCE_POOL_EXHAUSTED message and part of its nodes until its
+// stockout (Server.Stockout) leaves it with part of its nodes until its
 // instance groups get the others, and Server.FailNextOperation fails any
 // operation. A cluster whose create failed is ERROR.
+//
+// Stockouts, in GKE's words. Public traces show GKE reporting a zone out
+// of machines in these forms, and Server.StockoutAs chooses one per
+// stockout (StockoutForm), so that a client is held to each:
+//   - StockoutInstances (Server.Stockout): the operation's error
+//     (RESOURCE_EXHAUSTED) and the pool's status message, RUNNING_WITH_ERROR,
+//     in the instance group manager's words: "Google Compute Engine: Not
+//     all instances running in IGM after 14.691006793s. Expected 1,
+//     running 0, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance
+//     'gke-...' creation failed: The zone 'projects/P/zones/Z' does not
+//     have enough resources available to fulfill the request.  '(resource
+//     type:compute)'." (tranquilitybase-io/tb-gcp#589,
+//     hashicorp/terraform-provider-google#10121 and #6287, which says the
+//     pool is created in error and GKE keeps waiting for the machines,
+//     akka/akka-core#32992; GoogleCloudPlatform/cluster-toolkit#6278
+//     quotes one naming three zones).
+//   - StockoutCapacity: the pool ERROR with the terse status message "Not
+//     all instances running in IGM after 35m9s. Expected 18, running 16.
+//     [GCE_STOCKOUT]: 2 nodes cannot be created due to lack of capacity.",
+//     naming no zone (quoted from a pool's gcloud describe in a public
+//     repository's notes, 2026), which the operation's error repeats.
+//   - StockoutConditions: no status message (the API deprecates it for
+//     conditions), the pool RUNNING_WITH_ERROR with a StatusCondition of
+//     code GCE_STOCKOUT ("Google Compute Engine resources are temporarily
+//     unavailable", the API reference's StatusCondition) and canonical code
+//     RESOURCE_EXHAUSTED per zone short, in Compute Engine's words ("The
+//     zone 'projects/P/zones/Z' does not have enough resources available
+//     to fulfill the request."); the operation's error says those words
+//     and its nodepoolConditions carry the conditions. This form is the
+//     API's documented one, not a quoted message.
 //
 // Compute Engine. NewComputeServer serves the pools' instance groups (one
 // per zone, those instanceGroupUrls name) over Compute Engine's REST API,
 // as the official client cloud.google.com/go/compute/apiv1 calls it:
 // instanceGroupManagers aggregatedList (with a name filter) and get, with
-// targetSize and currentActions (a stockout's missing nodes creating),
-// and partial responses (the fields parameter or X-Goog-FieldMask header;
-// fields.go says which syntax).
+// targetSize and currentActions (a stockout's missing nodes creating), as
+// Compute Engine answered them in the recordings, which replay_test.go
+// replays (the gets of GKE's groups in every container recording against
+// real GCP): selfLink and zone in the https://www.googleapis.com/compute/v1/
+// form, instanceGroup and instanceTemplate (regions/R/instanceTemplates/
+// the base instance name) in the compute/beta form GKE creates them
+// through, one version, status stable once every instance runs,
+// targetSizePolicy INDIVIDUAL, listManagedInstancesResults PAGINATED.
+// aggregatedList answers every scope the project sees (each region and
+// zone of the catalog), those without groups (or none the filter keeps)
+// with Compute Engine's warning: code NO_RESULTS_ON_PAGE, data
+// [{"key": "scope", "value": "zones/Z"}], message "No results for the
+// scope 'zones/Z'.", as recorded of an aggregated list against real GCP
+// (Config Connector, commit 29e3526e700de6b3e4f74cad1293cc3e95775521,
+// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log;
+// older traces word it "There are no results for scope 'zones/Z' on this
+// page."). Both methods answer partial responses (the fields parameter or
+// the X-Goog-FieldMask header; fields.go says which syntax).
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says
@@ -262,14 +306,11 @@
 // cluster, and the endpoint is a documentation address (203.0.113.x).
 //
 // Differences from GKE:
-//   - A stockout's operation error is always worded "Instance group in
-//     zone ... could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED";
-//     GKE also reports it in its instance group manager's words ("Google
-//     Compute Engine: Not all instances running in IGM after ... Current
-//     errors: [GCE_STOCKOUT]: Instance '...' creation failed",
-//     tranquilitybase-io/tb-gcp#589). The product reads both
-//     (shared/clusters TestStockoutMessage); which one GKE chooses when
-//     is not recorded.
+//   - Stockouts: which of its forms GKE chooses when is not recorded, so
+//     a test chooses (StockoutAs). The instance group manager's duration
+//     is the operation time, and the instance named is the zone's first
+//     missing Node. GKE's multi-host ("Atomic resize failed with
+//     [GCE_STOCKOUT]") and reservation forms are not modelled.
 //   - The catalog is small and fixed: seven regions (us-central1,
 //     us-east1, us-west1, us-west2, europe-west1, europe-west4,
 //     asia-southeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
@@ -381,10 +422,18 @@
 //     no recording against real GKE (Config Connector's fixture was
 //     recorded against its mock only): the simulator keeps the request's
 //     fields and models none of its behaviour.
-//   - Compute Engine: aggregatedList answers only the zones that have
-//     matching groups, without the per-scope "There are no results for
-//     scope" warnings Compute Engine gives the others, and links only in
-//     the https://www.googleapis.com/compute/v1/ form (the product reads
-//     a group by its zone and name, whatever the form: shared/clusters'
-//     tests). Instance group answers of the recordings are not replayed.
+//   - Compute Engine: the scopes are the catalog's, where Compute Engine
+//     answers every region and zone there is (and "global" for some
+//     resources); no aggregatedList of instance groups is recorded, so its
+//     scopes are taken from another resource's. A group keeps its
+//     instance template for life, where GKE's took a new one (other 8
+//     hex) after an update that recreates the nodes (recorded: taints,
+//     kubelet configuration; not compared). The group's id is the
+//     simulator's, creationTimestamp, fingerprint, updatePolicy,
+//     instanceLifecyclePolicy and the other fields the recordings show are
+//     absent, and serviceAccount (${projectNumber}@cloudservices...), which
+//     the official Go client does not read, is not compared. One
+//     recording's Compute answers (containercluster-disablel4lbfirewallreconciliation)
+//     were of Config Connector's mock (compute/v1beta1 links, a group name
+//     without its 8 hex) and are not replayed.
 package gke

@@ -216,13 +216,15 @@ type shortfall struct {
 	want map[string]int32
 	// retryAt is when the instance groups next try for the missing nodes.
 	retryAt time.Time
+	// form is how GKE reports it (StockoutAs).
+	form StockoutForm
 }
 
 func (sh *shortfall) clone() *shortfall {
 	if sh == nil {
 		return nil
 	}
-	return &shortfall{want: maps.Clone(sh.want), retryAt: sh.retryAt}
+	return &shortfall{want: maps.Clone(sh.want), retryAt: sh.retryAt, form: sh.form}
 }
 
 // stockedOut is what a zone out of stock gets when it has cur nodes and
@@ -257,7 +259,7 @@ func (s *GServer) retryShortfalls(now time.Time) {
 					continue
 				}
 				np.short = nil
-				if np.pb.Status == containerpb.NodePool_RUNNING_WITH_ERROR {
+				if np.pb.Status == containerpb.NodePool_RUNNING_WITH_ERROR || np.pb.Status == containerpb.NodePool_ERROR {
 					np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
 				}
 				s.log.Info("Stockout over: the node pool has all its nodes", "nodePool", c.key.String()+"/nodePools/"+name, "nodes", np.nodes)

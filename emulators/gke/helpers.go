@@ -102,21 +102,6 @@ func (s *Server) LoseNextOperations(rpc string, n int) {
 	g.loseNext[rpc] += n
 }
 
-// Stockout makes the next n tries to get new nodes in zone (a cluster or
-// node pool create, a resize up, and the instance groups' own retries)
-// get fewer than asked: the zone gets half the nodes it lacks, the pool
-// ends RUNNING_WITH_ERROR with a ZONE_RESOURCE_POOL_EXHAUSTED status
-// message, and the operation ends with RESOURCE_EXHAUSTED. The zone's
-// instance group keeps creating the missing nodes (ComputeServer shows
-// them creating) and tries again every operation time; the first try
-// after the n are used up gets them all, and the pool is RUNNING again.
-func (s *Server) Stockout(zone string, n int) {
-	g := s.GServer
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.stockouts[zone] += n
-}
-
 // RemoveNodePool deletes a node pool at once, behind the API's back (as
 // someone with console access would). Operations still running on it end
 // without effect.

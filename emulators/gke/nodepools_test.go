@@ -1,7 +1,9 @@
 package gke
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -267,6 +269,8 @@ func TestLateFailures(t *testing.T) {
 		wantCode   codes.Code
 		wantStatus containerpb.NodePool_Status
 		wantMsg    string
+		wantOpMsg  string // part of the operation's error, when set
+		wantCond   string // the message of the pool's one GCE_STOCKOUT condition, when set
 		wantNodes  map[string]int32
 	}{
 		{
@@ -283,8 +287,29 @@ func TestLateFailures(t *testing.T) {
 			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
 			wantCode:   codes.ResourceExhausted,
 			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
-			wantMsg:    "ZONE_RESOURCE_POOL_EXHAUSTED",
+			wantMsg:    "Expected 2, running 1, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-c1-p1-",
+			wantOpMsg:  "zones/" + zoneB + "' does not have enough resources available to fulfill the request.  '(resource type:compute)'.",
 			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1}, // half of those it lacked
+		},
+		{
+			name:       "stockout, GKE's terse form",
+			setup:      func(e *env) { e.srv.StockoutAs(zoneB, 1, StockoutCapacity) },
+			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
+			wantCode:   codes.ResourceExhausted,
+			wantStatus: containerpb.NodePool_ERROR,
+			wantMsg:    "Expected 2, running 1. [GCE_STOCKOUT]: 1 nodes cannot be created due to lack of capacity.",
+			wantOpMsg:  "[GCE_STOCKOUT]: 1 nodes cannot be created due to lack of capacity.",
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1},
+		},
+		{
+			name:       "stockout, in conditions",
+			setup:      func(e *env) { e.srv.StockoutAs(zoneB, 1, StockoutConditions) },
+			pool:       pool("p1", "g2-standard-8", 2, zoneA, zoneB),
+			wantCode:   codes.ResourceExhausted,
+			wantStatus: containerpb.NodePool_RUNNING_WITH_ERROR,
+			wantOpMsg:  "The zone 'projects/proj/zones/" + zoneB + "' does not have enough resources available to fulfill the request.",
+			wantCond:   "The zone 'projects/proj/zones/" + zoneB + "' does not have enough resources available to fulfill the request.",
+			wantNodes:  map[string]int32{zoneA: 2, zoneB: 1},
 		},
 		{
 			name:       "stockout elsewhere",
@@ -324,9 +349,26 @@ func TestLateFailures(t *testing.T) {
 			if tt.wantCode != codes.OK && done.StatusMessage == "" {
 				t.Errorf("failed operation has no statusMessage")
 			}
+			if !strings.Contains(done.GetError().GetMessage(), tt.wantOpMsg) {
+				t.Errorf("operation error = %q, want it containing %q", done.GetError().GetMessage(), tt.wantOpMsg)
+			}
 			np := e.getPool(t, "p1")
-			if np.Status != tt.wantStatus || !strings.Contains(np.StatusMessage, tt.wantMsg) {
+			if np.Status != tt.wantStatus || !strings.Contains(np.StatusMessage, tt.wantMsg) || (tt.wantMsg == "" && np.StatusMessage != "") {
 				t.Errorf("pool = %v %q, want %v containing %q", np.Status, np.StatusMessage, tt.wantStatus, tt.wantMsg)
+			}
+			var conds, opConds []string
+			for _, c := range np.Conditions {
+				conds = append(conds, fmt.Sprintf("%v %v %s", c.Code, c.CanonicalCode, c.Message))
+			}
+			for _, c := range done.NodepoolConditions {
+				opConds = append(opConds, fmt.Sprintf("%v %v %s", c.Code, c.CanonicalCode, c.Message))
+			}
+			var wantConds []string
+			if tt.wantCond != "" {
+				wantConds = []string{"GCE_STOCKOUT RESOURCE_EXHAUSTED " + tt.wantCond}
+			}
+			if !slices.Equal(conds, wantConds) || !slices.Equal(opConds, wantConds) {
+				t.Errorf("conditions: pool %q, operation %q; want %q", conds, opConds, wantConds)
 			}
 			if got, _ := e.srv.NodeCounts(clusterN + "/nodePools/p1"); !maps.Equal(got, tt.wantNodes) {
 				t.Errorf("NodeCounts = %v, want %v", got, tt.wantNodes)

@@ -59,20 +59,21 @@ type savedPool struct {
 type savedShort struct {
 	Want    map[string]int32 `json:"want"`
 	RetryAt time.Time        `json:"retryAt"`
+	Form    StockoutForm     `json:"form,omitempty"`
 }
 
 func (sh *shortfall) saved() *savedShort {
 	if sh == nil {
 		return nil
 	}
-	return &savedShort{Want: maps.Clone(sh.want), RetryAt: sh.retryAt}
+	return &savedShort{Want: maps.Clone(sh.want), RetryAt: sh.retryAt, Form: sh.form}
 }
 
 func (ss *savedShort) restore() *shortfall {
 	if ss == nil {
 		return nil
 	}
-	return &shortfall{want: maps.Clone(ss.Want), retryAt: ss.RetryAt}
+	return &shortfall{want: maps.Clone(ss.Want), retryAt: ss.RetryAt, form: ss.Form}
 }
 
 type savedOp struct {

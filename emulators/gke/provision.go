@@ -172,15 +172,17 @@ func (s *GServer) planNodes(c *cluster, np *nodePool, target map[string]int32, c
 			f.short = &shortfall{want: map[string]int32{}, retryAt: s.now().Add(2 * s.opTime)}
 		}
 		f.short.want[z] = target[z]
-		// GKE's operation error of a zone out of the machine type. GKE
-		// also words it as its instance group manager does ("Google
-		// Compute Engine: Not all instances running in IGM after ...
-		// [GCE_STOCKOUT]", tranquilitybase-io/tb-gcp#589); the product
-		// reads both.
-		msg := fmt.Sprintf("Instance group in zone %q could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/%s/zones/%s' does not have enough resources available to fulfill the request. Try a different zone, or try again later.", z, c.key.project, z)
+		f.short.form = s.stockoutForms[z]
 		if f.fail == nil {
+			msg := stockoutWords(f.short.form, c, np, z, target[z], f.nodes[z], s.opTime)
 			f.fail = rpcStatus(codes.ResourceExhausted, "%s", msg)
 			f.status, f.msg = containerpb.NodePool_RUNNING_WITH_ERROR, msg
+			switch f.short.form {
+			case StockoutCapacity:
+				f.status = containerpb.NodePool_ERROR
+			case StockoutConditions:
+				f.msg = ""
+			}
 		}
 	}
 	return f

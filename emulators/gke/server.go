@@ -108,9 +108,11 @@ type GServer struct {
 	opFaults  map[string][]*spb.Status
 	loseNext  map[string]int
 	stockouts map[string]int // zone → operations still to stock out
-	quota     quota
-	kube      *kubeEnv   // nil without WithKubernetes
-	iam       *iamPolicy // nil without WithIAM
+	// stockoutForms is the form of each zone's pending stockouts.
+	stockoutForms map[string]StockoutForm
+	quota         quota
+	kube          *kubeEnv   // nil without WithKubernetes
+	iam           *iamPolicy // nil without WithIAM
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)
@@ -131,17 +133,18 @@ func NewServer(opts ...Option) (*Server, error) {
 		}
 	}
 	gs := &GServer{
-		now:       cfg.now,
-		opTime:    cfg.opTime,
-		log:       cfg.log,
-		versions:  cfg.versions,
-		clusters:  map[clusterKey]*cluster{},
-		ops:       map[string]*operation{},
-		opFaults:  map[string][]*spb.Status{},
-		loseNext:  map[string]int{},
-		stockouts: map[string]int{},
-		quota:     quota{perMinute: cfg.requestQuota, projects: map[string]int{}, usage: map[string]map[time.Time]*MinuteUsage{}},
-		iam:       cfg.iam,
+		now:           cfg.now,
+		opTime:        cfg.opTime,
+		log:           cfg.log,
+		versions:      cfg.versions,
+		clusters:      map[clusterKey]*cluster{},
+		ops:           map[string]*operation{},
+		opFaults:      map[string][]*spb.Status{},
+		loseNext:      map[string]int{},
+		stockouts:     map[string]int{},
+		stockoutForms: map[string]StockoutForm{},
+		quota:         quota{perMinute: cfg.requestQuota, projects: map[string]int{}, usage: map[string]map[time.Time]*MinuteUsage{}},
+		iam:           cfg.iam,
 	}
 	if gs.iam != nil && gs.iam.identify == nil {
 		return nil, fmt.Errorf("gke: WithIAM needs an Identify function")

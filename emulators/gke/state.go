@@ -17,6 +17,9 @@ import (
 const (
 	apiBase     = "https://container.googleapis.com/v1/"
 	computeBase = "https://www.googleapis.com/compute/v1/"
+	// computeBetaBase is the form of the links of what GKE creates through
+	// Compute Engine's beta API (a group's instance group and template).
+	computeBetaBase = "https://www.googleapis.com/compute/beta/"
 	// maxConcurrentOps is GKE's per-cluster quota of running operations.
 	maxConcurrentOps = 5
 )
@@ -119,6 +122,11 @@ func (s *GServer) finish(op *operation) {
 	if op.fail != nil {
 		op.pb.Error = op.fail
 		op.pb.StatusMessage = op.fail.Message
+		if op.eff.own {
+			for _, f := range op.eff.fates {
+				op.pb.NodepoolConditions = append(op.pb.NodepoolConditions, stockoutConditions(op.c.key.project, f.short)...)
+			}
+		}
 	}
 	s.complete(op)
 	s.refresh(op.c)
@@ -306,6 +314,9 @@ func poolOut(c *cluster, np *nodePool) *containerpb.NodePool {
 	out.InstanceGroupUrls = nil
 	for _, z := range np.pb.Locations {
 		out.InstanceGroupUrls = append(out.InstanceGroupUrls, instanceGroupURL(c, np, z))
+	}
+	if np.pb.Status == containerpb.NodePool_RUNNING_WITH_ERROR {
+		out.Conditions = stockoutConditions(c.key.project, np.short)
 	}
 	return out
 }

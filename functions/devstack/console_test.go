@@ -159,7 +159,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	spec["zones"] = []string{"us-central1-c"}
 	c.createPool(t, cl.ID, spec)
 	poll(t, ctx, waitTime, "the stockout in the pool's message",
-		`((document.getElementById("pool-short") || {}).textContent || "").includes("ZONE_RESOURCE_POOL_EXHAUSTED")`)
+		`((document.getElementById("pool-short") || {}).textContent || "").includes("GCE_STOCKOUT")`)
 
 	// The events view, then an event: it shows within two seconds of its
 	// publication (its arrival at the test's own subscription).

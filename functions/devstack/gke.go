@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 )
@@ -68,25 +69,41 @@ func required(field, v string) []errs.FieldError {
 type stockoutRequest struct {
 	Zone  string `json:"zone"`
 	Count *int   `json:"count"`
+	// Form is how GKE reports it: "instances" (the default), "capacity"
+	// or "conditions" (stockoutForms).
+	Form string `json:"form"`
 }
 
-// gkeStockout answers POST /dev/gke/stockout {"zone", "count"}: the next
-// count tries to get new nodes in zone (an operation, then each retry of
-// the zone's instance group, one every operation time) get fewer than
-// asked (ZONE_RESOURCE_POOL_EXHAUSTED); the missing nodes stay creating
-// and come at the first try after those (gke.Server.Stockout). 202 {}.
+// stockoutForms are the forms of POST /dev/gke/stockout, as GKE reports a
+// stockout (gkeemu.StockoutForm says each).
+var stockoutForms = map[string]gkeemu.StockoutForm{
+	"":           gkeemu.StockoutInstances,
+	"instances":  gkeemu.StockoutInstances,
+	"capacity":   gkeemu.StockoutCapacity,
+	"conditions": gkeemu.StockoutConditions,
+}
+
+// gkeStockout answers POST /dev/gke/stockout {"zone", "count", "form"}:
+// the next count tries to get new nodes in zone (an operation, then each
+// retry of the zone's instance group, one every operation time) get fewer
+// than asked (GCE_STOCKOUT, in GKE's form named); the missing nodes stay
+// creating and come at the first try after those (gke.Server.StockoutAs).
+// 202 {}.
 func (s *Stack) gkeStockout(w http.ResponseWriter, r *http.Request) {
 	req, ok := readRequest(w, r, func(req *stockoutRequest) []errs.FieldError {
 		bad := required("zone", req.Zone)
 		if req.Count == nil || *req.Count < 1 || *req.Count > 1000 {
 			bad = append(bad, errs.FieldError{Field: "count", Reason: "must be from 1 to 1000"})
 		}
+		if _, ok := stockoutForms[req.Form]; !ok {
+			bad = append(bad, errs.FieldError{Field: "form", Reason: "must be instances, capacity or conditions"})
+		}
 		return bad
 	})
 	if !ok {
 		return
 	}
-	s.GKE.Stockout(req.Zone, *req.Count)
+	s.GKE.StockoutAs(req.Zone, *req.Count, stockoutForms[req.Form])
 	httpapi.WriteJSON(w, http.StatusAccepted, struct{}{})
 }
 

@@ -100,9 +100,20 @@ func TestCurrentNodeCountFollowsTheAutoscaler(t *testing.T) {
 // nodes got of those wanted, and one kubernetes.nodepool.error;
 // currentNodeCount shows the nodes that exist; nothing is called again
 // meanwhile; it goes ready by itself with one kubernetes.nodepool.ready
-// when the provider gets the nodes.
+// when the provider gets the nodes. So in each form GKE reports a
+// stockout in: its instance group manager's words, a pool's terse
+// message (ERROR, no zone named), and conditions alone.
 func TestStockoutSaidPlainly(t *testing.T) {
 	t.Parallel()
+	for _, form := range []string{"instances", "capacity", "conditions"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			testStockoutSaidPlainly(t, form)
+		})
+	}
+}
+
+func testStockoutSaidPlainly(t *testing.T, form string) {
 	e := startEnv(t, fastConfig())
 	c := e.api
 	cl := c.createCluster(t, "stocked", poolSpec("a", 1))
@@ -110,14 +121,14 @@ func TestStockoutSaidPlainly(t *testing.T) {
 
 	// Every try in zone b fails for about 1000 operation times (30 s):
 	// the create, then the instance group's own retries.
-	if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-b", "count": 1000}); code != http.StatusAccepted {
+	if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-b", "count": 1000, "form": form}); code != http.StatusAccepted {
 		t.Fatalf("stockout = %d %s, want 202", code, body)
 	}
 	spec := poolSpec("short", 2)
 	spec["zones"] = []string{"us-central1-b"}
 	short := c.createPool(t, cl.ID, spec)
 
-	const want = "us-central1-b: no e2-standard-4 available (ZONE_RESOURCE_POOL_EXHAUSTED); 1 of 2 nodes; retried every 2 seconds"
+	const want = "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 1 of 2 nodes; retried every 2 seconds"
 	wait.For(t, "the stockout said plainly", func() (bool, string) {
 		p := poolByName(t, c, cl.ID, "short")
 		return p.State == resource.StateError && p.Message == want && p.CurrentNodeCount != nil && *p.CurrentNodeCount == 1,

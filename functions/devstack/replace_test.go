@@ -199,7 +199,7 @@ func TestSubstrateReplacement(t *testing.T) {
 		putPool(t, e, zonesAC(pool, 5, machine("e2-standard-8")))
 		failed := waitLong(t, e, pool, "in error for the stockout of "+name(5), func(s resource.Substrate) bool {
 			return s.PoolVersion == 5 && s.State == resource.StateError && strings.Contains(s.Message, name(5)) &&
-				strings.Contains(s.Message, "ZONE_RESOURCE_POOL_EXHAUSTED")
+				strings.Contains(s.Message, "GCE_STOCKOUT")
 		})
 		if got := poolNames(failed); !slices.Equal(got, []string{name(5), name(4)}) {
 			t.Errorf("node pools during the stockout = %v, want the new one, then the old one", got)

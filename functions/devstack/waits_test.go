@@ -304,6 +304,9 @@ func TestProviderAutoscaleAndStockout(t *testing.T) {
 		t.Errorf("resizes of auto = %d, want none", n)
 	}
 
+	if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-b", "count": 1000, "form": "nope"}); code != http.StatusBadRequest || !strings.Contains(body, "form") {
+		t.Errorf("stockout of an unknown form = %d %s, want 400 naming form", code, body)
+	}
 	if code, body := postDev(t, e, devstack.GKEStockoutPath, map[string]any{"zone": "us-central1-b", "count": 1000}); code != http.StatusAccepted {
 		t.Fatalf("stockout = %d %s, want 202", code, body)
 	}
@@ -312,7 +315,7 @@ func TestProviderAutoscaleAndStockout(t *testing.T) {
 	c.createPool(t, cl.ID, spec)
 	wait.For(t, "the stockout shown", func() (bool, string) {
 		p := poolByName(t, c, cl.ID, "short")
-		return p.State == resource.StateError && strings.Contains(p.Message, "ZONE_RESOURCE_POOL_EXHAUSTED"), string(p.State) + " " + p.Message
+		return p.State == resource.StateError && strings.Contains(p.Message, "GCE_STOCKOUT"), string(p.State) + " " + p.Message
 	})
 }
 

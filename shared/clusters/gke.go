@@ -48,14 +48,14 @@ func observe(c *containerpb.Cluster) *ObservedCluster {
 	o := &ObservedCluster{
 		ID:       c.GetId(),
 		Status:   c.GetStatus().String(),
-		Message:  c.GetStatusMessage(),
+		Message:  withConditions(c.GetStatusMessage(), c.GetConditions()),
 		Version:  c.GetCurrentMasterVersion(),
 		Endpoint: c.GetEndpoint(),
 		CA:       c.GetMasterAuth().GetClusterCaCertificate(),
 		Pools:    map[string]ObservedPool{},
 	}
 	for _, np := range c.GetNodePools() {
-		op := ObservedPool{Status: np.GetStatus().String(), Message: np.GetStatusMessage(), NodeCount: int(np.GetInitialNodeCount())}
+		op := ObservedPool{Status: np.GetStatus().String(), Message: withConditions(np.GetStatusMessage(), np.GetConditions()), NodeCount: int(np.GetInitialNodeCount())}
 		if a := np.GetAutoscaling(); a.GetEnabled() {
 			op.Autoscaling = &resource.Autoscaling{MinNodes: int(a.GetMinNodeCount()), MaxNodes: int(a.GetMaxNodeCount())}
 		}
@@ -73,6 +73,11 @@ func fault(err error) *Fault {
 }
 
 func transient(c codes.Code, msg string) bool {
+	if isStockout(msg) {
+		// A zone out of machines passes, whatever the code says: GKE
+		// keeps creating the nodes.
+		return true
+	}
 	switch c {
 	case codes.InvalidArgument, codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
 		return false
@@ -105,6 +110,7 @@ func outcome(op *containerpb.Operation) *OpOutcome {
 		if msg == "" {
 			msg = op.GetStatusMessage()
 		}
+		msg = withConditions(msg, slices.Concat(op.GetNodepoolConditions(), op.GetClusterConditions()))
 		o.Err = &Fault{Transient: transient(codes.Code(e.GetCode()), msg), Message: msg}
 	}
 	return o

@@ -27,6 +27,8 @@ func TestFault(t *testing.T) {
 		{"rate limit", codes.ResourceExhausted, "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service 'container.googleapis.com' for consumer 'project:p'.", true},
 		{"too many operations", codes.ResourceExhausted, `Too many operations: cluster "c" hits the concurrent operations quota 5, please try again later.`, true},
 		{"zone out of stock", codes.ResourceExhausted, "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources available to fulfill the request.", true},
+		// A stockout passes whatever code GKE gives it: it keeps creating the nodes.
+		{"stockout under another code", codes.InvalidArgument, "Google Compute Engine: Not all instances running in IGM after 56.02936237s. Expect 3. Current errors: [GCE_STOCKOUT]: Instance 'gke-nha-2020-user-8565ecfe-phhk' creation failed: The zone 'projects/p/zones/us-east1-c' does not have enough resources available to fulfill the request. '(resource type:compute)'.", true},
 		{"regional CPU quota", codes.ResourceExhausted, `Insufficient regional quota to satisfy request: resource "CPUS": request requires '48.0' and is short '16.0'. project has a quota of '32.0' with '32.0' available.`, false},
 		{"GPU quota", codes.ResourceExhausted, "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.", false},
 	}

@@ -6,11 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-const stockoutZoneB = `Instance group in zone "us-central1-b" could not be fully provisioned: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.`
+// stockoutZoneB is GKE's operation error and pool status message for a
+// stockout (tranquilitybase-io/tb-gcp#589, hashicorp/terraform-provider-google#10121).
+const stockoutZoneB = `Google Compute Engine: Not all instances running in IGM after 1m6.219216581s. Expected 2, running 1, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-c-a-6c72f0a8-k7xw' creation failed: The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.  '(resource type:compute)'.`
 
 func TestPoolNodes(t *testing.T) {
 	const base = "https://www.googleapis.com/compute/v1/projects/p/zones/"
@@ -49,11 +56,22 @@ func TestStockoutMessage(t *testing.T) {
 		want     string
 	}{
 		{"from the groups", stockoutZoneB, &PoolNodes{Running: 1, Target: 2, Short: []string{"us-central1-a"}}, 5 * time.Minute,
-			"us-central1-a: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 1 of 2 nodes; retried every 5 minutes"},
+			"us-central1-a: no g2-standard-8 available (GCE_STOCKOUT); 1 of 2 nodes; retried every 5 minutes"},
 		{"from the message, counts unknown", stockoutZoneB, nil, 2 * time.Second,
-			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); retried every 2 seconds"},
+			"us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); retried every 2 seconds"},
 		{"groups whole again, zones from the message", stockoutZoneB, &PoolNodes{Running: 2, Target: 2}, 0,
-			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 2 of 2 nodes"},
+			"us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 2 of 2 nodes"},
+		{"Compute Engine's code", "ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.", nil, 0,
+			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED)"},
+		{"Compute Engine's words alone", "The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.", nil, 0,
+			"us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED)"},
+		// Several zones in one error (GoogleCloudPlatform/cluster-toolkit#6278).
+		{"GKE's error naming three zones", "Google Compute Engine: Not all instances running in IGM after 35m. Expected 1, running 0, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-c-default-pool-1a2b3c4d-x1y2' creation failed: The zone 'projects/p/zones/us-central1-c' does not have enough resources available to fulfill the request. The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request. The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request.", nil, 0,
+			"us-central1-a, us-central1-b, us-central1-c: no g2-standard-8 available (GCE_STOCKOUT)"},
+		// A pool's terse form names no zone: the groups say which.
+		{"GKE's terse pool message", "Not all instances running in IGM after 35m9s. Expected 18, running 16. [INTERNAL_ERROR]: Instance 'hp0q' creation failed. [GCE_STOCKOUT]: 2 nodes cannot be created due to lack of capacity.", &PoolNodes{Running: 16, Target: 18, Short: []string{"us-central1-b"}}, 0,
+			"us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 16 of 18 nodes"},
+		{"a multi-host resize", "Atomic resize failed with [GCE_STOCKOUT]", nil, 0, "no g2-standard-8 available (GCE_STOCKOUT)"},
 		{"GCE_STOCKOUT, two zones", "GCE_STOCKOUT in zones/us-east1-c and zones/us-east1-b", nil, time.Hour,
 			"us-east1-b, us-east1-c: no g2-standard-8 available (GCE_STOCKOUT); retried every 1 hour"},
 		// GKE's operation error, as tranquilitybase-io/tb-gcp#589 quotes it
@@ -133,19 +151,19 @@ func TestPlanNodeCounts(t *testing.T) {
 			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
 				nodes(3, 4, "us-central1-b")),
 			wantCount: new(3), wantState: resource.StateError,
-			wantMsg:    "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes",
+			wantMsg:    "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes",
 			wantEvents: []string{"nodepool.error a", "cluster.error"},
 		},
 		{
 			name: "stockout goes on: no event",
 			pool: poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) {
 				p.Spec.MachineType = "g2-standard-8"
-				p.Status.Message = "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes"
+				p.Status.Message = "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes"
 			}),
 			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
 				nodes(3, 4, "us-central1-b")),
 			wantCount: new(3), wantState: resource.StateError,
-			wantMsg: "us-central1-b: no g2-standard-8 available (ZONE_RESOURCE_POOL_EXHAUSTED); 3 of 4 nodes; retried every 5 minutes",
+			wantMsg: "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes",
 		},
 		{
 			name:      "stockout over",
@@ -200,7 +218,7 @@ func TestPlanResizeStockout(t *testing.T) {
 	if got := d.Pools[0].Status.Provider.NodeCount; got != 3 {
 		t.Errorf("provider NodeCount = %d, want 3", got)
 	}
-	if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != "us-central1-b: no e2-standard-4 available (ZONE_RESOURCE_POOL_EXHAUSTED); 2 of 3 nodes" {
+	if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 2 of 3 nodes" {
 		t.Errorf("pool = %s %q", st, msg)
 	}
 	if got := eventNames(d); !slices.Contains(got, "nodepool.error a") {
@@ -213,4 +231,110 @@ func deref(n *int) any {
 		return nil
 	}
 	return *n
+}
+
+// gkeStockouts are the forms in which GKE reports that zone
+// us-central1-b had 1 of the 2 nodes a pool asked for, as a pool and its
+// operation carry them: its instance group manager's words
+// (tranquilitybase-io/tb-gcp#589, hashicorp/terraform-provider-google#10121,
+// akka/akka-core#32992), a pool's terse status message, ERROR, naming no
+// zone, and the API's conditions of code GCE_STOCKOUT with Compute
+// Engine's words and no status message (StatusCondition; status_message
+// is deprecated for them).
+func gkeStockouts() []struct {
+	name string
+	pool *containerpb.NodePool
+	op   *containerpb.Operation
+} {
+	const terse = "Not all instances running in IGM after 35m9s. Expected 2, running 1. [GCE_STOCKOUT]: 1 nodes cannot be created due to lack of capacity."
+	const compute = "The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request."
+	cond := []*containerpb.StatusCondition{{Code: containerpb.StatusCondition_GCE_STOCKOUT, CanonicalCode: rpccode.Code_RESOURCE_EXHAUSTED, Message: compute}}
+	failed := func(msg string, conds []*containerpb.StatusCondition) *containerpb.Operation {
+		return &containerpb.Operation{Status: containerpb.Operation_DONE, StatusMessage: msg, NodepoolConditions: conds,
+			Error: &spb.Status{Code: int32(codes.ResourceExhausted), Message: msg}}
+	}
+	return []struct {
+		name string
+		pool *containerpb.NodePool
+		op   *containerpb.Operation
+	}{
+		{"instance group manager's words",
+			&containerpb.NodePool{Name: "a", Status: containerpb.NodePool_RUNNING_WITH_ERROR, StatusMessage: stockoutZoneB, InitialNodeCount: 2},
+			failed(stockoutZoneB, nil)},
+		{"terse, in ERROR",
+			&containerpb.NodePool{Name: "a", Status: containerpb.NodePool_ERROR, StatusMessage: terse, InitialNodeCount: 2},
+			failed(terse, nil)},
+		{"conditions only",
+			&containerpb.NodePool{Name: "a", Status: containerpb.NodePool_RUNNING_WITH_ERROR, Conditions: cond, InitialNodeCount: 2},
+			failed(compute, cond)},
+		{"conditions, the code in no message",
+			&containerpb.NodePool{Name: "a", Status: containerpb.NodePool_RUNNING_WITH_ERROR, Conditions: []*containerpb.StatusCondition{{Code: containerpb.StatusCondition_GCE_STOCKOUT, Message: "Instance 'gke-c-a-6c72f0a8-k7xw' creation failed."}}, InitialNodeCount: 2},
+			&containerpb.Operation{Status: containerpb.Operation_DONE, Error: &spb.Status{Code: int32(codes.Unknown), Message: "Instance 'gke-c-a-6c72f0a8-k7xw' creation failed."},
+				NodepoolConditions: []*containerpb.StatusCondition{{Code: containerpb.StatusCondition_GCE_STOCKOUT, Message: "Instance 'gke-c-a-6c72f0a8-k7xw' creation failed."}}}},
+	}
+}
+
+// A stockout in any of GKE's forms is held as one: the create's or the
+// resize's error is transient and not called again, the pool is error
+// with the zone, the machine type and the nodes, and it goes ready when
+// the provider shows it whole.
+func TestStockoutInEveryForm(t *testing.T) {
+	groups := &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}}
+	for _, f := range gkeStockouts() {
+		t.Run(f.name, func(t *testing.T) {
+			o := outcome(f.op)
+			if o.Err == nil || !o.Err.Transient || !isStockout(o.Err.Message) {
+				t.Fatalf("outcome = %+v, want a transient stockout", o.Err)
+			}
+			op := observe(&containerpb.Cluster{NodePools: []*containerpb.NodePool{f.pool}}).Pools["a"]
+			op.Nodes = groups
+			obs := observed(StatusRunning, map[string]ObservedPool{"a": op})
+			for _, kind := range []string{CreateNodePool, SetSize} {
+				st := resource.StateUpdating
+				if kind == CreateNodePool {
+					st = resource.StateProvisioning
+				}
+				p := poolDoc("a", st, 1, func(p *lifecycle.NodePool) {
+					p.Spec.MachineType = "g2-standard-8"
+					p.Spec.NodeCount = 2
+					p.Status.Provider.Created = kind != CreateNodePool
+				}, withPoolOp(kind, 2))
+				d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []lifecycle.NodePool{p}, Observed: obs, Op: o, RetryEvery: 5 * time.Minute}, t0)
+				if d.Action != nil {
+					t.Errorf("%s: action = %+v, want none: GKE keeps creating the nodes", kind, *d.Action)
+				}
+				const want = "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes"
+				if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != want {
+					t.Errorf("%s: pool = %s %q, want error %q", kind, st, msg, want)
+				}
+			}
+		})
+	}
+}
+
+func TestWithConditions(t *testing.T) {
+	stock := &containerpb.StatusCondition{Code: containerpb.StatusCondition_GCE_STOCKOUT, Message: "The zone 'projects/p/zones/z' does not have enough resources available to fulfill the request."}
+	quota := &containerpb.StatusCondition{Code: containerpb.StatusCondition_GCE_QUOTA_EXCEEDED, Message: "Quota 'CPUS' exceeded."}
+	tests := []struct {
+		name  string
+		msg   string
+		conds []*containerpb.StatusCondition
+		want  string
+	}{
+		{"message alone", "boom", nil, "boom"},
+		{"condition alone, its code kept", "", []*containerpb.StatusCondition{stock}, "[GCE_STOCKOUT]: " + stock.Message},
+		{"condition the message says", "[GCE_STOCKOUT]: " + stock.Message, []*containerpb.StatusCondition{stock}, "[GCE_STOCKOUT]: " + stock.Message},
+		{"two conditions", "", []*containerpb.StatusCondition{stock, quota}, "[GCE_STOCKOUT]: " + stock.Message + "; [GCE_QUOTA_EXCEEDED]: " + quota.Message},
+		{"code alone", "", []*containerpb.StatusCondition{{Code: containerpb.StatusCondition_GCE_STOCKOUT}}, "[GCE_STOCKOUT]"},
+		{"unknown code, words alone", "x", []*containerpb.StatusCondition{{Message: "y"}}, "x; y"},
+	}
+	for _, tt := range tests {
+		if got := withConditions(tt.msg, tt.conds); got != tt.want {
+			t.Errorf("%s: withConditions = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	// A quota in a condition stays the tenant's to fix.
+	if transient(codes.ResourceExhausted, withConditions("", []*containerpb.StatusCondition{quota})) {
+		t.Errorf("a GCE_QUOTA_EXCEEDED condition read as transient")
+	}
 }

@@ -7,12 +7,21 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
+
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // stockoutRE finds the provider's words for a zone out of the machines
-// asked for.
+// asked for: GKE's code (GCE_STOCKOUT, in its operations' errors, its
+// pools' status messages and conditions) or Compute Engine's.
 var stockoutRE = regexp.MustCompile(`\b(ZONE_RESOURCE_POOL_EXHAUSTED(?:_WITH_DETAILS)?|GCE_STOCKOUT)\b`)
+
+// exhaustedRE is Compute Engine's message of a zone out of resources,
+// which GKE may give without a code ("The zone 'projects/P/zones/Z' does
+// not have enough resources available to fulfill the request."): the
+// message of ZONE_RESOURCE_POOL_EXHAUSTED.
+var exhaustedRE = regexp.MustCompile(`does not have enough resources available`)
 
 // zoneRE finds the zones a provider's message names: zones/Z in a
 // resource name, or zone "Z".
@@ -21,8 +30,46 @@ var zoneRE = regexp.MustCompile(`(?:zones/|zone ["']?)([a-z]+-[a-z]+[0-9]+-[a-z]
 // stockout reports whether the provider's message says that a zone ran
 // out of the pool's machines, and in which words.
 func stockout(msg string) (string, bool) {
-	m := stockoutRE.FindString(msg)
-	return m, m != ""
+	if m := stockoutRE.FindString(msg); m != "" {
+		return m, true
+	}
+	if exhaustedRE.MatchString(msg) {
+		return "ZONE_RESOURCE_POOL_EXHAUSTED", true
+	}
+	return "", false
+}
+
+// withConditions is a status message with the provider's conditions of
+// the same resource or operation: GKE deprecates the status messages for
+// the conditions, so either may say what is wrong. A condition's code
+// (GCE_STOCKOUT, GCE_QUOTA_EXCEEDED) is kept with its words when they do
+// not name it, so that a stockout or a quota is read as such; a condition
+// the message already says is not repeated.
+func withConditions(msg string, conds []*containerpb.StatusCondition) string {
+	for _, c := range conds {
+		text := c.GetMessage()
+		// The deprecated code, as GKE still sets it: canonicalCode cannot
+		// say GCE_STOCKOUT.
+		code := ""
+		if c.GetCode() != containerpb.StatusCondition_UNKNOWN {
+			code = c.GetCode().String()
+		}
+		said := text == "" || strings.Contains(msg, text)
+		named := code == "" || strings.Contains(msg, code) || strings.Contains(text, code)
+		switch {
+		case said && named:
+			continue
+		case said:
+			text = "[" + code + "]"
+		case !named:
+			text = "[" + code + "]: " + text
+		}
+		if msg != "" {
+			msg += "; "
+		}
+		msg += text
+	}
+	return msg
 }
 
 func isStockout(msg string) bool {

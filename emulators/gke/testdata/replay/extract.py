@@ -4,10 +4,11 @@ into the replay expectations of replay_test.go.
 
   git -C k8s-config-connector show COMMIT:PATH | extract.py NAME COMMIT PATH UNIQUEID > NAME.json
 
-Only container.googleapis.com calls are kept; consecutive repeats of the
-same exchange (a client polling) are kept once; responses are cut to the
-fields the simulator models (see replay_test.go and doc.go), and values
-GKE leaves out are written as the zero value the client reads.
+Only container.googleapis.com calls and Compute Engine's instance group
+manager gets are kept; consecutive repeats of the same exchange of a
+service (a client polling) are kept once; responses are cut to the fields
+the simulator models (see replay_test.go and doc.go), and values GKE
+leaves out are written as the zero value the client reads.
 """
 import json
 import re
@@ -21,6 +22,12 @@ POOL = ["name", "status", "selfLink", "initialNodeCount", "locations", "instance
 # currentNodeCount is left out: GKE's lags behind a resize (doc.go).
 CLUSTER = ["name", "status", "selfLink", "zone", "location", "locations", "initialNodeCount",
            "nodeConfig", "instanceGroupUrls", "resourceLabels", "releaseChannel", "nodePools"]
+# Compute Engine's instance group manager, in the fields the simulator models
+# that the official Go client reads (it has no serviceAccount).
+IGM = ["kind", "name", "zone", "selfLink", "instanceGroup", "instanceTemplate", "baseInstanceName", "targetSize",
+       "currentActions", "status", "listManagedInstancesResults", "targetSizePolicy", "targetStoppedSize",
+       "targetSuspendedSize", "versions"]
+IGM_STATUS = ["isStable", "versionTarget", "allInstancesConfig"]
 # Values a client reads as zero when GKE leaves them out.
 ZERO = {"initialNodeCount": 0, "location": ""}
 
@@ -39,6 +46,11 @@ def pick(obj, keys, sub=None):
 
 
 def prune(body):
+    if body.get("kind") == "compute#instanceGroupManager":
+        out = pick(body, IGM)
+        if "status" in out:
+            out["status"] = pick(out["status"], IGM_STATUS)
+        return out
     if "error" in body and "code" in body["error"]:
         e = body["error"]
         return {"error": {"code": e["code"], "status": e["status"], "message": e["message"]}}
@@ -61,6 +73,8 @@ def main():
         entry = entry.strip("\n")
         head = entry.split("\n", 1)[0]
         m = re.match(r"(GET|POST|PUT|DELETE|PATCH) https://container\.googleapis\.com/v1(?:beta1)?/([^?]*)", head)
+        if not m and not drop_groups:
+            m = re.match(r"(GET) https://compute\.googleapis\.com/(compute/v1/projects/[^/]+/zones/[^/]+/instanceGroupManagers/[^?/]+)(?:\?|$)", head)
         if not m:
             continue
         method, url = m.groups()
@@ -82,7 +96,8 @@ def main():
         if req_body is not None:
             x["request"] = req_body
         x["response"] = resp
-        if exchanges and exchanges[-1] == x:
+        same = [e for e in exchanges if e["path"].startswith("compute/") == url.startswith("compute/")]
+        if same and same[-1] == x:
             continue
         exchanges.append(x)
     out = {
