@@ -311,9 +311,9 @@
 //     is the operation time, and the instance named is the zone's first
 //     missing Node. GKE's multi-host ("Atomic resize failed with
 //     [GCE_STOCKOUT]") and reservation forms are not modelled.
-//   - The catalog is small and fixed: seven regions (us-central1,
+//   - The catalog is small and fixed: eight regions (us-central1,
 //     us-east1, us-west1, us-west2, europe-west1, europe-west4,
-//     asia-southeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
+//     asia-southeast1, northamerica-northeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
 //     nvidia-tesla-a100 and nvidia-a100-80gb (built into a2), and
 //     nvidia-tesla-t4, -p4, -v100 (attachable to n1). Quotas: the
 //     concurrent-operations one, and with WithRequestQuota or
