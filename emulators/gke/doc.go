@@ -65,7 +65,9 @@
 // default OAuth scopes, metadata disable-legacy-endpoints=true, Shielded
 // VM integrity monitoring, 110 Pods a node, upgradeSettings SURGE with
 // maxSurge 1, management autoRepair and autoUpgrade, and autoscaling's
-// locationPolicy BALANCED. A cluster shows its first pool's nodeConfig as
+// locationPolicy BALANCED; a queued provisioning pool instead shows
+// upgradeSettings SHORT_LIVED (no surge), locationPolicy ANY and the taint
+// cloud.google.com/gke-queued=true:NoSchedule on its nodes. A cluster shows its first pool's nodeConfig as
 // its own; one created in the legacy form (initialNodeCount and
 // nodeConfig, which become the pool default-pool) keeps its
 // initialNodeCount. Instance groups are named as GKE names them,
