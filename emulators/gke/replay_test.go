@@ -87,8 +87,9 @@ var replayZones = map[string][]string{
 // update that recreates the nodes (a pool's taints, its kubelet
 // configuration), which the simulator does not model.
 var replayIgnored = map[string][]string{
-	"nodepool-kubeletconfig": {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
-	"nodepool":               {".instanceTemplate"},
+	"nodepool-kubeletconfig":   {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
+	"nodepool":                 {".instanceTemplate"},
+	"nodepool-machinefeatures": {".instanceTemplate"},
 }
 
 func TestReplay(t *testing.T) {
