@@ -330,7 +330,11 @@
 //     master); a version of another minor release is refused as GKE
 //     words it, `Master version "1.29.1-gke.100" is unsupported.` (`Node
 //     version ...` for a pool), but any build of an offered minor release
-//     is accepted, where GKE accepts only those it still serves. Release channels only choose
+//     is accepted, where GKE accepts only those it still serves. A cluster
+//     that asks for a version and no channel is enrolled in the most
+//     stable of STABLE, REGULAR and RAPID offering it (recorded: STABLE
+//     for a 1.34 that STABLE offered; whether GKE ever picks EXTENDED so
+//     is not recorded). Release channels only choose
 //     the initial version; upgrades happen when a test calls
 //     UpgradeMaster or UpgradeMasterFor (the next build, NextVersion,
 //     over a chosen time). Node pools are never upgraded automatically.
