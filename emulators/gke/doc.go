@@ -351,6 +351,10 @@
 //     Server.ResizeNodePool moves it behind the API's back, leaving
 //     initial_node_count. A failed resize (a stockout) leaves
 //     initial_node_count as it was; no recording shows what GKE does.
+//     Autoscaling bounds for the whole pool (total_min_node_count,
+//     total_max_node_count, which GKE accepts) are refused with
+//     INVALID_ARGUMENT: the autoscaler's per-zone model has no place for
+//     them, and no recording sets them (those replayed send 0).
 //   - Operation types, as recorded: autoscaling changes (UpdateCluster's
 //     desiredNodePoolAutoscaling or SetNodePoolAutoscaling) and cluster
 //     updates and label changes report UPDATE_CLUSTER; a pool's taint
@@ -381,7 +385,13 @@
 //     pool's bootDisk, effectiveCgroupMode, loggingConfig
 //     and the goog-gke-node-pool-provisioning-model resource label, and
 //     the operations' progress. The replay tests compare only the fields
-//     the simulator models. A region's default zones are its first three
+//     the simulator models: of the recordings of addons, private nodes,
+//     control plane endpoints, workload identity, boot disk encryption,
+//     default compute classes, advanced machine features, swap and
+//     containerd configuration, the simulator keeps what the request
+//     sent and shows it back, without GKE's defaults for the rest of
+//     those messages (the workload pool, the private endpoint, the
+//     addons' defaults), which are not compared. A region's default zones are its first three
 //     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
 //     client must not rely on their order. The 8 hex of an instance group
 //     name are a hash of the simulator's own. The recordings are of the
@@ -434,7 +444,8 @@
 //     scopes are taken from another resource's. A group keeps its
 //     instance template for life, where GKE's took a new one (other 8
 //     hex) after an update that recreates the nodes (recorded: taints,
-//     kubelet configuration; not compared). The group's id is the
+//     kubelet, Linux node (swap) and containerd configuration; not
+//     compared). The group's id is the
 //     simulator's, creationTimestamp, fingerprint, updatePolicy,
 //     instanceLifecyclePolicy and the other fields the recordings show are
 //     absent, and serviceAccount (${projectNumber}@cloudservices...), which

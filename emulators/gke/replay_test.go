@@ -100,8 +100,8 @@ var aug2026Versions = map[containerpb.ReleaseChannel_Channel]string{
 // of its own the request does not explain.
 //
 // And GKE's groups took a new instance template (other 8 hex) after an
-// update that recreates the nodes (a pool's taints, its kubelet
-// configuration), which the simulator does not model.
+// update that recreates the nodes (a pool's taints, its kubelet, Linux
+// node or containerd configuration), which the simulator does not model.
 var replayIgnored = map[string][]string{
 	"nodepool-kubeletconfig":   {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
 	"nodepool":                 {".instanceTemplate"},
