@@ -22,6 +22,8 @@ var regions = map[string][]string{
 	"europe-west1":    {"europe-west1-b", "europe-west1-c", "europe-west1-d"},
 	"europe-west4":    {"europe-west4-a", "europe-west4-b", "europe-west4-c"},
 	"asia-southeast1": {"asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c"},
+	// A recording's private cluster was made in northamerica-northeast1-a.
+	"northamerica-northeast1": {"northamerica-northeast1-a", "northamerica-northeast1-b", "northamerica-northeast1-c"},
 }
 
 // regionOf returns the region of a zone or region, and whether loc is a zone.

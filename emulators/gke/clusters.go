@@ -48,7 +48,8 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	} else if err := checkLocations(in.Name, region, in.Locations); err != nil {
 		return nil, err
 	}
-	if in.ReleaseChannel == nil {
+	asked := in.ReleaseChannel != nil
+	if !asked {
 		in.ReleaseChannel = &containerpb.ReleaseChannel{Channel: containerpb.ReleaseChannel_REGULAR}
 	}
 	def := s.versions[in.ReleaseChannel.Channel]
@@ -58,6 +59,10 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	version, err := s.resolveVersion("Master", in.InitialClusterVersion, def, "")
 	if err != nil {
 		return nil, err
+	}
+	// A version asked without a channel chooses the channel, as in GKE.
+	if !asked && !slices.Contains([]string{"", "-", "latest"}, in.InitialClusterVersion) {
+		in.ReleaseChannel.Channel = s.channelOffering(version)
 	}
 
 	// The Kubernetes endpoint's listener and CA are made before the lock

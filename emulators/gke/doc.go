@@ -65,7 +65,9 @@
 // default OAuth scopes, metadata disable-legacy-endpoints=true, Shielded
 // VM integrity monitoring, 110 Pods a node, upgradeSettings SURGE with
 // maxSurge 1, management autoRepair and autoUpgrade, and autoscaling's
-// locationPolicy BALANCED. A cluster shows its first pool's nodeConfig as
+// locationPolicy BALANCED; a queued provisioning pool instead shows
+// upgradeSettings SHORT_LIVED (no surge), locationPolicy ANY and the taint
+// cloud.google.com/gke-queued=true:NoSchedule on its nodes. A cluster shows its first pool's nodeConfig as
 // its own; one created in the legacy form (initialNodeCount and
 // nodeConfig, which become the pool default-pool) keeps its
 // initialNodeCount. Instance groups are named as GKE names them,
@@ -311,9 +313,9 @@
 //     is the operation time, and the instance named is the zone's first
 //     missing Node. GKE's multi-host ("Atomic resize failed with
 //     [GCE_STOCKOUT]") and reservation forms are not modelled.
-//   - The catalog is small and fixed: seven regions (us-central1,
+//   - The catalog is small and fixed: eight regions (us-central1,
 //     us-east1, us-west1, us-west2, europe-west1, europe-west4,
-//     asia-southeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
+//     asia-southeast1, northamerica-northeast1), the e2, n1, n2, n2d, c3, n4, g2 and a2 shapes, GPUs nvidia-l4 (built into g2),
 //     nvidia-tesla-a100 and nvidia-a100-80gb (built into a2), and
 //     nvidia-tesla-t4, -p4, -v100 (attachable to n1). Quotas: the
 //     concurrent-operations one, and with WithRequestQuota or
@@ -328,7 +330,11 @@
 //     master); a version of another minor release is refused as GKE
 //     words it, `Master version "1.29.1-gke.100" is unsupported.` (`Node
 //     version ...` for a pool), but any build of an offered minor release
-//     is accepted, where GKE accepts only those it still serves. Release channels only choose
+//     is accepted, where GKE accepts only those it still serves. A cluster
+//     that asks for a version and no channel is enrolled in the most
+//     stable of STABLE, REGULAR and RAPID offering it (recorded: STABLE
+//     for a 1.34 that STABLE offered; whether GKE ever picks EXTENDED so
+//     is not recorded). Release channels only choose
 //     the initial version; upgrades happen when a test calls
 //     UpgradeMaster or UpgradeMasterFor (the next build, NextVersion,
 //     over a chosen time). Node pools are never upgraded automatically.
@@ -345,6 +351,10 @@
 //     Server.ResizeNodePool moves it behind the API's back, leaving
 //     initial_node_count. A failed resize (a stockout) leaves
 //     initial_node_count as it was; no recording shows what GKE does.
+//     Autoscaling bounds for the whole pool (total_min_node_count,
+//     total_max_node_count, which GKE accepts) are refused with
+//     INVALID_ARGUMENT: the autoscaler's per-zone model has no place for
+//     them, and no recording sets them (those replayed send 0).
 //   - Operation types, as recorded: autoscaling changes (UpdateCluster's
 //     desiredNodePoolAutoscaling or SetNodePoolAutoscaling) and cluster
 //     updates and label changes report UPDATE_CLUSTER; a pool's taint
@@ -375,7 +385,13 @@
 //     pool's bootDisk, effectiveCgroupMode, loggingConfig
 //     and the goog-gke-node-pool-provisioning-model resource label, and
 //     the operations' progress. The replay tests compare only the fields
-//     the simulator models. A region's default zones are its first three
+//     the simulator models: of the recordings of addons, private nodes,
+//     control plane endpoints, workload identity, boot disk encryption,
+//     default compute classes, advanced machine features, swap and
+//     containerd configuration, the simulator keeps what the request
+//     sent and shows it back, without GKE's defaults for the rest of
+//     those messages (the workload pool, the private endpoint, the
+//     addons' defaults), which are not compared. A region's default zones are its first three
 //     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
 //     client must not rely on their order. The 8 hex of an instance group
 //     name are a hash of the simulator's own. The recordings are of the
@@ -428,7 +444,8 @@
 //     scopes are taken from another resource's. A group keeps its
 //     instance template for life, where GKE's took a new one (other 8
 //     hex) after an update that recreates the nodes (recorded: taints,
-//     kubelet configuration; not compared). The group's id is the
+//     kubelet, Linux node (swap) and containerd configuration; not
+//     compared). The group's id is the
 //     simulator's, creationTimestamp, fingerprint, updatePolicy,
 //     instanceLifecyclePolicy and the other fields the recordings show are
 //     absent, and serviceAccount (${projectNumber}@cloudservices...), which

@@ -104,6 +104,9 @@ func poolDefaults(pb *containerpb.NodePool) {
 		pb.MaxPodsConstraint = &containerpb.MaxPodsConstraint{MaxPodsPerNode: 110}
 		pb.PodIpv4CidrSize = 24
 	}
+	if pb.GetQueuedProvisioning().GetEnabled() {
+		queuedDefaults(pb)
+	}
 	if pb.UpgradeSettings == nil {
 		pb.UpgradeSettings = &containerpb.NodePool_UpgradeSettings{MaxSurge: 1}
 	}
@@ -112,6 +115,28 @@ func poolDefaults(pb *containerpb.NodePool) {
 		pb.UpgradeSettings.Strategy = &surge
 	}
 	autoscalingDefaults(pb.Autoscaling)
+}
+
+// queuedTaint is the taint GKE gives the nodes of a queued provisioning
+// pool, so that only the workloads that asked for them land there.
+var queuedTaint = &containerpb.NodeTaint{Key: "cloud.google.com/gke-queued", Value: "true", Effect: containerpb.NodeTaint_NO_SCHEDULE}
+
+// queuedDefaults are what GKE shows of a queued provisioning pool, as
+// recorded (containernodepool-queuedprovisioning): its nodes tainted
+// cloud.google.com/gke-queued=true:NoSchedule, short-lived upgrades (its
+// nodes are never upgraded in place) without a surge, and autoscaling's
+// locationPolicy ANY (the capacity comes from wherever it is found).
+func queuedDefaults(pb *containerpb.NodePool) {
+	if !slices.ContainsFunc(pb.Config.Taints, func(t *containerpb.NodeTaint) bool { return t.Key == queuedTaint.Key }) {
+		pb.Config.Taints = append(pb.Config.Taints, proto.Clone(queuedTaint).(*containerpb.NodeTaint))
+	}
+	if pb.UpgradeSettings == nil {
+		short := containerpb.NodePoolUpdateStrategy_SHORT_LIVED
+		pb.UpgradeSettings = &containerpb.NodePool_UpgradeSettings{Strategy: &short}
+	}
+	if a := pb.Autoscaling; a != nil && a.Enabled && a.LocationPolicy == containerpb.NodePoolAutoscaling_LOCATION_POLICY_UNSPECIFIED {
+		a.LocationPolicy = containerpb.NodePoolAutoscaling_ANY
+	}
 }
 
 // autoscalingDefaults gives enabled autoscaling GKE's location policy.

@@ -78,17 +78,36 @@ var replayZones = map[string][]string{
 	"nodepool-confidential": {"us-central1-f", "us-central1-b"},
 }
 
+// replayVersions are the channels' versions of GKE when a recording
+// depends on them: the swap and containerd recordings created a 1.34
+// cluster without a channel, which GKE (offering 1.34.9-gke.1131000 in
+// STABLE) enrolled in STABLE.
+var replayVersions = map[string]map[containerpb.ReleaseChannel_Channel]string{
+	"nodepool-swap":       aug2026Versions,
+	"nodepool-containerd": aug2026Versions,
+}
+
+var aug2026Versions = map[containerpb.ReleaseChannel_Channel]string{
+	containerpb.ReleaseChannel_RAPID:    "1.35.2-gke.1000",
+	containerpb.ReleaseChannel_REGULAR:  "1.35.1-gke.1000",
+	containerpb.ReleaseChannel_STABLE:   "1.34.9-gke.1131000",
+	containerpb.ReleaseChannel_EXTENDED: "1.33.9-gke.1000",
+}
+
 // replayIgnored are the fields of a recording not compared, each a
 // difference doc.go lists: GKE showed maxParallelImagePulls 3 after a
 // kubelet configuration update that did not set it (2 before), a default
 // of its own the request does not explain.
 //
 // And GKE's groups took a new instance template (other 8 hex) after an
-// update that recreates the nodes (a pool's taints, its kubelet
-// configuration), which the simulator does not model.
+// update that recreates the nodes (a pool's taints, its kubelet, Linux
+// node or containerd configuration), which the simulator does not model.
 var replayIgnored = map[string][]string{
-	"nodepool-kubeletconfig": {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
-	"nodepool":               {".instanceTemplate"},
+	"nodepool-kubeletconfig":   {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
+	"nodepool":                 {".instanceTemplate"},
+	"nodepool-machinefeatures": {".instanceTemplate"},
+	"nodepool-swap":            {".instanceTemplate"},
+	"nodepool-containerd":      {".instanceTemplate"},
 }
 
 func TestReplay(t *testing.T) {
@@ -108,7 +127,11 @@ func TestReplay(t *testing.T) {
 			}
 			t.Logf("replaying %s at %s: %s", rf.Source.Repository, rf.Source.Commit, rf.Source.Path)
 			name := strings.TrimSuffix(filepath.Base(f), ".json")
-			r := &replayer{env: newEnv(t), subst: strings.NewReplacer(append(replayZones[name],
+			var opts []Option
+			if v := replayVersions[name]; v != nil {
+				opts = append(opts, WithVersions(v))
+			}
+			r := &replayer{env: newEnv(t, opts...), subst: strings.NewReplacer(append(replayZones[name],
 				"${projectId}", replayProject,
 				"${projectNumber}", ProjectNumber(replayProject),
 				"${uniqueId}", rf.UniqueID,

@@ -89,6 +89,20 @@ func (s *GServer) resolveVersion(kind, v, def, limit string) (string, error) {
 	return v, nil
 }
 
+// channelOffering is the channel GKE enrolls a cluster in that asks for
+// version v and no channel: the most stable of STABLE, REGULAR and RAPID
+// that offers it (recorded: a 1.34 cluster created without a channel was
+// enrolled in STABLE, which offered 1.34), REGULAR when none does. A
+// channel offers the versions up to its default, as GetServerConfig says.
+func (s *GServer) channelOffering(v string) containerpb.ReleaseChannel_Channel {
+	for _, ch := range []containerpb.ReleaseChannel_Channel{containerpb.ReleaseChannel_STABLE, containerpb.ReleaseChannel_REGULAR, containerpb.ReleaseChannel_RAPID} {
+		if def := s.versions[ch]; def != "" && compareVersions(v, def) <= 0 {
+			return ch
+		}
+	}
+	return containerpb.ReleaseChannel_REGULAR
+}
+
 // GetServerConfig answers, as GKE does for any location, the versions it
 // serves: the default (REGULAR's), the valid master and node versions, and
 // each release channel's default and valid versions (its own and the

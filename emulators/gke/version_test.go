@@ -65,3 +65,35 @@ func TestVersionAliasAndUnsupported(t *testing.T) {
 		t.Errorf("node version of 1.32 = %q, want %q", np.GetVersion(), c.CurrentMasterVersion)
 	}
 }
+
+// A cluster that asks for a version and no channel is enrolled in the most
+// stable channel offering that version; one that asks for neither, or
+// for a channel, is where it asked (REGULAR by default).
+func TestChannelOfAVersionWithoutChannel(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name, version string
+		channel       *containerpb.ReleaseChannel
+		want          containerpb.ReleaseChannel_Channel
+	}{
+		{"none", "", nil, containerpb.ReleaseChannel_REGULAR},
+		{"stable", "1.32", nil, containerpb.ReleaseChannel_STABLE},
+		{"regular", "1.33", nil, containerpb.ReleaseChannel_REGULAR},
+		{"rapid", "1.34", nil, containerpb.ReleaseChannel_RAPID},
+		{"asked", "1.32", &containerpb.ReleaseChannel{Channel: containerpb.ReleaseChannel_RAPID}, containerpb.ReleaseChannel_RAPID},
+	} {
+		op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{
+			Name: tc.name, InitialNodeCount: 1, InitialClusterVersion: tc.version, ReleaseChannel: tc.channel}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		e.wait(t, op)
+		c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: parent + "/clusters/" + tc.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.GetReleaseChannel().GetChannel(); got != tc.want {
+			t.Errorf("%s: version %q, channel %v: enrolled in %v, want %v", tc.name, tc.version, tc.channel, got, tc.want)
+		}
+	}
+}
