@@ -208,7 +208,7 @@ func (s *Stack) saveLoop(ctx context.Context, interval time.Duration) {
 // pubsubState reads the topics, subscriptions and unacknowledged messages
 // of the stack's project from the Pub/Sub emulator.
 func (s *Stack) pubsubState(ctx context.Context) (*savedPubSub, error) {
-	g := &s.PubSub.GServer
+	g := s.PubSub
 	project := "projects/" + s.cfg.Project
 	out := &savedPubSub{Topics: []json.RawMessage{}, Subscriptions: []json.RawMessage{}, Messages: []savedMessage{}}
 	topics := map[string]bool{}
@@ -247,7 +247,7 @@ func (s *Stack) pubsubState(ctx context.Context) (*savedPubSub, error) {
 			break
 		}
 	}
-	// pstest counts the acknowledgements of a message over all the
+	// The emulator counts the acknowledgements of a message over all the
 	// subscriptions of its topic.
 	for _, m := range s.PubSub.Messages() {
 		if !topics[m.Topic] || m.Acks >= subs[m.Topic] {
@@ -262,9 +262,13 @@ func (s *Stack) pubsubState(ctx context.Context) (*savedPubSub, error) {
 // publishes again, oldest first, the messages that were not acknowledged.
 // A subscription or message whose topic was deleted is left out.
 func (s *Stack) restorePubSub(ctx context.Context, ps *savedPubSub) error {
-	g := &s.PubSub.GServer
+	g := s.PubSub
 	exists := func(err error) bool { return status.Code(err) == codes.AlreadyExists }
-	noTopic := func(err error) bool { return status.Code(err) == codes.NotFound }
+	// A subscription whose topic was deleted names "_deleted-topic_",
+	// which CreateSubscription refuses as a name.
+	noTopic := func(err error) bool {
+		return status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument
+	}
 	for _, raw := range ps.Topics {
 		var t pubsubpb.Topic
 		if err := protojson.Unmarshal(raw, &t); err != nil {

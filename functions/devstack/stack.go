@@ -1,7 +1,7 @@
 // Package devstack runs the whole system in one process with no cloud
-// account (API.md §8): the Firestore emulator, Pub/Sub (Google's pstest,
-// served with Pub/Sub's streaming pull by emulators/pubsub, whose comment
-// lists how it still differs from Pub/Sub), the Cloud Tasks emulator
+// account (API.md §8): the Firestore emulator, the Pub/Sub emulator
+// (emulators/pubsub, whose comment lists how it still differs from
+// Pub/Sub), the Cloud Tasks emulator
 // dispatching to the reconcile function, the GKE simulator with its
 // per-project IAM and the IAM Credentials emulator (iam.go), a development
 // token issuer, and every function of the project, built and served by the
@@ -30,7 +30,6 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -142,8 +141,9 @@ type Config struct {
 	// FirestoreDialOptions are added to the Firestore client's connection
 	// (tests count RPCs with interceptors).
 	FirestoreDialOptions []grpc.DialOption
-	// PubSubReactors are pstest reactors (tests fail publishes with them).
-	PubSubReactors []pstest.ServerReactorOption
+	// PubSubReactors are the Pub/Sub emulator's fault reactors (tests fail
+	// publishes with them).
+	PubSubReactors []psemu.Option
 	// ConsolePoll is how often the console's cluster page reads Firestore
 	// again, the fleet sending a burst of changes within a quarter of it
 	// (a second when zero).
@@ -172,8 +172,8 @@ type Stack struct {
 	URL string // http://host:port of the functions
 
 	Firestore *fsemu.Server
-	// PubSub is pstest served with Pub/Sub's streaming pull
-	// (emulators/pubsub, whose comment lists how it differs from Pub/Sub).
+	// PubSub is the Pub/Sub emulator (emulators/pubsub, whose comment
+	// lists how it differs from Pub/Sub).
 	PubSub *psemu.Server
 	Tasks  *ctemu.Server
 	GKE    *gkeemu.Server
