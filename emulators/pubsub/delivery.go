@@ -141,6 +141,9 @@ func (s *Server) take(sub *subscription, st *stream, n int, d time.Duration, now
 		if e.acked {
 			continue
 		}
+		if now.Before(e.visible) {
+			break // and so are the later ones
+		}
 		if sub.ordered(e) {
 			key := e.m.pb.OrderingKey
 			if blocked[key] {
@@ -163,8 +166,10 @@ func (s *Server) take(sub *subscription, st *stream, n int, d time.Duration, now
 			continue
 		}
 		e.attempt++
+		s.deliveries++
+		e.delivery = s.deliveries
 		lease(e, st, now.Add(d))
-		id := ackID(e.m.seq, e.attempt)
+		id := ackID(e.m.seq, e.delivery)
 		e.m.modacks = append(e.m.modacks, Modack{AckID: id, AckDeadline: int32(d / time.Second), ReceivedAt: now})
 		rm := &pb.ReceivedMessage{AckId: id, Message: e.m.pb}
 		if sub.pb.DeadLetterPolicy != nil {
@@ -206,19 +211,19 @@ func (s *Server) settle(sub *subscription, st *stream, ackIDs []string, d time.D
 	var r ackResult
 	exact := sub.pb.EnableExactlyOnceDelivery
 	for _, id := range ackIDs {
-		seq, attempt, ok := parseAckID(id)
+		seq, delivery, ok := parseAckID(id)
 		var e *entry
 		if ok {
 			e = sub.find(seq)
 		}
 		if e == nil || e.acked {
 			// Acknowledging the same delivery twice is no error.
-			if exact && !(e != nil && d < 0 && e.attempt == attempt) {
+			if exact && !(e != nil && d < 0 && e.delivery == delivery) {
 				r.invalid = append(r.invalid, id)
 			}
 			continue
 		}
-		if e.attempt != attempt {
+		if e.delivery != delivery {
 			// An ack ID of an earlier delivery (or of one before a seek)
 			// settles nothing.
 			if exact {

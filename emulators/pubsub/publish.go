@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -63,13 +64,22 @@ func (s *Server) publish(_ context.Context, req *pb.PublishRequest) (*pb.Publish
 	return resp, nil
 }
 
+// deliveryDelay is how long after its publication a message is first
+// delivered. On Pub/Sub delivery takes longer than the answer to the
+// publisher, and clients rely on it: a subscriber that waits for a message
+// whose ID its publish returned (the Node.js client's system tests do)
+// would otherwise get the message before the ID and let it by.
+const deliveryDelay = 20 * time.Millisecond
+
 // deliverToTopic adds msgs to the backlog of each subscription of t whose
 // filter they match and to t's snapshots, and wakes the subscriptions'
-// streams.
+// streams once the messages may be delivered.
 func (s *Server) deliverToTopic(t *topic, msgs []*message) {
 	for _, snap := range t.snapshots {
 		snap.msgs = append(snap.msgs, msgs...)
 	}
+	visible := s.now().Add(deliveryDelay)
+	var woken []*subscription
 	for _, sub := range s.subs {
 		if sub.pb.Topic != t.pb.Name || sub.pb.Detached {
 			continue
@@ -77,13 +87,22 @@ func (s *Server) deliverToTopic(t *topic, msgs []*message) {
 		added := false
 		for _, m := range msgs {
 			if sub.filter.match(m.pb.Attributes) {
-				sub.backlog = append(sub.backlog, &entry{m: m})
+				sub.backlog = append(sub.backlog, &entry{m: m, visible: visible})
 				added = true
 			}
 		}
 		if added {
-			sub.wake()
+			woken = append(woken, sub)
 		}
+	}
+	if len(woken) > 0 {
+		time.AfterFunc(deliveryDelay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, sub := range woken {
+				sub.wake()
+			}
+		})
 	}
 }
 

@@ -42,16 +42,17 @@ type Server struct {
 	gsrv *grpc.Server
 	now  func() time.Time
 
-	mu        sync.Mutex
-	topics    map[string]*topic
-	subs      map[string]*subscription
-	snapshots map[string]*snapshot
-	schemas   map[string][]*pb.Schema // revisions, newest first
-	policies  map[string]*iampb.Policy
-	published []*message // every message, for Messages
-	seq       int64      // the last message's sequence number
-	revisions int64      // the last schema revision's number
-	etags     int64      // the last policy etag's number
+	mu         sync.Mutex
+	topics     map[string]*topic
+	subs       map[string]*subscription
+	snapshots  map[string]*snapshot
+	schemas    map[string][]*pb.Schema // revisions, newest first
+	policies   map[string]*iampb.Policy
+	published  []*message // every message, for Messages
+	seq        int64      // the last message's sequence number
+	deliveries int64      // the last delivery's number
+	revisions  int64      // the last schema revision's number
+	etags      int64      // the last policy etag's number
 
 	obsMu     sync.Mutex
 	observers map[int]func(topic string, m *pb.PubsubMessage)

@@ -224,7 +224,7 @@ func (s *Server) Seek(_ context.Context, req *pb.SeekRequest) (*pb.SeekResponse,
 		release(e)
 		if unacked[e.m.seq] {
 			e.acked = false
-			e.attempt++ // earlier ack IDs are void
+			e.delivery = 0 // earlier ack IDs are void
 		} else if !e.acked {
 			e.acked, e.ackedAt = true, now
 			sub.dead++

@@ -49,11 +49,16 @@ type topic struct {
 
 // entry is a message in a subscription's backlog.
 type entry struct {
-	m       *message
+	m *message
+	// visible is when subscribers may first get it (see deliveryDelay).
+	visible time.Time
 	acked   bool
 	ackedAt time.Time
-	// attempt counts deliveries; the current ack ID is ackID(seq, attempt).
-	attempt int32
+	// attempt counts deliveries. delivery numbers the current one among
+	// all of the server's, so that an ack ID, ackID(seq, delivery), is
+	// never given twice.
+	attempt  int32
+	delivery int64
 	// until is the end of the lease of a delivered message; zero when the
 	// message is available. owner is the stream it was delivered on (nil
 	// for Pull), to keep an ordering key on one stream.
@@ -89,20 +94,20 @@ type snapshot struct {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// ackID is the ack ID of the delivery attempt of the message seq.
-func ackID(seq int64, attempt int32) string {
-	return strconv.FormatInt(seq, 10) + "-" + strconv.FormatInt(int64(attempt), 10)
+// ackID is the ack ID of the delivery of the message seq.
+func ackID(seq, delivery int64) string {
+	return strconv.FormatInt(seq, 10) + "-" + strconv.FormatInt(delivery, 10)
 }
 
 // parseAckID is the inverse of ackID.
-func parseAckID(id string) (seq int64, attempt int32, ok bool) {
+func parseAckID(id string) (seq, delivery int64, ok bool) {
 	a, b, found := strings.Cut(id, "-")
 	if !found {
 		return 0, 0, false
 	}
 	s, err1 := strconv.ParseInt(a, 10, 64)
-	n, err2 := strconv.ParseInt(b, 10, 32)
-	return s, int32(n), err1 == nil && err2 == nil
+	n, err2 := strconv.ParseInt(b, 10, 64)
+	return s, n, err1 == nil && err2 == nil && n > 0
 }
 
 // find returns the backlog entry of the message seq, or nil.

@@ -248,8 +248,8 @@ func (s *Server) giveBack(st *stream, msgs []*pb.ReceivedMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		seq, attempt, _ := parseAckID(m.AckId)
-		if e := st.sub.find(seq); e != nil && e.owner == st && e.attempt == attempt && !e.acked {
+		seq, delivery, _ := parseAckID(m.AckId)
+		if e := st.sub.find(seq); e != nil && e.owner == st && e.delivery == delivery && !e.acked {
 			st.sub.releaseFrom(e)
 		}
 	}

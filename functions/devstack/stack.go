@@ -32,7 +32,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
@@ -286,13 +288,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := s.startEmulators(raw, data); err != nil {
 		return nil, err
 	}
-	if err := s.provision(ctx); err != nil {
-		return nil, err
-	}
 	if data != nil && data.PubSub != nil {
 		if err := s.restorePubSub(ctx, data.PubSub); err != nil {
 			return nil, fmt.Errorf("data file %s: %w", cfg.DataFile, err)
 		}
+	}
+	if err := s.provision(ctx); err != nil {
+		return nil, err
 	}
 
 	s.functions = s.functionsConfig()
@@ -570,7 +572,8 @@ func (s *Stack) provision(ctx context.Context) error {
 	defer ps.Close()
 	for _, t := range event.Types {
 		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
-		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
+		// A topic restored from the data file exists already.
+		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create topic %s: %w", name, err)
 		}
 	}
