@@ -54,7 +54,8 @@ func lease(e *entry, st *stream, until time.Time) {
 
 // releaseFrom makes e available again and, on a subscription with
 // ordering, the later messages of its key that are out too, so that they
-// are delivered again in order after it.
+// are delivered again in order after it: their ack IDs are void, as
+// Pub/Sub redelivers them whether or not they were acknowledged since.
 func (sub *subscription) releaseFrom(e *entry) {
 	release(e)
 	if !sub.ordered(e) {
@@ -64,6 +65,7 @@ func (sub *subscription) releaseFrom(e *entry) {
 	for _, later := range sub.backlog {
 		if later.m.seq > e.m.seq && !later.acked && later.leased() && later.m.pb.OrderingKey == key {
 			release(later)
+			later.delivery = 0
 		}
 	}
 }
@@ -88,6 +90,7 @@ func (sub *subscription) expire(now time.Time) {
 			}
 		case broken[key] && sub.ordered(e):
 			release(e)
+			e.delivery = 0
 		}
 	}
 }
