@@ -25,7 +25,6 @@ import (
 	container "cloud.google.com/go/container/apiv1"
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,6 +32,7 @@ import (
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
@@ -254,7 +254,10 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
-	ps := pstest.NewServer()
+	ps, err := psemu.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { ps.Close() })
 	gke, err := gkeemu.NewServer(gkeemu.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -54,11 +54,17 @@ func TestOnPublish(t *testing.T) {
 		t.Errorf("observed %v, want the published messages", seen)
 	}
 
-	pulled, err := c.SubscriptionAdminClient.Pull(ctx, &pb.PullRequest{Subscription: sub, MaxMessages: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(pulled.GetReceivedMessages()); n != 3 {
-		t.Errorf("subscriber pulled %d messages, want all 3", n)
+	// A pull answers what is available, which may not be all yet.
+	pulled := 0
+	waitFor(t, "the subscriber pulls all 3 messages", func() bool {
+		resp, err := c.SubscriptionAdminClient.Pull(ctx, &pb.PullRequest{Subscription: sub, MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pulled += len(resp.GetReceivedMessages())
+		return pulled >= 3
+	})
+	if pulled != 3 {
+		t.Errorf("subscriber pulled %d messages, want 3", pulled)
 	}
 }

@@ -3,8 +3,8 @@ package pubsub_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +49,7 @@ func start(t *testing.T) (*psemu.Server, *pubsub.Client) {
 
 func subscribe(t *testing.T, c *pubsub.Client, name string, ordered bool) string {
 	t.Helper()
-	name = "projects/p/subscriptions/" + name
+	name = "projects/p/subscriptions/sub-" + name
 	_, err := c.SubscriptionAdminClient.CreateSubscription(context.Background(), &pb.Subscription{
 		Name: name, Topic: topic, AckDeadlineSeconds: 10, EnableMessageOrdering: ordered,
 	})
@@ -59,21 +59,20 @@ func subscribe(t *testing.T, c *pubsub.Client, name string, ordered bool) string
 	return name
 }
 
-// msgNumber is the sequence number of a pstest message ID ("m12"), which
-// pstest gives in the order it accepts messages.
-func msgNumber(t *testing.T, id string) int {
+// msgNumber is a message ID as a number: the emulator's IDs are decimal,
+// as Pub/Sub's are, given in the order it takes messages.
+func msgNumber(t *testing.T, id string) int64 {
 	t.Helper()
-	n, err := strconv.Atoi(strings.TrimPrefix(id, "m"))
+	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		t.Fatalf("message ID %q is not pstest's m<number>", id)
+		t.Fatalf("message ID %q is not a decimal number", id)
 	}
 	return n
 }
 
 // TestReceive publishes a burst over many ordering keys and consumes it
 // with the Go client's Receive at its default settings, as a user would:
-// every message arrives within a few seconds (pstest's own streaming
-// delivers one message per 10 ms, eight seconds for these), and on the
+// every message arrives within a few seconds, and on the
 // subscription with ordering each key's in the order of publication.
 func TestReceive(t *testing.T) {
 	const keys, perKey = 400, 2
@@ -267,38 +266,52 @@ func TestStreamLease(t *testing.T) {
 	}
 }
 
-// TestOrderedKey: on a subscription with ordering, the stream gets the
-// first message of every key at once, and a key's next once the previous
-// is acknowledged (pstest's rule).
+// TestOrderedKey: on a subscription with ordering, the stream gets every
+// message of a key at once, in order, and when one is nacked it and the
+// later ones of its key come again, in order, while what came before
+// stays acknowledged.
 func TestOrderedKey(t *testing.T) {
 	srv, c := start(t)
 	sub := subscribe(t, c, "s", true)
-	a := publish(t, srv, 3, "a")
+	a := publish(t, srv, 4, "a")
 	b := publish(t, srv, 1, "b")
 	s := openStream(t, c, &pb.StreamingPullRequest{Subscription: sub, StreamAckDeadlineSeconds: 60})
-	first := map[string]*pb.ReceivedMessage{}
-	for range 2 {
+	got := map[string][]*pb.ReceivedMessage{}
+	for range 5 {
 		m := s.next()
-		first[m.GetMessage().GetOrderingKey()] = m
+		got[m.GetMessage().GetOrderingKey()] = append(got[m.GetMessage().GetOrderingKey()], m)
 	}
-	if first["a"].GetMessage().GetMessageId() != a[0] || first["b"].GetMessage().GetMessageId() != b[0] {
-		t.Fatalf("first messages = %v, want %s of a and %s of b", first, a[0], b[0])
+	if ids := messageIDs(got["a"]); !slices.Equal(ids, a) {
+		t.Fatalf("messages of key a = %v, want %v", ids, a)
+	}
+	if ids := messageIDs(got["b"]); !slices.Equal(ids, b) {
+		t.Fatalf("messages of key b = %v, want %v", ids, b)
 	}
 	r := <-s.resp
 	if !r.GetSubscriptionProperties().GetMessageOrderingEnabled() {
 		t.Errorf("response's subscription properties = %v, want message ordering", r.GetSubscriptionProperties())
 	}
-	s.none(200 * time.Millisecond)
-	for _, want := range a[1:] {
-		if err := s.spc.Send(&pb.StreamingPullRequest{AckIds: []string{first["a"].GetAckId()}}); err != nil {
-			t.Fatal(err)
-		}
-		m := s.next()
-		if m.GetMessage().GetMessageId() != want {
-			t.Fatalf("after the ack of %s got %s, want %s", first["a"].GetMessage().GetMessageId(), m.GetMessage().GetMessageId(), want)
-		}
-		first["a"] = m
+	// Acknowledge a[0], nack a[1]: a[1], a[2] and a[3] come again in order.
+	if err := s.spc.Send(&pb.StreamingPullRequest{AckIds: []string{got["a"][0].GetAckId()},
+		ModifyDeadlineAckIds: []string{got["a"][1].GetAckId()}, ModifyDeadlineSeconds: []int32{0}}); err != nil {
+		t.Fatal(err)
 	}
+	var again []*pb.ReceivedMessage
+	for range 3 {
+		again = append(again, s.next())
+	}
+	if ids := messageIDs(again); !slices.Equal(ids, a[1:]) {
+		t.Errorf("after a nack of %s got %v, want %v", a[1], ids, a[1:])
+	}
+	s.none(200 * time.Millisecond)
+}
+
+func messageIDs(msgs []*pb.ReceivedMessage) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.GetMessage().GetMessageId())
+	}
+	return out
 }
 
 // TestPing: an empty request after the first is a ping, answered with an

@@ -28,7 +28,6 @@ import (
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -37,6 +36,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/api"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
@@ -86,7 +86,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// harness is the API on real emulators: Firestore, Pub/Sub (pstest) with
+// harness is the API on real emulators: Firestore, Pub/Sub (emulators/pubsub) with
 // every event topic, the store, the outbox relay, a development issuer and
 // the token verifier, a recording kicker, and an HTTP server with every
 // route.
@@ -96,7 +96,7 @@ type harness struct {
 	doc    *documentTransport
 	fsSrv  *fsemu.Server
 	fs     *firestore.Client
-	ps     *pstest.Server
+	ps     *psemu.Server
 	psc    *pubsub.Client
 	store  *store.Store
 	relay  *outbox.Relay
@@ -115,7 +115,7 @@ type harness struct {
 	rsaKey *rsa.PrivateKey
 
 	// failPublish fails every Pub/Sub publish of events of the tenants in
-	// it (a pstest reactor); publishFailures counts the failed requests.
+	// it (an emulator reactor); publishFailures counts the failed requests.
 	failMu          sync.Mutex
 	failPublish     map[string]bool
 	publishFailures map[string]int
@@ -152,7 +152,9 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		return nil, fmt.Errorf("firestore client: %w", err)
 	}
 
-	hs.ps = pstest.NewServer(pstest.ServerReactorOption{FuncName: "Publish", Reactor: publishReactor{hs}})
+	if hs.ps, err = psemu.NewServer("127.0.0.1:0", psemu.WithReactor("Publish", publishReactor{hs})); err != nil {
+		return nil, fmt.Errorf("pubsub emulator: %w", err)
+	}
 	psConn, err := grpc.NewClient(hs.ps.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
 
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -19,8 +19,8 @@ import (
 )
 
 // published returns the Pub/Sub messages whose ce-id is id.
-func published(id string) []*pstest.Message {
-	var out []*pstest.Message
+func published(id string) []*psemu.Message {
+	var out []*psemu.Message
 	for _, m := range h.ps.Messages() {
 		if m.Attributes["ce-id"] == id {
 			out = append(out, m)
@@ -52,7 +52,7 @@ func outboxEvents(t *testing.T, tenantID string) []event.Event {
 
 // checkMessage checks a published event against API.md §7; seq is its
 // place in its cluster's sequence.
-func checkMessage(t *testing.T, m *pstest.Message, typ, tenantID, clusterID, nodePoolID string, seq int64, at time.Time, data any) {
+func checkMessage(t *testing.T, m *psemu.Message, typ, tenantID, clusterID, nodePoolID string, seq int64, at time.Time, data any) {
 	t.Helper()
 	want := map[string]string{
 		"ce-sequence":    outbox.FormatSequence(seq),
@@ -97,7 +97,7 @@ func TestEventsPublished(t *testing.T) {
 	c := newCluster(t, tn)
 	var p resource.NodePool
 	call(t, admin, "kubernetesNodePools/create", createBody(tn, c.ID, "np")).decode(t, &p)
-	var clusterMsg, poolMsg *pstest.Message
+	var clusterMsg, poolMsg *psemu.Message
 	wait.Until(t, "both events published", func() bool {
 		for _, m := range h.ps.Messages() {
 			switch {

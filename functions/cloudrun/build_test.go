@@ -14,11 +14,11 @@ import (
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/event"
@@ -47,7 +47,10 @@ func overEmulators(t *testing.T) (*App, *devissuer.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
-	ps := pstest.NewServer()
+	ps, err := psemu.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { ps.Close() })
 	gke, err := gkeemu.NewServer()
 	if err != nil {

@@ -17,12 +17,12 @@ import (
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/container/apiv1/containerpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/emulators/faults"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
@@ -431,7 +431,7 @@ func TestPubSubDown(t *testing.T) {
 			t.Parallel()
 			o := faults.NewOutage(tt.code, "injected outage")
 			cfg := fastConfig()
-			cfg.PubSubReactors = []pstest.ServerReactorOption{{FuncName: "Publish", Reactor: o}}
+			cfg.PubSubReactors = []psemu.Option{psemu.WithReactor("Publish", o)}
 			e := startEnv(t, cfg)
 			c := e.api
 			o.Set(true)

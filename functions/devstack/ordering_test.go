@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func (r *orderedReceiver) missing(want []string) []string {
 }
 
 // maxOrderedLag bounds how long an event may take from its publication to
-// the ordered consumer. With pstest's own streaming pull, which hands a
+// the ordered consumer. With Google's pstest, whose streaming pull handed a
 // stream one message every 10 ms, this test's events took up to 3.6 s
 // (4.9 s with -race), and more the more events there are; served by
 // emulators/pubsub, under 1 s.
@@ -177,8 +176,8 @@ func TestOrderedConsumer(t *testing.T) {
 		}
 	}
 
-	// The order of publication of each cluster's events: pstest numbers
-	// messages as it accepts them.
+	// The order of publication of each cluster's events: the emulator
+	// numbers messages as it accepts them.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t.Logf("longest from publication to the consumer: %v, %s", r.maxLag, r.lagged)
@@ -198,12 +197,13 @@ func TestOrderedConsumer(t *testing.T) {
 	}
 }
 
-// msgNumber is the sequence number in a pstest message ID ("m12").
-func msgNumber(t *testing.T, id string) int {
+// msgNumber is a message ID as a number: the emulator's IDs are decimal,
+// as Pub/Sub's are, and it numbers messages in the order it takes them.
+func msgNumber(t *testing.T, id string) int64 {
 	t.Helper()
-	n, err := strconv.Atoi(strings.TrimPrefix(id, "m"))
+	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		t.Fatalf("message ID %q is not pstest's m<number>", id)
+		t.Fatalf("message ID %q is not a decimal number", id)
 	}
 	return n
 }

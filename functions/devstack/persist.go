@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	psemu "github.com/better-compute/kubernetes/emulators/pubsub"
 )
 
 // DefaultSaveInterval is how often a stack with a data file saves what
@@ -44,13 +45,17 @@ type savedIssuer struct {
 	Key string `json:"key"` // PEM (devissuer.MarshalKey)
 }
 
-// savedPubSub is what the Pub/Sub emulator of the stack's project holds:
-// its topics and subscriptions (protojson), and the messages that not
-// every subscription of their topic had acknowledged.
+// savedPubSub is what the Pub/Sub emulator holds: its whole state
+// (psemu.State: each subscription's own backlog, snapshots, schemas,
+// policies). A data file of an earlier format has instead the topics and
+// subscriptions (protojson) of the stack's project and the messages that
+// not every subscription of their topic had acknowledged; it is still
+// read.
 type savedPubSub struct {
-	Topics        []json.RawMessage `json:"topics"`
-	Subscriptions []json.RawMessage `json:"subscriptions"`
-	Messages      []savedMessage    `json:"messages"`
+	State         *psemu.State      `json:"state,omitempty"`
+	Topics        []json.RawMessage `json:"topics,omitempty"`
+	Subscriptions []json.RawMessage `json:"subscriptions,omitempty"`
+	Messages      []savedMessage    `json:"messages,omitempty"`
 }
 
 type savedMessage struct {
@@ -205,66 +210,34 @@ func (s *Stack) saveLoop(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// pubsubState reads the topics, subscriptions and unacknowledged messages
-// of the stack's project from the Pub/Sub emulator.
-func (s *Stack) pubsubState(ctx context.Context) (*savedPubSub, error) {
-	g := &s.PubSub.GServer
-	project := "projects/" + s.cfg.Project
-	out := &savedPubSub{Topics: []json.RawMessage{}, Subscriptions: []json.RawMessage{}, Messages: []savedMessage{}}
-	topics := map[string]bool{}
-	for tok := ""; ; {
-		resp, err := g.ListTopics(ctx, &pubsubpb.ListTopicsRequest{Project: project, PageSize: 1000, PageToken: tok})
-		if err != nil {
-			return nil, fmt.Errorf("list topics: %w", err)
-		}
-		for _, t := range resp.Topics {
-			b, err := protojson.Marshal(t)
-			if err != nil {
-				return nil, fmt.Errorf("topic %s: %w", t.Name, err)
-			}
-			out.Topics = append(out.Topics, b)
-			topics[t.Name] = true
-		}
-		if tok = resp.NextPageToken; tok == "" {
-			break
-		}
+// pubsubState reads the whole state of the Pub/Sub emulator.
+func (s *Stack) pubsubState(context.Context) (*savedPubSub, error) {
+	st, err := s.PubSub.Save()
+	if err != nil {
+		return nil, fmt.Errorf("pubsub: %w", err)
 	}
-	subs := map[string]int{} // topic → subscriptions
-	for tok := ""; ; {
-		resp, err := g.ListSubscriptions(ctx, &pubsubpb.ListSubscriptionsRequest{Project: project, PageSize: 1000, PageToken: tok})
-		if err != nil {
-			return nil, fmt.Errorf("list subscriptions: %w", err)
-		}
-		for _, sub := range resp.Subscriptions {
-			b, err := protojson.Marshal(sub)
-			if err != nil {
-				return nil, fmt.Errorf("subscription %s: %w", sub.Name, err)
-			}
-			out.Subscriptions = append(out.Subscriptions, b)
-			subs[sub.Topic]++
-		}
-		if tok = resp.NextPageToken; tok == "" {
-			break
-		}
-	}
-	// pstest counts the acknowledgements of a message over all the
-	// subscriptions of its topic.
-	for _, m := range s.PubSub.Messages() {
-		if !topics[m.Topic] || m.Acks >= subs[m.Topic] {
-			continue
-		}
-		out.Messages = append(out.Messages, savedMessage{Topic: m.Topic, Data: m.Data, Attributes: m.Attributes, OrderingKey: m.OrderingKey, PublishTime: m.PublishTime})
-	}
-	return out, nil
+	return &savedPubSub{State: st}, nil
 }
 
-// restorePubSub recreates the saved topics and subscriptions, then
-// publishes again, oldest first, the messages that were not acknowledged.
-// A subscription or message whose topic was deleted is left out.
+// restorePubSub puts back the Pub/Sub emulator's state. From a data file
+// of the earlier format, it recreates the saved topics and subscriptions,
+// then publishes again, oldest first, the messages that were not
+// acknowledged; a subscription or message whose topic was deleted is left
+// out.
 func (s *Stack) restorePubSub(ctx context.Context, ps *savedPubSub) error {
-	g := &s.PubSub.GServer
+	if ps.State != nil {
+		if err := s.PubSub.Restore(ps.State); err != nil {
+			return fmt.Errorf("pubsub: %w", err)
+		}
+		return nil
+	}
+	g := s.PubSub
 	exists := func(err error) bool { return status.Code(err) == codes.AlreadyExists }
-	noTopic := func(err error) bool { return status.Code(err) == codes.NotFound }
+	// A subscription whose topic was deleted names "_deleted-topic_",
+	// which CreateSubscription refuses as a name.
+	noTopic := func(err error) bool {
+		return status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument
+	}
 	for _, raw := range ps.Topics {
 		var t pubsubpb.Topic
 		if err := protojson.Unmarshal(raw, &t); err != nil {

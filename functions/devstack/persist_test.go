@@ -32,7 +32,7 @@ func TestDataFile(t *testing.T) {
 	e := startEnv(t, cfg)
 	ctx := context.Background()
 	sub := "projects/bc-dev/subscriptions/keep"
-	if _, err := e.PubSub.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/bc-dev/topics/" + event.ClusterCreated, AckDeadlineSeconds: 10}); err != nil {
+	if _, err := e.PubSub.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/bc-dev/topics/" + event.ClusterCreated, AckDeadlineSeconds: 10}); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
 	cl := e.api.createCluster(t, "keep", poolSpec("a", 1))
@@ -80,7 +80,7 @@ func TestDataFile(t *testing.T) {
 	if _, err := s2.GKE.Cluster(providerName(cl)); err != nil {
 		t.Errorf("GKE cluster after the restart: %v", err)
 	}
-	resp, err := s2.PubSub.GServer.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 10})
+	resp, err := s2.PubSub.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 10})
 	if err != nil {
 		t.Fatalf("pull the kept subscription: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestDataFileDeletedTopic(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	g := &s.PubSub.GServer
+	g := s.PubSub
 	topic, sub := "projects/bc-dev/topics/gone", "projects/bc-dev/subscriptions/orphan"
 	if _, err := g.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatal(err)

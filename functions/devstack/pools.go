@@ -25,7 +25,7 @@ import (
 // production: published on their topics, delivered by a subscription per
 // topic to kubernetesSubstrates-poolEvents. The devstack plays the pools
 // module (POST /dev/pools/put and /dev/pools/archive publish its events)
-// and the push subscriptions, which pstest does not push: a subscriber
+// and the push subscriptions, which the emulator does not push: a subscriber
 // pulls each subscription and posts every message to the function, over
 // HTTP, as the CloudEvent the Functions Framework makes of a push, with
 // the OIDC token a push subscription sends (PushServiceAccount's), and

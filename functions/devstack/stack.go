@@ -1,7 +1,7 @@
 // Package devstack runs the whole system in one process with no cloud
-// account (API.md §8): the Firestore emulator, Pub/Sub (Google's pstest,
-// served with Pub/Sub's streaming pull by emulators/pubsub, whose comment
-// lists how it still differs from Pub/Sub), the Cloud Tasks emulator
+// account (API.md §8): the Firestore emulator, the Pub/Sub emulator
+// (emulators/pubsub, whose comment lists how it still differs from
+// Pub/Sub), the Cloud Tasks emulator
 // dispatching to the reconcile function, the GKE simulator with its
 // per-project IAM and the IAM Credentials emulator (iam.go), a development
 // token issuer, and every function of the project, built and served by the
@@ -30,10 +30,11 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ctemu "github.com/better-compute/kubernetes/emulators/cloudtasks"
@@ -142,8 +143,9 @@ type Config struct {
 	// FirestoreDialOptions are added to the Firestore client's connection
 	// (tests count RPCs with interceptors).
 	FirestoreDialOptions []grpc.DialOption
-	// PubSubReactors are pstest reactors (tests fail publishes with them).
-	PubSubReactors []pstest.ServerReactorOption
+	// PubSubReactors are the Pub/Sub emulator's fault reactors (tests fail
+	// publishes with them).
+	PubSubReactors []psemu.Option
 	// ConsolePoll is how often the console's cluster page reads Firestore
 	// again, the fleet sending a burst of changes within a quarter of it
 	// (a second when zero).
@@ -172,8 +174,8 @@ type Stack struct {
 	URL string // http://host:port of the functions
 
 	Firestore *fsemu.Server
-	// PubSub is pstest served with Pub/Sub's streaming pull
-	// (emulators/pubsub, whose comment lists how it differs from Pub/Sub).
+	// PubSub is the Pub/Sub emulator (emulators/pubsub, whose comment
+	// lists how it differs from Pub/Sub).
 	PubSub *psemu.Server
 	Tasks  *ctemu.Server
 	GKE    *gkeemu.Server
@@ -286,13 +288,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := s.startEmulators(raw, data); err != nil {
 		return nil, err
 	}
-	if err := s.provision(ctx); err != nil {
-		return nil, err
-	}
 	if data != nil && data.PubSub != nil {
 		if err := s.restorePubSub(ctx, data.PubSub); err != nil {
 			return nil, fmt.Errorf("data file %s: %w", cfg.DataFile, err)
 		}
+	}
+	if err := s.provision(ctx); err != nil {
+		return nil, err
 	}
 
 	s.functions = s.functionsConfig()
@@ -570,7 +572,8 @@ func (s *Stack) provision(ctx context.Context) error {
 	defer ps.Close()
 	for _, t := range event.Types {
 		name := fmt.Sprintf("projects/%s/topics/%s", s.cfg.Project, t)
-		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil {
+		// A topic restored from the data file exists already.
+		if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create topic %s: %w", name, err)
 		}
 	}
