@@ -26,8 +26,14 @@ import (
 // the auto-provisioned pools' network tags to what GetCluster shows and
 // keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
-// update.", as in GKE; node pool autoscaling or a master version together
-// with another field is refused with INVALID_ARGUMENT.
+// update.", as in GKE. Node pool autoscaling or a master version together
+// with another field breaks the API's rule for ClusterUpdate, "Exactly one
+// update can be applied to a cluster with each request, so at most one
+// field can be provided", and is INVALID_ARGUMENT in those words, which
+// name the fields (GKE's own words for it are in no public trace). The
+// other fields are accepted together, as GKE took desired_logging_service
+// with desired_monitoring_service (recorded: containercluster-zonal);
+// desired_node_pool_id and etag only name the pool and guard the change.
 func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateClusterRequest) (*containerpb.Operation, error) {
 	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
 	if err != nil {
@@ -42,6 +48,7 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		})
 	}
 	set = slices.DeleteFunc(set, func(f string) bool { return f == "desired_node_pool_id" || f == "etag" })
+	slices.Sort(set) // the refusal names them in an order of its own
 	own := slices.ContainsFunc(set, func(f string) bool { return f == "desired_node_pool_autoscaling" || f == "desired_master_version" })
 	switch {
 	case len(set) == 0:
@@ -49,7 +56,7 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 	case !own:
 		return s.updateCluster(k, u)
 	case len(set) > 1:
-		return nil, status.Errorf(codes.InvalidArgument, "UpdateCluster: updating %s at once is not supported by this emulator; make one change per call.", strings.Join(set, ", "))
+		return nil, status.Errorf(codes.InvalidArgument, "Exactly one update can be applied to a cluster with each request, so at most one field can be provided: %s.", strings.Join(set, ", "))
 	}
 	switch set[0] {
 	case "desired_node_pool_autoscaling":

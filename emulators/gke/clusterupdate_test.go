@@ -6,6 +6,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestUpdateCluster(t *testing.T) {
@@ -45,19 +46,27 @@ func TestUpdateCluster(t *testing.T) {
 		t.Errorf("services = %q, %q; want none, none", c.LoggingService, c.MonitoringService)
 	}
 
+	const oneUpdate = "Exactly one update can be applied to a cluster with each request, so at most one field can be provided: "
 	refusals := []struct {
-		name string
-		u    *containerpb.ClusterUpdate
-		want codes.Code
+		name  string
+		u     *containerpb.ClusterUpdate
+		want  codes.Code
+		words string // "" for any
 	}{
-		{"nothing", nil, codes.InvalidArgument},
-		{"empty", &containerpb.ClusterUpdate{}, codes.InvalidArgument},
-		{"master version and another field", &containerpb.ClusterUpdate{DesiredMasterVersion: "latest", DesiredImageType: "UBUNTU_CONTAINERD"}, codes.InvalidArgument},
-		{"missing pool", &containerpb.ClusterUpdate{DesiredNodePoolId: "nope", DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}}, codes.NotFound},
+		{"nothing", nil, codes.InvalidArgument, "Must specify a field to update."},
+		{"empty", &containerpb.ClusterUpdate{}, codes.InvalidArgument, "Must specify a field to update."},
+		{"master version and another field", &containerpb.ClusterUpdate{DesiredMasterVersion: "latest", DesiredImageType: "UBUNTU_CONTAINERD"}, codes.InvalidArgument,
+			oneUpdate + "desired_image_type, desired_master_version."},
+		{"pool autoscaling and another field", &containerpb.ClusterUpdate{DesiredNodePoolId: "p0", DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, MaxNodeCount: 3}, DesiredLoggingService: "none"}, codes.InvalidArgument,
+			oneUpdate + "desired_logging_service, desired_node_pool_autoscaling."},
+		{"pool autoscaling and a master version", &containerpb.ClusterUpdate{DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}, DesiredMasterVersion: "latest"}, codes.InvalidArgument,
+			oneUpdate + "desired_master_version, desired_node_pool_autoscaling."},
+		{"missing pool", &containerpb.ClusterUpdate{DesiredNodePoolId: "nope", DesiredNodePoolAutoscaling: &containerpb.NodePoolAutoscaling{}}, codes.NotFound, ""},
 	}
 	for _, tt := range refusals {
-		if _, err := upd(tt.u); code(err) != tt.want {
-			t.Errorf("UpdateCluster %s = %v, want %v", tt.name, err, tt.want)
+		_, err := upd(tt.u)
+		if code(err) != tt.want || tt.words != "" && status.Convert(err).Message() != tt.words {
+			t.Errorf("UpdateCluster %s = %v, want %v %q", tt.name, err, tt.want, tt.words)
 		}
 	}
 	op, err = e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-medium", 1, zoneA)})

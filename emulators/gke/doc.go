@@ -80,7 +80,8 @@
 // synchronously with INVALID_ARGUMENT: names, unknown locations, node
 // locations outside the cluster's region, unknown machine types,
 // accelerators the machine family cannot take or counts its shape does not
-// have, disk types the family does not support, bad autoscaling bounds,
+// have, disk types the family does not support, bad autoscaling bounds
+// (see below),
 // versions newer than the master, and node labels whose keys GKE or
 // Kubernetes manage (in a new pool, a new cluster's pools or
 // UpdateNodePool), in GKE's words: `Node labels with key
@@ -95,6 +96,25 @@
 // stockout (Server.Stockout) leaves it with part of its nodes until its
 // instance groups get the others, and Server.FailNextOperation fails any
 // operation. A cluster whose create failed is ERROR.
+//
+// Autoscaling bounds. A pool's autoscaling is bounded per zone
+// (min_node_count, max_node_count) or as a whole, over all its zones
+// (total_min_node_count, total_max_node_count, with location_policy ANY
+// or BALANCED), never both, as the API says of the two kinds; either is
+// read back as sent, with locationPolicy BALANCED when none is given. In
+// GKE's words, maxima both zero are refused with "Node_pool_autoscaling.
+// max_node_count and node_pool_autoscaling.total_max_node_count cannot be
+// both set to zero." (terraform-google-modules/
+// terraform-google-kubernetes-engine#1554, HTTP 400), maxima both set
+// with "... cannot be both greater than zero." (quoted mid-sentence, of
+// an update Config Connector sent, in a public repository's notes; the
+// capital and full stop are the first message's), and minima both set
+// with those words of min_node_count and total_min_node_count, which no
+// trace quotes. A
+// per-zone bound beside a total one of the other end, and bounds out of
+// order, are refused in the simulator's words. Server.Autoscale and
+// Server.AutoscaleZones (a count per zone, as ANY spreads a pool) keep
+// each zone within per-zone bounds, or the pool's sum within total ones.
 //
 // Stockouts, in GKE's words. Public traces show GKE reporting a zone out
 // of machines in these forms, and Server.StockoutAs chooses one per
@@ -161,7 +181,7 @@
 // happens) and Stockout.
 //
 // Tests change the state out of band through Server: RemoveNodePool,
-// ResizeNodePool, BreakNodePool, Autoscale, and UpgradeMaster or UpgradeMasterFor
+// ResizeNodePool, BreakNodePool, Autoscale, AutoscaleZones, and UpgradeMaster or UpgradeMasterFor
 // (a release-channel upgrade). Cluster, NodePool, NodeCounts and Operations
 // inspect the state.
 //
@@ -351,10 +371,12 @@
 //     Server.ResizeNodePool moves it behind the API's back, leaving
 //     initial_node_count. A failed resize (a stockout) leaves
 //     initial_node_count as it was; no recording shows what GKE does.
-//     Autoscaling bounds for the whole pool (total_min_node_count,
-//     total_max_node_count, which GKE accepts) are refused with
-//     INVALID_ARGUMENT: the autoscaler's per-zone model has no place for
-//     them, and no recording sets them (those replayed send 0).
+//     Total autoscaling bounds are in no recording (those replayed send
+//     0): GKE's words for a per-zone minimum beside a total maximum (or
+//     a total minimum beside a per-zone maximum) and for totals out of
+//     order are not known, nor is any ceiling GKE puts on a total, which
+//     the simulator leaves unbounded; the location policy does not steer
+//     Server.Autoscale, which the test spreads itself.
 //   - Operation types, as recorded: autoscaling changes (UpdateCluster's
 //     desiredNodePoolAutoscaling or SetNodePoolAutoscaling) and cluster
 //     updates and label changes report UPDATE_CLUSTER; a pool's taint
@@ -373,8 +395,15 @@
 //     under the same name, kubelet_config among them, are read back, and
 //     machine type and disk are checked as a new pool's; nodes are not
 //     recreated). Node pool autoscaling or a master version together with
-//     another UpdateCluster field is refused with INVALID_ARGUMENT (GKE's
-//     rule for several fields at once is not recorded). Every other RPC
+//     another UpdateCluster field (desired_node_pool_id and etag apart) is
+//     INVALID_ARGUMENT in the API's own rule for ClusterUpdate, "Exactly
+//     one update can be applied to a cluster with each request, so at most
+//     one field can be provided: F, G." naming the fields: GKE's words for
+//     it are in no public trace found, and no recording sends either with
+//     another field. Any other fields are accepted together, as GKE took
+//     desiredLoggingService with desiredMonitoringService
+//     (containercluster-zonal); which other pairs GKE refuses is not
+//     recorded. Every other RPC
 //     of the API answers UNIMPLEMENTED. SetLabels refuses a label_fingerprint other than
 //     the cluster's with FAILED_PRECONDITION (GKE's wording for it is not
 //     recorded); fingerprints and etags are the simulator's own.

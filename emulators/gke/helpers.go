@@ -3,6 +3,7 @@ package gke
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
@@ -124,18 +125,46 @@ func (s *Server) ResizeNodePool(name string, perZoneCount int32) error {
 	})
 }
 
-// Autoscale moves a node pool's nodes per zone as the cluster autoscaler
-// would: only with autoscaling enabled and within its bounds.
+// Autoscale moves a node pool's nodes to perZoneCount in each of its
+// zones, as the cluster autoscaler would: only with autoscaling enabled
+// and within its bounds, per zone or, for total bounds, the pool's sum
+// over its zones.
 func (s *Server) Autoscale(name string, perZoneCount int32) error {
-	return s.withPool("Autoscale", name, func(_ *cluster, np *nodePool) error {
+	return s.autoscale("Autoscale", name, func(np *nodePool) map[string]int32 { return perZone(np.pb.Locations, perZoneCount) })
+}
+
+// AutoscaleZones is Autoscale with a count of its own for each of the
+// pool's zones (a zone left out keeps its nodes), as the autoscaler
+// spreads a pool unevenly under location_policy ANY.
+func (s *Server) AutoscaleZones(name string, counts map[string]int32) error {
+	return s.autoscale("AutoscaleZones", name, func(np *nodePool) map[string]int32 {
+		nodes := maps.Clone(np.nodes)
+		maps.Copy(nodes, counts)
+		return nodes
+	})
+}
+
+// autoscale sets the pool's nodes to what target returns, if autoscaling
+// allows them.
+func (s *Server) autoscale(helper, name string, target func(*nodePool) map[string]int32) error {
+	return s.withPool(helper, name, func(_ *cluster, np *nodePool) error {
 		a := np.pb.Autoscaling
 		if a == nil || !a.Enabled {
 			return fmt.Errorf("autoscaling is not enabled")
 		}
-		if perZoneCount < a.MinNodeCount || perZoneCount > a.MaxNodeCount {
-			return fmt.Errorf("count %d outside the bounds [%d, %d]", perZoneCount, a.MinNodeCount, a.MaxNodeCount)
+		nodes := target(np)
+		for z, n := range nodes {
+			if !slices.Contains(np.pb.Locations, z) {
+				return fmt.Errorf("zone %s is not one of the pool's %v", z, np.pb.Locations)
+			}
+			if n < 0 || n > maxNodesPerZone {
+				return fmt.Errorf("count %d in %s out of range [0, %d]", n, z, maxNodesPerZone)
+			}
 		}
-		np.nodes = perZone(np.pb.Locations, perZoneCount)
+		if why := withinBounds(a, nodes); why != "" {
+			return fmt.Errorf("%s", why)
+		}
+		np.nodes = nodes
 		return nil
 	})
 }

@@ -146,18 +146,70 @@ func autoscalingDefaults(a *containerpb.NodePoolAutoscaling) {
 	}
 }
 
-// checkAutoscaling refuses bounds GKE refuses.
+// checkAutoscaling refuses bounds GKE refuses. A pool is bounded either
+// per zone (min_node_count, max_node_count) or as a whole, over all its
+// zones (total_min_node_count, total_max_node_count), never both: the API
+// calls the two kinds mutually exclusive. GKE's words are quoted where a
+// public trace shows them: both maxima zero
+// (terraform-google-modules/terraform-google-kubernetes-engine#1554) and
+// both greater than zero (quoted of an update Config Connector sent); for
+// the minima the simulator says the same of them.
 func checkAutoscaling(pool string, a *containerpb.NodePoolAutoscaling) error {
 	if a == nil || !a.Enabled {
 		return nil
 	}
-	if a.TotalMinNodeCount != 0 || a.TotalMaxNodeCount != 0 {
-		return status.Errorf(codes.InvalidArgument, "Node pool %q: total_min_node_count and total_max_node_count are not supported by this emulator; use min_node_count and max_node_count.", pool)
+	switch {
+	case a.MaxNodeCount == 0 && a.TotalMaxNodeCount == 0:
+		return status.Errorf(codes.InvalidArgument, "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count cannot be both set to zero.")
+	case a.MaxNodeCount > 0 && a.TotalMaxNodeCount > 0:
+		return status.Errorf(codes.InvalidArgument, "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count cannot be both greater than zero.")
+	case a.MinNodeCount > 0 && a.TotalMinNodeCount > 0:
+		return status.Errorf(codes.InvalidArgument, "Node_pool_autoscaling.min_node_count and node_pool_autoscaling.total_min_node_count cannot be both greater than zero.")
+	}
+	if totalBounds(a) {
+		if a.MinNodeCount != 0 {
+			return status.Errorf(codes.InvalidArgument, "Node pool %q: min_node_count cannot be used with total limits (total_max_node_count %d).", pool, a.TotalMaxNodeCount)
+		}
+		if a.TotalMinNodeCount < 0 || a.TotalMaxNodeCount < 0 || a.TotalMinNodeCount > a.TotalMaxNodeCount {
+			return status.Errorf(codes.InvalidArgument, "Node pool %q: invalid autoscaling bounds: total_min_node_count %d, total_max_node_count %d; want 0 <= total_min <= total_max.", pool, a.TotalMinNodeCount, a.TotalMaxNodeCount)
+		}
+		return nil
+	}
+	if a.TotalMinNodeCount != 0 {
+		return status.Errorf(codes.InvalidArgument, "Node pool %q: total_min_node_count cannot be used with per zone limits (max_node_count %d).", pool, a.MaxNodeCount)
 	}
 	if a.MinNodeCount < 0 || a.MaxNodeCount < 1 || a.MaxNodeCount > maxNodesPerZone || a.MinNodeCount > a.MaxNodeCount {
 		return status.Errorf(codes.InvalidArgument, "Node pool %q: invalid autoscaling bounds: min_node_count %d, max_node_count %d; want 0 <= min <= max, 1 <= max <= %d.", pool, a.MinNodeCount, a.MaxNodeCount, maxNodesPerZone)
 	}
 	return nil
+}
+
+// totalBounds reports whether a bounds the pool as a whole rather than
+// per zone.
+func totalBounds(a *containerpb.NodePoolAutoscaling) bool {
+	return a.TotalMaxNodeCount != 0
+}
+
+// withinBounds says why nodes (a count per zone) lie outside a's bounds,
+// or "" when they do not: per zone, each zone's count; as a whole, their
+// sum.
+func withinBounds(a *containerpb.NodePoolAutoscaling, nodes map[string]int32) string {
+	if totalBounds(a) {
+		var sum int32
+		for _, n := range nodes {
+			sum += n
+		}
+		if sum < a.TotalMinNodeCount || sum > a.TotalMaxNodeCount {
+			return fmt.Sprintf("%d nodes in all, outside the total bounds [%d, %d]", sum, a.TotalMinNodeCount, a.TotalMaxNodeCount)
+		}
+		return ""
+	}
+	for _, z := range slices.Sorted(maps.Keys(nodes)) {
+		if n := nodes[z]; n < a.MinNodeCount || n > a.MaxNodeCount {
+			return fmt.Sprintf("%d nodes in %s, outside the bounds [%d, %d] per zone", n, z, a.MinNodeCount, a.MaxNodeCount)
+		}
+	}
+	return ""
 }
 
 // fate is what an operation that brings up nodes will have done to a node
