@@ -57,6 +57,10 @@ func observe(c *containerpb.Cluster) *ObservedCluster {
 	for _, np := range c.GetNodePools() {
 		op := ObservedPool{Status: np.GetStatus().String(), Message: withConditions(np.GetStatusMessage(), np.GetConditions()), NodeCount: int(np.GetInitialNodeCount())}
 		if a := np.GetAutoscaling(); a.GetEnabled() {
+			// Bounds over the whole pool (total_min_node_count and
+			// total_max_node_count, which the product never sends)
+			// read as per-zone 0..0: unlike any spec's, so a run sets
+			// the spec's bounds.
 			op.Autoscaling = &resource.Autoscaling{MinNodes: int(a.GetMinNodeCount()), MaxNodes: int(a.GetMaxNodeCount())}
 		}
 		o.Pools[np.GetName()] = op

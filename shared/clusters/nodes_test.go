@@ -338,3 +338,21 @@ func TestWithConditions(t *testing.T) {
 		t.Errorf("a GCE_QUOTA_EXCEEDED condition read as transient")
 	}
 }
+
+// A pool the provider bounds over all its zones (total_min_node_count,
+// total_max_node_count, which the product never sends: an adopted
+// cluster's, or a change made outside Better Compute) is not taken for
+// the spec's per-zone bounds of the same numbers: the run sets the spec's.
+func TestPoolBoundedByTotalsIsConverged(t *testing.T) {
+	pb := &containerpb.NodePool{Name: "a", Status: containerpb.NodePool_RUNNING, InitialNodeCount: 2,
+		Autoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, TotalMinNodeCount: 1, TotalMaxNodeCount: 4, LocationPolicy: containerpb.NodePoolAutoscaling_ANY}}
+	op := observe(&containerpb.Cluster{NodePools: []*containerpb.NodePool{pb}}).Pools["a"]
+	p := poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })
+	d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": op})}, t0)
+	if d.Action == nil || d.Action.Kind != SetAutoscaling {
+		t.Fatalf("plan = %+v, want SetAutoscaling to the spec's per-zone bounds", d.Action)
+	}
+	if got := autoscaling(autoscale(1, 4)); got.GetTotalMinNodeCount() != 0 || got.GetTotalMaxNodeCount() != 0 || got.GetMinNodeCount() != 1 || got.GetMaxNodeCount() != 4 {
+		t.Errorf("the call's bounds = %v, want per-zone 1..4 and no totals", got)
+	}
+}
