@@ -176,6 +176,26 @@ func (l *load) try(method string, body, out any) error {
 	}
 }
 
+// poolID is the ID of the pool named name of a cluster, listed as every
+// other call of the load is made: asked again while a kill answers it
+// UNAVAILABLE.
+func (l *load) poolID(t *testing.T, clusterID, name string) string {
+	t.Helper()
+	var out struct {
+		NodePools []resource.NodePool `json:"nodePools"`
+	}
+	if err := l.try("kubernetesNodePools/list", map[string]any{"tenantId": "acme", "clusterId": clusterID}, &out); err != nil {
+		t.Fatalf("list node pools of %s: %v", clusterID, err)
+	}
+	for _, p := range out.NodePools {
+		if p.Name == name {
+			return p.ID
+		}
+	}
+	t.Fatalf("node pool %s not in the list of %s", name, clusterID)
+	return ""
+}
+
 // twice sends body to method twice at once, as a client retrying too
 // early does, and returns both answers.
 func (l *load) twice(method string, body map[string]any, out1, out2 any) (error, error) {
@@ -205,7 +225,7 @@ func (l *load) clusterLoad(t *testing.T, name string, quota, del bool) {
 		t.Fatalf("create %s twice under one key = %s, %v and %s, %v; want one cluster", c.name, cl1.ID, err1, cl2.ID, err2)
 	}
 	c.id, c.provider = cl1.ID, cl1.ProviderName
-	c.pools = append(c.pools, &loadPool{name: "a", id: poolByName(t, l.api, c.id, "a").ID, withCluster: true, counts: []int{1}})
+	c.pools = append(c.pools, &loadPool{name: "a", id: l.poolID(t, c.id, "a"), withCluster: true, counts: []int{1}})
 	// The name is taken, for any other key.
 	other := map[string]any{}
 	for k, v := range body {
