@@ -227,13 +227,7 @@ func (s *Server) ListSchemas(_ context.Context, req *pb.ListSchemasRequest) (*pb
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var names []string
-	for n := range s.schemas {
-		if inProject(n, project) {
-			names = append(names, n)
-		}
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
+	names, next := page(namesIn(s.schemas, project), req.PageSize, req.PageToken)
 	resp := &pb.ListSchemasResponse{NextPageToken: next}
 	for _, n := range names {
 		resp.Schemas = append(resp.Schemas, view(s.schemas[n][0], req.View))

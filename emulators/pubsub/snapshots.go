@@ -118,13 +118,7 @@ func (s *Server) ListSnapshots(_ context.Context, req *pb.ListSnapshotsRequest) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireSnapshots()
-	var names []string
-	for n := range s.snapshots {
-		if inProject(n, project) {
-			names = append(names, n)
-		}
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
+	names, next := page(namesIn(s.snapshots, project), req.PageSize, req.PageToken)
 	resp := &pb.ListSnapshotsResponse{NextPageToken: next}
 	for _, n := range names {
 		resp.Snapshots = append(resp.Snapshots, proto.Clone(s.snapshots[n].pb).(*pb.Snapshot))

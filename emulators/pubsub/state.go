@@ -157,6 +157,17 @@ func inProject(name, project string) bool {
 
 // page returns the names, sorted, of one page of a list: the page token is
 // the last name of the previous page.
+// namesIn is the names of m's resources in project.
+func namesIn[V any](m map[string]V, project string) []string {
+	var names []string
+	for n := range m {
+		if inProject(n, project) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 func page(names []string, size int32, token string) (out []string, next string) {
 	sort.Strings(names)
 	if size <= 0 || size > 1000 {

@@ -175,13 +175,7 @@ func (s *Server) ListSubscriptions(_ context.Context, req *pb.ListSubscriptionsR
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var names []string
-	for n := range s.subs {
-		if inProject(n, project) {
-			names = append(names, n)
-		}
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
+	names, next := page(namesIn(s.subs, project), req.PageSize, req.PageToken)
 	resp := &pb.ListSubscriptionsResponse{NextPageToken: next}
 	for _, n := range names {
 		resp.Subscriptions = append(resp.Subscriptions, proto.Clone(s.subs[n].pb).(*pb.Subscription))

@@ -95,13 +95,7 @@ func (s *Server) ListTopics(_ context.Context, req *pb.ListTopicsRequest) (*pb.L
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var names []string
-	for n := range s.topics {
-		if inProject(n, project) {
-			names = append(names, n)
-		}
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
+	names, next := page(namesIn(s.topics, project), req.PageSize, req.PageToken)
 	resp := &pb.ListTopicsResponse{NextPageToken: next}
 	for _, n := range names {
 		resp.Topics = append(resp.Topics, proto.Clone(s.topics[n].pb).(*pb.Topic))
