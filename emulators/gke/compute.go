@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ComputeServer serves the instance groups of the simulator's node pools
@@ -124,6 +127,13 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sel, err := fieldsOf(r)
+	if err == nil && sel != nil {
+		var md protoreflect.MessageDescriptor = (*computepb.InstanceGroupManager)(nil).ProtoReflect().Descriptor()
+		if method == ComputeAggregatedList {
+			md = (*computepb.InstanceGroupManagerAggregatedList)(nil).ProtoReflect().Descriptor()
+		}
+		err = checkFields(sel, md)
+	}
 	if err != nil {
 		computeError(w, http.StatusBadRequest, "invalidParameter", err.Error())
 		return
@@ -278,7 +288,9 @@ func (s *GServer) instanceGroups(project string) []instanceGroupManager {
 		}
 		for _, name := range c.order {
 			np := c.pools[name]
-			for _, u := range poolOut(c, np).InstanceGroupUrls {
+			// poolOut's instanceGroupUrls, without copying the pool.
+			for _, z := range np.pb.Locations {
+				u := instanceGroupURL(c, np, z)
 				zone, group, ok := groupOfURL(u)
 				if !ok {
 					continue
@@ -361,18 +373,16 @@ func aggregatedList(project string, groups []instanceGroupManager) map[string]an
 		z := "zones/" + m.Zone[strings.LastIndex(m.Zone, "/")+1:]
 		byZone[z] = append(byZone[z], m)
 	}
-	for region, zones := range regions {
-		for _, scope := range append([]string{"regions/" + region}, prefixed("zones/", zones)...) {
-			if ms, ok := byZone[scope]; ok {
-				items[scope] = map[string]any{"instanceGroupManagers": ms}
-				continue
-			}
-			items[scope] = map[string]any{"warning": map[string]any{
-				"code":    "NO_RESULTS_ON_PAGE",
-				"data":    []any{map[string]any{"key": "scope", "value": scope}},
-				"message": fmt.Sprintf("No results for the scope '%s'.", scope),
-			}}
+	for _, scope := range catalogScopes() {
+		if ms, ok := byZone[scope]; ok {
+			items[scope] = map[string]any{"instanceGroupManagers": ms}
+			continue
 		}
+		items[scope] = map[string]any{"warning": map[string]any{
+			"code":    "NO_RESULTS_ON_PAGE",
+			"data":    []any{map[string]any{"key": "scope", "value": scope}},
+			"message": "No results for the scope '" + scope + "'.",
+		}}
 	}
 	return map[string]any{
 		"kind":     "compute#instanceGroupManagerAggregatedList",
@@ -381,6 +391,17 @@ func aggregatedList(project string, groups []instanceGroupManager) map[string]an
 		"selfLink": computeBase + "projects/" + project + "/aggregated/instanceGroupManagers",
 	}
 }
+
+// catalogScopes is every region and zone of the catalog as an aggregated
+// list's scope.
+var catalogScopes = sync.OnceValue(func() []string {
+	var out []string
+	for region, zones := range regions {
+		out = append(out, "regions/"+region)
+		out = append(out, prefixed("zones/", zones)...)
+	}
+	return out
+})
 
 func prefixed(prefix string, ss []string) []string {
 	out := make([]string, len(ss))

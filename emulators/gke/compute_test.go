@@ -277,3 +277,31 @@ func TestComputeAggregatedListScopes(t *testing.T) {
 		}
 	}
 }
+
+// A selection naming a member the answer does not have is refused as
+// Compute Engine refuses it; one the answer has is served.
+func TestComputeFieldSelection(t *testing.T) {
+	e := newEnv(t)
+	_, cc := computeClient(t, e.srv)
+	e.createCluster(t)
+	for _, tc := range []struct{ fields, bad string }{
+		{"items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken", ""},
+		{"kind,items/*/warning(code,data/key)", ""},
+		{"items/*/MachineType(zone),nextPageToken", "MachineType"},
+		{"items/*/instanceGroupManagers(name,currentActions/nothing)", "nothing"},
+		{"nextPageTokens", "nextPageTokens"},
+	} {
+		ctx := callctx.SetHeaders(e.ctx, "X-Goog-FieldMask", tc.fields)
+		_, err := groups(ctx, cc, project)
+		if tc.bad == "" {
+			if err != nil {
+				t.Errorf("AggregatedList with fields %s: %v", tc.fields, err)
+			}
+			continue
+		}
+		var ae *apierror.APIError
+		if !errors.As(err, &ae) || ae.HTTPCode() != http.StatusBadRequest || !strings.Contains(err.Error(), "Invalid field selection "+tc.bad) {
+			t.Errorf("AggregatedList with fields %s = %v, want 400 Invalid field selection %s", tc.fields, err, tc.bad)
+		}
+	}
+}

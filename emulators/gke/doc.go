@@ -167,7 +167,12 @@
 // mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log;
 // older traces word it "There are no results for scope 'zones/Z' on this
 // page."). Both methods answer partial responses (the fields parameter or
-// the X-Goog-FieldMask header; fields.go says which syntax).
+// the X-Goog-FieldMask header; fields.go says which syntax), and refuse a
+// selection naming a member the answer's message lacks as Compute Engine
+// does: 400 invalidParameter "Invalid field selection NAME"
+// (openshift/installer#7096). Not recorded, so ours: the words for a
+// selection that does not parse; whether an aggregated list's scope left
+// empty by a selection is answered as {} (ours) or left out.
 //
 // Faults. Server embeds a faults.Injector, so calls are failed, delayed
 // and counted as in every emulator of this repository (package faults says

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Partial responses. Compute Engine, as every Google JSON API, answers
@@ -44,7 +47,7 @@ func parseFields(s string) (fieldSel, error) {
 		err = fmt.Errorf("unexpected %q", p.s[p.i])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Invalid field fieldSel %s: %w", s, err)
+		return nil, fmt.Errorf("Invalid field selection %s: %w", s, err)
 	}
 	return sel, nil
 }
@@ -169,6 +172,29 @@ func partial(v any, sel fieldSel) any {
 }
 
 func prune(v reflect.Value, sel fieldSel) any {
+	// The generic JSON shapes the server builds its lists of, without
+	// reflecting on each member.
+	if sel != nil && v.Kind() == reflect.Interface && !v.IsNil() {
+		v = v.Elem()
+	}
+	if sel != nil && v.CanInterface() {
+		switch m := v.Interface().(type) {
+		case map[string]any:
+			out := make(map[string]any, len(m))
+			for k, mv := range m {
+				if sub, ok := sel.member(k); ok {
+					out[k] = prune(reflect.ValueOf(&mv).Elem(), sub)
+				}
+			}
+			return out
+		case []any:
+			out := make([]any, len(m))
+			for i := range m {
+				out[i] = prune(reflect.ValueOf(&m[i]).Elem(), sel)
+			}
+			return out
+		}
+	}
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return nil
@@ -195,26 +221,88 @@ func prune(v reflect.Value, sel fieldSel) any {
 		return out
 	case reflect.Struct:
 		out := map[string]any{}
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if !f.IsExported() || name == "-" {
+		for _, f := range jsonFieldsOf(v.Type()) {
+			fv := v.Field(f.index)
+			if f.omitEmpty && fv.IsZero() {
 				continue
 			}
-			if name == "" {
-				name = f.Name
-			}
-			fv := v.Field(i)
-			if strings.Contains(opts, "omitempty") && fv.IsZero() {
-				continue
-			}
-			if sub, ok := sel.member(name); ok {
-				out[name] = prune(fv, sub)
+			if sub, ok := sel.member(f.name); ok {
+				out[f.name] = prune(fv, sub)
 			}
 		}
 		return out
 	}
 	// A sub-selection of a scalar selects nothing within it.
 	return v.Interface()
+}
+
+// jsonField is a struct field as encoding/json names it.
+type jsonField struct {
+	index     int
+	name      string
+	omitEmpty bool
+}
+
+// jsonFields caches jsonFieldsOf: a listing prunes the same few types
+// many times over.
+var jsonFields sync.Map // reflect.Type -> []jsonField
+
+// jsonFieldsOf is the fields of struct type t that encoding/json encodes,
+// by their JSON names.
+func jsonFieldsOf(t reflect.Type) []jsonField {
+	if fs, ok := jsonFields.Load(t); ok {
+		return fs.([]jsonField)
+	}
+	var fs []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fs = append(fs, jsonField{index: i, name: name, omitEmpty: strings.Contains(opts, "omitempty")})
+	}
+	jsonFields.Store(t, fs)
+	return fs
+}
+
+// checkFields refuses a selection that names a member the answer's
+// message md does not have, as Compute Engine refuses it: 400
+// invalidParameter, "Invalid field selection MachineType" (quoted in
+// openshift/installer#7096 of a selection naming a field in the wrong
+// case). A map's members are its keys, any of them; a sub-selection of a
+// member that is not a message is not checked.
+func checkFields(sel fieldSel, md protoreflect.MessageDescriptor) error {
+	for name, sub := range sel {
+		if name == "*" {
+			continue
+		}
+		fd := md.Fields().ByJSONName(name)
+		if fd == nil {
+			return fmt.Errorf("Invalid field selection %s", name)
+		}
+		if sub == nil {
+			continue
+		}
+		switch {
+		case fd.IsMap():
+			vd := fd.MapValue().Message()
+			for _, s := range sub {
+				if s == nil || vd == nil {
+					continue
+				}
+				if err := checkFields(s, vd); err != nil {
+					return err
+				}
+			}
+		case fd.Message() != nil:
+			if err := checkFields(sub, fd.Message()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
