@@ -102,6 +102,7 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	in.NodeConfig = nil
 	in.Etag = randomHex(8)
 	in.LabelFingerprint = labelFingerprint(in.ResourceLabels)
+	confidentialDefaults(in.ConfidentialNodes)
 	c.pb = in
 	for _, p := range reqPools {
 		np, err := s.newPool(c, p)

@@ -423,3 +423,43 @@ func TestUpgradeMasterFor(t *testing.T) {
 		t.Errorf("after the upgrade = %v %q, want RUNNING %q", c.Status, c.CurrentMasterVersion, want)
 	}
 }
+
+// TestRecordedNodeDefaults holds the defaults GKE gave nodes in the
+// recordings (containercluster-enableconfidentialnodesin*): confidential
+// nodes asked without a type are SEV, at the cluster and in its pools.
+func TestRecordedNodeDefaults(t *testing.T) {
+	e := newEnv(t)
+	confidential := pool("conf", "n2d-standard-2", 1, zoneA)
+	confidential.Config.ConfidentialNodes = &containerpb.ConfidentialNodes{Enabled: true}
+	snp := pool("snp", "n2d-standard-2", 1, zoneA)
+	snp.Config.ConfidentialNodes = &containerpb.ConfidentialNodes{Enabled: true, ConfidentialInstanceType: containerpb.ConfidentialNodes_SEV_SNP}
+	op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{
+		Name:              "c1",
+		ConfidentialNodes: &containerpb.ConfidentialNodes{Enabled: true},
+		NodePools:         []*containerpb.NodePool{confidential, snp, pool("plain", "e2-medium", 1, zoneA)},
+	}})
+	if err != nil {
+		t.Fatalf("CreateCluster: %v", err)
+	}
+	e.wait(t, op)
+	c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+	if err != nil {
+		t.Fatalf("GetCluster: %v", err)
+	}
+	if got := c.GetConfidentialNodes().GetConfidentialInstanceType(); got != containerpb.ConfidentialNodes_SEV {
+		t.Errorf("cluster confidentialInstanceType = %v, want SEV", got)
+	}
+	for _, tt := range []struct {
+		pool string
+		typ  containerpb.ConfidentialNodes_ConfidentialInstanceType
+	}{
+		{"conf", containerpb.ConfidentialNodes_SEV},
+		{"snp", containerpb.ConfidentialNodes_SEV_SNP},
+		{"plain", containerpb.ConfidentialNodes_CONFIDENTIAL_INSTANCE_TYPE_UNSPECIFIED},
+	} {
+		cfg := e.getPool(t, tt.pool).GetConfig()
+		if got := cfg.GetConfidentialNodes().GetConfidentialInstanceType(); got != tt.typ {
+			t.Errorf("pool %s confidentialInstanceType = %v, want %v", tt.pool, got, tt.typ)
+		}
+	}
+}

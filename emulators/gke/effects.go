@@ -295,6 +295,7 @@ func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRe
 		return true
 	})
 	kubeletDefaults(cfg)
+	confidentialDefaults(cfg.ConfidentialNodes)
 }
 
 // kubeletDefaults gives a node configuration GKE's kubelet settings for
