@@ -300,7 +300,9 @@ func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRe
 
 // kubeletDefaults gives a node configuration GKE's kubelet settings for
 // what it leaves unset (recorded: insecureKubeletReadonlyPortEnabled false
-// and maxParallelImagePulls 2, with or without a kubeletConfig asked).
+// and maxParallelImagePulls 2, with or without a kubeletConfig asked; 3
+// for nodes whose ephemeral storage, the images' among it, is on local
+// SSDs, as GKE documents a default "2 or 3 depending on the disk type").
 func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	if cfg.KubeletConfig == nil {
 		cfg.KubeletConfig = &containerpb.NodeKubeletConfig{}
@@ -311,5 +313,8 @@ func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	}
 	if k.MaxParallelImagePulls == 0 {
 		k.MaxParallelImagePulls = 2
+		if cfg.GetEphemeralStorageLocalSsdConfig().GetLocalSsdCount() > 0 {
+			k.MaxParallelImagePulls = 3
+		}
 	}
 }
