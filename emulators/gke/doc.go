@@ -417,10 +417,17 @@
 //     the simulator models: of the recordings of addons, private nodes,
 //     control plane endpoints, workload identity, boot disk encryption,
 //     default compute classes, advanced machine features, swap and
-//     containerd configuration, the simulator keeps what the request
-//     sent and shows it back, without GKE's defaults for the rest of
-//     those messages (the workload pool, the private endpoint, the
-//     addons' defaults), which are not compared. A region's default zones are its first three
+//     containerd configuration, database and in-transit encryption, DNS
+//     endpoints, additional subnets and pod ranges and the data cache,
+//     the simulator keeps what the request sent and shows it back,
+//     without GKE's defaults for the rest of those messages (the
+//     workload pool, the private endpoint, the addons' defaults, the
+//     database encryption's ALL_OBJECTS_ENCRYPTION_ENABLED for ENCRYPTED
+//     and its currentState, the network's short name), which are not
+//     compared; UpdateCluster's changes of them (desired database
+//     encryption, in-transit encryption, control plane endpoints,
+//     default private nodes, additional IP ranges and pod ranges) are
+//     accepted and not read back, where GKE shows them. A region's default zones are its first three
 //     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
 //     client must not rely on their order. The 8 hex of an instance group
 //     name are a hash of the simulator's own. The recordings are of the
@@ -457,9 +464,13 @@
 //     -c and -f for a regional us-central1 cluster, the simulator the
 //     first three (g2 is missing from us-central1-f in the catalog, so
 //     GKE's choice would fail GPU pools created without locations; the
-//     replay reads the recorded -f as -b). GKE showed a pool's kubelet
-//     maxParallelImagePulls 3 after an update that did not set it (2
-//     before); the simulator keeps 2 (not compared). A pool operation's
+//     replay reads the recorded -f as -b; likewise of
+//     containercluster-ipallocationpolicy-range). GKE showed a pool's
+//     kubelet maxParallelImagePulls 3 after an update that did not set
+//     it (2 before), on e2 nodes without local SSDs, where its default
+//     is 3 only for nodes whose ephemeral storage is on local SSDs
+//     (recorded: containercluster-datacache, -swap-*); the simulator
+//     keeps 2 (not compared). A pool operation's
 //     answer was RUNNING in a zonal cluster where the simulator answers
 //     PENDING; both are recorded, and the replay takes either. The
 //     maintenance policy's resourceVersion is GKE's own and not compared.
