@@ -119,6 +119,9 @@ func (s *GServer) complete(op *operation) {
 			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
 				c.pb.MonitoringService = v
 			}
+			if d := e.cluster.GetDesiredDatabaseEncryption(); d != nil {
+				c.pb.DatabaseEncryption = databaseEncryption(c.pb.DatabaseEncryption, d)
+			}
 			if a := e.cluster.GetDesiredClusterAutoscaling(); a != nil {
 				c.pb.Autoscaling = proto.Clone(a).(*containerpb.ClusterAutoscaling)
 			}
