@@ -24,6 +24,11 @@ var regions = map[string][]string{
 	"asia-southeast1": {"asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c"},
 	// A recording's private cluster was made in northamerica-northeast1-a.
 	"northamerica-northeast1": {"northamerica-northeast1-a", "northamerica-northeast1-b", "northamerica-northeast1-c"},
+	// And others in northamerica-northeast2-a, northamerica-south1-a and
+	// -b, and a regional one in us-west4.
+	"northamerica-northeast2": {"northamerica-northeast2-a", "northamerica-northeast2-b", "northamerica-northeast2-c"},
+	"northamerica-south1":     {"northamerica-south1-a", "northamerica-south1-b", "northamerica-south1-c"},
+	"us-west4":                {"us-west4-a", "us-west4-b", "us-west4-c"},
 }
 
 // regionOf returns the region of a zone or region, and whether loc is a zone.

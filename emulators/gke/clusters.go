@@ -102,6 +102,8 @@ func (s *GServer) CreateCluster(_ context.Context, req *containerpb.CreateCluste
 	in.NodeConfig = nil
 	in.Etag = randomHex(8)
 	in.LabelFingerprint = labelFingerprint(in.ResourceLabels)
+	confidentialDefaults(in.ConfidentialNodes)
+	in.DatabaseEncryption = databaseEncryption(nil, in.DatabaseEncryption)
 	c.pb = in
 	for _, p := range reqPools {
 		np, err := s.newPool(c, p)
@@ -255,4 +257,29 @@ func (s *GServer) upgradeMaster(rpc string, k clusterKey, version string) (*oper
 	s.refresh(c)
 	s.log.Info("Upgrading master", "cluster", k.String(), "version", v)
 	return op, nil
+}
+
+// databaseEncryption is the application-layer secrets encryption GKE shows
+// once a cluster (cur nil) is created with asked, or once an update to
+// asked is done, as recorded (containercluster-databaseencryption*, and
+// every other recording for a cluster that asks none): DECRYPTED unless a
+// key is asked with ENCRYPTED, which GKE shows as
+// ALL_OBJECTS_ENCRYPTION_ENABLED, each with the matching currentState;
+// decrypting keeps the key that was in use among decryptionKeys. What GKE
+// shows while an update runs (the PENDING states) is not recorded.
+func databaseEncryption(cur, asked *containerpb.DatabaseEncryption) *containerpb.DatabaseEncryption {
+	out := &containerpb.DatabaseEncryption{DecryptionKeys: slices.Clone(cur.GetDecryptionKeys())}
+	switch asked.GetState() {
+	case containerpb.DatabaseEncryption_ENCRYPTED, containerpb.DatabaseEncryption_ALL_OBJECTS_ENCRYPTION_ENABLED:
+		out.KeyName = asked.KeyName
+		out.State = containerpb.DatabaseEncryption_ALL_OBJECTS_ENCRYPTION_ENABLED
+		out.CurrentState = containerpb.DatabaseEncryption_CURRENT_STATE_ALL_OBJECTS_ENCRYPTION_ENABLED.Enum()
+	default:
+		if k := cur.GetKeyName(); k != "" && !slices.Contains(out.DecryptionKeys, k) {
+			out.DecryptionKeys = append(out.DecryptionKeys, k)
+		}
+		out.State = containerpb.DatabaseEncryption_DECRYPTED
+		out.CurrentState = containerpb.DatabaseEncryption_CURRENT_STATE_DECRYPTED.Enum()
+	}
+	return out
 }

@@ -423,3 +423,57 @@ func TestUpgradeMasterFor(t *testing.T) {
 		t.Errorf("after the upgrade = %v %q, want RUNNING %q", c.Status, c.CurrentMasterVersion, want)
 	}
 }
+
+// TestRecordedNodeDefaults holds the defaults GKE gave nodes in the
+// recordings (containercluster-enableconfidentialnodesin*, -datacache,
+// -swap-*): confidential nodes asked without a type are SEV, at the
+// cluster and in its pools, and the kubelet pulls 3 images at a time on
+// nodes whose ephemeral storage is on local SSDs, 2 otherwise, unless
+// asked.
+func TestRecordedNodeDefaults(t *testing.T) {
+	e := newEnv(t)
+	confidential := pool("conf", "n2d-standard-2", 1, zoneA)
+	confidential.Config.ConfidentialNodes = &containerpb.ConfidentialNodes{Enabled: true}
+	snp := pool("snp", "n2d-standard-2", 1, zoneA)
+	snp.Config.ConfidentialNodes = &containerpb.ConfidentialNodes{Enabled: true, ConfidentialInstanceType: containerpb.ConfidentialNodes_SEV_SNP}
+	ssd := pool("ssd", "n2-standard-2", 1, zoneA)
+	ssd.Config.EphemeralStorageLocalSsdConfig = &containerpb.EphemeralStorageLocalSsdConfig{LocalSsdCount: 2}
+	asked := pool("asked", "n2-standard-2", 1, zoneA)
+	asked.Config.EphemeralStorageLocalSsdConfig = &containerpb.EphemeralStorageLocalSsdConfig{LocalSsdCount: 1}
+	asked.Config.KubeletConfig = &containerpb.NodeKubeletConfig{MaxParallelImagePulls: 4}
+	op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{
+		Name:              "c1",
+		ConfidentialNodes: &containerpb.ConfidentialNodes{Enabled: true},
+		NodePools:         []*containerpb.NodePool{confidential, snp, ssd, asked, pool("plain", "e2-medium", 1, zoneA)},
+	}})
+	if err != nil {
+		t.Fatalf("CreateCluster: %v", err)
+	}
+	e.wait(t, op)
+	c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+	if err != nil {
+		t.Fatalf("GetCluster: %v", err)
+	}
+	if got := c.GetConfidentialNodes().GetConfidentialInstanceType(); got != containerpb.ConfidentialNodes_SEV {
+		t.Errorf("cluster confidentialInstanceType = %v, want SEV", got)
+	}
+	for _, tt := range []struct {
+		pool  string
+		typ   containerpb.ConfidentialNodes_ConfidentialInstanceType
+		pulls int32
+	}{
+		{"conf", containerpb.ConfidentialNodes_SEV, 2},
+		{"snp", containerpb.ConfidentialNodes_SEV_SNP, 2},
+		{"ssd", containerpb.ConfidentialNodes_CONFIDENTIAL_INSTANCE_TYPE_UNSPECIFIED, 3},
+		{"asked", containerpb.ConfidentialNodes_CONFIDENTIAL_INSTANCE_TYPE_UNSPECIFIED, 4},
+		{"plain", containerpb.ConfidentialNodes_CONFIDENTIAL_INSTANCE_TYPE_UNSPECIFIED, 2},
+	} {
+		cfg := e.getPool(t, tt.pool).GetConfig()
+		if got := cfg.GetConfidentialNodes().GetConfidentialInstanceType(); got != tt.typ {
+			t.Errorf("pool %s confidentialInstanceType = %v, want %v", tt.pool, got, tt.typ)
+		}
+		if got := cfg.GetKubeletConfig().GetMaxParallelImagePulls(); got != tt.pulls {
+			t.Errorf("pool %s maxParallelImagePulls = %d, want %d", tt.pool, got, tt.pulls)
+		}
+	}
+}

@@ -22,9 +22,9 @@ import (
 // any other change, an UPDATE_CLUSTER operation on the cluster, as GKE
 // answers (recorded: desired_cluster_autoscaling with node
 // auto-provisioning, desired_node_pool_auto_config_network_tags), which
-// applies the logging and monitoring services, cluster autoscaling and
-// the auto-provisioned pools' network tags to what GetCluster shows and
-// keeps the rest unmodelled (doc.go).
+// applies the logging and monitoring services, cluster autoscaling, the
+// auto-provisioned pools' network tags and database encryption to what
+// GetCluster shows and keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
 // update.", as in GKE. Node pool autoscaling or a master version together
 // with another field breaks the API's rule for ClusterUpdate, "Exactly one

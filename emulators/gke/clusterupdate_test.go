@@ -2,6 +2,7 @@ package gke
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
@@ -137,4 +138,54 @@ func TestUnmodelledChangesAccepted(t *testing.T) {
 	if k := np.GetConfig().GetKubeletConfig(); k.GetPodPidsLimit() != 2048 || k.GetMaxParallelImagePulls() != 2 || k.InsecureKubeletReadonlyPortEnabled == nil {
 		t.Errorf("kubeletConfig = %v, want podPidsLimit 2048 with GKE's defaults", k)
 	}
+}
+
+// TestDatabaseEncryption holds application-layer secrets encryption to
+// what GKE showed (containercluster-databaseencryption*): DECRYPTED when
+// none is asked, ENCRYPTED with a key read back as
+// ALL_OBJECTS_ENCRYPTION_ENABLED, each with its currentState, and the
+// key of a decrypted cluster kept among its decryptionKeys.
+func TestDatabaseEncryption(t *testing.T) {
+	const key = "projects/proj/locations/us-central1/keyRings/r/cryptoKeys/k"
+	check := func(what string, got *containerpb.DatabaseEncryption, state containerpb.DatabaseEncryption_State, current containerpb.DatabaseEncryption_CurrentState, keyName string, decryption ...string) {
+		t.Helper()
+		if got.GetState() != state || got.GetCurrentState() != current || got.GetKeyName() != keyName || !slices.Equal(got.GetDecryptionKeys(), decryption) {
+			t.Errorf("%s: databaseEncryption = %v; want %v, %v, key %q, decryption keys %q", what, got, state, current, keyName, decryption)
+		}
+	}
+	e := newEnv(t)
+	c := e.createCluster(t)
+	check("no encryption asked", c.DatabaseEncryption, containerpb.DatabaseEncryption_DECRYPTED, containerpb.DatabaseEncryption_CURRENT_STATE_DECRYPTED, "")
+
+	e = newEnv(t)
+	op, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{
+		Name: "c1", InitialNodeCount: 1,
+		DatabaseEncryption: &containerpb.DatabaseEncryption{State: containerpb.DatabaseEncryption_ENCRYPTED, KeyName: key},
+	}})
+	if err != nil {
+		t.Fatalf("CreateCluster: %v", err)
+	}
+	e.wait(t, op)
+	get := func() *containerpb.DatabaseEncryption {
+		t.Helper()
+		c, err := e.client.GetCluster(e.ctx, &containerpb.GetClusterRequest{Name: clusterN})
+		if err != nil {
+			t.Fatalf("GetCluster: %v", err)
+		}
+		return c.DatabaseEncryption
+	}
+	check("created ENCRYPTED", get(), containerpb.DatabaseEncryption_ALL_OBJECTS_ENCRYPTION_ENABLED, containerpb.DatabaseEncryption_CURRENT_STATE_ALL_OBJECTS_ENCRYPTION_ENABLED, key)
+
+	update := func(d *containerpb.DatabaseEncryption) {
+		t.Helper()
+		op, err := e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredDatabaseEncryption: d}})
+		if err != nil {
+			t.Fatalf("UpdateCluster(%v): %v", d, err)
+		}
+		e.wait(t, op)
+	}
+	update(&containerpb.DatabaseEncryption{State: containerpb.DatabaseEncryption_DECRYPTED})
+	check("decrypted", get(), containerpb.DatabaseEncryption_DECRYPTED, containerpb.DatabaseEncryption_CURRENT_STATE_DECRYPTED, "", key)
+	update(&containerpb.DatabaseEncryption{State: containerpb.DatabaseEncryption_ENCRYPTED, KeyName: key + "2"})
+	check("encrypted again", get(), containerpb.DatabaseEncryption_ALL_OBJECTS_ENCRYPTION_ENABLED, containerpb.DatabaseEncryption_CURRENT_STATE_ALL_OBJECTS_ENCRYPTION_ENABLED, key+"2", key)
 }

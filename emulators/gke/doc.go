@@ -392,8 +392,9 @@
 //   - Changes the simulator does not model are accepted, as GKE accepts
 //     them, and kept, not acted on: UpdateCluster's other fields (an
 //     UPDATE_CLUSTER operation; cluster autoscaling with node
-//     auto-provisioning and the auto-provisioned pools' network tags are
-//     read back, the rest is not), SetMaintenancePolicy (UPDATE_CLUSTER;
+//     auto-provisioning, the auto-provisioned pools' network tags and
+//     database encryption are read back, the rest is not),
+//     SetMaintenancePolicy (UPDATE_CLUSTER;
 //     the policy is read back with a resourceVersion of the simulator's
 //     own, which is not checked, and nothing is ever upgraded by it), and
 //     UpdateNodePool's other fields (UPGRADE_NODES; those NodeConfig has
@@ -415,18 +416,31 @@
 //   - Read back, clusters and pools lack what the simulator does not
 //     model: networking (clusterIpv4Cidr, ipAllocationPolicy,
 //     networkConfig, podRange), addons, endpoint and DNS configuration,
-//     logging and monitoring configuration, database encryption, the
+//     logging and monitoring configuration, the
 //     pool's bootDisk, effectiveCgroupMode, loggingConfig
 //     and the goog-gke-node-pool-provisioning-model resource label, and
 //     the operations' progress. The replay tests compare only the fields
 //     the simulator models: of the recordings of addons, private nodes,
 //     control plane endpoints, workload identity, boot disk encryption,
 //     default compute classes, advanced machine features, swap and
-//     containerd configuration, the simulator keeps what the request
-//     sent and shows it back, without GKE's defaults for the rest of
-//     those messages (the workload pool, the private endpoint, the
-//     addons' defaults), which are not compared. A region's default zones are its first three
-//     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
+//     containerd configuration, in-transit encryption, DNS endpoints,
+//     additional subnets and pod ranges and the data cache,
+//     the simulator keeps what the request sent and shows it back,
+//     without GKE's defaults for the rest of those messages (the
+//     workload pool, the private endpoint, the addons' defaults, the
+//     network's short name), which are not compared; UpdateCluster's
+//     changes of them (in-transit encryption, control plane endpoints,
+//     default private nodes, additional IP ranges and pod ranges) are
+//     accepted and not read back, where GKE shows them. Database
+//     encryption is shown as GKE showed it in every recording: DECRYPTED
+//     (CURRENT_STATE_DECRYPTED) unless asked ENCRYPTED with a key, which
+//     reads back ALL_OBJECTS_ENCRYPTION_ENABLED (and its currentState);
+//     an update to DECRYPTED keeps the key among decryptionKeys. What
+//     GKE shows while such an update runs (the PENDING states), and
+//     whether it refuses ENCRYPTED without a key, is not recorded: the
+//     simulator shows the new state when the operation ends and refuses
+//     nothing; the key is not checked against Cloud KMS. A region's
+//     default zones are its first three in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
 //     client must not rely on their order. The 8 hex of an instance group
 //     name are a hash of the simulator's own. The recordings are of the
 //     v1beta1 REST API; the simulator serves v1 over gRPC, so its links
@@ -462,9 +476,13 @@
 //     -c and -f for a regional us-central1 cluster, the simulator the
 //     first three (g2 is missing from us-central1-f in the catalog, so
 //     GKE's choice would fail GPU pools created without locations; the
-//     replay reads the recorded -f as -b). GKE showed a pool's kubelet
-//     maxParallelImagePulls 3 after an update that did not set it (2
-//     before); the simulator keeps 2 (not compared). A pool operation's
+//     replay reads the recorded -f as -b; likewise of
+//     containercluster-ipallocationpolicy-range). GKE showed a pool's
+//     kubelet maxParallelImagePulls 3 after an update that did not set
+//     it (2 before), on e2 nodes without local SSDs, where its default
+//     is 3 only for nodes whose ephemeral storage is on local SSDs
+//     (recorded: containercluster-datacache, -swap-*); the simulator
+//     keeps 2 (not compared). A pool operation's
 //     answer was RUNNING in a zonal cluster where the simulator answers
 //     PENDING; both are recorded, and the replay takes either. The
 //     maintenance policy's resourceVersion is GKE's own and not compared.

@@ -119,6 +119,9 @@ func (s *GServer) complete(op *operation) {
 			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
 				c.pb.MonitoringService = v
 			}
+			if d := e.cluster.GetDesiredDatabaseEncryption(); d != nil {
+				c.pb.DatabaseEncryption = databaseEncryption(c.pb.DatabaseEncryption, d)
+			}
 			if a := e.cluster.GetDesiredClusterAutoscaling(); a != nil {
 				c.pb.Autoscaling = proto.Clone(a).(*containerpb.ClusterAutoscaling)
 			}
@@ -295,11 +298,14 @@ func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRe
 		return true
 	})
 	kubeletDefaults(cfg)
+	confidentialDefaults(cfg.ConfidentialNodes)
 }
 
 // kubeletDefaults gives a node configuration GKE's kubelet settings for
 // what it leaves unset (recorded: insecureKubeletReadonlyPortEnabled false
-// and maxParallelImagePulls 2, with or without a kubeletConfig asked).
+// and maxParallelImagePulls 2, with or without a kubeletConfig asked; 3
+// for nodes whose ephemeral storage, the images' among it, is on local
+// SSDs, as GKE documents a default "2 or 3 depending on the disk type").
 func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	if cfg.KubeletConfig == nil {
 		cfg.KubeletConfig = &containerpb.NodeKubeletConfig{}
@@ -310,5 +316,8 @@ func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	}
 	if k.MaxParallelImagePulls == 0 {
 		k.MaxParallelImagePulls = 2
+		if cfg.GetEphemeralStorageLocalSsdConfig().GetLocalSsdCount() > 0 {
+			k.MaxParallelImagePulls = 3
+		}
 	}
 }

@@ -97,6 +97,7 @@ func poolDefaults(pb *containerpb.NodePool) {
 		cfg.Metadata["disable-legacy-endpoints"] = "true"
 	}
 	kubeletDefaults(cfg)
+	confidentialDefaults(cfg.ConfidentialNodes)
 	if cfg.ShieldedInstanceConfig == nil {
 		cfg.ShieldedInstanceConfig = &containerpb.ShieldedInstanceConfig{EnableIntegrityMonitoring: true}
 	}
@@ -115,6 +116,15 @@ func poolDefaults(pb *containerpb.NodePool) {
 		pb.UpgradeSettings.Strategy = &surge
 	}
 	autoscalingDefaults(pb.Autoscaling)
+}
+
+// confidentialDefaults gives confidential nodes asked without a type
+// GKE's: SEV, as recorded of an n2d pool and cluster
+// (containercluster-enableconfidentialnodesin*).
+func confidentialDefaults(c *containerpb.ConfidentialNodes) {
+	if c.GetEnabled() && c.ConfidentialInstanceType == containerpb.ConfidentialNodes_CONFIDENTIAL_INSTANCE_TYPE_UNSPECIFIED {
+		c.ConfidentialInstanceType = containerpb.ConfidentialNodes_SEV
+	}
 }
 
 // queuedTaint is the taint GKE gives the nodes of a queued provisioning

@@ -21,7 +21,8 @@ POOL = ["name", "status", "selfLink", "initialNodeCount", "locations", "instance
         "upgradeSettings", "management", "maxPodsConstraint", "podIpv4CidrSize", "config"]
 # currentNodeCount is left out: GKE's lags behind a resize (doc.go).
 CLUSTER = ["name", "status", "selfLink", "zone", "location", "locations", "initialNodeCount",
-           "nodeConfig", "instanceGroupUrls", "resourceLabels", "releaseChannel", "nodePools"]
+           "nodeConfig", "instanceGroupUrls", "resourceLabels", "releaseChannel", "nodePools",
+           "databaseEncryption"]
 # Compute Engine's instance group manager, in the fields the simulator models
 # that the official Go client reads (it has no serviceAccount).
 IGM = ["kind", "name", "zone", "selfLink", "instanceGroup", "instanceTemplate", "baseInstanceName", "targetSize",
