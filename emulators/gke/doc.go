@@ -416,8 +416,8 @@
 //     the operations' progress. The replay tests compare only the fields
 //     the simulator models: of the recordings of addons, private nodes,
 //     control plane endpoints, workload identity, boot disk encryption,
-//     default compute classes, advanced machine features, swap and
-//     containerd configuration, the simulator keeps what the request
+//     default compute classes, advanced machine features, swap,
+//     containerd and data cache configuration, the simulator keeps what the request
 //     sent and shows it back, without GKE's defaults for the rest of
 //     those messages (the workload pool, the private endpoint, the
 //     addons' defaults), which are not compared. A region's default zones are its first three
@@ -459,7 +459,12 @@
 //     GKE's choice would fail GPU pools created without locations; the
 //     replay reads the recorded -f as -b). GKE showed a pool's kubelet
 //     maxParallelImagePulls 3 after an update that did not set it (2
-//     before); the simulator keeps 2 (not compared). A pool operation's
+//     before); the simulator keeps 2 (not compared). Its default is 3 on
+//     nodes with local SSDs, 2 on others (recorded: pools with ephemeral
+//     storage on local SSD, containernodepool-datacache and the swap
+//     recordings; local_ssd_count and local NVMe block SSDs are taken
+//     alike, not recorded, and machine types with built-in local SSDs,
+//     such as c3-standard-4-lssd, are not in the catalog). A pool operation's
 //     answer was RUNNING in a zonal cluster where the simulator answers
 //     PENDING; both are recorded, and the replay takes either. The
 //     maintenance policy's resourceVersion is GKE's own and not compared.

@@ -299,7 +299,9 @@ func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRe
 
 // kubeletDefaults gives a node configuration GKE's kubelet settings for
 // what it leaves unset (recorded: insecureKubeletReadonlyPortEnabled false
-// and maxParallelImagePulls 2, with or without a kubeletConfig asked).
+// and maxParallelImagePulls 2, with or without a kubeletConfig asked; 3
+// on nodes with local SSDs, as the API says the default depends on the
+// disk type and GKE showed for pools with ephemeral storage on local SSD).
 func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	if cfg.KubeletConfig == nil {
 		cfg.KubeletConfig = &containerpb.NodeKubeletConfig{}
@@ -310,5 +312,14 @@ func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	}
 	if k.MaxParallelImagePulls == 0 {
 		k.MaxParallelImagePulls = 2
+		if localSSDs(cfg) > 0 {
+			k.MaxParallelImagePulls = 3
+		}
 	}
+}
+
+// localSSDs is the number of local SSDs a node configuration gives each
+// node, in any of the API's forms.
+func localSSDs(cfg *containerpb.NodeConfig) int32 {
+	return cfg.LocalSsdCount + cfg.GetEphemeralStorageLocalSsdConfig().GetLocalSsdCount() + cfg.GetLocalNvmeSsdBlockConfig().GetLocalSsdCount()
 }
