@@ -83,8 +83,10 @@ var replayZones = map[string][]string{
 // cluster without a channel, which GKE (offering 1.34.9-gke.1131000 in
 // STABLE) enrolled in STABLE.
 var replayVersions = map[string]map[containerpb.ReleaseChannel_Channel]string{
-	"nodepool-swap":       aug2026Versions,
-	"nodepool-containerd": aug2026Versions,
+	"nodepool-swap":                   aug2026Versions,
+	"nodepool-swap-gib":               aug2026Versions,
+	"nodepool-swap-ephemeral-ssd-gib": aug2026Versions,
+	"nodepool-containerd":             aug2026Versions,
 }
 
 var aug2026Versions = map[containerpb.ReleaseChannel_Channel]string{
@@ -108,6 +110,12 @@ var replayIgnored = map[string][]string{
 	"nodepool-machinefeatures": {".instanceTemplate"},
 	"nodepool-swap":            {".instanceTemplate"},
 	"nodepool-containerd":      {".instanceTemplate"},
+	// The swap variants' pools turn swap off (a Linux node configuration
+	// update).
+	"nodepool-swap-gib":               {".instanceTemplate"},
+	"nodepool-swap-dedicated-ssd":     {".instanceTemplate"},
+	"nodepool-swap-ephemeral-ssd":     {".instanceTemplate"},
+	"nodepool-swap-ephemeral-ssd-gib": {".instanceTemplate"},
 }
 
 func TestReplay(t *testing.T) {
