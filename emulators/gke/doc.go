@@ -468,6 +468,20 @@
 //     answer was RUNNING in a zonal cluster where the simulator answers
 //     PENDING; both are recorded, and the replay takes either. The
 //     maintenance policy's resourceVersion is GKE's own and not compared.
+//   - Resource Manager tags on nodes (a pool's resource_manager_tags, on
+//     create and UpdateNodePool) must exist, as in GKE, which refused a
+//     missing one (containernodepool-resourcemanagertags) with
+//     PERMISSION_DENIED "Permission denied: for
+//     service-N@container-engine-robot.iam.gserviceaccount.com on TagKey
+//     "tagKeys/123" (or it may not exist)."; the simulator has no
+//     Resource Manager, so a test makes its tags exist with
+//     Server.AddTags (not saved by Snapshot). A missing value of an
+//     existing key is refused in the same form naming the TagValue
+//     (inferred, not recorded), the first missing tag in key order is
+//     named (GKE's order is not recorded), and the service agent's
+//     permission on a tag that exists is not checked. The cluster-level
+//     tags of auto-provisioned pools (node_pool_auto_config) are not
+//     checked.
 //   - Queued provisioning (queuedProvisioning, reservation affinity) is in
 //     no recording against real GKE (Config Connector's fixture was
 //     recorded against its mock only): the simulator keeps the request's
