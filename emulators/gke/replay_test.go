@@ -76,6 +76,7 @@ const replayProject = "kcc-replay"
 // else in its links is compared.
 var replayZones = map[string][]string{
 	"nodepool-confidential": {"us-central1-f", "us-central1-b"},
+	"nodepool-tags":         {"us-central1-f", "us-central1-b"},
 }
 
 // replayVersions are the channels' versions of GKE when a recording
