@@ -417,8 +417,10 @@
 //     the simulator models: of the recordings of addons, private nodes,
 //     control plane endpoints, workload identity, boot disk encryption,
 //     default compute classes, advanced machine features, swap,
-//     containerd and data cache configuration, the simulator keeps what the request
-//     sent and shows it back, without GKE's defaults for the rest of
+//     containerd and data cache configuration, the simulator keeps what
+//     the request sent and shows it back (compared for the ephemeral
+//     local SSDs and the Linux node configuration, which GKE showed as
+//     sent), without GKE's defaults for the rest of
 //     those messages (the workload pool, the private endpoint, the
 //     addons' defaults), which are not compared. A region's default zones are its first three
 //     in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
