@@ -422,25 +422,27 @@
 //     the operations' progress. The replay tests compare only the fields
 //     the simulator models: of the recordings of addons, private nodes,
 //     control plane endpoints, workload identity, boot disk encryption,
-//     default compute classes, advanced machine features, swap and
-//     containerd configuration, in-transit encryption, DNS endpoints,
-//     additional subnets and pod ranges and the data cache,
-//     the simulator keeps what the request sent and shows it back,
-//     without GKE's defaults for the rest of those messages (the
-//     workload pool, the private endpoint, the addons' defaults, the
-//     network's short name), which are not compared; UpdateCluster's
-//     changes of them (in-transit encryption, control plane endpoints,
-//     default private nodes, additional IP ranges and pod ranges) are
-//     accepted and not read back, where GKE shows them. Database
-//     encryption is shown as GKE showed it in every recording: DECRYPTED
-//     (CURRENT_STATE_DECRYPTED) unless asked ENCRYPTED with a key, which
-//     reads back ALL_OBJECTS_ENCRYPTION_ENABLED (and its currentState);
-//     an update to DECRYPTED keeps the key among decryptionKeys. What
-//     GKE shows while such an update runs (the PENDING states), and
-//     whether it refuses ENCRYPTED without a key, is not recorded: the
-//     simulator shows the new state when the operation ends and refuses
-//     nothing; the key is not checked against Cloud KMS. A region's
-//     default zones are its first three in name order; GKE chooses (recorded: us-west2-c, -a, -b), and a
+//     default compute classes, advanced machine features, swap,
+//     containerd and data cache configuration, in-transit encryption,
+//     DNS endpoints, additional subnets and pod ranges, the simulator
+//     keeps what the request sent and shows it back (compared for the
+//     ephemeral local SSDs and the Linux node configuration, which GKE
+//     showed as sent), without GKE's defaults for the rest of those
+//     messages (the workload pool, the private endpoint, the addons'
+//     defaults, the network's short name), which are not compared;
+//     UpdateCluster's changes of them (in-transit encryption, control
+//     plane endpoints, default private nodes, additional IP ranges and
+//     pod ranges) are accepted and not read back, where GKE shows them.
+//     Database encryption is shown as GKE showed it in every recording:
+//     DECRYPTED (CURRENT_STATE_DECRYPTED) unless asked ENCRYPTED with a
+//     key, which reads back ALL_OBJECTS_ENCRYPTION_ENABLED (and its
+//     currentState); an update to DECRYPTED keeps the key among
+//     decryptionKeys. What GKE shows while such an update runs (the
+//     PENDING states), and whether it refuses ENCRYPTED without a key,
+//     is not recorded: the simulator shows the new state when the
+//     operation ends and refuses nothing; the key is not checked against
+//     Cloud KMS. A region's default zones are its first three in name
+//     order; GKE chooses (recorded: us-west2-c, -a, -b), and a
 //     client must not rely on their order. The 8 hex of an instance group
 //     name are a hash of the simulator's own. The recordings are of the
 //     v1beta1 REST API; the simulator serves v1 over gRPC, so its links
@@ -477,15 +479,33 @@
 //     first three (g2 is missing from us-central1-f in the catalog, so
 //     GKE's choice would fail GPU pools created without locations; the
 //     replay reads the recorded -f as -b; likewise of
-//     containercluster-ipallocationpolicy-range). GKE showed a pool's
-//     kubelet maxParallelImagePulls 3 after an update that did not set
-//     it (2 before), on e2 nodes without local SSDs, where its default
-//     is 3 only for nodes whose ephemeral storage is on local SSDs
-//     (recorded: containercluster-datacache, -swap-*); the simulator
-//     keeps 2 (not compared). A pool operation's
+//     containercluster-ipallocationpolicy-range and
+//     containernodepool-resourcemanagertags). GKE showed a pool's kubelet
+//     maxParallelImagePulls 3 after an update that did not set it (2
+//     before), on e2 nodes without local SSDs; the simulator keeps 2 (not
+//     compared). Its default is 3 on nodes with local SSDs, 2 on others
+//     (recorded: pools with ephemeral storage on local SSD,
+//     containercluster-datacache, containernodepool-datacache and the
+//     swap recordings; local_ssd_count and local NVMe block SSDs are
+//     taken alike, not recorded, and machine types with built-in local
+//     SSDs, such as c3-standard-4-lssd, are not in the catalog). A pool operation's
 //     answer was RUNNING in a zonal cluster where the simulator answers
 //     PENDING; both are recorded, and the replay takes either. The
 //     maintenance policy's resourceVersion is GKE's own and not compared.
+//   - Resource Manager tags on nodes (a pool's resource_manager_tags, on
+//     create and UpdateNodePool) must exist, as in GKE, which refused a
+//     missing one (containernodepool-resourcemanagertags) with
+//     PERMISSION_DENIED "Permission denied: for
+//     service-N@container-engine-robot.iam.gserviceaccount.com on TagKey
+//     "tagKeys/123" (or it may not exist)."; the simulator has no
+//     Resource Manager, so a test makes its tags exist with
+//     Server.AddTags (not saved by Snapshot). A missing value of an
+//     existing key is refused in the same form naming the TagValue
+//     (inferred, not recorded), the first missing tag in key order is
+//     named (GKE's order is not recorded), and the service agent's
+//     permission on a tag that exists is not checked. The cluster-level
+//     tags of auto-provisioned pools (node_pool_auto_config) are not
+//     checked.
 //   - Queued provisioning (queuedProvisioning, reservation affinity) is in
 //     no recording against real GKE (Config Connector's fixture was
 //     recorded against its mock only): the simulator keeps the request's

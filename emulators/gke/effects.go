@@ -304,8 +304,9 @@ func configFields(cfg *containerpb.NodeConfig, req *containerpb.UpdateNodePoolRe
 // kubeletDefaults gives a node configuration GKE's kubelet settings for
 // what it leaves unset (recorded: insecureKubeletReadonlyPortEnabled false
 // and maxParallelImagePulls 2, with or without a kubeletConfig asked; 3
-// for nodes whose ephemeral storage, the images' among it, is on local
-// SSDs, as GKE documents a default "2 or 3 depending on the disk type").
+// for nodes with local SSDs, the images' ephemeral storage among them, as
+// GKE documents a default "2 or 3 depending on the disk type" and showed
+// for pools with ephemeral storage on local SSDs).
 func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	if cfg.KubeletConfig == nil {
 		cfg.KubeletConfig = &containerpb.NodeKubeletConfig{}
@@ -316,8 +317,14 @@ func kubeletDefaults(cfg *containerpb.NodeConfig) {
 	}
 	if k.MaxParallelImagePulls == 0 {
 		k.MaxParallelImagePulls = 2
-		if cfg.GetEphemeralStorageLocalSsdConfig().GetLocalSsdCount() > 0 {
+		if localSSDs(cfg) > 0 {
 			k.MaxParallelImagePulls = 3
 		}
 	}
+}
+
+// localSSDs is the number of local SSDs a node configuration gives each
+// node, in any of the API's forms.
+func localSSDs(cfg *containerpb.NodeConfig) int32 {
+	return cfg.LocalSsdCount + cfg.GetEphemeralStorageLocalSsdConfig().GetLocalSsdCount() + cfg.GetLocalNvmeSsdBlockConfig().GetLocalSsdCount()
 }

@@ -229,7 +229,7 @@ func (s *GServer) UpdateNodePool(_ context.Context, req *containerpb.UpdateNodeP
 			if err := checkNodeConfig(np.pb.Name, cfg); err != nil {
 				return err
 			}
-			return nil
+			return s.checkTags(c.key.project, req.ResourceManagerTags)
 		})
 }
 

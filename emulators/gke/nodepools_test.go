@@ -580,3 +580,35 @@ func TestNodeLabelsGKEWins(t *testing.T) {
 		t.Errorf("Node labels = %v, want GKE's %s=p0 and %s=%s, and the pool's team=ml", l, labelNodePool, labelZone, zoneA)
 	}
 }
+
+// TestKubeletImagePullsByDisk holds the default maxParallelImagePulls
+// against GKE's: 3 on nodes with local SSDs, 2 otherwise, kept through a
+// kubelet configuration update that leaves it unset.
+func TestKubeletImagePullsByDisk(t *testing.T) {
+	e := newEnv(t)
+	plain := pool("plain", "n2-standard-4", 1, zoneA)
+	ephemeral := pool("ephemeral", "n2-standard-4", 1, zoneA)
+	ephemeral.Config.EphemeralStorageLocalSsdConfig = &containerpb.EphemeralStorageLocalSsdConfig{LocalSsdCount: 1}
+	legacy := pool("legacy", "n2-standard-4", 1, zoneA)
+	legacy.Config.LocalSsdCount = 2
+	e.createCluster(t, plain, ephemeral, legacy)
+	want := map[string]int32{"plain": 2, "ephemeral": 3, "legacy": 3}
+	for name, n := range want {
+		np, err := e.client.GetNodePool(e.ctx, &containerpb.GetNodePoolRequest{Name: clusterN + "/nodePools/" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := np.GetConfig().GetKubeletConfig().GetMaxParallelImagePulls(); got != n {
+			t.Errorf("pool %s: maxParallelImagePulls = %d, want %d", name, got, n)
+		}
+	}
+	op, err := e.client.UpdateNodePool(e.ctx, &containerpb.UpdateNodePoolRequest{Name: clusterN + "/nodePools/ephemeral", KubeletConfig: &containerpb.NodeKubeletConfig{PodPidsLimit: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, op)
+	np, _ := e.srv.NodePool(clusterN + "/nodePools/ephemeral")
+	if got := np.GetConfig().GetKubeletConfig().GetMaxParallelImagePulls(); got != 3 {
+		t.Errorf("after a kubelet update: maxParallelImagePulls = %d, want 3", got)
+	}
+}

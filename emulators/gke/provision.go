@@ -54,6 +54,9 @@ func (s *GServer) newPool(c *cluster, req *containerpb.NodePool) (*nodePool, err
 		return nil, status.Errorf(codes.InvalidArgument, "Node pool %q: node version %q must not be newer than the master version %q.", pb.Name, v, c.pb.CurrentMasterVersion)
 	}
 	pb.Version = v
+	if err := s.checkTags(c.key.project, pb.Config.ResourceManagerTags); err != nil {
+		return nil, err
+	}
 	pb.SelfLink = apiBase + c.key.path() + "/nodePools/" + pb.Name
 	pb.Status = containerpb.NodePool_PROVISIONING
 	pb.StatusMessage = ""

@@ -77,6 +77,7 @@ const replayProject = "kcc-replay"
 var replayZones = map[string][]string{
 	"nodepool-confidential": {"us-central1-f", "us-central1-b"},
 	"cluster-ipalloc-range": {"us-central1-f", "us-central1-b"},
+	"nodepool-tags":         {"us-central1-f", "us-central1-b"},
 }
 
 // replayVersions are the channels' versions of GKE when a recording
@@ -84,9 +85,11 @@ var replayZones = map[string][]string{
 // cluster without a channel, which GKE (offering 1.34.9-gke.1131000 in
 // STABLE, 1.34.9-gke.1065000 a month before) enrolled in STABLE.
 var replayVersions = map[string]map[containerpb.ReleaseChannel_Channel]string{
-	"nodepool-swap":       aug2026Versions,
-	"nodepool-containerd": aug2026Versions,
-	"cluster-containerd":  aug2026Versions,
+	"nodepool-swap":                   aug2026Versions,
+	"nodepool-swap-gib":               aug2026Versions,
+	"nodepool-swap-ephemeral-ssd-gib": aug2026Versions,
+	"nodepool-containerd":             aug2026Versions,
+	"cluster-containerd":              aug2026Versions,
 }
 
 var aug2026Versions = map[containerpb.ReleaseChannel_Channel]string{
@@ -105,16 +108,22 @@ var aug2026Versions = map[containerpb.ReleaseChannel_Channel]string{
 // update that recreates the nodes (a pool's taints, its kubelet, Linux
 // node or containerd configuration), which the simulator does not model.
 var replayIgnored = map[string][]string{
-	"nodepool-kubeletconfig":       {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
-	"nodepool":                     {".instanceTemplate"},
-	"nodepool-machinefeatures":     {".instanceTemplate"},
-	"nodepool-swap":                {".instanceTemplate"},
-	"nodepool-containerd":          {".instanceTemplate"},
-	"cluster-swap":                 {".instanceTemplate"},
-	"cluster-swap-dedicatedssd":    {".instanceTemplate"},
-	"cluster-swap-ephemeralssd":    {".instanceTemplate"},
-	"cluster-swap-ephemeralssdgib": {".instanceTemplate"},
-	"cluster-swap-gib":             {".instanceTemplate"},
+	"nodepool-kubeletconfig":   {".kubeletConfig.maxParallelImagePulls", ".instanceTemplate"},
+	"nodepool":                 {".instanceTemplate"},
+	"nodepool-machinefeatures": {".instanceTemplate"},
+	"nodepool-swap":            {".instanceTemplate"},
+	"nodepool-containerd":      {".instanceTemplate"},
+	// The swap variants' pools turn swap off (a Linux node configuration
+	// update).
+	"nodepool-swap-gib":               {".instanceTemplate"},
+	"nodepool-swap-dedicated-ssd":     {".instanceTemplate"},
+	"nodepool-swap-ephemeral-ssd":     {".instanceTemplate"},
+	"nodepool-swap-ephemeral-ssd-gib": {".instanceTemplate"},
+	"cluster-swap":                    {".instanceTemplate"},
+	"cluster-swap-dedicatedssd":       {".instanceTemplate"},
+	"cluster-swap-ephemeralssd":       {".instanceTemplate"},
+	"cluster-swap-ephemeralssdgib":    {".instanceTemplate"},
+	"cluster-swap-gib":                {".instanceTemplate"},
 }
 
 func TestReplay(t *testing.T) {

@@ -113,6 +113,9 @@ type GServer struct {
 	quota         quota
 	kube          *kubeEnv   // nil without WithKubernetes
 	iam           *iamPolicy // nil without WithIAM
+	// tags are the Resource Manager tags that exist (AddTags): TagKey →
+	// its TagValues.
+	tags map[string]map[string]bool
 }
 
 var _ containerpb.ClusterManagerServer = (*GServer)(nil)

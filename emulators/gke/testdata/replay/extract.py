@@ -16,7 +16,7 @@ import sys
 
 OP = ["name", "operationType", "status", "selfLink", "targetLink", "zone", "location", "statusMessage", "error"]
 CONFIG = ["machineType", "diskSizeGb", "diskType", "imageType", "serviceAccount", "metadata", "oauthScopes",
-          "shieldedInstanceConfig", "taints", "labels", "kubeletConfig", "confidentialNodes"]
+          "shieldedInstanceConfig", "taints", "labels", "kubeletConfig", "confidentialNodes", "ephemeralStorageLocalSsdConfig", "linuxNodeConfig", "resourceManagerTags"]
 POOL = ["name", "status", "selfLink", "initialNodeCount", "locations", "instanceGroupUrls", "autoscaling",
         "upgradeSettings", "management", "maxPodsConstraint", "podIpv4CidrSize", "config"]
 # currentNodeCount is left out: GKE's lags behind a resize (doc.go).
