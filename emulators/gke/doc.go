@@ -506,10 +506,32 @@
 //     permission on a tag that exists is not checked. The cluster-level
 //     tags of auto-provisioned pools (node_pool_auto_config) are not
 //     checked.
-//   - Queued provisioning (queuedProvisioning, reservation affinity) is in
-//     no recording against real GKE (Config Connector's fixture was
-//     recorded against its mock only): the simulator keeps the request's
-//     fields and models none of its behaviour.
+//   - Queued provisioning (queuedProvisioning, reservation affinity): a
+//     pool reads back as GKE showed it (containernodepool-queuedprovisioning:
+//     SHORT_LIVED upgrades, locationPolicy ANY, the gke-queued taint), and
+//     nothing of its behaviour is modelled (no ProvisioningRequest waits:
+//     its nodes come as any pool's).
+//   - Recordings not replayed: of Config Connector's container fixtures,
+//     those recorded against its mock only are no evidence (26-character
+//     CA certificates, version 1.30.5-gke.1014001, compute/v1beta1 links,
+//     instance group answers without standbyPolicy, versions and
+//     serviceAccount): containercluster-resourcemanagertags (-autopilot,
+//     -standard), -labels, -autoscaling-basic, -dataplanev2,
+//     -rm-default-np-strip-config, -rm-default-np-with-node-config,
+//     -confidentialnodes, -confidentialnodes-defaulttype,
+//     -controlplanediskencryptionkey, -systemconfig, -advanced-features,
+//     -clientcertificateconfig, -disablel4lbfirewall, -parallelstore;
+//     containernodepool-windowsnodeconfig, -confidentialnodes,
+//     -confidentialnodes-defaulttype, -removetaint,
+//     containernodepoolremovetaint, -systemconfig,
+//     containernodepoolnestedvirt. Their requests were sent to the
+//     simulator once and each accepted or refused as the mock recorded.
+//     containercluster-containerdconfig @787f956a3c holds a real refusal
+//     of a create, INVALID_ARGUMENT "The cert field in client is
+//     required.", three times, once for a request with a whole
+//     certificate and key that GKE accepted in a like request two days
+//     later (b52147b214, replayed): no rule can be drawn from it, and the
+//     simulator refuses nothing of the kind.
 //   - Compute Engine: the scopes are the catalog's, where Compute Engine
 //     answers every region and zone there is (and "global" for some
 //     resources); no aggregatedList of instance groups is recorded, so its
