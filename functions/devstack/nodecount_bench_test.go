@@ -75,18 +75,7 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 
 	nameK, nameKC := rb.providerName(b, k), rb.providerName(b, kc)
 	project := rb.e.clusterDoc(b, kc.ID).Spec.Project
-	list := func(ctx context.Context) error {
-		// The fields the reconciler asks for (clusters' groupFields).
-		ctx = callctx.SetHeaders(ctx, "X-Goog-FieldMask", "items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken")
-		it := cc.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
-		for {
-			if _, err := it.Next(); errors.Is(err, iterator.Done) {
-				return nil
-			} else if err != nil {
-				return err
-			}
-		}
-	}
+	list := func(ctx context.Context) error { return listAll(ctx, cc, project) }
 	// The same listing answered by a server that does nothing but write
 	// the simulator's answer, captured once: what the listing costs with
 	// no work at all behind it, its client's and one HTTP exchange's.
@@ -104,16 +93,7 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sc.Close() })
-	listStatic := func(ctx context.Context) error {
-		it := sc.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
-		for {
-			if _, err := it.Next(); errors.Is(err, iterator.Done) {
-				return nil
-			} else if err != nil {
-				return err
-			}
-		}
-	}
+	listStatic := func(ctx context.Context) error { return listAll(ctx, sc, project) }
 	var without, with, floorWithout, floorWith, floorStatic time.Duration
 	var gkeWithout, gkeWith, computeCalls, fsWithout, fsWith int
 	b.ResetTimer()
@@ -164,6 +144,24 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 	}
 }
 
+// groupFields is the selection the reconciler's listing makes (clusters'
+// groupFields).
+const groupFields = "items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken"
+
+// listAll lists project's instance groups with c as the reconciler does,
+// every page.
+func listAll(ctx context.Context, c *compute.InstanceGroupManagersClient, project string) error {
+	ctx = callctx.SetHeaders(ctx, "X-Goog-FieldMask", groupFields)
+	it := c.AggregatedList(ctx, &computepb.AggregatedListInstanceGroupManagersRequest{Project: project})
+	for {
+		if _, err := it.Next(); errors.Is(err, iterator.Done) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
 // capturedListing is the body of the reconciler's listing of project's
 // instance groups (its field selection) as the Compute Engine simulator
 // at base answers it.
@@ -172,7 +170,7 @@ func capturedListing(base, project, token string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("X-Goog-FieldMask", "items/*/instanceGroupManagers(name,zone,targetSize,currentActions/none),nextPageToken")
+	req.Header.Set("X-Goog-FieldMask", groupFields)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
