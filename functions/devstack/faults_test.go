@@ -519,15 +519,17 @@ func TestClusterLostAtProvider(t *testing.T) {
 		pools, err := c.listPools(cl.ID)
 		return err == nil && len(pools) == 1 && pools[0].ID == a.ID, fmt.Sprintf("%+v %v", pools, err)
 	})
+	// The error's announcement is relayed after its commit: it comes.
+	e.waitEvents(t, cl.ID, map[string]int{event.ClusterError: 1})
 	// Tenant changes while in error do not announce the error again.
 	for i := 2; i <= 4; i++ {
 		c.updatePool(t, cl.ID, a.ID, map[string]any{"nodeCount": i})
 		c.waitCluster(t, cl.ID, resource.StateError, lost)
 	}
+	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolDeleted + "/" + b.ID: 1})
 	if n := e.events.count(cl.ID, event.ClusterError, ""); n != 1 {
 		t.Errorf("kubernetes.cluster.error events = %d, want 1", n)
 	}
-	e.waitEvents(t, cl.ID, map[string]int{event.NodePoolDeleted + "/" + b.ID: 1})
 
 	c.deleteCluster(t, cl.ID)
 	wait.For(t, "the cluster deleted", func() (bool, string) {
