@@ -82,21 +82,9 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 // updateCluster starts the UPDATE_CLUSTER operation of a change on the
 // cluster itself; complete applies what the simulator models of it.
 func (s *GServer) updateCluster(k clusterKey, u *containerpb.ClusterUpdate) (*containerpb.Operation, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
-	c, err := s.cluster(k)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.busy(c, ""); err != nil {
-		return nil, err
-	}
-	op := s.startOp("UpdateCluster", c, containerpb.Operation_UPDATE_CLUSTER, "")
-	op.eff.cluster = proto.Clone(u).(*containerpb.ClusterUpdate)
-	s.refresh(c)
-	s.log.Info("Updating cluster", "cluster", k.String())
-	return opOut(op), nil
+	return s.clusterChange("UpdateCluster", k, func(c *cluster, op *operation) error {
+		return s.planClusterUpdate(c, op, u)
+	})
 }
 
 // onlyPool returns the node pool an update names, or the cluster's only

@@ -40,6 +40,11 @@ type effect struct {
 	cluster *containerpb.ClusterUpdate
 	// maintenance is SetMaintenancePolicy's policy.
 	maintenance *containerpb.MaintenancePolicy
+	// patch holds the cluster fields an UpdateCluster (or one of its
+	// older forms, SetLegacyAbac, SetMasterAuth, ...) sets, whole.
+	patch *containerpb.Cluster
+	// management is SetNodePoolManagement's.
+	management *containerpb.NodeManagement
 }
 
 // poolStatus is a node pool's status at some point.
@@ -131,6 +136,24 @@ func (s *GServer) complete(op *operation) {
 				}
 				c.pb.NodePoolAutoConfig.NetworkTags = proto.Clone(t).(*containerpb.NetworkTags)
 			}
+			if a := e.cluster.GetDesiredAddonsConfig(); a != nil {
+				c.pb.AddonsConfig = mergeAddons(c.pb.AddonsConfig, a)
+			}
+			applyPatch(c.pb, e.patch)
+			if locs := e.patch.GetLocations(); len(locs) > 0 {
+				// Every pool takes the cluster's new zones.
+				for _, f := range e.fates {
+					if np := c.livePool(f.pool, f.uid); np != nil {
+						np.pb.Locations = slices.Clone(locs)
+					}
+				}
+				e.applyFates(c)
+			}
+		}
+		return
+	case "StartIPRotation", "CompleteIPRotation":
+		if !failed && !c.gone {
+			c.rotating = e.rpc == "StartIPRotation"
 		}
 		return
 	case "SetMaintenancePolicy":
@@ -170,6 +193,14 @@ func (s *GServer) complete(op *operation) {
 		// own time (Server.Autoscale).
 		np.pb.Autoscaling = proto.Clone(e.autoscaling).(*containerpb.NodePoolAutoscaling)
 		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+	case "SetNodePoolManagement":
+		np.pb.Management = proto.Clone(e.management).(*containerpb.NodeManagement)
+		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+	case "RollbackNodePoolUpgrade":
+		// The simulator applies an upgrade only when it succeeds, so the
+		// nodes are at the version the failed upgrade started from.
+		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
+		np.pb.Etag = randomHex(8)
 	case "SetNodePoolSize":
 		e.applyFates(c)
 		if !failed {

@@ -269,10 +269,12 @@ func TestOutOfBand(t *testing.T) {
 	})
 }
 
-func TestUnimplemented(t *testing.T) {
+// TestRefusedCallsCounted: a call the simulator refuses (here a missing
+// cluster) is counted as any other.
+func TestRefusedCallsCounted(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN}); code(err) != codes.Unimplemented {
-		t.Errorf("SetLegacyAbac = %v, want Unimplemented", err)
+	if _, err := e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN}); code(err) != codes.NotFound {
+		t.Errorf("SetLegacyAbac = %v, want NotFound", err)
 	}
 	if got := e.srv.Calls("SetLegacyAbac"); got != 1 {
 		t.Errorf("Calls(SetLegacyAbac) = %d, want 1", got)
