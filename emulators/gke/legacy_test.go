@@ -394,3 +394,56 @@ func TestSetNodePoolManagement(t *testing.T) {
 		}
 	})
 }
+
+// TestLegacySettersSurviveRestore: an operation of the older forms that
+// runs when the simulator is saved ends, once restored, with its change.
+func TestLegacySettersSurviveRestore(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		start func(e *env) (*containerpb.Operation, error)
+		check func(e *env) string
+	}{
+		{"SetLegacyAbac",
+			func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN, Enabled: true})
+			},
+			func(e *env) string {
+				c, _ := e.srv.Cluster(clusterN)
+				return unless(c.GetLegacyAbac().GetEnabled(), "legacyAbac %v", c.GetLegacyAbac())
+			}},
+		{"SetNodePoolManagement",
+			func(e *env) (*containerpb.Operation, error) {
+				return e.client.SetNodePoolManagement(e.ctx, &containerpb.SetNodePoolManagementRequest{Name: clusterN + "/nodePools/p0", Management: &containerpb.NodeManagement{AutoRepair: true, AutoUpgrade: true}})
+			},
+			func(e *env) string {
+				np, _ := e.srv.NodePool(clusterN + "/nodePools/p0")
+				return unless(np.GetManagement().GetAutoRepair() && np.GetManagement().GetAutoUpgrade(), "management %v", np.GetManagement())
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.createCluster(t)
+			op, err := tt.start(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := e.srv.Snapshot(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv2, err := NewServer(WithClock(e.clock), WithOperationTime(opTime))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv2.Close() })
+			if err := srv2.Restore(snap); err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			e2 := &env{srv: srv2, client: newEnvClient(t, srv2), clock: e.clock, ctx: e.ctx}
+			e2.wait(t, op)
+			if msg := tt.check(e2); msg != "" {
+				t.Errorf("after Restore and %s: %s", tt.name, msg)
+			}
+		})
+	}
+}
