@@ -23,7 +23,8 @@ import (
 // answers (recorded: desired_cluster_autoscaling with node
 // auto-provisioning, desired_node_pool_auto_config_network_tags), which
 // applies the logging and monitoring services, cluster autoscaling, the
-// auto-provisioned pools' network tags and database encryption to what
+// auto-provisioned pools' network tags, database encryption, addons and
+// node locations (which move every pool, as SetLocations) to what
 // GetCluster shows and keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
 // update.", as in GKE. Node pool autoscaling or a master version together
