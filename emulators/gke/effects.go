@@ -137,9 +137,14 @@ func (s *GServer) complete(op *operation) {
 				c.pb.NodePoolAutoConfig.NetworkTags = proto.Clone(t).(*containerpb.NetworkTags)
 			}
 			if a := e.cluster.GetDesiredAddonsConfig(); a != nil {
-				c.pb.AddonsConfig = mergeAddons(c.pb.AddonsConfig, a)
+				if c.pb.AddonsConfig == nil {
+					c.pb.AddonsConfig = &containerpb.AddonsConfig{}
+				}
+				overlay(c.pb.AddonsConfig, a)
 			}
-			applyPatch(c.pb, e.patch)
+			if e.patch != nil {
+				overlay(c.pb, e.patch)
+			}
 			if locs := e.patch.GetLocations(); len(locs) > 0 {
 				// Every pool takes the cluster's new zones.
 				for _, f := range e.fates {

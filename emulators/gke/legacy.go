@@ -179,12 +179,13 @@ func (s *GServer) StartIPRotation(_ context.Context, req *containerpb.StartIPRot
 	if err != nil {
 		return nil, err
 	}
-	return s.clusterChange("StartIPRotation", k, func(c *cluster, _ *operation) error {
+	return s.clusterChange("StartIPRotation", k, func(c *cluster, op *operation) error {
 		// A cluster that is busy is refused as busy (the rotation state
 		// may be about to change).
 		if c.rotating && len(c.running) == 0 {
 			return status.Errorf(codes.FailedPrecondition, "Cluster %q is already rotating its IP: complete the rotation first.", k.cluster)
 		}
+		op.eff.rpc = "StartIPRotation"
 		return nil
 	})
 }
@@ -197,10 +198,11 @@ func (s *GServer) CompleteIPRotation(_ context.Context, req *containerpb.Complet
 	if err != nil {
 		return nil, err
 	}
-	return s.clusterChange("CompleteIPRotation", k, func(c *cluster, _ *operation) error {
+	return s.clusterChange("CompleteIPRotation", k, func(c *cluster, op *operation) error {
 		if !c.rotating && len(c.running) == 0 {
 			return status.Errorf(codes.FailedPrecondition, "Cluster %q is not rotating its IP: start a rotation first.", k.cluster)
 		}
+		op.eff.rpc = "CompleteIPRotation"
 		return nil
 	})
 }
@@ -221,7 +223,7 @@ func (s *GServer) clusterChange(rpc string, k clusterKey, plan func(*cluster, *o
 	// The plan runs on a draft, before the busy check as the other
 	// updates check their requests, so that a refusal leaves no operation
 	// behind and consumes no injected fault.
-	draft := &operation{eff: effect{rpc: rpc}}
+	draft := &operation{eff: effect{rpc: "UpdateCluster"}}
 	if err := plan(c, draft); err != nil {
 		return nil, err
 	}
@@ -230,11 +232,6 @@ func (s *GServer) clusterChange(rpc string, k clusterKey, plan func(*cluster, *o
 	}
 	op := s.startOp(rpc, c, containerpb.Operation_UPDATE_CLUSTER, "")
 	op.eff = draft.eff
-	switch rpc {
-	case "StartIPRotation", "CompleteIPRotation":
-	default:
-		op.eff.rpc = "UpdateCluster"
-	}
 	s.refresh(c)
 	s.log.Info("Updating cluster", "rpc", rpc, "cluster", k.String())
 	return opOut(op), nil
@@ -280,32 +277,15 @@ func relocated(np *nodePool, zones []string) fate {
 	return f
 }
 
-// applyPatch sets in dst every field set in patch, replacing what dst had
-// there (a list or map whole).
-func applyPatch(dst, patch *containerpb.Cluster) {
-	if patch == nil {
-		return
-	}
+// overlay sets in dst every field set in src, replacing what dst had
+// there (a message, list or map whole): a cluster patch, or the addons an
+// update configures over the cluster's.
+func overlay(dst, src proto.Message) {
 	d := dst.ProtoReflect()
-	proto.Clone(patch).ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	proto.Clone(src).ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		d.Set(fd, v)
 		return true
 	})
-}
-
-// mergeAddons applies desired addon configurations to cur: each addon
-// desired replaces the cluster's, the others stay.
-func mergeAddons(cur, desired *containerpb.AddonsConfig) *containerpb.AddonsConfig {
-	out := &containerpb.AddonsConfig{}
-	if cur != nil {
-		out = proto.Clone(cur).(*containerpb.AddonsConfig)
-	}
-	o := out.ProtoReflect()
-	proto.Clone(desired).ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		o.Set(fd, v)
-		return true
-	})
-	return out
 }
 
 // SetNodePoolManagement sets the pool's auto-repair and auto-upgrade: a
