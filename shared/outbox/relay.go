@@ -34,6 +34,8 @@ type Relay struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	metrics Metrics
+	// publishTimeout bounds each publish.
+	publishTimeout time.Duration
 }
 
 // Metrics records what the watchdog's drain finds (telemetry.Metrics).
@@ -50,13 +52,35 @@ type RelayOption func(*Relay)
 // drains once a pass, so that is the outbox's age as often as it looks.
 func WithMetrics(m Metrics) RelayOption { return func(r *Relay) { r.metrics = m } }
 
+// WithPublishTimeout bounds each publish by d (DefaultPublishTimeout
+// otherwise): a publish that Pub/Sub has not accepted by then counts as
+// failed, and its event stays in the outbox for a later drain (which may
+// publish it a second time, with the same ce-id, if Pub/Sub accepted it
+// late).
+func WithPublishTimeout(d time.Duration) RelayOption {
+	return func(r *Relay) {
+		if d > 0 {
+			r.publishTimeout = d
+		}
+	}
+}
+
+// DefaultPublishTimeout bounds each publish of a relay: Pub/Sub accepts
+// one in milliseconds, and one that hangs must not hold a drain, nor the
+// watchdog's pass that drains.
+const DefaultPublishTimeout = 5 * time.Second
+
+// drainWorkers deliver that many clusters' events of a drain at once, so
+// that one cluster whose publish hangs holds only its own.
+const drainWorkers = 8
+
 // NewRelay returns a relay publishing through pub and clearing fs's outbox.
 // Call Start to deliver Send's events in the background, and Close to stop.
 func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger, opts ...RelayOption) (*Relay, error) {
 	if fs == nil || pub == nil || log == nil {
 		return nil, errors.New("outbox: NewRelay needs a Firestore client, a publisher and a logger")
 	}
-	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now}
+	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now, publishTimeout: DefaultPublishTimeout}
 	for range relayWorkers {
 		r.queues = append(r.queues, make(chan []event.Event, 1024/relayWorkers))
 	}
@@ -118,13 +142,17 @@ func (r *Relay) Close() {
 
 // Deliver publishes events in order and deletes the outbox documents of
 // those Pub/Sub accepted, in one write. It stops at the first failed
-// publish, so that events of one cluster are never published out of order
-// by one call; it returns how many were published.
+// publish (each has a deadline: WithPublishTimeout), so that events of one
+// cluster are never published out of order by one call; it returns how
+// many were published.
 func (r *Relay) Deliver(ctx context.Context, events []event.Event) (int, error) {
 	var done []event.Event
 	var pubErr error
 	for _, e := range events {
-		if err := r.pub.Publish(ctx, e); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, r.publishTimeout)
+		err := r.pub.Publish(pctx, e)
+		cancel()
+		if err != nil {
 			pubErr = fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
 			break
 		}
@@ -206,8 +234,9 @@ func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
 	return r.deliverByCluster(ctx, events)
 }
 
-// deliverByCluster delivers each cluster's events in order; a cluster whose
-// publish fails does not hold back the others.
+// deliverByCluster delivers each cluster's events in order, several
+// clusters at once (drainWorkers); a cluster whose publish fails or hangs
+// does not hold back the others.
 func (r *Relay) deliverByCluster(ctx context.Context, events []event.Event) (int, error) {
 	var order []string
 	byCluster := map[string][]event.Event{}
@@ -217,15 +246,32 @@ func (r *Relay) deliverByCluster(ctx context.Context, events []event.Event) (int
 		}
 		byCluster[e.ClusterID] = append(byCluster[e.ClusterID], e)
 	}
+	var mu sync.Mutex
 	total := 0
 	var errs []error
+	sem := make(chan struct{}, drainWorkers)
+	var wg sync.WaitGroup
 	for _, c := range order {
-		n, err := r.Deliver(ctx, byCluster[c])
-		total += n
-		if err != nil {
-			errs = append(errs, err)
+		if err := ctx.Err(); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("drain stopped: %w", err))
+			mu.Unlock()
+			break
 		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n, err := r.Deliver(ctx, byCluster[c])
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
 	}
+	wg.Wait()
 	return total, errors.Join(errs...)
 }
 

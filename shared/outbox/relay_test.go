@@ -181,3 +181,69 @@ func TestSendKeepsEachClustersOrder(t *testing.T) {
 		}
 	}
 }
+
+// hanging is a publisher whose publishes of the clusters in hang never
+// answer (until their deadline), and which records the others.
+type hanging struct {
+	hang map[string]bool
+	recorder
+}
+
+func (h *hanging) Publish(ctx context.Context, e event.Event) error {
+	if h.hang[e.ClusterID] {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.recorder.Publish(ctx, e)
+}
+
+// A drain whose publishes of one cluster hang publishes every other
+// cluster's events, each cluster's in order, and returns once the hung
+// publish's deadline passes; the hung cluster's events stay in the outbox.
+func TestDrainIsNotHeldByAHungPublish(t *testing.T) {
+	ctx := context.Background()
+	fs := fsemu.ForTest(t, "outbox")
+	pub := &hanging{hang: map[string]bool{"kcl_0": true}, recorder: recorder{published: map[string][]string{}}}
+	const timeout = 500 * time.Millisecond
+	relay, err := outbox.NewRelay(fs, pub, logging.New(t.Output(), slog.LevelInfo), outbox.WithPublishTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour).UTC()
+	want := map[string][]string{}
+	for c := range 20 {
+		for i := range 3 {
+			e := event.Event{ID: fmt.Sprintf("evt_%d_%d", c, i), Type: event.ClusterUpdated, TenantID: "acme", ClusterID: fmt.Sprintf("kcl_%d", c),
+				Time: old.Add(time.Duration(i) * time.Second)}
+			if _, err := outbox.Ref(fs, e).Create(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			if c != 0 {
+				want[e.ClusterID] = append(want[e.ClusterID], e.ID)
+			}
+		}
+	}
+	start := time.Now()
+	n, err := relay.Drain(ctx, time.Minute, 500)
+	took := time.Since(start)
+	if n != 57 || err == nil {
+		t.Errorf("Drain = %d, %v; want the 57 events of the 19 other clusters, and the hung publish's error", n, err)
+	}
+	// One hung publish costs its deadline, not one per cluster.
+	if took > 4*timeout+2*time.Second {
+		t.Errorf("Drain took %v, want about the publish's deadline %v", took, timeout)
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	for cluster, ids := range want {
+		if got := pub.published[cluster]; !slices.Equal(got, ids) {
+			t.Errorf("%s published %v, want %v", cluster, got, ids)
+		}
+	}
+	for i := range 3 {
+		e := event.Event{ID: fmt.Sprintf("evt_0_%d", i), TenantID: "acme", ClusterID: "kcl_0"}
+		if _, err := outbox.Ref(fs, e).Get(ctx); err != nil {
+			t.Errorf("the hung cluster's event %s: %v, want it kept in the outbox", e.ID, err)
+		}
+	}
+}
