@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
@@ -75,13 +78,44 @@ type recorder struct {
 	mu        sync.Mutex
 	scheduled []scheduled
 	delivered []event.Event
+	// fail fails the next fail schedulings, which make no task; lose
+	// makes the next lose schedulings make their task and fail (a lost
+	// answer).
+	fail, lose int
 }
+
+var errQueue = errors.New("the queue is unavailable")
 
 func (r *recorder) Schedule(_ context.Context, k chain.Kick, at time.Time, after string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fail > 0 {
+		r.fail--
+		return errQueue
+	}
 	r.scheduled = append(r.scheduled, scheduled{k, at, after})
+	if r.lose > 0 {
+		r.lose--
+		return errQueue
+	}
 	return nil
+}
+
+// tasks are the tasks the schedulings made, as Cloud Tasks keeps them:
+// one per name (the chain token and the task scheduling it).
+func (r *recorder) tasks() []scheduled {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []scheduled
+	seen := map[string]bool{}
+	for _, s := range r.scheduled {
+		name := s.k.ID + "/" + s.k.Token + "/" + s.after
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (r *recorder) Deliver(_ context.Context, events []event.Event) (int, error) {
@@ -102,7 +136,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{fs: newFirestore(t), clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
+	return newEnvOn(t, newFirestore(t))
+}
+
+// newEnvOn is newEnv over the Firestore client fs.
+func newEnvOn(t *testing.T, fs *firestore.Client) *env {
+	t.Helper()
+	e := &env{fs: fs, clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
 	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
 	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk}
 	var err error
@@ -110,6 +150,27 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// faultyEnv is newEnv on a Firestore emulator whose faults the test
+// injects.
+func faultyEnv(t *testing.T) (*fsemu.Server, *env) {
+	t.Helper()
+	srv, err := fsemu.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := firestore.NewClient(context.Background(), "chain", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return srv, newEnvOn(t, fs)
 }
 
 // put stores a thing with chain token "tok" and returns its kick.
@@ -283,8 +344,9 @@ func TestRunKickedMidRun(t *testing.T) {
 
 // A change's chain whose run finds nothing to converge hands the subject
 // to a steady chain: a new token, written with the run's outcome, whose
-// tasks go to the steady queue. A second delivery of the task finds its
-// token stale and schedules nothing, so only one chain lives on.
+// tasks go to the steady queue. A second delivery of the task knows the
+// hand-over for its own and schedules the steady chain's run again under
+// the same name, which Cloud Tasks keeps once, so only one chain lives on.
 func TestRunHandsOverToASteadyChain(t *testing.T) {
 	ctx := context.Background()
 	for _, changed := range []bool{false, true} {
@@ -302,8 +364,8 @@ func TestRunHandsOverToASteadyChain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if len(e.rec.scheduled) != 1 {
-				t.Fatalf("scheduled %+v, want one successor", e.rec.scheduled)
+			if got := e.rec.tasks(); len(got) != 1 {
+				t.Fatalf("tasks %+v, want one successor", got)
 			}
 			next := e.rec.scheduled[0].k
 			got := e.get(t, k)

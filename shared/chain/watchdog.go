@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -26,10 +27,16 @@ type Drainer interface {
 	Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }
 
-// Watchdog restarts the chains whose next run is overdue (an enqueue
-// failed, a task was lost), and drains outbox events whose publish failed.
-// Its cost grows with the overdue chains, not with the fleet: one query per
-// kind of subject returns only those.
+// Watchdog restarts the chains whose next run is overdue (a task was lost,
+// or its run's successor could not be enqueued for as long as Cloud Tasks
+// retried it), and drains outbox events whose publish failed. Its cost
+// grows with the overdue chains, not with the fleet: one query per kind of
+// subject returns only those.
+//
+// No one slow call holds a pass: the drain runs beside the restarts, each
+// restart (its transaction and its kick) has a deadline of its own
+// (CallTimeout) and several run at once, and the drain has a deadline
+// (DrainTimeout) besides its publishes' own (outbox.Relay).
 type Watchdog struct {
 	FS *firestore.Client
 	// Kinds are the subjects' kinds (Subject.Kind): their collections.
@@ -41,11 +48,20 @@ type Watchdog struct {
 	// DrainAge is how old an outbox event must be before the watchdog
 	// publishes it (younger ones are the relay's).
 	DrainAge time.Duration
+	// CallTimeout bounds each call of a restart: its transaction, and
+	// its kick. Zero means 5 s.
+	CallTimeout time.Duration
+	// DrainTimeout bounds a pass's drain. Zero means 30 s, half of
+	// Cloud Scheduler's deadline of a pass (infra/tasks.tf).
+	DrainTimeout time.Duration
 	// Clock is the watchdog's clock; nil means the real one.
 	Clock clock.PassiveClock
 	// Metrics counts the chains Tick restarts; nil counts nothing.
 	Metrics Metrics
 }
+
+// restartWorkers restart that many chains of a pass at once.
+const restartWorkers = 8
 
 // Pass is what one watchdog pass did.
 type Pass struct {
@@ -57,45 +73,113 @@ type Pass struct {
 // the rest.
 const overdueLimit = 100
 
-// Tick runs one watchdog pass.
+// Tick runs one watchdog pass: it restarts the overdue chains and, beside
+// them, drains the outbox.
 func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
-	log := logging.FromContext(ctx)
 	now := w.now()
 	before := now().Add(-w.Grace)
 	var res Pass
+	var drainedN int
+	var drainErr error
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		dctx, cancel := context.WithTimeout(ctx, orDefault(w.DrainTimeout, 30*time.Second))
+		defer cancel()
+		drainedN, drainErr = w.Events.Drain(dctx, w.DrainAge, 500)
+	}()
+	var mu sync.Mutex
 	var errList []error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errList = append(errList, err)
+	}
+	sem := make(chan struct{}, restartWorkers)
+	var wg sync.WaitGroup
 	for _, kind := range w.Kinds {
-		docs, err := w.overdue(kind, before).Limit(overdueLimit).Documents(ctx).GetAll()
+		qctx, cancel := context.WithTimeout(ctx, w.callTimeout())
+		docs, err := w.overdue(kind, before).Limit(overdueLimit).Documents(qctx).GetAll()
+		cancel()
 		if err != nil {
-			errList = append(errList, fmt.Errorf("query overdue %s: %w", kind, err))
+			fail(fmt.Errorf("query overdue %s: %w", kind, err))
 			continue
 		}
 		for _, d := range docs {
-			k, err := w.restart(ctx, kind, d.Ref, before, now)
-			if err != nil {
-				errList = append(errList, fmt.Errorf("restart chain of %s: %w", d.Ref.Path, err))
-				continue
-			}
-			if k == nil {
-				continue
-			}
-			log.Info("Restarting a dead reconcile chain", "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
-			if err := w.Kicker.Kick(ctx, *k); err != nil {
-				errList = append(errList, fmt.Errorf("kick %s: %w", d.Ref.Path, err))
-				continue
-			}
-			res.Restarted++
-			if w.Metrics != nil {
-				w.Metrics.ChainRestarted(ctx, kind)
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				ok, err := w.restartOne(ctx, kind, d.Ref, before, now)
+				if err != nil {
+					fail(err)
+				}
+				if ok {
+					mu.Lock()
+					res.Restarted++
+					mu.Unlock()
+				}
+			}()
 		}
 	}
-	n, err := w.Events.Drain(ctx, w.DrainAge, 500)
-	res.Drained = n
-	if err != nil {
-		errList = append(errList, err)
+	wg.Wait()
+	<-drained
+	res.Drained = drainedN
+	if drainErr != nil {
+		errList = append(errList, drainErr)
 	}
 	return res, errors.Join(errList...)
+}
+
+// restartOne restarts the chain of the subject at ref, if still overdue,
+// and kicks it, each within the watchdog's deadline of a call. It reports
+// whether it kicked a new chain. A restart whose commit answered an error
+// is read back before it is given up: if its token is stored, the chain
+// is kicked; otherwise, as after a failed kick, the chain is due now, and
+// overdue for a later pass.
+func (w *Watchdog) restartOne(ctx context.Context, kind string, ref *firestore.DocumentRef, before time.Time, now func() time.Time) (bool, error) {
+	log := logging.FromContext(ctx)
+	cctx, cancel := context.WithTimeout(ctx, w.callTimeout())
+	defer cancel()
+	k, err := w.restart(cctx, kind, ref, before, now)
+	if err != nil && k != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), w.callTimeout())
+		snap, rerr := ref.Get(rctx)
+		rcancel()
+		h, rerr := readHeader(snap, rerr)
+		if rerr != nil || h.Reconcile.Token != k.Token {
+			log.Warn("Restart of a dead reconcile chain failed; a later pass restarts it", "path", ref.Path, "error", err)
+			return false, fmt.Errorf("restart chain of %s: %w", ref.Path, err)
+		}
+		log.Warn("Restart of a dead reconcile chain answered an error but committed; kicking it", "path", ref.Path, "error", err)
+		err = nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("restart chain of %s: %w", ref.Path, err)
+	}
+	if k == nil {
+		return false, nil
+	}
+	log.Info("Restarting a dead reconcile chain", "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID)
+	kctx, kcancel := context.WithTimeout(ctx, w.callTimeout())
+	defer kcancel()
+	if err := w.Kicker.Kick(kctx, *k); err != nil {
+		log.Warn("Kick of a restarted reconcile chain failed; a later pass restarts it", "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID, "error", err)
+		return false, fmt.Errorf("kick %s: %w", ref.Path, err)
+	}
+	if w.Metrics != nil {
+		w.Metrics.ChainRestarted(ctx, kind)
+	}
+	return true, nil
+}
+
+func (w *Watchdog) callTimeout() time.Duration { return orDefault(w.CallTimeout, 5*time.Second) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // overdue is the query of the active subjects of kind whose next run is
@@ -108,7 +192,9 @@ func (w *Watchdog) overdue(kind string, before time.Time) firestore.Query {
 }
 
 // restart starts a new chain for a subject whose chain died, unless its
-// next run is no longer overdue (a run or a kick got there first).
+// next run is no longer overdue (a run or a kick got there first). On an
+// error it returns the kick its transaction last wrote, if any, which may
+// have committed (a lost answer).
 func (w *Watchdog) restart(ctx context.Context, kind string, ref *firestore.DocumentRef, before time.Time, now func() time.Time) (*Kick, error) {
 	var k *Kick
 	err := w.FS.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
