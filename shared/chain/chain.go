@@ -12,10 +12,36 @@
 // once the subject is gone for good) and "reconcile" (State), beside its
 // own "tenantId" and "id". Only this package writes State's lease fields;
 // the API restarts the chain (Restart) in its own transactions.
+//
+// An error is not a no. A run's save can commit and its answer be lost,
+// and its successor's enqueue can fail, or make the task and lose its
+// answer; its instance can die between the two. None of these leaves the
+// chain without a run due within one interval, and none waits for the
+// watchdog:
+//   - The successor's task is named after the task that schedules it
+//     (Scheduler), so an enqueue is tried again at once, and a task
+//     retried by Cloud Tasks schedules the same successor: Cloud Tasks
+//     keeps one.
+//   - A chain that keeps its token (a converging or a steady chain) is
+//     run again by its task's retry, which reads and observes afresh.
+//   - A change's chain that hands its subject to a steady chain writes
+//     the steady chain's token with its save, derived from its own token
+//     and the task's name. A save that answers an error is read back: if
+//     the token is stored, the save committed and the run goes on. The
+//     task retried after any failure past that save finds the stored
+//     token its own, not stale, and schedules the steady chain's first
+//     run again under the same name.
+//
+// The watchdog is the last resort, for a task lost for good: a chain
+// whose tasks keep failing for as long as Cloud Tasks retries them. No
+// one slow call holds its pass: restarts run several at once, each under
+// a deadline, beside the outbox's drain, whose publishes have deadlines
+// too.
 package chain
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"time"
@@ -112,7 +138,17 @@ type header struct {
 	Sequence int64 `firestore:"sequence"`
 }
 
-func newSteadyToken() string { return steadyPrefix + newToken() }
+// handOverToken is the token of the steady chain that the run of task, a
+// task of the chain of token, hands its subject to. It derives from both,
+// so that the task, delivered again after its hand-over committed (a lost
+// answer, a failed enqueue, an instance that died), knows the hand-over
+// for its own and schedules the steady chain's run again, under the same
+// task name (Cloud Tasks keeps one); any other task of the old chain
+// finds it stale.
+func handOverToken(token, task string) string {
+	h := sha256.Sum256([]byte(token + "\x00" + task))
+	return steadyPrefix + hex.EncodeToString(h[:12])
+}
 
 func newToken() string {
 	b := make([]byte, 12)

@@ -78,11 +78,18 @@ type peeked struct {
 	version string
 }
 
+// handedOver: the task's chain token is stale because the task's own run
+// handed the subject to a steady chain (handOverToken), in an attempt
+// that failed after its save committed. state is the chain as stored.
+type handedOver struct{ state State }
+
+func (*handedOver) Error() string { return "the task handed its subject over to a steady chain" }
+
 // peek reads k's subject at ref and what its run needs without a
 // transaction (a point read and the subject's own queries, which a
 // Prefetcher starts with the point read), and checks that the run may go
-// on.
-func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, now time.Time, sub Subject) (*peeked, error) {
+// on. A task whose own hand-over is stored gets *handedOver.
+func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, now time.Time, sub Subject) (*peeked, error) {
 	r := NewReader(ctx, nil)
 	load := sub.Load
 	if p, ok := sub.(Prefetcher); ok {
@@ -92,6 +99,9 @@ func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, now time.Time
 	h, err := readHeader(snap, err)
 	if err != nil {
 		return nil, err
+	}
+	if h.Active && !k.Steady() && h.Reconcile.Token == handOverToken(k.Token, task) {
+		return nil, &handedOver{state: h.Reconcile}
 	}
 	if err := check(h, k.Token, "", now); err != nil {
 		return nil, err
@@ -193,7 +203,7 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 		return writeEvents(tx, fs, committed)
 	})
 	if err != nil {
-		return nil, false, err
+		return committed, false, err
 	}
 	return committed, current, nil
 }
@@ -277,7 +287,7 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, toke
 		return writeEvents(tx, l.fs, committed)
 	})
 	if err != nil {
-		return nil, false, err
+		return committed, false, err
 	}
 	return committed, current, nil
 }

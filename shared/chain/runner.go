@@ -184,8 +184,10 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 // A run that finds nothing to do writes nothing (ARCHITECTURE rule 5 holds
 // where it matters: only runs that act hold the lease, and a run that only
 // saves what it saw writes in a transaction that fails if anything it read
-// changed). A stale token ends the chain quietly; ErrBusy and other errors
-// ask for the task to be retried.
+// changed). A stale token ends the chain quietly, unless the task's own
+// earlier attempt handed the subject to the steady chain that holds it
+// now, whose first run it then schedules again (the package comment says
+// why); ErrBusy and other errors ask for the task to be retried.
 //
 // task names the task that asked for the run (its successor's name derives
 // from it).
@@ -252,7 +254,11 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	log := logging.FromContext(ctx)
 	now := r.now()
 	ref := sub.Ref(k)
-	p, err := peek(ctx, ref, k, now, sub)
+	p, err := peek(ctx, ref, k, task, now, sub)
+	if ho := (*handedOver)(nil); errors.As(err, &ho) {
+		rep.outcome = OutcomeStale
+		return r.resume(ctx, k, ho.state, task)
+	}
 	if err != nil {
 		return err
 	}
@@ -319,13 +325,14 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	deadline := next.Add(r.cfg.LeaseTTL)
 	steady := !out.Converging && !out.Retry && out.After == 0
 	if steady {
-		deadline = next.Add(max(r.cfg.LeaseTTL, r.cfg.Heartbeat))
+		deadline = next.Add(r.steadySlack())
 	}
 	// A change's chain that finds its subject steady hands it to a steady
-	// chain (Kick.Steady), under a new token written with the outcome.
+	// chain (Kick.Steady), under a new token written with the outcome:
+	// the task's own (handOverToken), so that the task knows it again.
 	token := ""
 	if steady && !out.Done && !k.Steady() {
-		token = newSteadyToken()
+		token = handOverToken(k.Token, task)
 	}
 	current := true
 	var events []event.Event
@@ -339,6 +346,9 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	// nothing to do writes nothing.
 	if out.Changed || l != nil || failures != state.Failures || token != "" || state.NextAt.Before(next.Add(r.cfg.LeaseTTL)) {
 		events, current, err = r.writer(ctx, ref, k, sub, l, p.version)(deadline, failures, token, save)
+		if err != nil && token != "" && r.handOverStored(ctx, ref, token, err) {
+			err, current = nil, true
+		}
 		if err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -395,8 +405,71 @@ func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick,
 type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error)
 
 // writeFunc writes a run's outcome; it returns the events committed and
-// whether the run's chain is still the subject's.
+// whether the run's chain is still the subject's. On an error it returns
+// the events its last attempt wrote, which its caller may find committed
+// after all (a lost answer).
 type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error)
+
+// handOverStored finds out whether the save that would have handed the
+// subject at ref to the steady chain of token committed, though it
+// answered err: an answer lost after the commit reads, to the client, as
+// UNAVAILABLE (then, its retry, as a transaction already ended) or as
+// DEADLINE_EXCEEDED. An error is not a no: the save committed if the
+// subject's chain is token's. A save refused by the chain's own checks
+// did not commit. When the read fails too the task is retried, and its
+// next attempt finds the hand-over, if stored, as its own (resume).
+func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef, token string, err error) bool {
+	if errors.Is(err, errChanged) || errors.Is(err, ErrBusy) || errors.Is(err, ErrStale) || errors.Is(err, ErrLeaseLost) {
+		return false
+	}
+	log := logging.FromContext(ctx)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	snap, rerr := ref.Get(rctx)
+	h, rerr := readHeader(snap, rerr)
+	switch {
+	case rerr != nil:
+		log.Warn("The hand-over's save failed and reading it back failed too; retrying the task to find out", "error", err, "readError", rerr)
+		return false
+	case h.Reconcile.Token == token:
+		log.Warn("The hand-over's save answered an error but committed; going on with the steady chain", "error", err)
+		return true
+	}
+	log.Warn("The hand-over's save failed and is not stored; retrying the task", "error", err)
+	return false
+}
+
+// readBackTimeout bounds the read that finds out what a call whose answer
+// was lost did.
+const readBackTimeout = 10 * time.Second
+
+// resume serves a task whose own run handed its subject to a steady chain
+// (handOverToken) in an earlier attempt that failed after the hand-over
+// committed (its answer lost, the successor's enqueue failed or lost, the
+// instance killed): it schedules the steady chain's first run again under
+// the name the attempt gave it, which Cloud Tasks keeps once, at the time
+// the hand-over wrote (its watchdog deadline, less the heartbeat). Once
+// that chain has run past its first interval, or holds the lease, the
+// chain is its own and the task ends.
+func (r *Runner) resume(ctx context.Context, k Kick, s State, task string) error {
+	log := logging.FromContext(ctx)
+	now := r.now()
+	at := s.NextAt.Add(-r.steadySlack())
+	if (s.LeaseOwner != "" && s.LeaseExpiry.After(now)) || now.After(at.Add(r.cfg.SteadyInterval)) {
+		log.Info("Stale reconcile task; the steady chain it handed its subject to runs it")
+		return nil
+	}
+	log.Warn("This task handed its subject to a steady chain in an attempt that then failed; scheduling the steady chain's run again", "at", at)
+	k.Token, k.Link, k.Hint = s.Token, "", ""
+	if at.Before(now) {
+		at = now
+	}
+	return r.schedule(ctx, k, at, task)
+}
+
+// steadySlack is how far past its next run a steady chain's watchdog
+// deadline is written.
+func (r *Runner) steadySlack() time.Duration { return max(r.cfg.LeaseTTL, r.cfg.Heartbeat) }
 
 // wake sends the kicks of the chains a run's save woke, linked to the
 // run's span. A kick that fails is the watchdog's to send: the woken
@@ -414,12 +487,40 @@ func (r *Runner) wake(ctx context.Context, kicks []Kick) {
 	}
 }
 
+// schedule schedules k's run at at, named after task. The task's name
+// makes the call idempotent (Cloud Tasks keeps one task of a name), so a
+// failed one is tried again at once, a few times, whatever its error: a
+// lost answer's retry meets the task made. Past those the run's task is
+// retried by Cloud Tasks, and schedules the same task.
 func (r *Runner) schedule(ctx context.Context, k Kick, at time.Time, task string) error {
-	if err := r.sched.Schedule(ctx, k, at, task); err != nil {
-		return fmt.Errorf("schedule next run: %w", err)
+	var err error
+	pause := scheduleBackoff
+	for i := 1; ; i++ {
+		if err = r.sched.Schedule(ctx, k, at, task); err == nil {
+			return nil
+		}
+		if i == scheduleAttempts || ctx.Err() != nil {
+			break
+		}
+		logging.FromContext(ctx).Warn("Scheduling the chain's next run failed; trying again", "error", err, "attempt", i, "retryIn", pause.String())
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		pause *= 2
 	}
-	return nil
+	return fmt.Errorf("schedule next run: %w", err)
 }
+
+// scheduleAttempts bound the enqueues of a run's successor in one attempt
+// of its task, scheduleBackoff the first pause between them (doubled
+// after each).
+const (
+	scheduleAttempts = 3
+	scheduleBackoff  = 100 * time.Millisecond
+)
 
 // backoff doubles the converging interval with each consecutive failure,
 // up to the steady interval.

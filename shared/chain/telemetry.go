@@ -42,7 +42,8 @@ const (
 	// the task is retried.
 	OutcomeBusy = "busy"
 	// OutcomeStale: the task's chain token is not the subject's; the
-	// task ends.
+	// task ends (having scheduled again the run of the steady chain it
+	// handed its subject to, if an earlier attempt of it did).
 	OutcomeStale = "stale"
 	// OutcomeError: the run failed before it could record anything (a
 	// Firestore or Cloud Tasks error, a lost lease); the task is retried.
