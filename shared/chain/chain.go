@@ -30,7 +30,10 @@
 //     the token is stored, the save committed and the run goes on. The
 //     task retried after any failure past that save finds the stored
 //     token its own, not stale, and schedules the steady chain's first
-//     run again under the same name.
+//     run again under the same name; so does a duplicate delivery of the
+//     task that finds the token changed under it to its own (Cloud Tasks
+//     ends the task with the first success, whatever became of the
+//     delivery that made the hand-over).
 //
 // The watchdog is the last resort, for a task lost for good: a chain
 // whose tasks keep failing for as long as Cloud Tasks retries them. No

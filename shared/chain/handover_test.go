@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -190,5 +191,42 @@ func TestRunSuccessorEnqueueFails(t *testing.T) {
 				e.checkNextRun(t, k, start, c.interval, c.handsOver)
 			})
 		}
+	}
+}
+
+// Two deliveries of one task run at once: the first hands the subject
+// over and dies before it enqueues anything; the second, whose save then
+// finds the chain's token changed, knows the hand-over for its task's own
+// and schedules the steady chain's run, as Cloud Tasks ends the task with
+// its success.
+func TestRunDuplicateOfADeadHandOver(t *testing.T) {
+	for _, lease := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lease=%v", lease), func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			k := e.put(t, "t1", chain.State{})
+			steps := 0
+			e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
+				steps++
+				if steps > 1 {
+					return chain.Outcome{}, nil
+				}
+				// The first delivery runs to its hand-over while the
+				// second has read the subject, and dies before it
+				// enqueues; the second goes on to save, or to take the
+				// lease.
+				e.rec.fail = 1000
+				if err := e.runner.Run(ctx, k, "task-1"); err == nil {
+					t.Error("the first delivery, none of whose enqueues succeeded, = nil")
+				}
+				e.rec.fail = 0
+				return chain.Outcome{NeedsLease: lease}, nil
+			}
+			start := e.clk.Now()
+			if err := e.runner.Run(ctx, k, "task-1"); err != nil && !errors.Is(err, chain.ErrBusy) {
+				t.Fatalf("the second delivery = %v", err)
+			}
+			e.checkNextRun(t, k, start, 5*time.Minute, true)
+		})
 	}
 }

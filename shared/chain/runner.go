@@ -251,7 +251,6 @@ var errChanged = errors.New("the subject changed during the run")
 // attempt is one run: read, step, and what follows. It notes in rep how
 // the run ended and the reconcile lag its save recorded.
 func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, rep *report) error {
-	log := logging.FromContext(ctx)
 	now := r.now()
 	ref := sub.Ref(k)
 	p, err := peek(ctx, ref, k, task, now, sub)
@@ -262,6 +261,19 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	if err != nil {
 		return err
 	}
+	err = r.proceed(ctx, sub, ref, k, task, now, p, rep)
+	if errors.Is(err, ErrStale) && !k.Steady() {
+		// The token changed during the run: perhaps to this task's own
+		// hand-over, made by a duplicate delivery that may die before it
+		// enqueues the steady chain's run.
+		return r.ownHandOver(ctx, ref, k, task, rep, err)
+	}
+	return err
+}
+
+// proceed is the run after its first read (p): step, and what follows.
+func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.DocumentRef, k Kick, task string, now time.Time, p *peeked, rep *report) error {
+	log := logging.FromContext(ctx)
 	run, state := p.run, p.state
 	out, err := run.Step(ctx, nil)
 	var l *Lease
@@ -410,16 +422,22 @@ type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]eve
 // after all (a lost answer).
 type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error)
 
-// handOverStored finds out whether the save that would have handed the
-// subject at ref to the steady chain of token committed, though it
-// answered err: an answer lost after the commit reads, to the client, as
-// UNAVAILABLE (then, its retry, as a transaction already ended) or as
-// DEADLINE_EXCEEDED. An error is not a no: the save committed if the
-// subject's chain is token's. A save refused by the chain's own checks
-// did not commit. When the read fails too the task is retried, and its
-// next attempt finds the hand-over, if stored, as its own (resume).
+// handOverStored finds out whether the hand-over of the subject at ref to
+// the steady chain of token is stored, though the save that would have
+// made it answered err. An error is not a no: an answer lost after the
+// commit reads, to the client, as UNAVAILABLE (then, its retry, as a
+// transaction already ended) or as DEADLINE_EXCEEDED; and a save refused
+// because the chain's token changed (ErrStale) or its lease was taken
+// (ErrLeaseLost) may have met the same hand-over made by a duplicate
+// delivery of the task, which may die before it enqueues the steady
+// chain's run. Either way the steady chain is the task's own, and the
+// run goes on to schedule its run. When the read fails too, the task is
+// retried, and its next attempt finds the hand-over, if stored, as its
+// own (resume).
 func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef, token string, err error) bool {
-	if errors.Is(err, errChanged) || errors.Is(err, ErrBusy) || errors.Is(err, ErrStale) || errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, errChanged) || errors.Is(err, ErrBusy) || errors.Is(err, ErrStale) {
+		// The chain's token was this run's own, unchanged; or not, and
+		// the run looks again (ownHandOver).
 		return false
 	}
 	log := logging.FromContext(ctx)
@@ -432,11 +450,39 @@ func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef,
 		log.Warn("The hand-over's save failed and reading it back failed too; retrying the task to find out", "error", err, "readError", rerr)
 		return false
 	case h.Reconcile.Token == token:
-		log.Warn("The hand-over's save answered an error but committed; going on with the steady chain", "error", err)
+		log.Warn("The hand-over's save answered an error, but the hand-over is stored; going on with the steady chain", "error", err)
 		return true
+	case errors.Is(err, ErrLeaseLost):
+		return false
 	}
 	log.Warn("The hand-over's save failed and is not stored; retrying the task", "error", err)
 	return false
+}
+
+// ownHandOver serves a run of k that found its token stale after its
+// first read (ErrStale, err): if the subject's chain is now the one this
+// task hands over to, a duplicate delivery of the task made the hand-over,
+// and the run schedules the steady chain's run (resume), since Cloud
+// Tasks ends the task with this delivery's success whatever became of the
+// other. Otherwise the task is stale.
+func (r *Runner) ownHandOver(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, rep *report, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	snap, rerr := ref.Get(rctx)
+	h, rerr := readHeader(snap, rerr)
+	switch {
+	case errors.Is(rerr, ErrStale):
+		return err
+	case rerr != nil:
+		// Retried, rather than ended as stale: the retry's first read
+		// finds out.
+		logging.FromContext(ctx).Warn("Could not read whether the task's own hand-over is stored; retrying the task", "error", rerr)
+		return fmt.Errorf("find out whether the task's hand-over is stored: %w", rerr)
+	case !h.Active || h.Reconcile.Token != handOverToken(k.Token, task):
+		return err
+	}
+	rep.outcome = OutcomeStale
+	return r.resume(ctx, k, h.Reconcile, task)
 }
 
 // readBackTimeout bounds the read that finds out what a call whose answer
