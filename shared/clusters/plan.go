@@ -43,10 +43,22 @@ type ObservedPool struct {
 	Status      string
 	Message     string
 	Autoscaling *resource.Autoscaling // nil when autoscaling is off
-	NodeCount   int                   // per zone: the size created, or last set (GKE's initialNodeCount)
-	// Nodes are the nodes of its instance groups; nil when they could
-	// not be read.
+	// Shape is what the provider reports of the fields no call changes
+	// in place (machine type, disks, spot, accelerators, zones, labels,
+	// taints), in the spec's form; nil: not compared.
+	Shape *lifecycle.NodePoolSpec
+	// Nodes are the nodes of its instance groups, and the size per zone
+	// asked of them (Sizes); nil when they could not be read.
 	Nodes *PoolNodes
+}
+
+// sizes is the pool's size per zone as asked of the provider (its
+// instance groups' target sizes); nil when not read.
+func (o ObservedPool) sizes() map[string]int {
+	if o.Nodes == nil || len(o.Nodes.Sizes) == 0 {
+		return nil
+	}
+	return o.Nodes.Sizes
 }
 
 // ObservedCluster is a cluster as the provider reports it.
@@ -138,6 +150,11 @@ type Decision struct {
 	acted bool
 	// failure is why the call failed, when it is retried.
 	failure string
+	// sizeDrift: a pool that was ready shows the provider's size per
+	// zone differing from its spec. The run confirms it with its own
+	// read of the pool's instance groups before acting on a listing
+	// shared with other runs, which may predate its last resize.
+	sizeDrift bool
 }
 
 // Plan decides the next step for a cluster. It never mutates in.
