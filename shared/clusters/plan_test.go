@@ -927,3 +927,203 @@ func TestPlanSecondCallInFlight(t *testing.T) {
 		t.Errorf("pool b's operation cleared, want it kept for the next run to poll")
 	}
 }
+
+// The planner compares each pool with what the provider reports of it,
+// never with what a run last recorded: a pool changed at the provider is
+// brought back, saying what differed; a field that no call changes in
+// place is its error, naming the field.
+func TestPlanDrift(t *testing.T) {
+	shape := func(o ObservedPool, f func(*lifecycle.NodePoolSpec)) ObservedPool {
+		o.Shape = &lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", Zones: []string{"us-central1-a"}}
+		f(o.Shape)
+		return o
+	}
+	autoscaled := func(o ObservedPool, a *resource.Autoscaling) ObservedPool { o.Autoscaling = a; return o }
+	recorded := func(n int) func(*lifecycle.NodePool) {
+		return func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = n }
+	}
+	tests := []struct {
+		name       string
+		pool       lifecycle.NodePool
+		obs        *ObservedPool // nil: not at the provider
+		other      *ObservedPool // pool b, with an operation in flight, when set
+		action     string        // "": no call
+		state      resource.State
+		message    string
+		events     []string
+		recorded   int // Provider.NodeCount after the run
+		converging bool
+	}{
+		{
+			name: "resized at the provider: resized back, saying so",
+			pool: poolDoc("a", ready, 1), obs: new(sized(3)),
+			action: SetSize, state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 3, converging: true,
+		},
+		{
+			name: "the size recorded differs, the provider's does not: ready, the record follows the provider",
+			pool: poolDoc("a", ready, 2, recorded(5)), obs: new(sized(2)),
+			state: ready, recorded: 2,
+		},
+		{
+			name: "zones of different sizes: said zone by zone",
+			pool: poolDoc("a", ready, 2), obs: new(sizes(map[string]int{"us-central1-a": 2, "us-central1-b": 1})),
+			action: SetSize, state: updating, message: "changed at the provider: us-central1-a 2 nodes, us-central1-b 1 node, spec 2 per zone; resizing", recorded: -1, converging: true,
+		},
+		{
+			name: "the tenant's resize under way: made, not called drift",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ }), obs: new(sized(1)),
+			action: SetSize, state: updating, recorded: 1, converging: true,
+		},
+		{
+			name: "a stockout: the size asked is the spec's, nodes missing: no resize",
+			pool: poolDoc("a", ready, 2),
+			obs: &ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB,
+				Nodes: &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}, Sizes: map[string]int{"us-central1-a": 2, "us-central1-b": 2}}},
+			state: failed, message: "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 3 of 4 nodes", events: []string{"nodepool.error a", "cluster.error"}, recorded: 2,
+		},
+		{
+			name: "the autoscaler's count is its own",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:  new(autoscaled(sized(4), autoscale(1, 4))),
+			state: ready, recorded: -1,
+		},
+		{
+			name: "given autoscaling at the provider: turned off",
+			pool: poolDoc("a", ready, 1), obs: new(autoscaled(sized(1), autoscale(1, 5))),
+			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling 1-5 nodes per zone, spec off; setting it", recorded: -1, converging: true,
+		},
+		{
+			name: "autoscaling turned off at the provider: set again",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:  new(sized(2)),
+			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling off, spec 1-4 nodes per zone; setting it", recorded: 2, converging: true,
+		},
+		{
+			name: "deleted at the provider: made again",
+			pool: poolDoc("a", ready, 1),
+			action: CreateNodePool, state: updating, message: "changed at the provider: the pool is gone; creating it again", recorded: 1, converging: true,
+		},
+		{
+			name: "changed while another call is in flight: updating, saying so, never ready",
+			pool: poolDoc("a", ready, 1), obs: new(sized(3)), other: new(running()),
+			state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 3, converging: true,
+		},
+		{
+			name: "being brought back: says so while its call is in flight",
+			pool: poolDoc("a", updating, 1, withPoolOp(SetSize, 1), func(p *lifecycle.NodePool) {
+				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
+			}),
+			obs: &ObservedPool{Status: StatusReconciling}, state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 1, converging: true,
+		},
+		{
+			name: "brought back: ready, announced",
+			pool: poolDoc("a", updating, 1, func(p *lifecycle.NodePool) {
+				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
+			}),
+			obs: new(sized(1)), state: ready, events: []string{"nodepool.ready a", "cluster.updated"}, recorded: 1,
+		},
+		{
+			name: "the size cannot be read: the one recorded stands in",
+			pool: poolDoc("a", ready, 2), obs: new(running()),
+			state: ready, recorded: 2,
+		},
+		{
+			name: "machine type changed at the provider: error naming it, no call",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			state: failed, message: "changed at the provider: machineType n2-standard-8, spec e2-standard-4; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "zones changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.Zones = []string{"us-central1-a", "us-central1-b"} })),
+			state: failed, message: "changed at the provider: zones us-central1-a,us-central1-b, spec us-central1-a; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "labels changed at the provider: error naming them, a resize not made",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(3), func(s *lifecycle.NodePoolSpec) { s.Labels = map[string]string{"team": "other"} })),
+			state: failed, message: "changed at the provider: labels team=other, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "taints changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Taints = []resource.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}
+			})),
+			state: failed, message: "changed at the provider: taints gpu=true:NoSchedule, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "accelerators changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
+			})),
+			state: failed, message: "changed at the provider: accelerators 1 nvidia-l4, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "labels and taints GKE manages are not differences",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Labels = map[string]string{"cloud.google.com/gke-nodepool": "a"}
+				s.Taints = []resource.Taint{{Key: "cloud.google.com/gke-queued", Value: "true", Effect: "NoSchedule"}}
+			})),
+			state: ready, recorded: 1,
+		},
+		{
+			name: "a field changed at the provider: deleting the pool still works",
+			pool: poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) { p.Status.State = failed; p.Status.Message = "changed at the provider: machineType n2-standard-8" }),
+			obs:  new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			action: DeleteNodePool, state: deleting, recorded: 1, converging: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clusterDoc(ready, func(c *lifecycle.Cluster) { c.Spec.Zones = []string{"us-central1-a"} })
+			if tt.pool.Status.State == updating {
+				c.Status.State = updating
+			}
+			pools := map[string]ObservedPool{}
+			if tt.obs != nil {
+				pools["a"] = *tt.obs
+			}
+			in := Input{Cluster: c, Pools: []lifecycle.NodePool{tt.pool}}
+			if tt.other != nil {
+				pools["b"] = *tt.other
+				in.Pools = append(in.Pools, poolDoc("b", updating, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 2 }, withPoolOp(SetSize, 2)))
+				in.Op = &OpOutcome{}
+			}
+			in.Observed = observed(StatusRunning, pools)
+			d := Plan(in, t0)
+			var want *Action
+			if tt.action != "" {
+				want = &Action{Kind: tt.action, Pool: 0}
+			}
+			if !reflect.DeepEqual(d.Action, want) {
+				t.Errorf("Action = %+v, want %+v", d.Action, want)
+			}
+			p := &d.Pools[0]
+			if st, msg := lifecycle.NodePoolState(p); st != tt.state || msg != tt.message {
+				t.Errorf("pool = %s %q, want %s %q", st, msg, tt.state, tt.message)
+			}
+			if got := eventNames(d); !slices.Equal(got, tt.events) {
+				t.Errorf("events = %q, want %q", got, tt.events)
+			}
+			if got := p.Status.Provider.NodeCount; got != tt.recorded {
+				t.Errorf("Provider.NodeCount = %d, want %d", got, tt.recorded)
+			}
+			if d.Converging != tt.converging {
+				t.Errorf("Converging = %v, want %v", d.Converging, tt.converging)
+			}
+		})
+	}
+}
+
+// sizes is a pool the provider runs with the sizes per zone asked.
+func sizes(per map[string]int) ObservedPool {
+	o := ObservedPool{Status: StatusRunning, Nodes: &PoolNodes{Sizes: per}}
+	for _, n := range per {
+		o.Nodes.Running += n
+		o.Nodes.Target += n
+	}
+	return o
+}
