@@ -982,9 +982,9 @@ func TestPlanDrift(t *testing.T) {
 			state: failed, message: "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 3 of 4 nodes", events: []string{"nodepool.error a", "cluster.error"}, recorded: 2,
 		},
 		{
-			name: "the autoscaler's count is its own",
-			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
-			obs:  new(autoscaled(sized(4), autoscale(1, 4))),
+			name:  "the autoscaler's count is its own",
+			pool:  poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:   new(autoscaled(sized(4), autoscale(1, 4))),
 			state: ready, recorded: -1,
 		},
 		{
@@ -993,14 +993,14 @@ func TestPlanDrift(t *testing.T) {
 			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling 1-5 nodes per zone, spec off; setting it", recorded: -1, converging: true,
 		},
 		{
-			name: "autoscaling turned off at the provider: set again",
-			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
-			obs:  new(sized(2)),
+			name:   "autoscaling turned off at the provider: set again",
+			pool:   poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:    new(sized(2)),
 			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling off, spec 1-4 nodes per zone; setting it", recorded: 2, converging: true,
 		},
 		{
-			name: "deleted at the provider: made again",
-			pool: poolDoc("a", ready, 1),
+			name:   "deleted at the provider: made again",
+			pool:   poolDoc("a", ready, 1),
 			action: CreateNodePool, state: updating, message: "changed at the provider: the pool is gone; creating it again", recorded: 1, converging: true,
 		},
 		{
@@ -1071,8 +1071,11 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "a field changed at the provider: deleting the pool still works",
-			pool: poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) { p.Status.State = failed; p.Status.Message = "changed at the provider: machineType n2-standard-8" }),
-			obs:  new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			pool: poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) {
+				p.Status.State = failed
+				p.Status.Message = "changed at the provider: machineType n2-standard-8"
+			}),
+			obs:    new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
 			action: DeleteNodePool, state: deleting, recorded: 1, converging: true,
 		},
 	}
