@@ -62,9 +62,12 @@ func effectName(e containerpb.NodeTaint_Effect) string {
 
 // providerManaged reports whether a label or taint key is one GKE or
 // Kubernetes set themselves (a queued provisioning pool's
-// cloud.google.com/gke-queued taint): a spec never holds one (API.md §5),
-// so it is not a difference.
+// cloud.google.com/gke-queued taint, a GPU pool's nvidia.com/gpu): a spec
+// never holds one (API.md §5), so it is not a difference.
 func providerManaged(key string) bool {
+	if key == "nvidia.com/gpu" {
+		return true
+	}
 	for _, p := range []string{"cloud.google.com/", "kubernetes.io/", "k8s.io/"} {
 		if strings.HasPrefix(key, p) || strings.Contains(key, "."+p) {
 			return true

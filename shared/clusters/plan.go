@@ -8,10 +8,20 @@
 // rules. Reconciler is the chain's Subject: it observes, plans, records its
 // intent, makes the call and saves the statuses.
 //
+// It is level-triggered: every run compares each pool's spec with what
+// the provider reports now (its existence and autoscaling from GKE, its
+// size per zone from its instance groups' target size, the fields that
+// cannot change in place), never with what a run last asked or recorded,
+// so a pool changed by anyone else, or by a call of its own whose answer
+// was lost, is brought back (drift.go). An intent recorded before a call
+// survives a transient error, and the next run finds out whether the call
+// was made (resolveIntents) before it calls anything.
+//
 // Files: plan.go (the decision and its entry), plan_operation.go (the
 // outcome of the operation in flight), plan_cluster.go (the cluster's
 // phases: create, observe, delete), plan_pools.go (each pool's phases),
-// refused.go (a call the provider refused), gke.go (the provider's shapes),
+// drift.go (what is compared with the provider, and how a difference is
+// said), refused.go (a call the provider refused), gke.go (the provider's shapes),
 // reconciler.go (the run), intents.go (calls a killed run left behind),
 // identity.go (whom the calls act as: the reconciler, or a tenant's
 // service account it impersonates), listing.go and budget.go (steady
