@@ -73,25 +73,33 @@ func (p *planner) planPool(i int) {
 		if what = sizeDrift(sizes, np.Spec.NodeCount); what != "" {
 			change = SetSize
 			what += "; resizing"
-			p.d.sizeDrift = p.d.sizeDrift || lifecycle.NodePoolShowsDrift(np)
 		}
 	case np.Spec.Autoscaling == nil && pr.NodeCount != np.Spec.NodeCount:
 		// The size could not be read: the one last seen or set stands
 		// in for it.
 		change = SetSize
 	}
-	if what != "" && i != p.failed {
-		p.drifted(i, what)
-	}
 	if op.Status == StatusProvisioning || op.Status == StatusReconciling || op.Status == StatusStopping {
 		// The provider is changing the pool: a change to make waits,
 		// and says for what when the provider started it itself (a
-		// repair).
-		if change != "" {
+		// repair). What the pool shows meanwhile is in flux (a surge
+		// upgrade grows its groups for a while; another client's
+		// resize is half done): it is compared once the change is
+		// over, and a pool already being brought back keeps saying so.
+		switch {
+		case change != "" && !lifecycle.NodePoolShowsDrift(np):
 			p.held(i)
+		case lifecycle.NodePoolRepairing(np):
+			p.waiting[i] = true
 		}
 		p.d.Converging = true
 		return
+	}
+	if change == SetSize && sizes != nil && lifecycle.NodePoolShowsDrift(np) {
+		p.d.sizeDrift = true
+	}
+	if what != "" && i != p.failed {
+		p.drifted(i, what)
 	}
 	failing := op.Status == StatusError || op.Status == StatusRunningWithError
 	switch {

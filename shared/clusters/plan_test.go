@@ -939,6 +939,7 @@ func TestPlanDrift(t *testing.T) {
 		return o
 	}
 	autoscaled := func(o ObservedPool, a *resource.Autoscaling) ObservedPool { o.Autoscaling = a; return o }
+	reconciling := func(o ObservedPool) ObservedPool { o.Status = StatusReconciling; return o }
 	recorded := func(n int) func(*lifecycle.NodePool) {
 		return func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = n }
 	}
@@ -1021,6 +1022,11 @@ func TestPlanDrift(t *testing.T) {
 				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
 			}),
 			obs: new(sized(1)), state: ready, events: []string{"nodepool.ready a", "cluster.updated"}, recorded: 1,
+		},
+		{
+			name: "the provider changing the pool (a surge upgrade): compared once it is over",
+			pool: poolDoc("a", ready, 1), obs: new(reconciling(sized(2))),
+			state: ready, recorded: 2, converging: true,
 		},
 		{
 			name: "the size cannot be read: the one recorded stands in",
