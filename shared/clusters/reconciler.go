@@ -493,7 +493,12 @@ func (u *run) plan(ctx context.Context) error {
 		// So does the project's shared listing of instance groups,
 		// which may predate the pool's last resize: read the pools'
 		// own groups before resizing one back (one aggregatedList,
-		// made only when a ready pool's size seems to differ).
+		// made only when a ready pool's size seems to differ). Should
+		// it fail, the sizes are unknown, not the listing's.
+		for name, op := range in.Observed.Pools {
+			op.Nodes = nil
+			in.Observed.Pools[name] = op
+		}
 		u.readNodes(ctx, pc, in.Observed, true)
 		u.d = Plan(in, u.r.now())
 	}
