@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // newDriftEnv is newEnv whose runs read the pools' instance groups
@@ -144,14 +145,121 @@ func TestLostResizeAnswerThenResizeBack(t *testing.T) {
 // A call whose answer is lost is not made again: its intent survives the
 // error, and the next run finds its operation before calling anything.
 func TestLostAnswerKeepsTheIntent(t *testing.T) {
-	e := newDriftEnv(t, 6*time.Second)
-	e.gke.LoseNext("SetNodePoolSize", 1, codes.Unavailable, "the answer was lost")
-	e.resize(t, "a", 2)
-	e.run(t)
-	if got := e.gke.Calls("SetNodePoolSize"); got != 1 {
-		t.Fatalf("SetNodePoolSize calls = %d, want 1", got)
+	tests := []struct {
+		rpc    string
+		kind   string
+		opType containerpb.Operation_Type
+		pool   string
+		change func(*testing.T, *env)
+		check  func(*testing.T, *env)
+	}{
+		{
+			rpc: "SetNodePoolSize", kind: clusters.SetSize, opType: containerpb.Operation_SET_NODE_POOL_SIZE, pool: "a",
+			change: func(t *testing.T, e *env) { e.resize(t, "a", 2) },
+			check: func(t *testing.T, e *env) {
+				if got := e.providerSizes(t, "a"); got["us-central1-a"] != 2 {
+					t.Errorf("nodes at the provider = %v, want 2", got)
+				}
+			},
+		},
+		{
+			rpc: "SetNodePoolAutoscaling", kind: clusters.SetAutoscaling, opType: containerpb.Operation_UPDATE_CLUSTER, pool: "a",
+			change: func(t *testing.T, e *env) {
+				res, err := e.st.UpdateNodePool(context.Background(), e.caller, e.id, e.pool(t, "a").ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+					p.Autoscaling = &resource.Autoscaling{MinNodes: 1, MaxNodes: 3}
+					return p, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.kick = *res.Kick
+			},
+			check: func(t *testing.T, e *env) {
+				np, err := e.gke.NodePool(e.poolName("a"))
+				if err != nil || !np.GetAutoscaling().GetEnabled() {
+					t.Errorf("provider's autoscaling = %v, %v; want on", np.GetAutoscaling(), err)
+				}
+			},
+		},
+		{
+			rpc: "CreateNodePool", kind: clusters.CreateNodePool, opType: containerpb.Operation_CREATE_NODE_POOL, pool: "b",
+			change: func(t *testing.T, e *env) {
+				res, err := e.st.CreateNodePool(context.Background(), e.caller, store.CreateNodePoolRequest{
+					ClusterID: e.id, Spec: lifecycle.NodePoolSpec{Name: "b", MachineType: "e2-standard-4", NodeCount: 1}, RequestHash: "b",
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.kick = *res.Kick
+			},
+			check: func(t *testing.T, e *env) {
+				if got := e.providerSizes(t, "b"); got["us-central1-a"] != 1 {
+					t.Errorf("nodes of b at the provider = %v, want 1", got)
+				}
+			},
+		},
+		{
+			rpc: "DeleteNodePool", kind: clusters.DeleteNodePool, opType: containerpb.Operation_DELETE_NODE_POOL, pool: "a",
+			change: func(t *testing.T, e *env) {
+				res, err := e.st.DeleteNodePool(context.Background(), e.caller, e.id, e.pool(t, "a").ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.kick = *res.Kick
+			},
+			check: func(t *testing.T, e *env) {
+				if _, err := e.gke.NodePool(e.poolName("a")); err == nil {
+					t.Error("the provider still has the deleted pool")
+				}
+			},
+		},
 	}
-	snap, err := e.st.NodePoolRef("acme", e.id, e.pool(t, "a").ID).Get(context.Background())
+	for _, tt := range tests {
+		t.Run(tt.rpc, func(t *testing.T) {
+			e := newDriftEnv(t, 6*time.Second)
+			before := e.gke.Calls(tt.rpc)
+			e.gke.LoseNext(tt.rpc, 1, codes.Unavailable, "the answer was lost")
+			tt.change(t, e)
+			e.run(t)
+			// The client library may retry a call whose answer was
+			// lost (a delete: the retry meets the operation it made);
+			// the run makes it once.
+			made := e.gke.Calls(tt.rpc)
+			if made == before {
+				t.Fatalf("%s calls = 0, want the run to make it", tt.rpc)
+			}
+			if in := e.storedIntent(t, tt.pool); in == nil || in.Kind != tt.kind {
+				t.Errorf("stored intent after the lost answer = %+v, want %s", in, tt.kind)
+			}
+			lists := e.gke.Calls("ListOperations")
+			for range 10 {
+				e.clk.Step(opTime + time.Second)
+				e.run(t)
+				if c, err := e.st.GetCluster(context.Background(), e.caller, e.id); err == nil && c.State == resource.StateReady {
+					break
+				}
+			}
+			if c, err := e.st.GetCluster(context.Background(), e.caller, e.id); err != nil || c.State != resource.StateReady {
+				t.Fatalf("cluster = %v, %v; want ready", c.State, err)
+			}
+			if got := e.gke.Calls(tt.rpc) - made; got != 0 {
+				t.Errorf("%s calls after the lost answer = %d, want 0: the lost one was done", tt.rpc, got)
+			}
+			if n := e.ops(tt.opType); n != 1 {
+				t.Errorf("%s operations = %d, want 1", tt.opType, n)
+			}
+			if got := e.gke.Calls("ListOperations") - lists; got < 1 {
+				t.Errorf("ListOperations calls after the lost answer = %d, want the intent resolved with one", got)
+			}
+			tt.check(t, e)
+		})
+	}
+}
+
+// storedIntent is the intent the pool named name's document holds.
+func (e *env) storedIntent(t *testing.T, name string) *lifecycle.Intent {
+	t.Helper()
+	snap, err := e.st.NodePoolRef("acme", e.id, e.pool(t, name).ID).Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,24 +267,7 @@ func TestLostAnswerKeepsTheIntent(t *testing.T) {
 	if err := snap.DataTo(&stored); err != nil {
 		t.Fatal(err)
 	}
-	if in := stored.Status.Provider.Intent; in == nil || in.Kind != clusters.SetSize || in.NodeCount != 2 {
-		t.Errorf("stored intent after the lost answer = %+v, want setSize 2", in)
-	}
-	lists := e.gke.Calls("ListOperations")
-	e.clk.Step(opTime + time.Second)
-	e.converge(t)
-	if got := e.gke.Calls("SetNodePoolSize"); got != 1 {
-		t.Errorf("SetNodePoolSize calls = %d, want 1: the lost one was done", got)
-	}
-	if n := e.ops(containerpb.Operation_SET_NODE_POOL_SIZE); n != 1 {
-		t.Errorf("SET_NODE_POOL_SIZE operations = %d, want 1", n)
-	}
-	if got := e.gke.Calls("ListOperations") - lists; got < 1 {
-		t.Errorf("ListOperations calls after the lost answer = %d, want the intent resolved with one", got)
-	}
-	if got := e.providerSizes(t, "a"); got["us-central1-a"] != 2 {
-		t.Errorf("nodes at the provider = %v, want 2", got)
-	}
+	return stored.Status.Provider.Intent
 }
 
 // A pool changed at GKE by another client (the official client, straight

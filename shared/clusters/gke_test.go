@@ -1,8 +1,6 @@
 package clusters
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -69,30 +67,6 @@ func TestSameTarget(t *testing.T) {
 	for _, tt := range tests {
 		if got := sameTarget(tt.link, tt.name); got != tt.want {
 			t.Errorf("sameTarget(%q, %q) = %v, want %v", tt.link, tt.name, got, tt.want)
-		}
-	}
-}
-
-// A call that failed keeps its intent only when the provider may have
-// done it: an answer lost or cut short, or a failure inside the service;
-// not a refusal.
-func TestOutcomeUnknown(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{status.Error(codes.Unavailable, "the answer was lost"), true},
-		{status.Error(codes.DeadlineExceeded, "deadline"), true},
-		{status.Error(codes.Internal, "internal"), true},
-		{fmt.Errorf("set size: %w", status.Error(codes.Unavailable, "wrapped")), true},
-		{errors.New("connection reset"), true},
-		{status.Error(codes.FailedPrecondition, "Cluster is running incompatible operation operation-1."), false},
-		{status.Error(codes.ResourceExhausted, "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute'"), false},
-		{status.Error(codes.InvalidArgument, "bad machine type"), false},
-	}
-	for _, tt := range tests {
-		if got := outcomeUnknown(tt.err); got != tt.want {
-			t.Errorf("outcomeUnknown(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

@@ -632,9 +632,8 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 	op, err := r.call(ctx, g, n, d)
 	if err != nil {
 		// A refused call did not happen: its intent is dropped when the
-		// run's statuses are saved (the decision has none). An error
-		// that may have come after the provider did it keeps the intent
-		// (outcomeUnknown).
+		// run's statuses are saved (the decision has none). A transient
+		// error says nothing of whether it happened: its intent stays.
 		if ae := refusedInProject(&d.Cluster, err); ae != nil {
 			// The tenant's project no longer lets its account act: as
 			// when a read is refused (planDenied), whatever the call.
@@ -650,11 +649,14 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 			// state would help.
 			log.Warn("Provider call failed; retrying with backoff", "call", a.Kind, "error", err)
 			d.failure = a.Kind + ": " + reason(err)
-			if outcomeUnknown(err) {
-				// The provider may have done it and lost its answer:
-				// the intent is saved with the run, and the next run
-				// finds the operation, or learns that there is none,
-				// before it calls anything (resolveIntents).
+			if f.Transient {
+				// The provider may have done it and lost its answer,
+				// and the client library's retry of a lost answer may
+				// end in another error (a delete's retry meets the
+				// operation the first made): the intent is saved with
+				// the run, and the next run finds the operation, or
+				// learns that there is none, before it calls anything
+				// (resolveIntents).
 				keepIntent(d, a, intent)
 			}
 			return true, nil
@@ -675,19 +677,6 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 	}
 	pr.Operation, pr.OperationKind, pr.Intent = opName, a.Kind, intent
 	return false, nil
-}
-
-// outcomeUnknown reports whether a failed call's error leaves open
-// whether the provider did it: the answer lost or cut short
-// (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) or a failure inside the
-// service (UNKNOWN, INTERNAL). A refusal (a rate limit, another
-// operation running, bad input) says it was not done.
-func outcomeUnknown(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
-		return true
-	}
-	return false
 }
 
 // keepIntent records intent, without an operation, on the object of the
