@@ -469,3 +469,45 @@ func TestNoopRefreshComparesForFree(t *testing.T) {
 		t.Errorf("pool = %s, want ready", p.State)
 	}
 }
+
+// A pool changed at the provider of a cluster that was steady waits, as
+// any change does, for an operation the provider runs on the cluster (a
+// release channel's upgrade), saying so, rather than have its call
+// refused; it is brought back once the operation ends.
+func TestChangedAtTheProviderWaitsForTheProvidersOperation(t *testing.T) {
+	ctx := context.Background()
+	e := newDriftEnv(t, 6*time.Second)
+	if _, err := containerClient(t, e).SetNodePoolSize(ctx, &containerpb.SetNodePoolSizeRequest{Name: e.poolName("a"), NodeCount: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Step(opTime + time.Second)
+	cluster := "projects/p/locations/us-central1/clusters/" + resource.ProviderClusterName(e.id)
+	upgrade, err := e.gke.UpgradeMasterFor(cluster, "", 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Step(time.Minute)
+	resizes := e.gke.Calls("SetNodePoolSize")
+	e.run(t)
+	want := fmt.Sprintf("waiting for the provider's operation %s (UPGRADE_MASTER) to finish", upgrade)
+	if p := e.pool(t, "a"); p.State != resource.StateUpdating || p.Message != want {
+		t.Errorf("pool during the upgrade = %s %q, want updating %q", p.State, p.Message, want)
+	}
+	if got := e.gke.Calls("SetNodePoolSize") - resizes; got != 0 {
+		t.Errorf("SetNodePoolSize calls during the upgrade = %d, want 0", got)
+	}
+	e.clk.Step(5 * time.Minute)
+	for range 5 {
+		e.run(t)
+		if e.pool(t, "a").State == resource.StateReady {
+			break
+		}
+		e.clk.Step(opTime + time.Second)
+	}
+	if p := e.pool(t, "a"); p.State != resource.StateReady {
+		t.Errorf("pool after the upgrade = %s %q, want ready", p.State, p.Message)
+	}
+	if got := e.providerSizes(t, "a"); got["us-central1-a"] != 1 {
+		t.Errorf("nodes at the provider = %v, want 1", got)
+	}
+}

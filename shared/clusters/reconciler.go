@@ -502,6 +502,14 @@ func (u *run) plan(ctx context.Context) error {
 		u.readNodes(ctx, pc, in.Observed, true)
 		u.d = Plan(in, u.r.now())
 	}
+	if u.d.Action != nil && in.Observed != nil && in.Observed.Operations == nil && opName == "" && steady(&u.read.Cluster) && providerBusy(pc) {
+		// A cluster recorded steady lists no operation of the
+		// provider's, but one changed at the provider meanwhile has a
+		// change to make: it waits for them, as any change does,
+		// rather than have its call refused.
+		in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
+		u.d = Plan(in, u.r.now())
+	}
 	return nil
 }
 
