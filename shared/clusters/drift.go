@@ -96,7 +96,7 @@ func shapeDrift(spec *lifecycle.NodePoolSpec, got *lifecycle.NodePoolSpec, clust
 		return differ("diskType", got.DiskType, spec.DiskType)
 	case got.Spot != spec.Spot:
 		return differ("spot", fmt.Sprint(got.Spot), fmt.Sprint(spec.Spot))
-	case !sameAccelerators(spec.Accelerators, got.Accelerators):
+	case !sameAccelerators(spec.Accelerators, got.Accelerators) && !(spec.Accelerators == nil && gpusBuiltIn(spec.MachineType)):
 		return differ("accelerators", accelerators(got.Accelerators), accelerators(spec.Accelerators))
 	}
 	zones := spec.Zones
@@ -116,6 +116,18 @@ func shapeDrift(spec *lifecycle.NodePoolSpec, got *lifecycle.NodePoolSpec, clust
 		return differ("taints", list(taints(gotTaints)), list(taints(spec.Taints)))
 	}
 	return ""
+}
+
+// gpusBuiltIn reports whether a machine type comes with its GPUs (the
+// accelerator-optimized families: A2, A3, A4, G2, G4), which the provider
+// may report as the pool's accelerators though the spec names none.
+func gpusBuiltIn(machineType string) bool {
+	for _, f := range []string{"a2-", "a3-", "a4-", "g2-", "g4-"} {
+		if strings.HasPrefix(machineType, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func sameAccelerators(want, got *resource.Accelerators) bool {

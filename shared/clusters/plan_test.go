@@ -1068,6 +1068,15 @@ func TestPlanDrift(t *testing.T) {
 			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
 		},
 		{
+			name: "a machine type's own GPUs the spec does not name are not a difference",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
+			obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.MachineType = "g2-standard-8"
+				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
+			})),
+			state: ready, recorded: 1,
+		},
+		{
 			name: "labels and taints GKE manages are not differences",
 			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
 				s.Labels = map[string]string{"cloud.google.com/gke-nodepool": "a"}
