@@ -220,6 +220,11 @@ type PoolNodes struct {
 	// Short are the zones whose groups lack some (still creating them),
 	// sorted.
 	Short []string
+	// Sizes are the instances the groups should have in each zone (their
+	// targetSize): the size per zone asked of the provider, which a resize
+	// sets (GKE's initialNodeCount stays the size the pool was created
+	// with) and a stockout does not lower. Nil: not read.
+	Sizes map[string]int
 }
 
 // startNodes starts the listing of the instance groups of the cluster's
@@ -308,6 +313,7 @@ func (u *run) readNodes(ctx context.Context, pc *containerpb.Cluster, obs *Obser
 	}
 	// A run that plans again (a listing only confirms) reads afresh.
 	u.nodes, u.nodesErr = nil, nil
+	u.nodesFresh = anew && err == nil
 	if err != nil {
 		log.Warn("Cannot read the node pools' nodes", "project", u.read.Cluster.Spec.Project, "error", err)
 		return
@@ -328,7 +334,7 @@ func poolNodes(urls []string, groups map[groupKey]group) *PoolNodes {
 	if len(urls) == 0 {
 		return nil
 	}
-	n := &PoolNodes{}
+	n := &PoolNodes{Sizes: map[string]int{}}
 	for _, u := range urls {
 		k, ok := groupOfURL(u)
 		if !ok {
@@ -340,6 +346,7 @@ func poolNodes(urls []string, groups map[groupKey]group) *PoolNodes {
 		}
 		n.Running += g.running
 		n.Target += g.target
+		n.Sizes[k.zone] += g.target
 		if g.running < g.target && !slices.Contains(n.Short, k.zone) {
 			n.Short = append(n.Short, k.zone)
 		}

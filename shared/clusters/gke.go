@@ -55,7 +55,7 @@ func observe(c *containerpb.Cluster) *ObservedCluster {
 		Pools:    map[string]ObservedPool{},
 	}
 	for _, np := range c.GetNodePools() {
-		op := ObservedPool{Status: np.GetStatus().String(), Message: withConditions(np.GetStatusMessage(), np.GetConditions()), NodeCount: int(np.GetInitialNodeCount())}
+		op := ObservedPool{Status: np.GetStatus().String(), Message: withConditions(np.GetStatusMessage(), np.GetConditions()), Shape: observedShape(np)}
 		if a := np.GetAutoscaling(); a.GetEnabled() {
 			// Bounds over the whole pool (total_min_node_count and
 			// total_max_node_count, which the product never sends)

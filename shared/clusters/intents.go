@@ -13,9 +13,11 @@ import (
 )
 
 // resolveIntents finds the operation of a call recorded as intended but
-// whose operation was never recorded (the run died in between): if the
-// provider has such an operation, it is adopted; if not, the call never
-// happened and the intent is dropped. It reports whether there was any.
+// whose operation was never recorded (the run died in between, or the
+// call failed transiently, which may have been after the provider did
+// it): if the provider has such an operation, it is adopted; if not, the
+// call never happened and the intent is dropped. It runs before anything
+// else is called, and reports whether there was any.
 func (r *Reconciler) resolveIntents(ctx context.Context, g GKE, n names, in *Input) (bool, error) {
 	type pending struct {
 		provider *lifecycle.Intent

@@ -30,13 +30,13 @@ func TestPoolNodes(t *testing.T) {
 		urls []string
 		want *PoolNodes
 	}{
-		{"whole", []string{base + "us-central1-a/instanceGroupManagers/gke-a"}, &PoolNodes{Running: 2, Target: 2}},
-		{"short in one zone", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-b/instanceGroupManagers/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}}},
+		{"whole", []string{base + "us-central1-a/instanceGroupManagers/gke-a"}, &PoolNodes{Running: 2, Target: 2, Sizes: map[string]int{"us-central1-a": 2}}},
+		{"short in one zone", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-b/instanceGroupManagers/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}, Sizes: map[string]int{"us-central1-a": 2, "us-central1-b": 2}}},
 		{"no groups yet", nil, nil},
 		{"a group not listed", []string{base + "us-central1-a/instanceGroupManagers/gke-a", base + "us-central1-c/instanceGroupManagers/gke-c"}, nil},
 		{"not a group", []string{"https://example.com/x"}, nil},
 		// Compute Engine's other link forms of the same groups.
-		{"compute.googleapis.com and beta links", []string{"https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instanceGroupManagers/gke-a", "https://www.googleapis.com/compute/v1/projects/123456789012/zones/us-central1-b/instanceGroups/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}}},
+		{"compute.googleapis.com and beta links", []string{"https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instanceGroupManagers/gke-a", "https://www.googleapis.com/compute/v1/projects/123456789012/zones/us-central1-b/instanceGroups/gke-b"}, &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}, Sizes: map[string]int{"us-central1-a": 2, "us-central1-b": 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,12 +129,12 @@ func TestPlanNodeCounts(t *testing.T) {
 	}{
 		{
 			name: "ready pool shows its nodes", pool: poolDoc("a", resource.StateReady, 2),
-			obs: withNodes(running(2), nodes(6, 6)), wantCount: new(6), wantState: resource.StateReady,
+			obs: withNodes(running(), nodes(6, 6)), wantCount: new(6), wantState: resource.StateReady,
 		},
 		{
 			name: "count that cannot be read is absent, nothing else changes",
 			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Status.CurrentNodeCount = &one }),
-			obs:  running(2), wantCount: nil, wantState: resource.StateReady,
+			obs:  running(), wantCount: nil, wantState: resource.StateReady,
 		},
 		{
 			name: "autoscaled pool follows the autoscaler, no resize",
@@ -142,13 +142,13 @@ func TestPlanNodeCounts(t *testing.T) {
 				p.Spec.Autoscaling = autoscale(1, 4)
 				p.Status.Provider.NodeCount = -1
 			}),
-			obs:       withNodes(ObservedPool{Status: StatusRunning, NodeCount: 1, Autoscaling: autoscale(1, 4)}, nodes(9, 9)),
+			obs:       withNodes(ObservedPool{Status: StatusRunning, Autoscaling: autoscale(1, 4)}, nodes(9, 9)),
 			wantCount: new(9), wantState: resource.StateReady,
 		},
 		{
 			name: "stockout starts",
 			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
-			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
+			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB},
 				nodes(3, 4, "us-central1-b")),
 			wantCount: new(3), wantState: resource.StateError,
 			wantMsg:    "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes",
@@ -160,7 +160,7 @@ func TestPlanNodeCounts(t *testing.T) {
 				p.Spec.MachineType = "g2-standard-8"
 				p.Status.Message = "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes"
 			}),
-			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 2},
+			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB},
 				nodes(3, 4, "us-central1-b")),
 			wantCount: new(3), wantState: resource.StateError,
 			wantMsg: "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes",
@@ -168,7 +168,7 @@ func TestPlanNodeCounts(t *testing.T) {
 		{
 			name:      "stockout over",
 			pool:      poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) { p.Status.Message = "old" }),
-			obs:       withNodes(running(2), nodes(4, 4)),
+			obs:       withNodes(running(), nodes(4, 4)),
 			wantCount: new(4), wantState: resource.StateReady, wantEvents: []string{"nodepool.ready a"},
 		},
 	}
@@ -209,7 +209,7 @@ func TestPlanResizeStockout(t *testing.T) {
 	d := Plan(Input{
 		Cluster:  clusterDoc(resource.StateReady),
 		Pools:    []lifecycle.NodePool{p},
-		Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: stockoutZoneB, NodeCount: 1, Nodes: &PoolNodes{Running: 2, Target: 3, Short: []string{"us-central1-b"}}}}),
+		Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: stockoutZoneB, Nodes: &PoolNodes{Running: 2, Target: 3, Short: []string{"us-central1-b"}}}}),
 		Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: stockoutZoneB}},
 	}, t0)
 	if d.Action != nil {

@@ -8,10 +8,20 @@
 // rules. Reconciler is the chain's Subject: it observes, plans, records its
 // intent, makes the call and saves the statuses.
 //
+// It is level-triggered: every run compares each pool's spec with what
+// the provider reports now (its existence and autoscaling from GKE, its
+// size per zone from its instance groups' target size, the fields that
+// cannot change in place), never with what a run last asked or recorded,
+// so a pool changed by anyone else, or by a call of its own whose answer
+// was lost, is brought back (drift.go). An intent recorded before a call
+// survives a transient error, and the next run finds out whether the call
+// was made (resolveIntents) before it calls anything.
+//
 // Files: plan.go (the decision and its entry), plan_operation.go (the
 // outcome of the operation in flight), plan_cluster.go (the cluster's
 // phases: create, observe, delete), plan_pools.go (each pool's phases),
-// refused.go (a call the provider refused), gke.go (the provider's shapes),
+// drift.go (what is compared with the provider, and how a difference is
+// said), refused.go (a call the provider refused), gke.go (the provider's shapes),
 // reconciler.go (the run), intents.go (calls a killed run left behind),
 // identity.go (whom the calls act as: the reconciler, or a tenant's
 // service account it impersonates), listing.go and budget.go (steady
@@ -43,10 +53,22 @@ type ObservedPool struct {
 	Status      string
 	Message     string
 	Autoscaling *resource.Autoscaling // nil when autoscaling is off
-	NodeCount   int                   // per zone: the size created, or last set (GKE's initialNodeCount)
-	// Nodes are the nodes of its instance groups; nil when they could
-	// not be read.
+	// Shape is what the provider reports of the fields no call changes
+	// in place (machine type, disks, spot, accelerators, zones, labels,
+	// taints), in the spec's form; nil: not compared.
+	Shape *lifecycle.NodePoolSpec
+	// Nodes are the nodes of its instance groups, and the size per zone
+	// asked of them (Sizes); nil when they could not be read.
 	Nodes *PoolNodes
+}
+
+// sizes is the pool's size per zone as asked of the provider (its
+// instance groups' target sizes); nil when not read.
+func (o ObservedPool) sizes() map[string]int {
+	if o.Nodes == nil || len(o.Nodes.Sizes) == 0 {
+		return nil
+	}
+	return o.Nodes.Sizes
 }
 
 // ObservedCluster is a cluster as the provider reports it.
@@ -138,6 +160,11 @@ type Decision struct {
 	acted bool
 	// failure is why the call failed, when it is retried.
 	failure string
+	// sizeDrift: a pool that was ready shows the provider's size per
+	// zone differing from its spec. The run confirms it with its own
+	// read of the pool's instance groups before acting on a listing
+	// shared with other runs, which may predate its last resize.
+	sizeDrift bool
 }
 
 // Plan decides the next step for a cluster. It never mutates in.

@@ -50,8 +50,8 @@ func (p *planner) applyOp(op *OpOutcome) {
 				p.emit(lifecycle.NodePoolError(np, op.Err.Message, p.now))
 			}
 		case op.Lost && kind == SetSize && intent != nil && p.resized(np.Spec.Name, intent.NodeCount):
-			// GKE shows the size a resize set as the pool's
-			// initial_node_count: the lost resize was made.
+			// The pool's instance groups have the size the lost
+			// resize asked: it was made.
 			pr.NodeCount = intent.NodeCount
 		case op.Err != nil && kind == SetSize && intent != nil && isStockout(op.Err.Message):
 			// The provider keeps the new size and goes on creating the
@@ -69,12 +69,13 @@ func (p *planner) applyOp(op *OpOutcome) {
 	}
 }
 
-// resized reports whether the provider shows pool at size n, as GKE does
-// once a resize to n is done, and is not still changing it.
+// resized reports whether the provider shows pool at size n per zone (its
+// instance groups' target size), as it does once a resize to n is done,
+// and is not still changing it.
 func (p *planner) resized(pool string, n int) bool {
 	if p.obs == nil {
 		return false
 	}
 	op, ok := p.obs.Pools[pool]
-	return ok && op.Autoscaling == nil && op.NodeCount == n && op.Status == StatusRunning
+	return ok && op.Autoscaling == nil && op.sizes() != nil && sizeDrift(op.sizes(), n) == "" && op.Status == StatusRunning
 }

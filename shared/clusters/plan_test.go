@@ -72,7 +72,24 @@ func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*lifecy
 	return p
 }
 
-func running(n int) ObservedPool { return ObservedPool{Status: StatusRunning, NodeCount: n} }
+// running is a pool the provider runs, its instance groups unread: the
+// size last recorded stands in for the provider's (sized reads them).
+func running() ObservedPool { return ObservedPool{Status: StatusRunning} }
+
+// sized is a pool the provider runs with n nodes asked in each of zones
+// (us-central1-a when none is given), all of them running.
+func sized(n int, zones ...string) ObservedPool {
+	if len(zones) == 0 {
+		zones = []string{"us-central1-a"}
+	}
+	o := ObservedPool{Status: StatusRunning, Nodes: &PoolNodes{Sizes: map[string]int{}}}
+	for _, z := range zones {
+		o.Nodes.Sizes[z] = n
+		o.Nodes.Running += n
+		o.Nodes.Target += n
+	}
+	return o
+}
 
 func observed(status string, pools map[string]ObservedPool) *ObservedCluster {
 	if pools == nil {
@@ -193,7 +210,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
 				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2)},
-				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning}}},
 				Op:       &OpOutcome{},
 			},
 			want: want{cluster: provisioning, pools: []resource.State{pending}, converging: true},
@@ -203,7 +220,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(failed, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Status.Provider.EverReady = false }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", failed, 1)},
-				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 1}}},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning}}},
 				Op:       &OpOutcome{},
 			},
 			want: want{cluster: failed, message: "", pools: []resource.State{pending, failed}, converging: true},
@@ -213,7 +230,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
 				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &gone,
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, ready}, events: []string{"nodepool.ready a", "nodepool.ready b", "cluster.ready"}},
@@ -223,7 +240,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}},
 		},
@@ -241,7 +258,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, pending}, converging: true},
 		},
@@ -250,7 +267,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &gone,
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, ready}, events: []string{"nodepool.ready b", "cluster.updated"}},
@@ -260,7 +277,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -269,7 +286,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), // initial count stays
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}), // initial count stays
 				Op:       &gone,
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
@@ -279,7 +296,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 4 })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -288,7 +305,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -300,7 +317,7 @@ func TestPlan(t *testing.T) {
 					p.Spec.Autoscaling = autoscale(1, 8)
 					p.Status.Provider.NodeCount = -1
 				})},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}}),
 			},
 			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -313,7 +330,7 @@ func TestPlan(t *testing.T) {
 					p.Spec.NodeCount = 3
 					p.Status.Provider.NodeCount = -1
 				})},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
 		},
@@ -324,7 +341,7 @@ func TestPlan(t *testing.T) {
 				Pools: []lifecycle.NodePool{poolDoc("a", updating, 3, func(p *lifecycle.NodePool) {
 					p.Status.Provider.NodeCount = -1
 				})},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}}),
 			},
 			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -333,7 +350,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &gone,
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -347,7 +364,7 @@ func TestPlan(t *testing.T) {
 					poolDoc("b", pending, 1),
 					poolDoc("c", deleting, 1),
 				},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}, "c": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling}, "c": running()}),
 				Op:       &OpOutcome{},
 			},
 			want: want{cluster: updating, pools: []resource.State{updating, pending, deleting}, converging: true},
@@ -360,7 +377,7 @@ func TestPlan(t *testing.T) {
 					poolDoc("a", updating, 3, func(p *lifecycle.NodePool) { p.Status.Provider.Intent = &lifecycle.Intent{Kind: SetSize, NodeCount: 3} }),
 					poolDoc("b", pending, 1),
 				},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: updating, pools: []resource.State{updating, pending}, converging: true},
 		},
@@ -369,7 +386,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "g2-standard-8 is not offered in us-central1-f"}},
 			},
 			want: want{cluster: failed, message: `node pool "gpu": no g2 in zone`, pools: []resource.State{ready, failed}, events: []string{"nodepool.error gpu", "cluster.error"}},
@@ -379,7 +396,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": no g2 in zone` }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) { p.Status.Message = "no g2 in zone" })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "gpu": {Status: StatusError, Message: "no g2 in zone", NodeCount: 1}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
 			},
 			want: want{cluster: failed, message: `node pool "gpu"`, pools: []resource.State{ready, failed}},
 		},
@@ -415,7 +432,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 1 })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: "ZONE_RESOURCE_POOL_EXHAUSTED", NodeCount: 2}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: "ZONE_RESOURCE_POOL_EXHAUSTED"}}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 		},
@@ -424,7 +441,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "quota"}},
 			},
 			want: want{cluster: failed, message: `node pool "a": quota`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
@@ -434,7 +451,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: "backend unavailable"}},
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -444,7 +461,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusProvisioning, NodeCount: 2}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusProvisioning}}),
 				Op:       &OpOutcome{Lost: true},
 			},
 			want: want{cluster: updating, pools: []resource.State{pending}, converging: true},
@@ -454,7 +471,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Lost: true},
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
@@ -464,7 +481,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(3)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": sized(3)}),
 				Op:       &OpOutcome{Lost: true},
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
@@ -474,7 +491,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": sized(2)}),
 				Op:       &OpOutcome{Lost: true},
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -484,7 +501,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusError, Message: "repair failed", NodeCount: 2}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusError, Message: "repair failed"}}),
 			},
 			want: want{cluster: failed, message: `node pool "a": repair failed`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
 		},
@@ -493,7 +510,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "a": repair failed` }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", failed, 2, func(p *lifecycle.NodePool) { p.Status.Message = "repair failed" })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
 		},
@@ -511,7 +528,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
 		},
@@ -520,7 +537,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": {Status: StatusStopping, NodeCount: 1}}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": {Status: StatusStopping}}),
 				Op:       &OpOutcome{},
 			},
 			want: want{cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
@@ -534,7 +551,7 @@ func TestPlan(t *testing.T) {
 					c.Spec.PoolsCreated = 10
 				}),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &gone,
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted b", "cluster.updated"}},
@@ -544,7 +561,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *lifecycle.NodePool) { p.Status.Provider = lifecycle.ProviderPool{} })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted gpu", "cluster.updated"}},
 		},
@@ -553,7 +570,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "refused"}},
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
@@ -563,7 +580,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(deleting),
 				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2), "b": running(1), "default-pool": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running(), "default-pool": running()}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 0}, cluster: deleting, pools: []resource.State{deleting, deleting}, converging: true},
 		},
@@ -572,7 +589,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 2; c.Spec.PoolsCreated = 10 }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"b": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"b": running()}),
 				Op:       &gone,
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: deleting, pools: []resource.State{deleted, deleting}, events: []string{"nodepool.deleted a"}, converging: true},
@@ -582,7 +599,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
 				Pools:    []lifecycle.NodePool{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"default-pool": running(1)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"default-pool": running()}),
 				Op:       &gone,
 			},
 			want: want{action: &Action{Kind: DeleteCluster, Pool: -1}, cluster: deleting, pools: []resource.State{deleted}, events: []string{"nodepool.deleted b"}, converging: true},
@@ -621,7 +638,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 1)},
-				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{"a": running(1)}},
+				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{"a": running()}},
 			},
 			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
 		},
@@ -640,7 +657,7 @@ func TestPlan(t *testing.T) {
 				Cluster: clusterDoc(ready),
 				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
 				Observed: func() *ObservedCluster {
-					o := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
+					o := observed(StatusRunning, map[string]ObservedPool{"a": running()})
 					o.Version = v2
 					return o
 				}(),
@@ -689,7 +706,7 @@ func TestPlan(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
-				Observed: &ObservedCluster{ID: providerID, Status: StatusDegraded, Message: "etcd unhappy", Version: v1, Pools: map[string]ObservedPool{"a": running(2)}},
+				Observed: &ObservedCluster{ID: providerID, Status: StatusDegraded, Message: "etcd unhappy", Version: v1, Pools: map[string]ObservedPool{"a": running()}},
 			},
 			want: want{cluster: failed, message: "etcd unhappy", pools: []resource.State{ready}, events: []string{"cluster.error"}},
 		},
@@ -758,7 +775,7 @@ func TestPlanBookkeeping(t *testing.T) {
 		p := poolDoc("a", ready, 2, func(p *lifecycle.NodePool) {
 			p.Spec.Labels, p.Spec.Zones, p.Spec.Taints = map[string]string{"team": "ml"}, []string{"us-central1-a"}, []resource.Taint{}
 		})
-		in := Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}
+		in := Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}
 		d := Plan(in, t0)
 		if !reflect.DeepEqual(d.Cluster, in.Cluster) || !reflect.DeepEqual(d.Pools, in.Pools) {
 			t.Errorf("Plan(ready) = %+v %+v, want the documents unchanged: %+v %+v", d.Cluster, d.Pools, in.Cluster, in.Pools)
@@ -766,14 +783,14 @@ func TestPlanBookkeeping(t *testing.T) {
 	})
 	t.Run("resize done records the size set", func(t *testing.T) {
 		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}), Op: &OpOutcome{Done: true}}, t0)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}), Op: &OpOutcome{Done: true}}, t0)
 		if got := d.Pools[0].Status.Provider; got.NodeCount != 3 || got.Operation != "" || got.Intent != nil {
 			t.Errorf("Provider = %+v, want node count 3 and no operation", got)
 		}
 	})
 	t.Run("autoscaling on hands the size to the autoscaler", func(t *testing.T) {
 		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
-		obs := observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, NodeCount: 2, Autoscaling: autoscale(1, 4)}})
+		obs := observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}})
 		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 		if got := d.Pools[0].Status.Provider.NodeCount; got != -1 {
 			t.Errorf("Provider.NodeCount = %d, want -1", got)
@@ -799,7 +816,7 @@ func TestPlanBookkeeping(t *testing.T) {
 	})
 	t.Run("event data is the resource after the change", func(t *testing.T) {
 		p := poolDoc("a", pending, 2)
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)})}, t0)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}, t0)
 		if len(d.Events) == 0 || d.Events[0].Type != event.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
 			t.Fatalf("events = %v, want nodepool.ready first with the ready pool", eventNames(d))
 		}
@@ -812,7 +829,7 @@ func TestPlanSequences(t *testing.T) {
 	t.Run("upgrade during a resize is announced once the cluster is ready", func(t *testing.T) {
 		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
 		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
-		obs := observed(StatusReconciling, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}})
+		obs := observed(StatusReconciling, map[string]ObservedPool{"a": {Status: StatusReconciling}})
 		obs.Version = v2
 		d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{}}, t0)
 		if len(d.Events) != 0 || d.Cluster.Status.State != updating {
@@ -822,7 +839,7 @@ func TestPlanSequences(t *testing.T) {
 		// version that moved meanwhile must not be forgotten either.
 		d.Cluster.Status.Upgraded = false
 		obs.Status = StatusRunning
-		obs.Pools["a"] = running(2)
+		obs.Pools["a"] = running()
 		d = Plan(Input{Cluster: d.Cluster, Pools: d.Pools, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 		if got := eventNames(d); !slices.Equal(got, []string{"nodepool.ready a", "cluster.updated"}) {
 			t.Errorf("events = %q, want nodepool.ready a, cluster.updated", got)
@@ -834,7 +851,7 @@ func TestPlanSequences(t *testing.T) {
 	t.Run("refused pool: error announced once across retries", func(t *testing.T) {
 		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
 		pools := []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
-		obs := observed(StatusRunning, map[string]ObservedPool{"a": running(2)})
+		obs := observed(StatusRunning, map[string]ObservedPool{"a": running()})
 		var all []string
 		for run := range 3 {
 			d := Plan(Input{Cluster: c, Pools: pools, Observed: obs}, t0)
@@ -901,7 +918,7 @@ func TestPlanSecondCallInFlight(t *testing.T) {
 	a := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
 	b := poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))
 	c := poolDoc("c", pending, 1)
-	obs := observed(StatusRunning, map[string]ObservedPool{"a": running(3)})
+	obs := observed(StatusRunning, map[string]ObservedPool{"a": running()})
 	d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{a, b, c}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 	if d.Action != nil {
 		t.Errorf("action %+v while pool b's create is in flight, want none", *d.Action)
@@ -909,4 +926,222 @@ func TestPlanSecondCallInFlight(t *testing.T) {
 	if got := d.Pools[1].Status.Provider.Operation; got == "" {
 		t.Errorf("pool b's operation cleared, want it kept for the next run to poll")
 	}
+}
+
+// The planner compares each pool with what the provider reports of it,
+// never with what a run last recorded: a pool changed at the provider is
+// brought back, saying what differed; a field that no call changes in
+// place is its error, naming the field.
+func TestPlanDrift(t *testing.T) {
+	shape := func(o ObservedPool, f func(*lifecycle.NodePoolSpec)) ObservedPool {
+		o.Shape = &lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", Zones: []string{"us-central1-a"}}
+		f(o.Shape)
+		return o
+	}
+	autoscaled := func(o ObservedPool, a *resource.Autoscaling) ObservedPool { o.Autoscaling = a; return o }
+	reconciling := func(o ObservedPool) ObservedPool { o.Status = StatusReconciling; return o }
+	recorded := func(n int) func(*lifecycle.NodePool) {
+		return func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = n }
+	}
+	tests := []struct {
+		name       string
+		pool       lifecycle.NodePool
+		obs        *ObservedPool // nil: not at the provider
+		other      *ObservedPool // pool b, with an operation in flight, when set
+		action     string        // "": no call
+		state      resource.State
+		message    string
+		events     []string
+		recorded   int // Provider.NodeCount after the run
+		converging bool
+	}{
+		{
+			name: "resized at the provider: resized back, saying so",
+			pool: poolDoc("a", ready, 1), obs: new(sized(3)),
+			action: SetSize, state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 3, converging: true,
+		},
+		{
+			name: "the size recorded differs, the provider's does not: ready, the record follows the provider",
+			pool: poolDoc("a", ready, 2, recorded(5)), obs: new(sized(2)),
+			state: ready, recorded: 2,
+		},
+		{
+			name: "zones of different sizes: said zone by zone",
+			pool: poolDoc("a", ready, 2), obs: new(sizes(map[string]int{"us-central1-a": 2, "us-central1-b": 1})),
+			action: SetSize, state: updating, message: "changed at the provider: us-central1-a 2 nodes, us-central1-b 1 node, spec 2 per zone; resizing", recorded: -1, converging: true,
+		},
+		{
+			name: "the tenant's resize under way: made, not called drift",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ }), obs: new(sized(1)),
+			action: SetSize, state: updating, recorded: 1, converging: true,
+		},
+		{
+			name: "a stockout: the size asked is the spec's, nodes missing: no resize",
+			pool: poolDoc("a", ready, 2),
+			obs: &ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB,
+				Nodes: &PoolNodes{Running: 3, Target: 4, Short: []string{"us-central1-b"}, Sizes: map[string]int{"us-central1-a": 2, "us-central1-b": 2}}},
+			state: failed, message: "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 3 of 4 nodes", events: []string{"nodepool.error a", "cluster.error"}, recorded: 2,
+		},
+		{
+			name:  "the autoscaler's count is its own",
+			pool:  poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:   new(autoscaled(sized(4), autoscale(1, 4))),
+			state: ready, recorded: -1,
+		},
+		{
+			name: "given autoscaling at the provider: turned off",
+			pool: poolDoc("a", ready, 1), obs: new(autoscaled(sized(1), autoscale(1, 5))),
+			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling 1-5 nodes per zone, spec off; setting it", recorded: -1, converging: true,
+		},
+		{
+			name:   "autoscaling turned off at the provider: set again",
+			pool:   poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			obs:    new(sized(2)),
+			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling off, spec 1-4 nodes per zone; setting it", recorded: 2, converging: true,
+		},
+		{
+			name:   "deleted at the provider: made again",
+			pool:   poolDoc("a", ready, 1),
+			action: CreateNodePool, state: updating, message: "changed at the provider: the pool is gone; creating it again", recorded: 1, converging: true,
+		},
+		{
+			name: "changed while another call is in flight: updating, saying so, never ready",
+			pool: poolDoc("a", ready, 1), obs: new(sized(3)), other: new(running()),
+			state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 3, converging: true,
+		},
+		{
+			name: "being brought back: says so while its call is in flight",
+			pool: poolDoc("a", updating, 1, withPoolOp(SetSize, 1), func(p *lifecycle.NodePool) {
+				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
+			}),
+			obs: &ObservedPool{Status: StatusReconciling}, state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 1, converging: true,
+		},
+		{
+			name: "brought back: ready, announced",
+			pool: poolDoc("a", updating, 1, func(p *lifecycle.NodePool) {
+				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
+			}),
+			obs: new(sized(1)), state: ready, events: []string{"nodepool.ready a", "cluster.updated"}, recorded: 1,
+		},
+		{
+			name: "the provider changing the pool (a surge upgrade): compared once it is over",
+			pool: poolDoc("a", ready, 1), obs: new(reconciling(sized(2))),
+			state: ready, recorded: 2, converging: true,
+		},
+		{
+			name: "the size cannot be read: the one recorded stands in",
+			pool: poolDoc("a", ready, 2), obs: new(running()),
+			state: ready, recorded: 2,
+		},
+		{
+			name: "machine type changed at the provider: error naming it, no call",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			state: failed, message: "changed at the provider: machineType n2-standard-8, spec e2-standard-4; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "zones changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.Zones = []string{"us-central1-a", "us-central1-b"} })),
+			state: failed, message: "changed at the provider: zones us-central1-a,us-central1-b, spec us-central1-a; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "labels changed at the provider: error naming them, a resize not made",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(3), func(s *lifecycle.NodePoolSpec) { s.Labels = map[string]string{"team": "other"} })),
+			state: failed, message: "changed at the provider: labels team=other, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "taints changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Taints = []resource.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}
+			})),
+			state: failed, message: "changed at the provider: taints gpu=true:NoSchedule, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "accelerators changed at the provider: error naming them",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
+			})),
+			state: failed, message: "changed at the provider: accelerators 1 nvidia-l4, spec none; it cannot be changed back in place: delete the pool and create it again",
+			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
+		},
+		{
+			name: "a machine type's own GPUs the spec does not name are not a difference",
+			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
+			obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.MachineType = "g2-standard-8"
+				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
+			})),
+			state: ready, recorded: 1,
+		},
+		{
+			name: "labels and taints GKE manages are not differences",
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+				s.Labels = map[string]string{"cloud.google.com/gke-nodepool": "a"}
+				s.Taints = []resource.Taint{{Key: "cloud.google.com/gke-queued", Value: "true", Effect: "NoSchedule"}}
+			})),
+			state: ready, recorded: 1,
+		},
+		{
+			name: "a field changed at the provider: deleting the pool still works",
+			pool: poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) {
+				p.Status.State = failed
+				p.Status.Message = "changed at the provider: machineType n2-standard-8"
+			}),
+			obs:    new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			action: DeleteNodePool, state: deleting, recorded: 1, converging: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clusterDoc(ready, func(c *lifecycle.Cluster) { c.Spec.Zones = []string{"us-central1-a"} })
+			if tt.pool.Status.State == updating {
+				c.Status.State = updating
+			}
+			pools := map[string]ObservedPool{}
+			if tt.obs != nil {
+				pools["a"] = *tt.obs
+			}
+			in := Input{Cluster: c, Pools: []lifecycle.NodePool{tt.pool}}
+			if tt.other != nil {
+				pools["b"] = *tt.other
+				in.Pools = append(in.Pools, poolDoc("b", updating, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 2 }, withPoolOp(SetSize, 2)))
+				in.Op = &OpOutcome{}
+			}
+			in.Observed = observed(StatusRunning, pools)
+			d := Plan(in, t0)
+			var want *Action
+			if tt.action != "" {
+				want = &Action{Kind: tt.action, Pool: 0}
+			}
+			if !reflect.DeepEqual(d.Action, want) {
+				t.Errorf("Action = %+v, want %+v", d.Action, want)
+			}
+			p := &d.Pools[0]
+			if st, msg := lifecycle.NodePoolState(p); st != tt.state || msg != tt.message {
+				t.Errorf("pool = %s %q, want %s %q", st, msg, tt.state, tt.message)
+			}
+			if got := eventNames(d); !slices.Equal(got, tt.events) {
+				t.Errorf("events = %q, want %q", got, tt.events)
+			}
+			if got := p.Status.Provider.NodeCount; got != tt.recorded {
+				t.Errorf("Provider.NodeCount = %d, want %d", got, tt.recorded)
+			}
+			if d.Converging != tt.converging {
+				t.Errorf("Converging = %v, want %v", d.Converging, tt.converging)
+			}
+		})
+	}
+}
+
+// sizes is a pool the provider runs with the sizes per zone asked.
+func sizes(per map[string]int) ObservedPool {
+	o := ObservedPool{Status: StatusRunning, Nodes: &PoolNodes{Sizes: per}}
+	for _, n := range per {
+		o.Nodes.Running += n
+		o.Nodes.Target += n
+	}
+	return o
 }

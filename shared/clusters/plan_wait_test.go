@@ -39,7 +39,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2, resized(3))},
-				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(2)}), upgrade),
+				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{updating}, converging: true},
 			messages: []string{upgradeMsg},
@@ -49,7 +49,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Status.Message = upgradeMsg }),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, saying(upgradeMsg), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
-				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want:     want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
 			messages: []string{""},
@@ -59,7 +59,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
-				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(2)}), upgrade),
+				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: ready, pools: []resource.State{ready}},
 			messages: []string{""},
@@ -70,7 +70,7 @@ func TestPlanWaits(t *testing.T) {
 				Cluster: clusterDoc(ready, touched),
 				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2, resized(3)), poolDoc("b", ready, 1, resized(2))},
 				Observed: withOps(observed(StatusRunning, map[string]ObservedPool{
-					"a": {Status: StatusReconciling, NodeCount: 2}, "b": running(1),
+					"a": {Status: StatusReconciling}, "b": running(),
 				}), repairA),
 			},
 			want:     want{action: &Action{Kind: SetSize, Pool: 1}, cluster: updating, message: repairMsg, pools: []resource.State{updating, updating}, converging: true},
@@ -81,7 +81,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
-				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(2)}), upgrade),
+				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{ready, pending}, converging: true},
 			messages: []string{"", upgradeMsg},
@@ -91,7 +91,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
 				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
-				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(2), "b": running(1)}), upgrade),
+				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(), "b": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{ready, deleting}, converging: true},
 			messages: []string{"", upgradeMsg},
@@ -102,7 +102,7 @@ func TestPlanWaits(t *testing.T) {
 				Cluster: clusterDoc(failed),
 				Pools:   []lifecycle.NodePool{poolDoc("a", failed, 3, saying("no e2-standard-4 available"), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{
-					"a": {Status: StatusRunningWithError, Message: "no e2-standard-4 available", NodeCount: 2},
+					"a": {Status: StatusRunningWithError, Message: "no e2-standard-4 available"},
 				}), upgrade),
 			},
 			want:     want{cluster: failed, message: "no e2-standard-4 available", pools: []resource.State{failed}, converging: true},
@@ -113,7 +113,7 @@ func TestPlanWaits(t *testing.T) {
 			in: Input{
 				Cluster:  clusterDoc(updating),
 				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, withPoolOp(SetSize, 3))},
-				Observed: withOps(observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling, NodeCount: 2}}), upgrade),
+				Observed: withOps(observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling}}), upgrade),
 				Op:       &OpOutcome{},
 			},
 			want:     want{cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -146,7 +146,7 @@ func TestPlanEndsRetrying(t *testing.T) {
 		Pools: []lifecycle.NodePool{poolDoc("a", updating, 3, func(p *lifecycle.NodePool) {
 			p.Status.Provider.NodeCount, p.Status.Message = 2, msg
 		})},
-		Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(2)}),
+		Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 	}
 	d := Plan(in, t0)
 	checkDecision(t, d, want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true})

@@ -295,6 +295,9 @@ type run struct {
 	// started (startNodes); nodesErr is why it could not.
 	nodes    *groupListing
 	nodesErr error
+	// nodesFresh: the nodes the run planned with are the pools' own
+	// groups read afresh, not the project's shared listing.
+	nodesFresh bool
 	// woken are the kicks of the substrates the save woke.
 	woken []chain.Kick
 }
@@ -486,6 +489,27 @@ func (u *run) plan(ctx context.Context) error {
 		u.listed = false
 		return u.plan(ctx)
 	}
+	if u.d.sizeDrift && !u.nodesFresh && in.Observed != nil {
+		// So does the project's shared listing of instance groups,
+		// which may predate the pool's last resize: read the pools'
+		// own groups before resizing one back (one aggregatedList,
+		// made only when a ready pool's size seems to differ). Should
+		// it fail, the sizes are unknown, not the listing's.
+		for name, op := range in.Observed.Pools {
+			op.Nodes = nil
+			in.Observed.Pools[name] = op
+		}
+		u.readNodes(ctx, pc, in.Observed, true)
+		u.d = Plan(in, u.r.now())
+	}
+	if u.d.Action != nil && in.Observed != nil && in.Observed.Operations == nil && opName == "" && steady(&u.read.Cluster) && providerBusy(pc) {
+		// A cluster recorded steady lists no operation of the
+		// provider's, but one changed at the provider meanwhile has a
+		// change to make: it waits for them, as any change does,
+		// rather than have its call refused.
+		in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
+		u.d = Plan(in, u.r.now())
+	}
 	return nil
 }
 
@@ -615,8 +639,9 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 	}
 	op, err := r.call(ctx, g, n, d)
 	if err != nil {
-		// The call did not happen: the intent is dropped when the run's
-		// statuses are saved (the decision has none).
+		// A refused call did not happen: its intent is dropped when the
+		// run's statuses are saved (the decision has none). A transient
+		// error says nothing of whether it happened: its intent stays.
 		if ae := refusedInProject(&d.Cluster, err); ae != nil {
 			// The tenant's project no longer lets its account act: as
 			// when a read is refused (planDenied), whatever the call.
@@ -632,6 +657,16 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 			// state would help.
 			log.Warn("Provider call failed; retrying with backoff", "call", a.Kind, "error", err)
 			d.failure = a.Kind + ": " + reason(err)
+			if f.Transient {
+				// The provider may have done it and lost its answer,
+				// and the client library's retry of a lost answer may
+				// end in another error (a delete's retry meets the
+				// operation the first made): the intent is saved with
+				// the run, and the next run finds the operation, or
+				// learns that there is none, before it calls anything
+				// (resolveIntents).
+				keepIntent(d, a, intent)
+			}
 			return true, nil
 		}
 		log.Info("The provider refused the call", "call", a.Kind, "reason", f.Message)
@@ -650,6 +685,16 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 	}
 	pr.Operation, pr.OperationKind, pr.Intent = opName, a.Kind, intent
 	return false, nil
+}
+
+// keepIntent records intent, without an operation, on the object of the
+// decision's call.
+func keepIntent(d *Decision, a *Action, intent *lifecycle.Intent) {
+	if a.Pool >= 0 {
+		d.Pools[a.Pool].Status.Provider.Intent = intent
+		return
+	}
+	d.Cluster.Status.Provider.Intent = intent
 }
 
 func (r *Reconciler) call(ctx context.Context, g GKE, n names, d *Decision) (*containerpb.Operation, error) {

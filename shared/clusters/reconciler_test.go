@@ -50,10 +50,32 @@ func (r *kickRecorder) last(t *testing.T) chain.Kick {
 	return r.kicks[len(r.kicks)-1]
 }
 
-type nopDeliverer struct{}
+// eventRecorder keeps the events the runs deliver.
+type eventRecorder struct {
+	mu     sync.Mutex
+	events []event.Event
+}
 
-func (nopDeliverer) Deliver(_ context.Context, events []event.Event) (int, error) {
+func (r *eventRecorder) Deliver(_ context.Context, events []event.Event) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, events...)
 	return len(events), nil
+}
+
+// since returns the types of the events delivered after the first n, of
+// pool poolID and its cluster alone ("": every event), and how many
+// were delivered in all.
+func (r *eventRecorder) since(n int, poolID string) ([]string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events[n:] {
+		if poolID == "" || e.NodePoolID == poolID || e.NodePoolID == "" {
+			out = append(out, e.Type)
+		}
+	}
+	return out, len(r.events)
 }
 
 type env struct {
@@ -66,12 +88,23 @@ type env struct {
 	caller auth.Principal
 	kick   chain.Kick
 	id     string
+	events *eventRecorder
+	// compute serves the pools' instance groups (newDriftEnv); nil
+	// when the runs read none.
+	compute *gkeemu.ComputeServer
 }
 
 const opTime = 10 * time.Second
 
 // newEnv starts the emulators and a ready cluster with one pool.
 func newEnv(t *testing.T, opts ...clusters.Option) *env {
+	t.Helper()
+	return newEnvFor(t, func(*env) []clusters.Option { return opts })
+}
+
+// newEnvFor is newEnv with the reconciler's options made once the
+// emulators run.
+func newEnvFor(t *testing.T, options func(*env) []clusters.Option) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), caller: auth.User("acme", "alice")}
@@ -101,12 +134,13 @@ func newEnv(t *testing.T, opts ...clusters.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := clusters.New(e.st, gke, append([]clusters.Option{clusters.WithClock(e.clk)}, opts...)...)
+	rec, err := clusters.New(e.st, gke, append([]clusters.Option{clusters.WithClock(e.clk)}, options(e)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.sched = &kickRecorder{}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
+	e.events = &eventRecorder{}
+	e.runner, err = chain.NewRunner(e.fs, e.sched, e.events, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

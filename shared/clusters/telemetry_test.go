@@ -42,7 +42,7 @@ func TestConvergedOverRuns(t *testing.T) {
 		return converged(&before, &d.Cluster)
 	}
 	obs := func(status string, size int, poolStatus string) *ObservedCluster {
-		return observed(status, map[string]ObservedPool{"a": {Status: poolStatus, NodeCount: size}})
+		return observed(status, map[string]ObservedPool{"a": {Status: poolStatus, Nodes: &PoolNodes{Running: size, Target: size, Sizes: map[string]int{"us-central1-a": size}}}})
 	}
 	steps := []struct {
 		name string

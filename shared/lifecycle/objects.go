@@ -15,8 +15,10 @@
 // The public state (resource.State) is derived from both halves, never
 // stored on its own: see ClusterState and NodePoolState. The two files
 // cluster.go and nodepool.go hold every rule of each object; waiting.go
-// holds what a change waiting says in both objects' messages; poolchange.go
-// what an event of a pool does to its substrates' specs and generations.
+// holds what a change waiting says in both objects' messages; drift.go
+// what a pool changed at the provider shows while it is brought back (or
+// cannot be); poolchange.go what an event of a pool does to its
+// substrates' specs and generations.
 package lifecycle
 
 import (
@@ -33,7 +35,8 @@ import (
 const DeletedTTL = 30 * 24 * time.Hour
 
 // Intent records a provider call about to be made, before it is made, so
-// that a run killed between the call and recording its operation is
+// that a run killed between the call and recording its operation, or
+// whose call failed transiently (maybe after the provider did it), is
 // followed by one that finds the operation instead of calling again.
 type Intent struct {
 	Kind      string    `firestore:"kind"`
@@ -172,8 +175,11 @@ type ProviderPool struct {
 	Intent        *Intent `firestore:"intent"`
 	// Created is true once the provider has had the pool.
 	Created bool `firestore:"created"`
-	// NodeCount is the size per zone last set at the provider while
-	// autoscaling was off, or -1 when unknown (the autoscaler moves it).
+	// NodeCount is the size per zone the provider was last seen with
+	// (its instance groups' target size) or last set to, or -1 when
+	// unknown (the autoscaler moves it, or its zones differ). A run
+	// compares the spec with the provider's size; this stands in for it
+	// only when that cannot be read.
 	NodeCount int `firestore:"nodeCount"`
 }
 
