@@ -268,7 +268,15 @@ func (m *method) offer(req any) (bool, any, error) {
 //
 //	grpc.NewServer(grpc.ChainUnaryInterceptor(in.UnaryInterceptor, own))
 func (in *Injector) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	name := path.Base(info.FullMethod)
+	return in.Call(ctx, path.Base(info.FullMethod), req, handler)
+}
+
+// Call applies the faults of the method named name to a call of it that
+// does not arrive over gRPC (an emulator served over REST), as
+// UnaryInterceptor does: handler is the emulator's serving of req, and
+// an error of a fault is a gRPC status, which the caller answers in its
+// protocol's form.
+func (in *Injector) Call(ctx context.Context, name string, req any, handler func(ctx context.Context, req any) (any, error)) (any, error) {
 	handled, resp, err := in.before(ctx, name, req)
 	switch {
 	case !handled:
