@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -268,5 +270,66 @@ func TestFaultsInstances(t *testing.T) {
 	}
 	if got := listFaults(t, e)[id]; got.Hits < 9 {
 		t.Errorf("latency hit %d calls, want at least the 9 requests'", got.Hits)
+	}
+}
+
+// TestFaultsInConsole: the console's act page injects a fault, lists the
+// active faults with their hits, and clears one or all, each form coming
+// back with the API's answer.
+func TestFaultsInConsole(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := func(what string, v url.Values) string {
+		t.Helper()
+		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		u, err := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != http.StatusSeeOther || err != nil {
+			t.Fatalf("%s: %s to %q, want 303 to the act page", what, resp.Status, resp.Header.Get("Location"))
+		}
+		return u.Query().Get("flash")
+	}
+	page := func() string {
+		t.Helper()
+		resp, err := http.Get(e.URL + "/console/act")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if flash := form("fault", url.Values{"service": {"compute"}, "method": {"AggregatedList"}, "action": {"fail"}, "code": {"UNAVAILABLE"}, "count": {""}, "share": {""}, "seed": {""}}); !strings.Contains(flash, "200") {
+		t.Fatalf("fault form: %q, want 200", flash)
+	}
+	if flash := form("fault", url.Values{"service": {"gke"}, "method": {"*"}, "action": {"latency"}, "code": {"UNAVAILABLE"}, "latency": {"1ms"}, "share": {"0.5"}, "seed": {"9"}}); !strings.Contains(flash, "200") {
+		t.Fatalf("latency form: %q, want 200", flash)
+	}
+	if flash := form("fault", url.Values{"service": {"gke"}, "method": {"Nonesuch"}, "action": {"fail"}}); !strings.Contains(flash, "400") || !strings.Contains(flash, `"field":"method"`) {
+		t.Errorf("fault form with an unknown method: %q, want 400 naming method", flash)
+	}
+	for range 2 {
+		_, _ = capturedListing(e.Compute.URL(), "bc-dev", e.FunctionsConfig().EmulatorAccessToken)
+	}
+	p := page()
+	row := regexp.MustCompile(`(?s)<tr data-fault="compute-1">.*?</tr>`).FindString(p)
+	if !strings.Contains(row, "AggregatedList") || !strings.Contains(row, `<td class="num">2</td>`) || !strings.Contains(p, `data-fault="gke-1"`) {
+		t.Fatalf("act page lists %q, want compute-1 with 2 hits, and gke-1:\n%s", row, p)
+	}
+	if flash := form("fault-clear", url.Values{"id": {"compute-1"}}); !strings.Contains(flash, "DELETE /dev/faults/compute-1: 200") {
+		t.Errorf("clear form: %q", flash)
+	}
+	if got := listFaults(t, e); len(got) != 1 || got["gke-1"].Share == nil || *got["gke-1"].Share != 0.5 {
+		t.Errorf("faults = %+v, want gke-1 alone", got)
+	}
+	if flash := form("faults-clear", nil); !strings.Contains(flash, `"cleared":1`) {
+		t.Errorf("clear-all form: %q", flash)
+	}
+	if p := page(); !strings.Contains(p, "No active fault") {
+		t.Errorf("act page after clearing lists faults still")
 	}
 }

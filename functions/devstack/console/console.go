@@ -56,6 +56,17 @@ type Instance struct {
 	Requests  int64
 }
 
+// Fault is an active fault of an emulator, as GET /dev/faults lists it:
+// the fields of its POST /dev/faults, and the calls it has hit.
+type Fault struct {
+	ID, Service, Method, Action string
+	Code, Latency               string
+	Count                       *int
+	Share                       *float64
+	Seed                        *int64
+	Hits                        int
+}
+
 // Options are what the console reads and calls. Only Firestore is
 // required; a view whose source is nil says so.
 type Options struct {
@@ -72,6 +83,9 @@ type Options struct {
 	// Kubernetes is what the simulated clusters' Kubernetes API servers
 	// are doing (nil, or a nil answer: the devstack runs without them).
 	Kubernetes func() *Kubernetes
+	// Faults is the emulators' active faults of POST /dev/faults (nil:
+	// the act page lists none).
+	Faults func() []Fault
 	// Devstack serves the devstack's own endpoints (/dev/gke/*,
 	// /dev/pools/*, the API), which the forms call in process.
 	Devstack http.Handler
