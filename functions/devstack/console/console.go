@@ -1,7 +1,8 @@
 // Package console is the devstack's web console (API.md §8, GET
 // /console): the fleet of every tenant, each cluster's node pools and
 // timeline, the kubernetes.* events as they are published, what the
-// emulators hold, and forms for the devstack's provider and pool events.
+// emulators hold, forms for the devstack's provider and pool events, and
+// the emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
 // outside the devstack, and updates its pages by server-sent events.
 //
