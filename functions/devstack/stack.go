@@ -20,6 +20,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -443,16 +445,27 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 // any other path.
 func otherRoutes(mux *http.ServeMux) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		var allow []string
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			if method == r.Method {
 				continue
 			}
 			other := r.Clone(r.Context())
 			other.Method = method
 			if _, pattern := mux.Handler(other); pattern != "/" {
-				httpapi.Allow(w, r, method)
-				return
+				allow = append(allow, method)
 			}
+		}
+		switch {
+		case len(allow) == 1:
+			httpapi.Allow(w, r, allow[0])
+			return
+		case len(allow) > 1:
+			if allow[0] == http.MethodGet {
+				allow = slices.Insert(allow, 1, http.MethodHead)
+			}
+			httpapi.Allow(w, r, strings.Join(allow, ", "))
+			return
 		}
 		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
 	}
