@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/kubernetes/functions/devstack"
 )
@@ -150,6 +153,30 @@ func TestFaultsThroughClients(t *testing.T) {
 	}
 	if _, ok := listFaults(t, e)[lost]; ok {
 		t.Errorf("the lost Commit is still listed after its one hit")
+	}
+
+	// A lost CreateTask: the queue holds the task, and a retry of its
+	// name meets it.
+	tc, err := cloudtasks.NewClient(ctx, e.Tasks.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Close() })
+	queue := e.FunctionsConfig().TasksQueue
+	task := &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		Name:         queue + "/tasks/faults-lost",
+		ScheduleTime: timestamppb.New(time.Now().Add(time.Hour)),
+		MessageType:  &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: e.URL + "/nowhere"}},
+	}}
+	inject(t, e, map[string]any{"service": "tasks", "method": "CreateTask", "action": "lose", "code": "DEADLINE_EXCEEDED", "count": 1})
+	if _, err := tc.CreateTask(ctx, task); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("CreateTask with its answer lost = %v, want DEADLINE_EXCEEDED", err)
+	}
+	if _, err := tc.GetTask(ctx, &cloudtaskspb.GetTaskRequest{Name: task.Task.Name}); err != nil {
+		t.Errorf("GetTask after the lost CreateTask = %v, want the task", err)
+	}
+	if _, err := tc.CreateTask(ctx, task); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("CreateTask again = %v, want ALREADY_EXISTS", err)
 	}
 
 	// A failed CreateNodePool, answered before GKE looks at it.
