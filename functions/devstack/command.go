@@ -151,6 +151,7 @@ Better Compute devstack is up.
   Compute Engine http://%[10]s   (the simulator's instance groups: instanceGroupManagers get, aggregatedList)
   IAM emulator   %[8]s   (IAM Credentials; who may act in each simulated project:)%[9]s
   Kubernetes     GET %[1]s/healthz/kubernetes, then GET %[1]s/dev/clusters/<clusterId>/kubeconfig
+  Faults         POST, GET, DELETE %[1]s/dev/faults   (fail, lose or slow any emulator's calls; the console's Act page)
 
 A token for alice (kubernetes.admin of tenant acme), valid one hour:
   TOKEN=%[7]s

@@ -62,6 +62,12 @@ func TestDevRoutesFollowTheAPIsTransport(t *testing.T) {
 		{"POST", "/dev/gke/autoscale", `{"clusterId":"kcl_x","nodePool":"a","nodeCount":-1}`, http.StatusBadRequest, "", "nodeCount"},
 		{"POST", "/dev/gke/autoscale", `{"clusterId":"kcl_x","nodePool":"a","nodeCount":1,"zone":"x"}`, http.StatusBadRequest, "", "zone"},
 
+		{"POST", "/dev/faults", huge, http.StatusRequestEntityTooLarge, "", ""},
+		{"PUT", "/dev/faults", `{}`, http.StatusMethodNotAllowed, "GET, HEAD, POST, DELETE", ""},
+		{"POST", "/dev/faults/gke-1", `{}`, http.StatusMethodNotAllowed, "DELETE", ""},
+		{"POST", "/dev/faults", `{"service":"gke","method":"*","action":"fail","bogus":1}`, http.StatusBadRequest, "", "bogus"},
+		{"POST", "/dev/faults", `{"service":"gke","method":"*","action":"fail","count":"2"}`, http.StatusBadRequest, "", "count"},
+
 		{"POST", "/dev/clusters/kcl_x/kubeconfig", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},
 		{"POST", "/healthz/kubernetes", `{}`, http.StatusMethodNotAllowed, "GET, HEAD", ""},

@@ -20,6 +20,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,6 +316,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(event.PoolArchived))
 	s.kubernetesRoutes(mux)
 	s.gkeRoutes(mux)
+	s.faultRoutes(mux)
 	s.consoleRoutes(mux)
 	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
@@ -438,19 +441,31 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 // otherRoutes answers what no route of mux serves in the API's error
 // envelope, not net/http's plain text, as the API does (API.md §1): 405
 // with an Allow header for a path that a route serves for another method
-// (the stack's own routes each take one), 404 for any other path.
+// (the stack's own routes each take one, but for /dev/faults), 404 for
+// any other path.
 func otherRoutes(mux *http.ServeMux) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		for _, method := range []string{http.MethodPost, http.MethodGet} {
+		var allow []string
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			if method == r.Method {
 				continue
 			}
 			other := r.Clone(r.Context())
 			other.Method = method
 			if _, pattern := mux.Handler(other); pattern != "/" {
-				httpapi.Allow(w, r, method)
-				return
+				allow = append(allow, method)
 			}
+		}
+		switch {
+		case len(allow) == 1:
+			httpapi.Allow(w, r, allow[0])
+			return
+		case len(allow) > 1:
+			if allow[0] == http.MethodGet {
+				allow = slices.Insert(allow, 1, http.MethodHead)
+			}
+			httpapi.Allow(w, r, strings.Join(allow, ", "))
+			return
 		}
 		httpapi.WriteError(r.Context(), w, errs.E(errs.NotFound, "no method at %s", r.URL.Path))
 	}
