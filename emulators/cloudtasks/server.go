@@ -239,6 +239,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	inj := &faults.Injector{}
 	gsrv := grpc.NewServer(grpc.UnaryInterceptor(inj.UnaryInterceptor))
 	cloudtaskspb.RegisterCloudTasksServer(gsrv, g)
+	inj.SetMethods(faults.MethodsOf(gsrv))
 	go func() { _ = gsrv.Serve(lis) }()
 	go g.dispatchLoop()
 	return &Server{GServer: g, Injector: inj, lis: lis, gsrv: gsrv}, nil

@@ -27,6 +27,21 @@
 //     gets an error, as when a deadline passes after the service
 //     accepted a call, so that its retry meets what it did (ALREADY_EXISTS).
 //
+// Inject adds a Fault of its own, named by an ID, which Faults lists
+// with the calls it has hit and Remove removes: a Fail (handled as a
+// reactor, after those of AddReactor and FailNext), a Lose (after those of
+// LoseNext and LoseShare, and also at the end of a streaming call) or a
+// Delay (added to SetLatency's), for the next Count calls or until
+// removed, each call hit with a chance Share drawn from a Seed when one
+// is given, so that a test can replay the same hits. Its Method may be
+// AnyMethod ("*"), every method's calls, after the method's own faults.
+// SetMethods declares the methods a service has, and Inject then refuses
+// any other name, as the devstack's POST /dev/faults does:
+//
+//	srv.SetMethods(faults.MethodsOf(grpcServer))
+//	id, err := srv.Inject(faults.Fault{Method: "Commit", Action: faults.Lose,
+//		Code: codes.Unavailable, Share: 0.1, Seed: &seed})
+//
 // A reactor of FailNext handles its next n calls and is then removed, so
 // FailNext calls add up: FailNext(m, 2, ...) twice fails the next four
 // calls of m. A reactor of AddReactor stays until RemoveFaults. A method
@@ -105,6 +120,8 @@ var (
 type Injector struct {
 	mu      sync.Mutex
 	methods map[string]*method
+	known   []string // SetMethods, sorted; nil: any name
+	lastID  int      // Inject's last ID
 }
 
 // method is what is injected into one method, and its count of calls.
@@ -114,6 +131,7 @@ type method struct {
 	reactors []*entry
 	losses   []*loss
 	lost     int
+	injected []*injected // Inject's, in order
 }
 
 // entry is a reactor in a method's list.
@@ -155,14 +173,14 @@ func (in *Injector) Calls(method string) int {
 	return in.method(method).calls
 }
 
-// RemoveFaults removes every reactor, latency and loss of answers
-// (LoseNext, LoseShare) of every method. The counts of calls and of lost
-// answers stay.
+// RemoveFaults removes every reactor, latency, loss of answers
+// (LoseNext, LoseShare) and fault of Inject of every method. The counts
+// of calls and of lost answers stay.
 func (in *Injector) RemoveFaults() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, m := range in.methods {
-		m.latency, m.reactors, m.losses = 0, nil, nil
+		m.latency, m.reactors, m.losses, m.injected = 0, nil, nil, nil
 	}
 }
 
@@ -194,10 +212,10 @@ func (in *Injector) before(ctx context.Context, name string, req any) (handled b
 	in.mu.Lock()
 	m := in.method(name)
 	m.calls++
-	latency := m.latency
+	latency := m.latency + delay(m, in.method(AnyMethod))
 	if latency == 0 {
 		defer in.mu.Unlock()
-		return m.offer(req)
+		return in.offer(m, req)
 	}
 	in.mu.Unlock()
 	t := time.NewTimer(latency)
@@ -209,7 +227,20 @@ func (in *Injector) before(ctx context.Context, name string, req any) (handled b
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return m.offer(req)
+	return in.offer(m, req)
+}
+
+// offer gives req to the method's reactors, then to the faults of Inject
+// that fail it, the method's and then AnyMethod's. Must be called with
+// the lock held.
+func (in *Injector) offer(m *method, req any) (bool, any, error) {
+	if handled, resp, err := m.offer(req); handled {
+		return handled, resp, err
+	}
+	if f := pick(Fail, m, in.method(AnyMethod)); f != nil {
+		return true, nil, f.err()
+	}
+	return false, nil, nil
 }
 
 // offer gives req to the method's reactors in order, and removes a
@@ -237,7 +268,15 @@ func (m *method) offer(req any) (bool, any, error) {
 //
 //	grpc.NewServer(grpc.ChainUnaryInterceptor(in.UnaryInterceptor, own))
 func (in *Injector) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	name := path.Base(info.FullMethod)
+	return in.Call(ctx, path.Base(info.FullMethod), req, handler)
+}
+
+// Call applies the faults of the method named name to a call of it that
+// does not arrive over gRPC (an emulator served over REST), as
+// UnaryInterceptor does: handler is the emulator's serving of req, and
+// an error of a fault is a gRPC status, which the caller answers in its
+// protocol's form.
+func (in *Injector) Call(ctx context.Context, name string, req any, handler func(ctx context.Context, req any) (any, error)) (any, error) {
 	handled, resp, err := in.before(ctx, name, req)
 	switch {
 	case !handled:
@@ -259,15 +298,25 @@ func (in *Injector) UnaryInterceptor(ctx context.Context, req any, info *grpc.Un
 // StreamInterceptor is a grpc.StreamServerInterceptor that applies the
 // faults at a stream's first request message.
 func (in *Injector) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &stream{ServerStream: ss, in: in, name: path.Base(info.FullMethod)})
+	s := &stream{ServerStream: ss, in: in, name: path.Base(info.FullMethod)}
+	err := handler(srv, s)
+	if err == nil && s.seen && !s.handled {
+		// Only the faults of Inject lose a stream's end (LoseNext and
+		// LoseShare are of unary methods).
+		if lost := in.loseInjected(s.name); lost != nil {
+			return lost
+		}
+	}
+	return err
 }
 
 // stream applies the faults when its first request message arrives.
 type stream struct {
 	grpc.ServerStream
-	in   *Injector
-	name string
-	seen bool
+	in      *Injector
+	name    string
+	seen    bool
+	handled bool // by a fault, at the first message
 }
 
 func (s *stream) RecvMsg(m any) error {
@@ -279,6 +328,7 @@ func (s *stream) RecvMsg(m any) error {
 	if !handled {
 		return nil
 	}
+	s.handled = true
 	if err == nil {
 		err = status.Errorf(codes.Internal, "faults: a reactor handled the stream %s without an error", s.name)
 	}

@@ -74,5 +74,21 @@ func (in *Injector) lose(name string) error {
 		m.lost++
 		return l.err
 	}
+	if f := pick(Lose, m, in.method(AnyMethod)); f != nil {
+		m.lost++
+		return f.err()
+	}
+	return nil
+}
+
+// loseInjected is lose with the faults of Inject alone.
+func (in *Injector) loseInjected(name string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	m := in.method(name)
+	if f := pick(Lose, m, in.method(AnyMethod)); f != nil {
+		m.lost++
+		return f.err()
+	}
 	return nil
 }

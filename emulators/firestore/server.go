@@ -86,6 +86,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		grpc.MaxRecvMsgSize(64<<20),
 	)
 	pb.RegisterFirestoreServer(s.srv, gs)
+	inj.SetMethods(faults.MethodsOf(s.srv))
 	go func() {
 		defer close(s.served)
 		_ = s.srv.Serve(lis)

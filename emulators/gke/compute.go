@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,11 @@ import (
 	"sync"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // ComputeServer serves the instance groups of the simulator's node pools
@@ -27,29 +32,48 @@ import (
 // authenticated and authorized by the simulator's IAM (WithIAM), as its
 // gRPC calls are, and are not charged to GKE's request quota: Compute
 // Engine has its own.
+//
+// Its calls are failed, delayed, lost and counted by a faults.Injector of
+// their own, as a gRPC emulator's are, by the names of the RPCs of
+// Compute Engine's InstanceGroupManagers service (ComputeAggregatedList,
+// ComputeGet; Inject takes any RPC of that service): a fault's gRPC code
+// is answered as Google's JSON APIs answer it (UNAVAILABLE: HTTP 503 with
+// "status": "UNAVAILABLE").
 type ComputeServer struct {
+	*faults.Injector
+
 	g   *GServer
 	log *slog.Logger
 	srv *http.Server
 	lis net.Listener
-
-	mu    sync.Mutex
-	calls map[string]int
-	fails map[string][]computeFault
 }
 
-// Compute Engine methods the server serves, as Calls and FailNext name
-// them.
+// Compute Engine methods the server serves, as its Injector names them:
+// the RPCs of the InstanceGroupManagers service (computepb).
 const (
-	ComputeAggregatedList = "instanceGroupManagers.aggregatedList"
-	ComputeGet            = "instanceGroupManagers.get"
+	ComputeAggregatedList = "AggregatedList"
+	ComputeGet            = "Get"
 )
 
-// computeFault is an injected failure of one call.
-type computeFault struct {
-	code int
-	msg  string
+// computeMethods is every RPC of Compute Engine's InstanceGroupManagers
+// service, as a fault may name them.
+var computeMethods = sync.OnceValue(func() []string {
+	sd := computepb.File_google_cloud_compute_v1_compute_proto.Services().ByName("InstanceGroupManagers")
+	var out []string
+	for i := range sd.Methods().Len() {
+		out = append(out, string(sd.Methods().Get(i).Name()))
+	}
+	return out
+})
+
+// computeErr is an answer of Compute Engine's own that is not the
+// resource: an HTTP status, a reason and a message.
+type computeErr struct {
+	code        int
+	reason, msg string
 }
+
+func (e *computeErr) Error() string { return e.msg }
 
 // NewComputeServer starts serving s's instance groups on addr (host:port;
 // "127.0.0.1:0" picks a port). Close it when done.
@@ -58,7 +82,8 @@ func NewComputeServer(s *Server, addr string) (*ComputeServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gke: compute: listen on %s: %w", addr, err)
 	}
-	c := &ComputeServer{g: s.GServer, log: s.GServer.log, lis: lis, calls: map[string]int{}, fails: map[string][]computeFault{}}
+	c := &ComputeServer{Injector: &faults.Injector{}, g: s.GServer, log: s.GServer.log, lis: lis}
+	c.SetMethods(computeMethods())
 	c.srv = &http.Server{Handler: c}
 	go func() {
 		if err := c.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -78,24 +103,6 @@ func (c *ComputeServer) URL() string { return "http://" + c.Addr() }
 // Close stops the server at once.
 func (c *ComputeServer) Close() error { return c.srv.Close() }
 
-// Calls is how many calls of method (ComputeAggregatedList, ComputeGet)
-// were made, including those refused.
-func (c *ComputeServer) Calls(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[method]
-}
-
-// FailNext makes the next n calls of method answer the HTTP status code
-// with msg, before anything else happens to them.
-func (c *ComputeServer) FailNext(method string, n, code int, msg string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for range n {
-		c.fails[method] = append(c.fails[method], computeFault{code, msg})
-	}
-}
-
 // ServeHTTP serves GET /compute/v1/projects/P/aggregated/instanceGroupManagers
 // and GET /compute/v1/projects/P/zones/Z/instanceGroupManagers/NAME.
 func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -111,20 +118,27 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		computeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path))
 		return
 	}
-	c.mu.Lock()
-	c.calls[method]++
-	var fault *computeFault
-	if q := c.fails[method]; len(q) > 0 {
-		fault, c.fails[method] = &q[0], q[1:]
-	}
-	c.mu.Unlock()
-	if fault != nil {
-		computeError(w, fault.code, "backendError", fault.msg)
+	resp, err := c.Call(r.Context(), method, r, func(context.Context, any) (any, error) {
+		return c.serve(r, method, project, zone, name)
+	})
+	if err != nil {
+		var ce *computeErr
+		if errors.As(err, &ce) {
+			computeError(w, ce.code, ce.reason, ce.msg)
+			return
+		}
+		st := status.Convert(err)
+		computeStatus(w, st.Code(), st.Message())
 		return
 	}
+	writeJSON(w, resp)
+}
+
+// serve answers a call of method, authorized, with its resource or a
+// *computeErr.
+func (c *ComputeServer) serve(r *http.Request, method, project, zone, name string) (any, error) {
 	if code, reason, msg := c.g.computeAuth(r, method, project, zone, name); code != 0 {
-		computeError(w, code, reason, msg)
-		return
+		return nil, &computeErr{code, reason, msg}
 	}
 	sel, err := fieldsOf(r)
 	if err == nil && sel != nil {
@@ -135,28 +149,23 @@ func (c *ComputeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = checkFields(sel, md)
 	}
 	if err != nil {
-		computeError(w, http.StatusBadRequest, "invalidParameter", err.Error())
-		return
+		return nil, &computeErr{http.StatusBadRequest, "invalidParameter", err.Error()}
 	}
 	groups := c.g.instanceGroups(project)
-	switch method {
-	case ComputeAggregatedList:
+	if method == ComputeAggregatedList {
 		keep, err := nameFilter(r.URL.Query().Get("filter"))
 		if err != nil {
-			computeError(w, http.StatusBadRequest, "invalid", err.Error())
-			return
+			return nil, &computeErr{http.StatusBadRequest, "invalid", err.Error()}
 		}
 		groups = slices.DeleteFunc(groups, func(m instanceGroupManager) bool { return !keep(m.Name) })
-		writeJSON(w, partial(aggregatedList(project, groups), sel))
-	case ComputeGet:
-		for _, m := range groups {
-			if m.Zone == zoneURL(project, zone) && m.Name == name {
-				writeJSON(w, partial(m, sel))
-				return
-			}
-		}
-		computeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instanceGroupManagers/%s' was not found", project, zone, name))
+		return partial(aggregatedList(project, groups), sel), nil
 	}
+	for _, m := range groups {
+		if m.Zone == zoneURL(project, zone) && m.Name == name {
+			return partial(m, sel), nil
+		}
+	}
+	return nil, &computeErr{http.StatusNotFound, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instanceGroupManagers/%s' was not found", project, zone, name)}
 }
 
 // nameFilter is the filter of a list, of the one form the simulator
@@ -416,13 +425,55 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// httpStatus is the HTTP status of a gRPC code, as Google's JSON APIs
+// map them (google.rpc.Code), with a reason of their errors[].
+var httpStatus = map[codes.Code]struct {
+	code   int
+	reason string
+}{
+	codes.Canceled:           {499, "cancelled"},
+	codes.Unknown:            {500, "backendError"},
+	codes.InvalidArgument:    {400, "invalid"},
+	codes.DeadlineExceeded:   {504, "deadlineExceeded"},
+	codes.NotFound:           {404, "notFound"},
+	codes.AlreadyExists:      {409, "alreadyExists"},
+	codes.PermissionDenied:   {403, "forbidden"},
+	codes.ResourceExhausted:  {429, "rateLimitExceeded"},
+	codes.FailedPrecondition: {400, "failedPrecondition"},
+	codes.Aborted:            {409, "aborted"},
+	codes.OutOfRange:         {400, "outOfRange"},
+	codes.Unimplemented:      {501, "notImplemented"},
+	codes.Internal:           {500, "backendError"},
+	codes.Unavailable:        {503, "backendError"},
+	codes.DataLoss:           {500, "dataLoss"},
+	codes.Unauthenticated:    {401, "authError"},
+}
+
+// computeStatus answers a gRPC status (an injected fault's) as Google's
+// JSON APIs do, with its code's name as the error's status.
+func computeStatus(w http.ResponseWriter, c codes.Code, msg string) {
+	h, ok := httpStatus[c]
+	if !ok {
+		h.code, h.reason = http.StatusInternalServerError, "backendError"
+	}
+	writeError(w, h.code, h.reason, msg, faults.CodeName(c))
+}
+
 // computeError answers as Google's JSON APIs do.
 func computeError(w http.ResponseWriter, code int, reason, msg string) {
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+	writeError(w, code, reason, msg, "")
+}
+
+func writeError(w http.ResponseWriter, code int, reason, msg, st string) {
+	e := map[string]any{
 		"code":    code,
 		"message": msg,
 		"errors":  []any{map[string]any{"message": msg, "domain": "global", "reason": reason}},
-	}})
+	}
+	if st != "" {
+		e["status"] = st
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
 }

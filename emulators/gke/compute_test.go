@@ -14,6 +14,9 @@ import (
 	"github.com/googleapis/gax-go/v2/callctx"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
+
+	"github.com/better-compute/kubernetes/emulators/faults"
 )
 
 // computeClient is the official Compute Engine REST client of srv's
@@ -168,7 +171,7 @@ func TestComputeIAMAndFaults(t *testing.T) {
 			}
 		})
 	}
-	cs.FailNext(ComputeAggregatedList, 1, http.StatusServiceUnavailable, "backend unavailable")
+	cs.FailNext(ComputeAggregatedList, 1, codes.Unavailable, "backend unavailable")
 	if _, err := groups(as("platform"), cc, project); err == nil || !strings.Contains(err.Error(), "backend unavailable") {
 		t.Errorf("AggregatedList after FailNext: %v, want the failure", err)
 	}
@@ -303,5 +306,53 @@ func TestComputeFieldSelection(t *testing.T) {
 		if !errors.As(err, &ae) || ae.HTTPCode() != http.StatusBadRequest || !strings.Contains(err.Error(), "Invalid field selection "+tc.bad) {
 			t.Errorf("AggregatedList with fields %s = %v, want 400 Invalid field selection %s", tc.fields, err, tc.bad)
 		}
+	}
+}
+
+// The Compute calls take the faults of faults.Injector, by the names of
+// the InstanceGroupManagers RPCs, answered as Google's JSON APIs answer a
+// gRPC code.
+func TestComputeInjectedFaults(t *testing.T) {
+	e := newEnv(t)
+	cs, cc := computeClient(t, e.srv)
+	e.createCluster(t)
+	for _, m := range []string{ComputeAggregatedList, ComputeGet, "ListManagedInstances", faults.AnyMethod} {
+		id, err := cs.Inject(faults.Fault{Method: m, Action: faults.Fail, Code: codes.Unavailable})
+		if err != nil {
+			t.Errorf("Inject(%s): %v", m, err)
+		}
+		cs.Remove(id)
+	}
+	if _, err := cs.Inject(faults.Fault{Method: "instanceGroupManagers.get", Action: faults.Fail, Code: codes.Unavailable}); !errors.Is(err, faults.ErrUnknownMethod) {
+		t.Errorf("Inject of a REST name = %v, want ErrUnknownMethod", err)
+	}
+	tests := []struct {
+		action   faults.Action
+		code     codes.Code
+		wantHTTP int
+	}{
+		{faults.Fail, codes.Unavailable, http.StatusServiceUnavailable},
+		{faults.Lose, codes.DeadlineExceeded, http.StatusGatewayTimeout},
+		{faults.Fail, codes.PermissionDenied, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		before := cs.Calls(ComputeAggregatedList)
+		if _, err := cs.Inject(faults.Fault{Method: ComputeAggregatedList, Action: tt.action, Code: tt.code, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := groups(e.ctx, cc, project)
+		ae, ok := errors.AsType[*apierror.APIError](err)
+		if !ok || ae.HTTPCode() != tt.wantHTTP {
+			t.Errorf("%s %v: AggregatedList = %v, want HTTP %d", tt.action, tt.code, err, tt.wantHTTP)
+		}
+		if _, err := groups(e.ctx, cc, project); err != nil {
+			t.Errorf("%s %v: the next AggregatedList = %v, want it served", tt.action, tt.code, err)
+		}
+		if n := cs.Calls(ComputeAggregatedList) - before; n != 2 {
+			t.Errorf("%s %v: %d calls, want 2", tt.action, tt.code, n)
+		}
+	}
+	if cs.Lost(ComputeAggregatedList) != 1 {
+		t.Errorf("Lost = %d, want 1", cs.Lost(ComputeAggregatedList))
 	}
 }

@@ -177,6 +177,11 @@
 // message given, SetLatency delays its calls, AddReactor installs any
 // Reactor, and Calls counts the calls. They come first: a call they answer
 // is neither authenticated nor charged to a quota, and changes nothing.
+// ComputeServer embeds an Injector of its own, for the Compute calls, by
+// the names of the RPCs of Compute Engine's InstanceGroupManagers
+// service (AggregatedList, Get): a fault's gRPC code is answered as
+// Google's JSON APIs map it (UNAVAILABLE: 503, DEADLINE_EXCEEDED: 504),
+// with the code's name as the error's status.
 // Faults of what GKE does after it accepts a call are the simulator's own:
 // FailNextOperation (the operation ends with an error), LoseOperation and
 // LoseNextOperations (GetOperation answers NOT_FOUND, the work still

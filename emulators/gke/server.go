@@ -165,6 +165,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	inj := &faults.Injector{}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(inj.UnaryInterceptor, gs.intercept))
 	containerpb.RegisterClusterManagerServer(srv, gs)
+	inj.SetMethods(faults.MethodsOf(srv))
 	go func() {
 		if err := srv.Serve(lis); err != nil {
 			gs.log.Warn("GKE emulator stopped serving", "err", err)

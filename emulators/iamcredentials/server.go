@@ -111,6 +111,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	inj := &faults.Injector{}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(inj.UnaryInterceptor))
 	credentialspb.RegisterIAMCredentialsServer(srv, g)
+	inj.SetMethods(faults.MethodsOf(srv))
 	go func() {
 		if err := srv.Serve(lis); err != nil {
 			g.log.Warn("IAM Credentials emulator stopped serving", "err", err)

@@ -90,6 +90,7 @@ func NewServer(addr string, opts ...Option) (*Server, error) {
 	pb.RegisterSubscriberServer(s.gsrv, s)
 	pb.RegisterSchemaServiceServer(s.gsrv, s)
 	iampb.RegisterIAMPolicyServer(s.gsrv, s)
+	s.SetMethods(faults.MethodsOf(s.gsrv))
 	go func() { _ = s.gsrv.Serve(lis) }()
 	return s, nil
 }

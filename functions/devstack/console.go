@@ -37,6 +37,7 @@ func (s *Stack) startConsole(ctx context.Context) error {
 		Operations: s.GKE.Operations,
 		Instances:  s.consoleInstances,
 		Kubernetes: s.consoleKubernetes,
+		Faults:     s.consoleFaults,
 		Devstack:   s.http.Handler,
 		Token:      s.Token,
 		Poll:       s.cfg.ConsolePoll,
@@ -61,6 +62,16 @@ func (s *Stack) consoleQueues() []console.Queue {
 	var out []console.Queue
 	for _, q := range []string{s.cfg.Queue(), s.cfg.SteadyQueue()} {
 		out = append(out, console.Queue{Name: q, Tasks: s.Tasks.Tasks(q)})
+	}
+	return out
+}
+
+// consoleFaults is the emulators' active faults of the fault API.
+func (s *Stack) consoleFaults() []console.Fault {
+	var out []console.Fault
+	for _, f := range s.Faults() {
+		out = append(out, console.Fault{ID: f.ID, Service: f.Service, Method: f.Method, Action: f.Action,
+			Code: f.Code, Latency: f.Latency, Count: f.Count, Share: f.Share, Seed: f.Seed, Hits: f.Hits})
 	}
 	return out
 }

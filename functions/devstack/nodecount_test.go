@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/grpc/codes"
 
 	"github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/functions/devstack"
@@ -79,7 +80,7 @@ func TestCurrentNodeCountFollowsTheAutoscaler(t *testing.T) {
 
 	// A count that cannot be read is absent; nothing else changes, and
 	// it is back once Compute Engine answers again.
-	e.Compute.FailNext(gke.ComputeAggregatedList, 3, http.StatusServiceUnavailable, "The service is currently unavailable.")
+	e.Compute.FailNext(gke.ComputeAggregatedList, 3, codes.Unavailable, "The service is currently unavailable.")
 	p := waitCount(t, c, cl.ID, "auto", -1)
 	if p.State != resource.StateReady || p.Message != "" {
 		t.Errorf("pool auto without its count = %s %q, want ready", p.State, p.Message)

@@ -314,6 +314,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	mux.HandleFunc("POST "+PoolsArchivePath, s.poolsHandler(event.PoolArchived))
 	s.kubernetesRoutes(mux)
 	s.gkeRoutes(mux)
+	s.faultRoutes(mux)
 	s.consoleRoutes(mux)
 	mux.HandleFunc("/", otherRoutes(mux))
 	s.fresh.conns = map[net.Conn]struct{}{}
@@ -438,10 +439,11 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 // otherRoutes answers what no route of mux serves in the API's error
 // envelope, not net/http's plain text, as the API does (API.md §1): 405
 // with an Allow header for a path that a route serves for another method
-// (the stack's own routes each take one), 404 for any other path.
+// (the stack's own routes each take one, but for /dev/faults), 404 for
+// any other path.
 func otherRoutes(mux *http.ServeMux) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		for _, method := range []string{http.MethodPost, http.MethodGet} {
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			if method == r.Method {
 				continue
 			}

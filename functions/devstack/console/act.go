@@ -18,6 +18,22 @@ type actView struct {
 	PoolJSON            string
 	Plan                string
 	PlanError           string
+	// Faults are the emulators' active faults, and FaultServices the
+	// services a new one may name.
+	Faults        []Fault
+	FaultServices []string
+}
+
+// faultServices are the services of POST /dev/faults.
+var faultServices = []string{"firestore", "pubsub", "tasks", "gke", "compute", "iam"}
+
+// withFaults is v with the active faults.
+func (c *Console) withFaults(v actView) actView {
+	if c.opt.Faults != nil {
+		v.Faults = c.opt.Faults()
+	}
+	v.FaultServices = faultServices
+	return v
 }
 
 // defaultPoolJSON is a new pool whose substrate would create a cluster.
@@ -33,12 +49,17 @@ const defaultPoolJSON = `{
 func (c *Console) actPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := actView{Tenant: cmpOr(q.Get("tenant"), "acme"), Cluster: q.Get("cluster"), As: "alice", Zone: "us-central1-a", PoolJSON: defaultPoolJSON}
-	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Flash: q.Get("flash"), Body: v})
+	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Flash: q.Get("flash"), Body: c.withFaults(v)})
 }
 
 // call serves a request of the devstack's own endpoints in process; the
 // answer's status and body.
 func (c *Console) call(r *http.Request, path string, body any, token string) (int, string) {
+	return c.callAs(r, http.MethodPost, path, body, token)
+}
+
+// callAs is call with the request's method: a DELETE sends no body.
+func (c *Console) callAs(r *http.Request, method, path string, body any, token string) (int, string) {
 	if c.opt.Devstack == nil {
 		return http.StatusServiceUnavailable, "the devstack's endpoints are not available"
 	}
@@ -46,8 +67,13 @@ func (c *Console) call(r *http.Request, path string, body any, token string) (in
 	if raw, ok := body.(json.RawMessage); ok {
 		b = raw
 	}
-	req := httptest.NewRequestWithContext(r.Context(), http.MethodPost, path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodDelete {
+		b = nil
+	}
+	req := httptest.NewRequestWithContext(r.Context(), method, path, bytes.NewReader(b))
+	if method != http.MethodDelete {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -66,7 +92,14 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	var path string
 	var body any
+	method := http.MethodPost
 	switch r.PathValue("what") {
+	case "fault":
+		path, body = faultsPath, faultRequest(f)
+	case "fault-clear":
+		method, path = http.MethodDelete, faultsPath+"/"+url.PathEscape(f.Get("id"))
+	case "faults-clear":
+		method, path = http.MethodDelete, faultsPath
 	case "stockout":
 		n, _ := strconv.Atoi(f.Get("count"))
 		path, body = "/dev/gke/stockout", map[string]any{"zone": f.Get("zone"), "count": n}
@@ -89,8 +122,8 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	code, answer := c.call(r, path, body, "")
-	msg := fmt.Sprintf("POST %s: %d %s", path, code, answer)
+	code, answer := c.callAs(r, method, path, body, "")
+	msg := fmt.Sprintf("%s %s: %d %s", method, path, code, answer)
 	back := f.Get("back")
 	if back == "" || !strings.HasPrefix(back, Path) {
 		back = Path + "/act"
@@ -113,7 +146,7 @@ func (c *Console) poolEvent(w http.ResponseWriter, r *http.Request) {
 	raw := json.RawMessage(v.PoolJSON)
 	if !json.Valid(raw) {
 		v.PlanError = "the pool is not JSON"
-		c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: v})
+		c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: c.withFaults(v)})
 		return
 	}
 	switch f.Get("action") {
@@ -139,5 +172,37 @@ func (c *Console) poolEvent(w http.ResponseWriter, r *http.Request) {
 			v.Plan = answer
 		}
 	}
-	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: v})
+	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: c.withFaults(v)})
+}
+
+// faultsPath is the devstack's fault API (API.md §8).
+const faultsPath = "/dev/faults"
+
+// faultRequest is the body of POST /dev/faults from the fault form: the
+// fields filled, numbers as numbers (a field that is not one is sent as
+// it is, for the API to name).
+func faultRequest(f url.Values) map[string]any {
+	b := map[string]any{}
+	for _, k := range []string{"service", "method", "action", "code", "latency"} {
+		if v := strings.TrimSpace(f.Get(k)); v != "" {
+			b[k] = v
+		}
+	}
+	if b["action"] == "latency" {
+		delete(b, "code") // the form's default code is for fail and lose
+	}
+	for _, k := range []string{"count", "share", "seed"} {
+		v := strings.TrimSpace(f.Get(k))
+		if v == "" {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && k != "share" {
+			b[k] = n
+		} else if x, err := strconv.ParseFloat(v, 64); err == nil && k == "share" {
+			b[k] = x
+		} else {
+			b[k] = v
+		}
+	}
+	return b
 }

@@ -1,7 +1,8 @@
 // Package console is the devstack's web console (API.md §8, GET
 // /console): the fleet of every tenant, each cluster's node pools and
 // timeline, the kubernetes.* events as they are published, what the
-// emulators hold, and forms for the devstack's provider and pool events.
+// emulators hold, forms for the devstack's provider and pool events, and
+// the emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
 // outside the devstack, and updates its pages by server-sent events.
 //
@@ -56,6 +57,17 @@ type Instance struct {
 	Requests  int64
 }
 
+// Fault is an active fault of an emulator, as GET /dev/faults lists it:
+// the fields of its POST /dev/faults, and the calls it has hit.
+type Fault struct {
+	ID, Service, Method, Action string
+	Code, Latency               string
+	Count                       *int
+	Share                       *float64
+	Seed                        *int64
+	Hits                        int
+}
+
 // Options are what the console reads and calls. Only Firestore is
 // required; a view whose source is nil says so.
 type Options struct {
@@ -72,6 +84,9 @@ type Options struct {
 	// Kubernetes is what the simulated clusters' Kubernetes API servers
 	// are doing (nil, or a nil answer: the devstack runs without them).
 	Kubernetes func() *Kubernetes
+	// Faults is the emulators' active faults of POST /dev/faults (nil:
+	// the act page lists none).
+	Faults func() []Fault
 	// Devstack serves the devstack's own endpoints (/dev/gke/*,
 	// /dev/pools/*, the API), which the forms call in process.
 	Devstack http.Handler
