@@ -119,7 +119,7 @@ func quickRetries(ctx context.Context, method string, req, reply any, cc *grpc.C
 // OUTCOME_UNKNOWN.
 func (s *Store) transact(ctx context.Context, tenantID string, f func(context.Context, *firestore.Transaction) error) error {
 	for run := 1; ; run++ {
-		var last *firestore.DocumentRef // the receipt of the attempt that committed, if any
+		var last *firestore.DocumentRef // the receipt of the last attempt that reached its commit
 		err := s.attempts(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			last = nil
 			if err := f(ctx, tx); err != nil {
