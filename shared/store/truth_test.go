@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -341,14 +342,11 @@ func TestUnstoredCommitRunsAgain(t *testing.T) {
 	}
 }
 
+// unknown reports whether err is UNAVAILABLE with the detail
+// OUTCOME_UNKNOWN.
 func unknown(err error) bool {
-	e, ok := errorsAs(err)
-	return ok && e.Kind == errs.Unavailable && slices.Contains(e.Fields, errs.FieldError{Reason: "OUTCOME_UNKNOWN"})
-}
-
-func errorsAs(err error) (*errs.Error, bool) {
-	e, ok := err.(*errs.Error)
-	return e, ok
+	var e *errs.Error
+	return errors.As(err, &e) && e.Kind == errs.Unavailable && slices.Contains(e.Fields, errs.FieldError{Reason: "OUTCOME_UNKNOWN"})
 }
 
 // TestLostCommitUnknowable loses a commit's answer and fails the reading
