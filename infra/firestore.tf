@@ -13,13 +13,14 @@ resource "google_firestore_database" "main" {
 }
 
 # TTL policies: idempotency records, deleted node pools, clusters and
-# substrates, and the past minutes of the GKE request budget carry
+# substrates, the past minutes of the GKE request budget, and the receipts
+# of the API's commits (an hour, shared/store/transact.go) carry
 # expireAt; Firestore deletes them some time (typically
 # within a day) after it passes. Live documents have no expireAt and are
 # kept. The field is exempt from indexing: a TTL timestamp is written in
 # increasing order and would only make a hot-spotting index.
 resource "google_firestore_field" "ttl" {
-  for_each   = toset(["idempotency", "nodePools", "clusters", "substrates", "budgetShards"])
+  for_each   = toset(["idempotency", "nodePools", "clusters", "substrates", "budgetShards", "receipts"])
   database   = google_firestore_database.main.name
   collection = each.value
   field      = "expireAt"

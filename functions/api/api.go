@@ -6,6 +6,11 @@
 // runs the method as one Firestore transaction (store), and after the
 // commit hands the transaction's events to the relay and asks for a
 // reconcile run, without waiting for either: the answer goes back at once.
+// A commit whose answer was lost is resolved by the store before the
+// handler answers (API.md §2): 200 when it was stored, exactly as if
+// nothing went wrong, 503 UNAVAILABLE when it was not, and 503 with the
+// detail OUTCOME_UNKNOWN when that cannot be learned; never 500 for a
+// write that was stored.
 // The substrates' methods read what their reconciler recorded; join checks
 // a node's join token (join.Joiner).
 package api

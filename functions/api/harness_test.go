@@ -469,6 +469,9 @@ type response struct {
 	Code    string   // error.code, "" on success
 	Fields  []string // error.details[].field, sorted
 	Message string
+	// OutcomeUnknown: an UNAVAILABLE whose one detail is the reason
+	// OUTCOME_UNKNOWN.
+	OutcomeUnknown bool
 }
 
 func (r response) String() string {
@@ -572,6 +575,10 @@ func send(httpMethod, method, authorization string, body any, header http.Header
 	}
 	out.Code, out.Message = env.Error.Code, env.Error.Message
 	for _, d := range env.Error.Details {
+		if d.Field == "" && d.Reason == "OUTCOME_UNKNOWN" && env.Error.Code == "UNAVAILABLE" {
+			out.OutcomeUnknown = true
+			continue
+		}
 		if d.Field == "" || d.Reason == "" {
 			return out, fmt.Errorf("%s answered a detail without field or reason: %s", method, out.Body)
 		}

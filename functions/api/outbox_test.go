@@ -181,8 +181,10 @@ func TestOutboxSurvivesPublishFailure(t *testing.T) {
 // TestStorageFailures checks that a Firestore failure during a mutation
 // writes nothing and answers 503 UNAVAILABLE with Retry-After when it is
 // worth retrying (within the call's time bound, even while the client
-// retries an unavailable backend), 500 INTERNAL revealing nothing
-// otherwise, and that the same call succeeds once Firestore recovers.
+// retries an unavailable backend) or when the commit's outcome cannot be
+// learned (an INTERNAL commit may have been stored, and the reading back
+// fails with it: OUTCOME_UNKNOWN), 500 INTERNAL revealing nothing for a
+// refusal, and that the same call succeeds once Firestore recovers.
 func TestStorageFailures(t *testing.T) {
 	tn := newTenant(t)
 	c := newCluster(t, tn)
@@ -199,7 +201,7 @@ func TestStorageFailures(t *testing.T) {
 	}
 	for _, code := range []codes.Code{codes.Unavailable, codes.Aborted, codes.Internal, codes.PermissionDenied} {
 		status, want := http.StatusServiceUnavailable, "UNAVAILABLE"
-		if code == codes.Internal || code == codes.PermissionDenied {
+		if code == codes.PermissionDenied {
 			status, want = http.StatusInternalServerError, "INTERNAL"
 		}
 		before := clusterDoc(t, tn.ID, c.ID)
@@ -230,6 +232,9 @@ func TestStorageFailures(t *testing.T) {
 				wantError(t, r, status, want)
 				if want == "UNAVAILABLE" && r.Header.Get("Retry-After") == "" {
 					t.Errorf("answer %v without Retry-After", r)
+				}
+				if code == codes.Internal && !r.OutcomeUnknown {
+					t.Errorf("answer %v, want the detail OUTCOME_UNKNOWN", r)
 				}
 				if want == "INTERNAL" && r.Message != "internal error" {
 					t.Errorf("INTERNAL message = %q, want the generic one", r.Message)

@@ -165,7 +165,7 @@ func operation(op Operation) map[string]any {
 			headers["WWW-Authenticate"] = map[string]any{"$ref": "#/components/headers/WWW-Authenticate"}
 		case http.StatusServiceUnavailable:
 			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/Retry-After"}
-			desc += ": a backing service is down; safe to retry after Retry-After."
+			desc += ": a backing service is down; safe to retry after Retry-After. A mutation whose storage answer was lost learns whether it was stored before it answers: stored, it answers 200; only when that cannot be learned is it this, with the detail OUTCOME_UNKNOWN."
 		}
 		responses[strconv.Itoa(status)] = map[string]any{
 			"description": desc,
@@ -223,10 +223,10 @@ func errorSchema() map[string]any {
 					"message": map[string]any{"type": "string", "description": "Safe to show; never leaks internals."},
 					"details": map[string]any{
 						"type":        "array",
-						"description": "Every broken input field (INVALID_INPUT), by its JSON path.",
+						"description": "Every broken input field (INVALID_INPUT), by its JSON path; or, for UNAVAILABLE, the one detail `{\"reason\": \"OUTCOME_UNKNOWN\"}` when a mutation's storage answer was lost and whether it was stored could not be learned: a retry with the same idempotencyKey is safe and returns the one result.",
 						"items": map[string]any{
 							"type":     "object",
-							"required": []any{"field", "reason"},
+							"required": []any{"reason"},
 							"properties": map[string]any{
 								"field":  map[string]any{"type": "string", "examples": []any{"autoscaling.minNodes", "taints[3].effect", `labels["team"]`}},
 								"reason": map[string]any{"type": "string"},

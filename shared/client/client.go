@@ -236,7 +236,9 @@ const (
 )
 
 // FieldError names one broken input field by its JSON path
-// (autoscaling.minNodes, taints[3].effect, labels["team"]).
+// (autoscaling.minNodes, taints[3].effect, labels["team"]); a detail of
+// UNAVAILABLE names no field, only the reason OUTCOME_UNKNOWN (whether
+// the call was stored could not be learned: retry it with its key).
 type FieldError struct {
 	Field  string `json:"field"`
 	Reason string `json:"reason"`
@@ -265,6 +267,10 @@ func (e *Error) Error() string {
 		b.WriteString(e.Message)
 	}
 	for _, d := range e.Details {
+		if d.Field == "" {
+			fmt.Fprintf(&b, "; %s", d.Reason)
+			continue
+		}
 		fmt.Fprintf(&b, "; %s: %s", d.Field, d.Reason)
 	}
 	if e.RequestID != "" {

@@ -50,10 +50,37 @@ func (k Kind) Code() string {
 func (k Kind) String() string { return k.Code() }
 
 // FieldError names one broken input field by its JSON path
-// (taints[3].effect, labels["team"]) and says why.
+// (taints[3].effect, labels["team"]) and says why. A detail that names no
+// field (OUTCOME_UNKNOWN) has a Reason alone.
 type FieldError struct {
-	Field  string `json:"field"`
+	Field  string `json:"field,omitempty"`
 	Reason string `json:"reason"`
+}
+
+// String is the detail as messages show it: "field: reason", or the
+// reason alone.
+func (f FieldError) String() string {
+	if f.Field == "" {
+		return f.Reason
+	}
+	return f.Field + ": " + f.Reason
+}
+
+// ReasonOutcomeUnknown is the reason of the one detail of an UNAVAILABLE
+// mutation whose outcome could not be learned (API.md §2).
+const ReasonOutcomeUnknown = "OUTCOME_UNKNOWN"
+
+// OutcomeUnknown returns the UNAVAILABLE error of a mutation that may or
+// may not have been stored: its storage call's answer was lost, and so
+// was the reading back of what it would have written. err is the cause.
+// A retry with the same idempotency key is safe.
+func OutcomeUnknown(err error) *Error {
+	return &Error{
+		Kind:    Unavailable,
+		Message: "storage did not say whether the call was stored; retry with the same idempotencyKey",
+		Fields:  []FieldError{{Reason: ReasonOutcomeUnknown}},
+		Err:     err,
+	}
 }
 
 // Error is a domain error. Message is safe to show to the caller; Err, if
@@ -73,7 +100,8 @@ func (e *Error) Error() string {
 		b.WriteString(e.Message)
 	}
 	for _, f := range e.Fields {
-		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Reason)
+		b.WriteString("; ")
+		b.WriteString(f.String())
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
@@ -96,7 +124,8 @@ func Public(err error, fallback string) string {
 	var b strings.Builder
 	b.WriteString(e.Message)
 	for _, f := range e.Fields {
-		fmt.Fprintf(&b, "; %s: %s", f.Field, f.Reason)
+		b.WriteString("; ")
+		b.WriteString(f.String())
 	}
 	return b.String()
 }

@@ -1,8 +1,10 @@
 package errs
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +72,24 @@ func TestPublic(t *testing.T) {
 		if got := Public(c.err, "fallback"); got != c.want {
 			t.Errorf("Public(%v) = %q, want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// TestOutcomeUnknown: UNAVAILABLE, its one detail names no field, and
+// the detail's JSON is the reason alone, as API.md §2 writes it.
+func TestOutcomeUnknown(t *testing.T) {
+	e := OutcomeUnknown(errors.New("commit: deadline exceeded"))
+	if !Is(e, Unavailable) {
+		t.Errorf("KindOf(OutcomeUnknown) = %v, want UNAVAILABLE", KindOf(e))
+	}
+	b, err := json.Marshal(e.Fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `[{"reason":"OUTCOME_UNKNOWN"}]`; got != want {
+		t.Errorf("details = %s, want %s", got, want)
+	}
+	if got := Public(e, "x"); strings.Contains(got, ": OUTCOME") || !strings.HasSuffix(got, "; OUTCOME_UNKNOWN") {
+		t.Errorf("Public = %q, want the message then the reason alone", got)
 	}
 }

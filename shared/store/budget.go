@@ -33,7 +33,7 @@ type budgetShard struct {
 func (s *Store) LeaseBudget(ctx context.Context, project string, minute time.Time, shard, capacity, want, floor int) (got, left int, err error) {
 	minute = minute.UTC().Truncate(time.Minute)
 	ref := s.budgetShardRef(project, minute, shard)
-	err = s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.transact(ctx, "", func(ctx context.Context, tx *firestore.Transaction) error {
 		got, left = 0, 0
 		var sh budgetShard
 		snap, err := tx.Get(ref)
@@ -50,7 +50,7 @@ func (s *Store) LeaseBudget(ctx context.Context, project string, minute time.Tim
 		got = min(want, left-floor)
 		if got <= 0 {
 			got = 0
-			return nil
+			return unchanged
 		}
 		left -= got
 		return tx.Set(ref, budgetShard{Taken: sh.Taken + got, ExpireAt: minute.Add(time.Minute + budgetShardTTL)})

@@ -60,7 +60,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		idemRef = s.idempotencyRef(c.TenantID(), "clusters.create", c.Actor(), req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
 		snaps, err := tx.GetAll(refs)
 		if err != nil {
@@ -110,7 +110,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 					}
 					res.NodePools = append(res.NodePools, p.View())
 				}
-				return nil
+				return unchanged
 			}
 		}
 		if pool.Archived {
@@ -320,7 +320,7 @@ func decodePageToken(s string) (pageToken, error) {
 func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (ClusterResult, error) {
 	var res ClusterResult
 	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		res = ClusterResult{}
 		grant, cl, err := s.readCluster(tx, c, clusterID)
 		if err != nil {
@@ -338,7 +338,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 		now := s.timestamp()
 		res.Cluster = cl.View()
 		if cl.Spec.Deleting {
-			return nil
+			return unchanged
 		}
 		snaps, err := tx.Documents(s.activePools(clusterRef)).GetAll()
 		if err != nil {
@@ -352,7 +352,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 			}
 		}
 		if !lifecycle.DeleteCluster(&cl.Cluster, pools, now) {
-			return nil
+			return unchanged
 		}
 		for i, p := range pools {
 			if err := tx.Update(snaps[i].Ref, []firestore.Update{{Path: "spec", Value: p.Spec}}); err != nil {

@@ -73,7 +73,7 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) (events []event.Event, kick *chain.Kick, err error) {
 	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
-	err = s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.transact(ctx, g.TenantID, func(ctx context.Context, tx *firestore.Transaction) error {
 		events, kick = nil, nil
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.joinTokenRef(hash), subRef, nodeRef})
 		if err != nil {
@@ -83,7 +83,7 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 			return errs.E(errs.Unauthenticated, "the join token is unknown or revoked")
 		}
 		if snaps[2].Exists() {
-			return nil // joined already: idempotent
+			return unchanged // joined already: idempotent
 		}
 		var cur substrateDoc
 		if err := snaps[1].DataTo(&cur); err != nil {

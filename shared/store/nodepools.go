@@ -59,7 +59,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 		idemRef = s.idempotencyRef(c.TenantID(), "nodePools.create/"+req.ClusterID, c.Actor(), req.IdempotencyKey)
 		refs = append(refs, idemRef)
 	}
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		res = NodePoolResult{}
 		snaps, err := tx.GetAll(refs)
 		if err != nil {
@@ -88,7 +88,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 					return err
 				}
 				res.NodePool = p.View()
-				return nil
+				return unchanged
 			}
 		}
 		if err := lifecycle.MayAddNodePool(c.SubstrateID(), &cluster.Cluster); err != nil {
@@ -238,7 +238,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID,
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
 	poolRef := s.NodePoolRef(c.TenantID(), clusterID, nodePoolID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		res = NodePoolResult{}
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), clusterRef, poolRef})
 		if err != nil {
@@ -269,7 +269,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID,
 		}
 		res.NodePool = p.View()
 		if !changed {
-			return nil
+			return unchanged
 		}
 		if err := tx.Update(poolRef, []firestore.Update{{Path: "spec", Value: p.Spec}}); err != nil {
 			return err

@@ -7,6 +7,22 @@
 // Its reads for the API are decided by auth.Authorize too: clusters and
 // node pools in their files, substrates in substratequeries.go.
 //
+// A mutation's answer tells the truth when Firestore's does not
+// (API.md §2): every transaction of the API, the pool events and the join
+// that writes anything also writes a receipt of its own, in the same
+// commit, and a commit whose answer is lost (UNAVAILABLE or
+// DEADLINE_EXCEEDED after Firestore may have stored it, or the client
+// library's retry refused because the transaction ended) is resolved
+// before the call returns, by reading the receipt back and, when it is
+// not there, writing it as a fence so that the lost commit cannot land
+// later: stored, the call returns what it stored, its events and kick
+// included; not stored, the transaction runs again (up to three runs),
+// then UNAVAILABLE; not learnable, UNAVAILABLE with the detail
+// OUTCOME_UNKNOWN (errs.OutcomeUnknown). INTERNAL never stands for a
+// write that was stored. The path without faults makes no more round
+// trips: the receipt is one more write in the commit, and a transaction
+// that decides to write nothing commits nothing (transact.go).
+//
 // Layout:
 //
 //	accounts/{accountId}                              Account
@@ -19,6 +35,8 @@
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
 //	tenants/{t}/outbox/{eventId}                      event.Event
+//	tenants/{t}/receipts/{random}                     a commit's receipt, or a
+//	                                                  fence (transact.go)
 //	tenants/{t}/substratePools/{poolId}               poolIndex: a pool's last
 //	                                                  version and substrates
 //	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State

@@ -68,7 +68,7 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 	var res PoolEventResult
 	ir := s.substratePoolRef(ev.TenantID, ev.PoolID)
 	pr := s.poolRef(ev.PoolID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, ev.TenantID, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = PoolEventResult{}
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{ir, pr})
 		if err != nil {
@@ -81,10 +81,10 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 		switch {
 		case idx.Archived:
 			res.Outcome = "ignored: the pool is archived, and archival is final"
-			return nil
+			return unchanged
 		case ev.Version < idx.Version, ev.Version == idx.Version && !ev.Archived:
 			res.Outcome = "ignored: not newer than the version applied"
-			return nil
+			return unchanged
 		}
 		var owner Pool
 		if snaps[1].Exists() {
@@ -173,19 +173,25 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 func (s *Store) RefusePoolEvent(ctx context.Context, tenantID, poolID string, version int64, problem string) (*chain.Kick, error) {
 	var kick *chain.Kick
 	ir := s.substratePoolRef(tenantID, poolID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, tenantID, func(ctx context.Context, tx *firestore.Transaction) error {
 		kick = nil
 		snap, err := tx.Get(ir)
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("read %s: %w", ir.Path, err)
 		}
 		idx, err := decodeIndex(snap)
-		if err != nil || idx.SubstrateID == "" || version <= idx.Version || idx.Archived {
+		if err != nil {
 			return err
 		}
+		if idx.SubstrateID == "" || version <= idx.Version || idx.Archived {
+			return unchanged
+		}
 		cur, err := s.readSubstrateTx(tx, tenantID, idx.SubstrateID)
-		if err != nil || cur == nil {
+		if err != nil {
 			return err
+		}
+		if cur == nil {
+			return unchanged
 		}
 		now := s.timestamp()
 		spec := cur.Spec

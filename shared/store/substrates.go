@@ -309,7 +309,7 @@ func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string)
 func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, accountID string) (resource.Cluster, error) {
 	var view resource.Cluster
 	ref := s.ClusterRef(c.TenantID(), clusterID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		grant, cl, err := s.readCluster(tx, c, clusterID)
 		if err != nil {
 			return err
@@ -339,7 +339,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 			updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: c.Pool()})
 		}
 		if len(updates) == 0 {
-			return nil
+			return unchanged
 		}
 		return tx.Update(ref, updates)
 	})
@@ -354,7 +354,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 // nothing else.
 func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID string) error {
 	ref := s.ClusterRef(c.TenantID(), clusterID)
-	err := s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := s.transact(ctx, c.TenantID(), func(ctx context.Context, tx *firestore.Transaction) error {
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{s.grantRef(c), ref})
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
@@ -364,7 +364,7 @@ func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID 
 			return err
 		}
 		if !snaps[1].Exists() {
-			return nil
+			return unchanged
 		}
 		var cl clusterDoc
 		if err := snaps[1].DataTo(&cl); err != nil {
@@ -374,7 +374,7 @@ func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID 
 			return err
 		}
 		if _, ok := cl.AdoptedBy[c.ID()]; !ok {
-			return nil
+			return unchanged
 		}
 		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: firestore.Delete}})
 	})

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -11,6 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/logging"
 )
 
 // quickAttempts bounds the quick retries of an API call's transaction
@@ -77,7 +83,9 @@ func quickRetries(ctx context.Context, method string, req, reply any, cc *grpc.C
 	return err
 }
 
-// transact runs an API call's read-write transaction f.
+// transact runs an API call's read-write transaction f, which writes in
+// the tenant's tree, and learns its outcome when Firestore's answer to the
+// commit is lost (resolve).
 //
 // Firestore's locks abort the younger of two transactions when the older
 // writes a document the younger read (wound-wait). Every node pool call
@@ -98,7 +106,65 @@ func quickRetries(ctx context.Context, method string, req, reply any, cc *grpc.C
 // add to the call's time (fresh attempts, which a younger age made lose
 // again and again, needed one to spread out). The last attempt is the
 // library's own loop, begun the same way.
-func (s *Store) transact(ctx context.Context, f func(context.Context, *firestore.Transaction) error) error {
+//
+// Each attempt whose f returns nil writes, in the same commit, a receipt
+// of its own under the tenant (receiptRef), so that a commit whose answer
+// was lost is resolved: committed, transact returns nil and the caller
+// answers with what that attempt's f made, as if nothing went wrong; not
+// committed, the transaction runs again, up to lostCommitRuns times, and
+// is then UNAVAILABLE; unknowable, UNAVAILABLE with the detail
+// OUTCOME_UNKNOWN. f returns unchanged when it decides to write nothing:
+// the transaction then ends without a commit, and without a receipt.
+// With tenantID empty, no receipt is written, and a lost answer is
+// OUTCOME_UNKNOWN.
+func (s *Store) transact(ctx context.Context, tenantID string, f func(context.Context, *firestore.Transaction) error) error {
+	for run := 1; ; run++ {
+		var last *firestore.DocumentRef // the receipt of the last attempt that reached its commit
+		err := s.attempts(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			last = nil
+			if err := f(ctx, tx); err != nil {
+				return err
+			}
+			if tenantID == "" {
+				last = noReceipt
+				return nil
+			}
+			ref := s.receiptRef(tenantID)
+			if err := tx.Create(ref, receipt{ExpireAt: s.timestamp().Add(receiptTTL)}); err != nil {
+				return err
+			}
+			last = ref
+			return nil
+		})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unchanged):
+			return nil
+		case last == nil || !commitFailed(err):
+			// f failed, or the attempt did not reach its commit.
+			return err
+		case last == noReceipt:
+			return errs.OutcomeUnknown(err)
+		}
+		committed, rerr := s.resolve(ctx, last)
+		switch {
+		case rerr != nil:
+			logging.FromContext(ctx).Warn("The outcome of a commit whose answer was lost cannot be learned", "error", err, "readBack", rerr)
+			return errs.OutcomeUnknown(errors.Join(err, rerr))
+		case committed:
+			logging.FromContext(ctx).Info("A commit whose answer was lost was stored", "error", err)
+			return nil
+		case run == lostCommitRuns:
+			return errs.Wrap(errs.Unavailable, err, "storage is unavailable; retry")
+		}
+		logging.FromContext(ctx).Warn("A commit whose answer was lost was not stored; running the transaction again", "error", err)
+	}
+}
+
+// attempts runs f as one transaction, with the quick retries of attempts
+// aborted by contention (transact).
+func (s *Store) attempts(ctx context.Context, f func(context.Context, *firestore.Transaction) error) error {
 	call := &txCall{}
 	for range quickAttempts {
 		actx, cancel := context.WithCancelCause(ctx)
@@ -118,4 +184,105 @@ func (s *Store) transact(ctx context.Context, f func(context.Context, *firestore
 	}
 	call.cancel = nil
 	return s.fs.RunTransaction(context.WithValue(ctx, callKey{}, call), f)
+}
+
+// unchanged is what a transaction's f returns when it decided to write
+// nothing (a replay, a pool deleting already): transact ends the
+// transaction without a commit and returns nil.
+var unchanged = errors.New("store: nothing to write")
+
+// lostCommitRuns bounds the runs of one call's transaction whose commits
+// were lost without being stored.
+const lostCommitRuns = 3
+
+// receiptTTL is how long a receipt is kept: far longer than a
+// transaction can live (a commit in flight cannot land after it), and
+// short, since only the call that wrote it reads it.
+const receiptTTL = time.Hour
+
+// resolveTimeout bounds the reading back of a lost commit's receipt
+// beyond the call's own deadline: it goes on when the deadline ended the
+// commit, so that the answer says what happened, and it is short, since
+// a read and a write take milliseconds when Firestore answers at all.
+const resolveTimeout = time.Second
+
+// resolveTries bounds the reads and fences of one resolve.
+const resolveTries = 3
+
+// receipt is the identity of one transaction attempt, written in its
+// commit at tenants/{t}/receipts/{random}: its existence says that the
+// attempt committed. A fence is the receipt written by resolve in its
+// place, so that the attempt can no longer commit.
+type receipt struct {
+	ExpireAt time.Time `firestore:"expireAt"`
+	Fence    bool      `firestore:"fence,omitempty"`
+}
+
+// noReceipt marks an attempt that reached its commit with no receipt
+// (transact without a tenant).
+var noReceipt = &firestore.DocumentRef{}
+
+func (s *Store) receiptRef(tenantID string) *firestore.DocumentRef {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return s.tenant(tenantID).Collection("receipts").Doc(hex.EncodeToString(b))
+}
+
+// commitFailed reports whether err, the error of a transaction whose f
+// returned nil, is its commit's and leaves its outcome unknown: the end of
+// the call's context, or a status that a commit may get after Firestore
+// stored it (its answer lost: UNAVAILABLE, DEADLINE_EXCEEDED; INTERNAL
+// and UNKNOWN; and INVALID_ARGUMENT, which the client library's retry of
+// a commit whose answer was lost gets: the transaction has ended). A
+// refusal (ABORTED, PERMISSION_DENIED, ...) stored nothing.
+func commitFailed(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Internal, codes.Unknown, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
+// resolve learns whether the attempt whose receipt is ref committed. The
+// receipt read back says so; none read does not yet say the attempt did
+// not, since a commit past its caller's deadline may still be in flight.
+// So resolve then creates the receipt itself, as a fence: once it is
+// stored, the attempt's own create of it cannot commit any more. A fence
+// that meets the receipt (ALREADY_EXISTS) reads it again: the attempt's
+// receipt, or an earlier fence of resolve's whose answer was lost. err is
+// the last failure when no read or fence succeeded.
+func (s *Store) resolve(ctx context.Context, ref *firestore.DocumentRef) (committed bool, err error) {
+	budget := resolveTimeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = max(budget, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	defer cancel()
+	for range resolveTries {
+		var snap *firestore.DocumentSnapshot
+		snap, err = ref.Get(ctx)
+		switch {
+		case err == nil:
+			var r receipt
+			if err = snap.DataTo(&r); err == nil {
+				return !r.Fence, nil
+			}
+			continue
+		case !isNotFound(err):
+			continue
+		}
+		_, err = ref.Create(ctx, receipt{ExpireAt: s.timestamp().Add(receiptTTL), Fence: true})
+		if err == nil {
+			return false, nil
+		}
+		// ALREADY_EXISTS, or a lost answer: read it again.
+	}
+	return false, err
 }

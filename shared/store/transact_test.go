@@ -59,7 +59,7 @@ func TestTransactAbortedCommit(t *testing.T) {
 				mu       sync.Mutex
 				attempts []context.Context // each attempt's
 			)
-			err = s.transact(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			err = s.transact(ctx, "acme", func(ctx context.Context, tx *firestore.Transaction) error {
 				snap, err := tx.Get(doc)
 				if err != nil {
 					return err

@@ -183,6 +183,11 @@ func (a *app) printAPIError(e *client.Error, flags map[string]string) {
 	}
 	fmt.Fprintf(a.stderr, "error: %s: %s\n", e.Code, msg)
 	for _, d := range e.Details {
+		if d.Field == "" {
+			// OUTCOME_UNKNOWN: the message says to retry with the key.
+			fmt.Fprintf(a.stderr, "  %s\n", d.Reason)
+			continue
+		}
 		if flag := flagOf(flags, d.Field); flag != "" {
 			fmt.Fprintf(a.stderr, "  %s (%s): %s\n", flag, d.Field, d.Reason)
 		} else {
