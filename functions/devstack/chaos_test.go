@@ -32,6 +32,9 @@ import (
 const (
 	chaosLoad    = 20 * time.Second
 	chaosClients = 12
+	// chaosKills bounds the instances killed (CHAOS_KILLS sets another
+	// bound; 0 kills none).
+	chaosKills = 12
 )
 
 var chaosDefaultSeeds = []uint64{1, 2}
@@ -164,7 +167,11 @@ func runChaos(t *testing.T, seed uint64, loadFor time.Duration) {
 	var kills atomic.Int64
 	bg.Add(2)
 	go func() { defer bg.Done(); c.schedule(t, rand.New(rand.NewPCG(seed, 1)), stop) }()
-	go func() { defer bg.Done(); kills.Store(int64(c.kill(rand.New(rand.NewPCG(seed, 2)), stop))) }()
+	most := chaosKills
+	if v, err := strconv.Atoi(os.Getenv("CHAOS_KILLS")); err == nil {
+		most = v
+	}
+	go func() { defer bg.Done(); kills.Store(int64(c.kill(rand.New(rand.NewPCG(seed, 2)), most, stop))) }()
 
 	// Four clusters, made under the faults: two under keys, two without
 	// (one of them in the tenant's own project, reached through IAM).
@@ -340,15 +347,15 @@ func (c *chaos) clearFaults(t *testing.T) {
 	}
 }
 
-// kill sends SIGKILL to a random instance every 0.5 to 1.5 s until stop,
-// and returns how many it killed.
-func (c *chaos) kill(rng *rand.Rand, stop <-chan struct{}) int {
+// kill sends SIGKILL to a random instance every 1 to 2 s, at most most
+// times, until stop, and returns how many it killed.
+func (c *chaos) kill(rng *rand.Rand, most int, stop <-chan struct{}) int {
 	n := 0
-	for {
+	for n < most {
 		select {
 		case <-stop:
 			return n
-		case <-time.After(500*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second)))):
+		case <-time.After(time.Second + time.Duration(rng.Int64N(int64(time.Second)))):
 		}
 		ins := c.e.Instances()
 		if len(ins) == 0 {
@@ -358,6 +365,7 @@ func (c *chaos) kill(rng *rand.Rand, stop <-chan struct{}) int {
 			n++
 		}
 	}
+	return n
 }
 
 // operate changes pools at GKE behind the control plane's back, as an
