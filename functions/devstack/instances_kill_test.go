@@ -368,9 +368,16 @@ func (l *load) resize(t *testing.T, c *loadCluster, p *loadPool, count int) {
 			t.Fatalf("resize pool %s of %s to %d: %v", p.name, c.name, count, err)
 		}
 		l.retried.Add(1)
-		var np resource.NodePool
-		if err := l.try("kubernetesNodePools/get", map[string]any{"tenantId": "acme", "clusterId": c.id, "nodePoolId": p.id}, &np); err == nil && np.NodeCount == count {
-			return true, ""
+		// The API has no get of one pool: it is read from the list.
+		var out struct {
+			NodePools []resource.NodePool `json:"nodePools"`
+		}
+		if err := l.try("kubernetesNodePools/list", map[string]any{"tenantId": "acme", "clusterId": c.id}, &out); err == nil {
+			for _, np := range out.NodePools {
+				if np.ID == p.id && np.NodeCount == count {
+					return true, ""
+				}
+			}
 		}
 		return false, "update: " + err.Error()
 	})
