@@ -495,13 +495,13 @@ const readBackTimeout = 10 * time.Second
 // instance killed): it schedules the steady chain's first run again under
 // the name the attempt gave it, which Cloud Tasks keeps once, at the time
 // the hand-over wrote (its watchdog deadline, less the heartbeat). Once
-// that chain has run past its first interval, or holds the lease, the
-// chain is its own and the task ends.
+// that chain holds the lease, or resumeWindow has passed since its first
+// run was due, the chain is its own and the task ends.
 func (r *Runner) resume(ctx context.Context, k Kick, s State, task string) error {
 	log := logging.FromContext(ctx)
 	now := r.now()
 	at := s.NextAt.Add(-r.steadySlack())
-	if (s.LeaseOwner != "" && s.LeaseExpiry.After(now)) || now.After(at.Add(r.cfg.SteadyInterval)) {
+	if (s.LeaseOwner != "" && s.LeaseExpiry.After(now)) || now.After(at.Add(resumeWindow)) {
 		log.Info("Stale reconcile task; the steady chain it handed its subject to runs it")
 		return nil
 	}
@@ -512,6 +512,16 @@ func (r *Runner) resume(ctx context.Context, k Kick, s State, task string) error
 	}
 	return r.schedule(ctx, k, at, task)
 }
+
+// resumeWindow is how long after the steady chain's first run was due a
+// task that handed its subject over schedules that run again. Cloud Tasks
+// keeps an executed or deleted task's name for about an hour, so within
+// the window a second scheduling of the name is refused (ALREADY_EXISTS)
+// if the first run happened, whatever the steady interval: the window
+// only has to outlast Cloud Tasks' retries of the task on a slow day,
+// and must not reach the hour, after which the name could make a second
+// chain.
+const resumeWindow = 30 * time.Minute
 
 // steadySlack is how far past its next run a steady chain's watchdog
 // deadline is written.
