@@ -2,8 +2,11 @@ package devstack_test
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,11 +36,14 @@ const floodClients = 8
 // devstack is from the goal there; on Cloud Run each instance has its
 // own CPU and the flood scales the instances out.
 func BenchmarkAPINeighbourFlood(b *testing.B) {
-	const phase = 4 * time.Second
+	// The victim calls at an interactive pace: a list and a create every
+	// pace, for each phase.
+	const phase, pace = 5 * time.Second, 20 * time.Millisecond
 	cfg := instancesConfig(3)
-	// Runs at the pace of a real stack's, so that the flood's reconcile
-	// runs weigh on the victim as they would.
-	cfg.ConvergingInterval, cfg.GKEOperationTime, cfg.SteadyInterval = 2*time.Second, time.Second, 5*time.Minute
+	// Runs at the pace of the deployed functions' defaults, so that each
+	// create costs the one reconcile run its kick starts in the phases, as
+	// it would.
+	cfg.ConvergingInterval, cfg.GKEOperationTime, cfg.SteadyInterval = 30*time.Second, 3*time.Second, 5*time.Minute
 	withTenant(cfg.Seed, "globex", "hank", nil)
 	e := startEnv(b, cfg)
 	victim := e.tenantClient(b, "globex", "hank")
@@ -50,7 +56,9 @@ func BenchmarkAPINeighbourFlood(b *testing.B) {
 	var seq atomic.Int64
 	// measure runs the victim's calls, one after another, for the phase.
 	measure := func() (lists, creates []time.Duration) {
-		for end := time.Now().Add(phase); time.Now().Before(end); {
+		tick := time.NewTicker(pace)
+		defer tick.Stop()
+		for end := time.Now().Add(phase); time.Now().Before(end); <-tick.C {
 			start := time.Now()
 			if page, err := victim.list10(); err != nil || len(page) != 10 {
 				b.Errorf("victim's list = %d clusters, %v; want 10", len(page), err)
@@ -65,7 +73,9 @@ func BenchmarkAPINeighbourFlood(b *testing.B) {
 		return lists, creates
 	}
 	b.ResetTimer()
+	cpu := e.cpuSeconds()
 	idleLists, idleCreates := measure()
+	idleCPU := (e.cpuSeconds() - cpu) / phase.Seconds()
 
 	flood := e.tenantClient(b, "acme", "alice")
 	stop := make(chan struct{})
@@ -105,7 +115,9 @@ func BenchmarkAPINeighbourFlood(b *testing.B) {
 		}()
 	}
 	began := time.Now()
+	cpu = e.cpuSeconds()
 	floodLists, floodCreates := measure()
+	floodCPU := (e.cpuSeconds() - cpu) / time.Since(began).Seconds()
 	close(stop)
 	wg.Wait()
 	floodRate := float64(floodCalls.Load()) / time.Since(began).Seconds()
@@ -138,7 +150,39 @@ func BenchmarkAPINeighbourFlood(b *testing.B) {
 			m.name, ms(q(m.idle, 0.5)), ms(q(m.idle, 0.99)), len(m.idle), ms(q(m.flood, 0.5)), ms(q(m.flood, 0.99)), len(m.flood))
 	}
 	b.ReportMetric(floodRate, "flood-calls/s")
-	b.Logf("flood: %d calls by %d clients, %.0f/s; %d CPUs", floodCalls.Load(), floodClients, floodRate, runtime.NumCPU())
+	b.ReportMetric(idleCPU, "stack-cores-idle")
+	b.ReportMetric(floodCPU, "stack-cores-flood")
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("flood: %d calls by %d clients, %.0f/s; the stack used %.2f cores idle, %.2f under the flood, of %d (load average %s)",
+		floodCalls.Load(), floodClients, floodRate, idleCPU, floodCPU, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+// cpuSeconds is the CPU time the stack's processes (this one, which runs
+// the emulators and the front, and the instances) have used, from
+// /proc; 0 where there is none.
+func (e *env) cpuSeconds() float64 {
+	pids := []int{os.Getpid()}
+	for _, in := range e.Instances() {
+		if in.PID != os.Getpid() {
+			pids = append(pids, in.PID)
+		}
+	}
+	var total float64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's name, which ends with ')':
+		// utime and stime are the 12th and 13th, in clock ticks (100 a
+		// second on Linux).
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		for _, v := range f[11:13] {
+			n, _ := strconv.ParseFloat(v, 64)
+			total += n / 100
+		}
+	}
+	return total
 }
 
 // list10 lists a page of 10 of the tenant's clusters.
