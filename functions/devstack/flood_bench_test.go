@@ -44,9 +44,9 @@ const floodClients = 8
 // out instead of taking the victim's.
 //
 // Measured (2 cores, 3 instances, the machine shared with other work at
-// a load average of 4 to 8; 13 runs of this and nearby paces): the p99
+// a load average of 4 to 11; 16 runs of this and nearby paces): the p99
 // under the flood is a median 3.5 times the idle one for list (2.2 to
-// 11.5), 4.6 for create (1.7 to 14.4); the p50 2.0 to 3.4 times for
+// 11.5), 4.3 for create (1.2 to 14.4); the p50 2.0 to 3.4 times for
 // list, 2.8 to 6.4 for create. A limit of each principal's calls in
 // flight per instance (2) was tried, changed neither beyond the runs'
 // spread, and was left out.
