@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +16,14 @@ import (
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
-// withTenant adds to cfg's seed a tenant with its own pool on the
-// platform's account, an admin, and its quota of clusters (none when nil).
+// withTenant adds to the seed a tenant with its own pool on the
+// platform's account (unless the seed has it), an admin, and its quota of
+// clusters (none when nil).
 func withTenant(seed *store.Seed, tenant, admin string, clusters *int) {
-	seed.Pools = append(seed.Pools, store.Pool{ID: "pool-" + tenant, TenantID: tenant, AccountID: "acc-gcp"})
+	pool := store.Pool{ID: "pool-" + tenant, TenantID: tenant, AccountID: "acc-gcp"}
+	if !slices.Contains(seed.Pools, pool) {
+		seed.Pools = append(seed.Pools, pool)
+	}
 	seed.RoleBindings = append(seed.RoleBindings, auth.Binding{TenantID: tenant, Principal: admin, Role: auth.RoleAdmin})
 	seed.Tenants = append(seed.Tenants, store.Tenant{ID: tenant, Quota: lifecycle.Quota{Clusters: clusters}})
 }
