@@ -33,7 +33,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
 	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
 	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
-	seedFile := fl.String("seed", defaultSeed, "seed file: accounts, pools and role bindings (the default, when there is no such file here, is the copy built into the devstack)")
+	seedFile := fl.String("seed", defaultSeed, "seed file: accounts, pools, role bindings and tenants' quotas (the default, when there is no such file here, is the copy built into the devstack)")
 	fl.StringVar(&cfg.DataFile, "data", "", "file keeping the state across restarts, even a kill -9: saved every second (none: start empty)")
 	fl.DurationVar(&cfg.ConvergingInterval, "converging-interval", cloudrun.DefaultConvergingInterval, "time between reconcile runs while a cluster converges")
 	fl.DurationVar(&cfg.SteadyInterval, "steady-interval", cloudrun.DefaultSteadyInterval, "time between reconcile runs of a ready or failed cluster")

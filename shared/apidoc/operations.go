@@ -124,10 +124,13 @@ var operations = []Operation{
 		Summary: "Create a managed Kubernetes cluster",
 		Description: "Records the cluster (and a standard cluster's node pools) and returns it `pending`; the reconciler creates it at the provider. " +
 			"The name is unique among the tenant's clusters that are not deleted (CONFLICT). The region must be one of the pool's account (INVALID_INPUT); " +
-			"a pool whose account provider has no managed Kubernetes is UNSUPPORTED. Publishes kubernetes.cluster.created.",
+			"a pool whose account provider has no managed Kubernetes is UNSUPPORTED. " +
+			"A tenant with a quota of clusters (quota.clusters) that has that many clusters not deleted gets QUOTA_EXCEEDED naming the quota; " +
+			"a deleted cluster frees its place, and a retry with the idempotencyKey of a create that was let in still returns its cluster. " +
+			"Publishes kubernetes.cluster.created.",
 		Permission: "compute:kubernetes:create", OnTenant: true,
 		Request: "CreateCluster", Response: "Cluster",
-		Errors: []errs.Kind{errs.Conflict, errs.Unsupported},
+		Errors: []errs.Kind{errs.Conflict, errs.Quota, errs.Unsupported},
 		Examples: map[string]string{
 			"standard": `{"tenantId":"acme","poolId":"pool-dev","name":"prod","mode":"standard","region":"us-central1",` +
 				`"releaseChannel":"stable","labels":{"env":"prod"},"idempotencyKey":"prod-1",` +

@@ -46,15 +46,19 @@ type CreateClusterRequest struct {
 }
 
 // CreateCluster records a new cluster, pending, with its first node pools.
-// It reads the member, the provider pool, the name reservation and the
-// idempotency record in one batch, then the pool's account, against whose
-// regions it checks the cluster's region and its pools' zones
-// (lifecycle.ClusterZones).
+// It reads the member, the provider pool, the name reservation, the
+// tenant's document and the idempotency record in one batch, then the
+// pool's account, against whose regions it checks the cluster's region and
+// its pools' zones (lifecycle.ClusterZones). The tenant's document counts
+// the cluster against its quota (lifecycle.AddCluster): every create reads
+// and writes it, so that concurrent creates at the quota conflict and
+// exactly the quota's are let in.
 func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateClusterRequest) (ClusterResult, error) {
 	var res ClusterResult
 	poolRef := s.poolRef(req.PoolID)
 	nameRef := s.clusterNameRef(c.TenantID(), req.Spec.Name)
-	refs := []*firestore.DocumentRef{s.grantRef(c), poolRef, nameRef}
+	tenantRef := s.tenantRef(c.TenantID())
+	refs := []*firestore.DocumentRef{s.grantRef(c), poolRef, nameRef, tenantRef}
 	var idemRef *firestore.DocumentRef
 	if req.IdempotencyKey != "" {
 		idemRef = s.idempotencyRef(c.TenantID(), "clusters.create", c.Actor(), req.IdempotencyKey)
@@ -84,8 +88,8 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 			return err
 		}
 		now := s.timestamp()
-		if idemRef != nil && snaps[3].Exists() {
-			rec, replay, err := s.replay(snaps[3], req.RequestHash, req.IdempotencyKey, now)
+		if idemRef != nil && snaps[4].Exists() {
+			rec, replay, err := s.replay(snaps[4], req.RequestHash, req.IdempotencyKey, now)
 			if err != nil {
 				return err
 			}
@@ -143,6 +147,19 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		}
 		if snaps[2].Exists() {
 			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
+		}
+		var tenant lifecycle.Tenant
+		if snaps[3].Exists() {
+			if err := snaps[3].DataTo(&tenant); err != nil {
+				return fmt.Errorf("decode tenant: %w", err)
+			}
+		}
+		if err := lifecycle.AddCluster(c.TenantID(), &tenant); err != nil {
+			return err
+		}
+		// Only the count: the quota is the seed's.
+		if err := tx.Set(tenantRef, map[string]any{"clustersCreated": tenant.ClustersCreated}, firestore.MergeAll); err != nil {
+			return err
 		}
 
 		spec := lifecycle.ClusterSpec{

@@ -138,6 +138,11 @@ func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.Documen
 		if err := tx.Delete(s.clusterNameRef(c.TenantID, c.Spec.Name)); err != nil {
 			return nil, err
 		}
+		// The tenant's count, written blind (an increment), so that the
+		// run does not read the document every create writes.
+		if err := tx.Set(s.tenantRef(c.TenantID), map[string]any{"clustersDeleted": firestore.Increment(1)}, firestore.MergeAll); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Update(now.Ref, statusUpdates(c.Status, c.Active, c.ExpireAt)); err != nil {
 		return nil, err

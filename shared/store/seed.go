@@ -7,15 +7,26 @@ import (
 	"fmt"
 	"regexp"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/better-compute/kubernetes/shared/auth"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // Seed is the devstack's seed file (API.md §8): provider accounts, provider
-// pools and role bindings.
+// pools, role bindings and tenants' quotas.
 type Seed struct {
 	Accounts     []Account      `json:"accounts"`
 	Pools        []Pool         `json:"pools"`
 	RoleBindings []auth.Binding `json:"roleBindings"`
+	Tenants      []Tenant       `json:"tenants,omitempty"`
+}
+
+// Tenant is a tenant's entry of the seed: its quota (API.md §10). A
+// tenant that no entry names has no quota.
+type Tenant struct {
+	ID    string          `json:"id"`
+	Quota lifecycle.Quota `json:"quota"`
 }
 
 // serviceAccountRE matches a service account's email: a user-managed one
@@ -61,11 +72,24 @@ func ParseSeed(b []byte) (*Seed, error) {
 	if _, err := auth.MembersFromBindings(s.RoleBindings); err != nil {
 		return nil, fmt.Errorf("parse seed: roleBindings: %w", err)
 	}
+	tenants := map[string]bool{}
+	for i, t := range s.Tenants {
+		switch {
+		case t.ID == "":
+			return nil, fmt.Errorf("parse seed: tenants[%d] needs an id", i)
+		case tenants[t.ID]:
+			return nil, fmt.Errorf("parse seed: tenants[%d]: tenant %s is named twice", i, t.ID)
+		case t.Quota.Clusters != nil && *t.Quota.Clusters < 0:
+			return nil, fmt.Errorf("parse seed: tenants[%d].quota.clusters: %d is negative", i, *t.Quota.Clusters)
+		}
+		tenants[t.ID] = true
+	}
 	return &s, nil
 }
 
 // LoadSeed writes the seed's accounts, pools and member documents,
-// replacing what was there under the same IDs, in one batch.
+// replacing what was there under the same IDs, in one batch, then each
+// tenant's quota (setTenant).
 func (s *Store) LoadSeed(ctx context.Context, seed *Seed) error {
 	members, err := auth.MembersFromBindings(seed.RoleBindings)
 	if err != nil {
@@ -81,8 +105,43 @@ func (s *Store) LoadSeed(ctx context.Context, seed *Seed) error {
 	for k, m := range members {
 		b.Set(s.memberRef(k.TenantID, k.Principal), m)
 	}
-	if _, err := b.Commit(ctx); err != nil {
-		return fmt.Errorf("load seed: %w", err)
+	if len(seed.Accounts)+len(seed.Pools)+len(members) > 0 {
+		if _, err := b.Commit(ctx); err != nil {
+			return fmt.Errorf("load seed: %w", err)
+		}
+	}
+	for _, t := range seed.Tenants {
+		if err := s.setTenant(ctx, t); err != nil {
+			return fmt.Errorf("load seed: tenant %s: %w", t.ID, err)
+		}
 	}
 	return nil
+}
+
+// setTenant replaces the tenant's quota and reckons its count of clusters
+// that are not deleted from the clusters themselves, in one transaction:
+// clusters made before the tenant's document counted them (or before a
+// quota was set) count from then on, and the creates and runs that change
+// the count meanwhile conflict with it.
+func (s *Store) setTenant(ctx context.Context, t Tenant) error {
+	ref := s.tenantRef(t.ID)
+	return s.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snaps, err := tx.GetAll([]*firestore.DocumentRef{ref})
+		if err != nil {
+			return err
+		}
+		var doc lifecycle.Tenant
+		if snaps[0].Exists() {
+			if err := snaps[0].DataTo(&doc); err != nil {
+				return fmt.Errorf("decode tenant: %w", err)
+			}
+		}
+		active, err := tx.Documents(s.clusters(t.ID).Where("active", "==", true).Select()).GetAll()
+		if err != nil {
+			return fmt.Errorf("read clusters: %w", err)
+		}
+		doc.Quota = t.Quota
+		doc.ClustersCreated = doc.ClustersDeleted + len(active)
+		return tx.Set(ref, doc)
+	})
 }

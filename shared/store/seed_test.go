@@ -64,3 +64,29 @@ func TestParseSeedHostileIDs(t *testing.T) {
 		t.Fatalf("ParseSeed(hostile IDs) = %+v, %v", s, err)
 	}
 }
+
+// Tenants' quotas parse strictly: a misspelt field is refused, not dropped.
+func TestParseSeedTenants(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tenants string
+		ok      bool
+	}{
+		{"a quota", `[{"id": "acme", "quota": {"clusters": 50}}]`, true},
+		{"a quota of none", `[{"id": "acme", "quota": {"clusters": 0}}]`, true},
+		{"no quota", `[{"id": "acme"}]`, true},
+		{"no id", `[{"quota": {"clusters": 50}}]`, false},
+		{"named twice", `[{"id": "acme"}, {"id": "acme", "quota": {"clusters": 1}}]`, false},
+		{"negative", `[{"id": "acme", "quota": {"clusters": -1}}]`, false},
+		{"misspelt quota", `[{"id": "acme", "quota": {"cluster": 50}}]`, false},
+		{"misspelt field", `[{"id": "acme", "quotas": {"clusters": 50}}]`, false},
+		{"not a number", `[{"id": "acme", "quota": {"clusters": "50"}}]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := store.ParseSeed([]byte(`{"accounts": [], "pools": [], "roleBindings": [], "tenants": ` + tc.tenants + `}`))
+			if (err == nil) != tc.ok {
+				t.Errorf("ParseSeed = %+v, %v; want ok %v", s, err, tc.ok)
+			}
+		})
+	}
+}

@@ -26,6 +26,9 @@
 // Layout:
 //
 //	accounts/{accountId}                              Account
+//	tenants/{t}                                       lifecycle.Tenant: its quota
+//	                                                  (the seed's) and count of
+//	                                                  clusters not deleted
 //	pools/{poolId}                                    Pool, its first tenant's
 //	tenants/{t}/members/{principal}                   auth.Member
 //	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
@@ -198,6 +201,12 @@ func (s *Store) poolRef(id string) *firestore.DocumentRef {
 
 func (s *Store) tenant(t string) *firestore.DocumentRef {
 	return docpath.Tenant(s.fs, t)
+}
+
+// tenantRef is the tenant's own document (lifecycle.Tenant): its quota
+// and the count of its clusters.
+func (s *Store) tenantRef(t string) *firestore.DocumentRef {
+	return s.tenant(t)
 }
 
 func (s *Store) memberRef(t, principal string) *firestore.DocumentRef {

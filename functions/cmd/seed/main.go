@@ -1,6 +1,9 @@
-// Command seed writes provider accounts, provider pools and role bindings
-// (the devstack seed format, API.md §8) to a Firestore database: the
-// production path for the documents the API reads but never writes.
+// Command seed writes provider accounts, provider pools, role bindings and
+// tenants' quotas (the devstack seed format, API.md §8 and §10) to a
+// Firestore database: the production path for the documents the API reads
+// but never writes. A tenant's entry replaces its quota and counts its
+// clusters that are not deleted; a tenant the file does not name keeps
+// what it has.
 //
 //	go run ./functions/cmd/seed -project my-project -file seed.json
 //
@@ -23,7 +26,7 @@ import (
 func main() {
 	project := flag.String("project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "Google Cloud project of the Firestore database")
 	database := flag.String("database", firestore.DefaultDatabaseID, "Firestore database ID")
-	file := flag.String("file", "", "seed file (accounts, pools, roleBindings)")
+	file := flag.String("file", "", "seed file (accounts, pools, roleBindings, tenants)")
 	flag.Parse()
 	log := logging.New(os.Stdout, slog.LevelInfo)
 	if err := run(*project, *database, *file); err != nil {
