@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -40,7 +41,9 @@ type poolView struct {
 }
 
 // readCluster reads a cluster, its pools and the substrate that uses it.
-func (c *Console) readCluster(ctx context.Context, tenant, id string) (*clusterView, error) {
+//
+// Its timeline shows the window named (parseWindow).
+func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*clusterView, error) {
 	t := docpath.Tenant(c.opt.Firestore, tenant)
 	ref := t.Collection("clusters").Doc(docpath.ID(id))
 	snap, err := ref.Get(ctx)
@@ -101,13 +104,14 @@ func (c *Console) readCluster(ctx context.Context, tenant, id string) (*clusterV
 	}
 	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	v.Runs, v.Watching = c.watch.runsOf(tenant, id)
-	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, time.Now())
-	v.Stream = fmt.Sprintf("%s/clusters/%s/%s/stream", Path, tenant, id)
+	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, c.watch.historyOf(tenant, id), time.Now(), window)
+	win, _ := parseWindow(window)
+	v.Stream = fmt.Sprintf("%s/clusters/%s/%s/stream?window=%s", Path, url.PathEscape(tenant), url.PathEscape(id), win)
 	return v, nil
 }
 
 func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
-	v, err := c.readCluster(r.Context(), r.PathValue("tenant"), r.PathValue("id"))
+	v, err := c.readCluster(r.Context(), r.PathValue("tenant"), r.PathValue("id"), r.URL.Query().Get("window"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -122,11 +126,11 @@ func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
 // clusterStream sends the cluster's live part again whenever it changes:
 // at each poll, and at once when one of its events arrives.
 func (c *Console) clusterStream(w http.ResponseWriter, r *http.Request) {
-	tenant, id := r.PathValue("tenant"), r.PathValue("id")
+	tenant, id, window := r.PathValue("tenant"), r.PathValue("id"), r.URL.Query().Get("window")
 	ch, stop := c.ev.subscribe()
 	defer stop()
 	c.liveStream(w, r, "cluster-live", "clusterLive", func(ctx context.Context) (any, bool) {
-		v, err := c.readCluster(ctx, tenant, id)
+		v, err := c.readCluster(ctx, tenant, id, window)
 		return v, err == nil && v != nil
 	}, ch, func(e Event) bool { return e.Tenant == tenant && e.ClusterID == id })
 }
@@ -179,183 +183,6 @@ func (c *Console) waitLive(ctx context.Context, tick <-chan time.Time, wake <-ch
 			}
 		}
 	}
-}
-
-// timeline is the picture of a cluster's history: a lane of states for
-// the cluster and for each pool, the provider's operations, and the
-// events by ce-sequence.
-type timeline struct {
-	Width, Height int
-	Lanes         []lane
-	Ops           []bar
-	Runs          []bar
-	RunsY         int
-	Events        []mark
-	Ticks         []tick
-	From, To      time.Time
-	OpsY, EventsY int
-}
-
-type lane struct {
-	Label    string
-	Y        int
-	Segments []bar
-}
-
-type bar struct {
-	X, W  int
-	Class string
-	Label string
-	Title string
-}
-
-type mark struct {
-	X     int
-	Label string
-	Title string
-}
-
-type tick struct {
-	X     int
-	Label string
-}
-
-const (
-	tlLeft  = 130
-	tlWidth = 1000
-	tlLane  = 22
-)
-
-func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*containerpb.Operation, runs []Run, now time.Time) timeline {
-	from, to := created, now
-	if from.IsZero() && len(evs) > 0 {
-		from = evs[0].At()
-	}
-	type opSpan struct {
-		start, end time.Time
-		op         *containerpb.Operation
-	}
-	var spans []opSpan
-	for _, op := range ops {
-		s, err := time.Parse(time.RFC3339Nano, op.GetStartTime())
-		if err != nil {
-			continue
-		}
-		e, err := time.Parse(time.RFC3339Nano, op.GetEndTime())
-		if err != nil {
-			e = now
-		}
-		spans = append(spans, opSpan{s, e, op})
-		if s.Before(from) {
-			from = s
-		}
-	}
-	for _, e := range evs {
-		if e.At().Before(from) {
-			from = e.At()
-		}
-	}
-	if from.IsZero() || !to.After(from) {
-		from = to.Add(-time.Second)
-	}
-	span := to.Sub(from)
-	x := func(t time.Time) int {
-		return tlLeft + int(float64(tlWidth-tlLeft-40)*float64(t.Sub(from))/float64(span))
-	}
-	tl := timeline{Width: tlWidth, From: from, To: to}
-
-	// The lanes: the cluster's, then each pool's, states from the events'
-	// data, the state now at the end.
-	type change struct {
-		at    time.Time
-		state string
-	}
-	lanes := map[string][]change{"": {{created, "pending"}}}
-	names := map[string]string{}
-	order := []string{""}
-	for _, e := range evs {
-		if e.State == "" {
-			continue
-		}
-		k := e.NodePoolID
-		if _, ok := lanes[k]; !ok {
-			order = append(order, k)
-		}
-		if k != "" && e.Name != "" {
-			names[k] = e.Name
-		}
-		lanes[k] = append(lanes[k], change{e.At(), e.State})
-	}
-	current := map[string]string{"": row.State}
-	for _, p := range row.Pools {
-		current[p.ID] = p.State
-		names[p.ID] = p.Name
-		if _, ok := lanes[p.ID]; !ok {
-			order = append(order, p.ID)
-			lanes[p.ID] = nil
-		}
-	}
-	y := 24
-	for _, k := range order {
-		l := lane{Label: "cluster", Y: y}
-		if k != "" {
-			l.Label = "pool " + cmpOr(names[k], k)
-		}
-		ch := lanes[k]
-		if cur := current[k]; cur != "" && (len(ch) == 0 || ch[len(ch)-1].state != cur) {
-			ch = append(ch, change{now, cur})
-		}
-		for i, c := range ch {
-			end := now
-			if i+1 < len(ch) {
-				end = ch[i+1].at
-			}
-			x0 := x(c.at)
-			l.Segments = append(l.Segments, bar{X: x0, W: max(2, x(end)-x0), Class: "s-" + c.state, Label: c.state,
-				Title: fmt.Sprintf("%s %s from %s", l.Label, c.state, c.at.UTC().Format("15:04:05.000"))})
-		}
-		tl.Lanes = append(tl.Lanes, l)
-		y += tlLane
-	}
-	tl.RunsY = y
-	for _, r := range runs {
-		if r.Start.Before(from) {
-			continue
-		}
-		end, what := r.End, "running"
-		if end.IsZero() {
-			end = now
-		} else {
-			what = cmpOr(r.State+" "+r.Message, r.State)
-			if r.OpKind != "" {
-				what += "; operation " + r.OpKind + " " + r.Operation
-			}
-		}
-		x0 := x(r.Start)
-		tl.Runs = append(tl.Runs, bar{X: x0, W: max(2, x(end)-x0), Class: "run",
-			Title: fmt.Sprintf("run %s, %v: %s", r.Start.UTC().Format("15:04:05.000"), end.Sub(r.Start).Round(time.Millisecond), what)})
-	}
-	y += tlLane
-	tl.OpsY = y
-	for _, s := range spans {
-		x0 := x(s.start)
-		d := s.end.Sub(s.start).Round(time.Millisecond)
-		tl.Ops = append(tl.Ops, bar{X: x0, W: max(2, x(s.end)-x0), Class: "op", Label: s.op.GetOperationType().String(),
-			Title: fmt.Sprintf("%s %s, %s, %v", s.op.GetOperationType(), s.op.GetName(), s.op.GetStatus(), d)})
-	}
-	y += tlLane
-	tl.EventsY = y
-	for _, e := range evs {
-		tl.Events = append(tl.Events, mark{X: x(e.At()), Label: cmpOr(strings.TrimLeft(e.Sequence, "0"), "0"),
-			Title: fmt.Sprintf("%s %s %s, ce-sequence %s", e.At().UTC().Format("15:04:05.000"), e.Short(), e.NodePoolID, e.Sequence)})
-	}
-	y += tlLane + 14
-	for i := 0; i <= 4; i++ {
-		t := from.Add(span * time.Duration(i) / 4)
-		tl.Ticks = append(tl.Ticks, tick{X: x(t), Label: t.UTC().Format("15:04:05.0")})
-	}
-	tl.Height = y + 4
-	return tl
 }
 
 func cmpOr(a, b string) string {

@@ -26,6 +26,7 @@ type watcher struct {
 	// latest maxRuns: a run takes the cluster's lease and gives it back.
 	runs    map[string][]Run
 	leases  map[string]lease // the cluster's lease, as last seen
+	hist    *history         // the states seen, for the timelines
 	started time.Time
 	// version counts the changes seen: a page rendered at a version
 	// tells its stream whether the fleet changed since.
@@ -38,7 +39,7 @@ type watcher struct {
 func newWatcher() *watcher {
 	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
 		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
-		runs: map[string][]Run{}, leases: map[string]lease{}}
+		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory()}
 }
 
 // start listens until ctx ends (once).
@@ -116,6 +117,7 @@ func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 			return
 		}
 		w.clusters[path] = v
+		w.hist.cluster(&v, ch.Doc.UpdateTime)
 		var h struct {
 			Reconcile struct {
 				LeaseOwner string    `firestore:"leaseOwner"`
@@ -131,6 +133,7 @@ func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 			return
 		}
 		w.pools[path] = v
+		w.hist.pool(&v, ch.Doc.UpdateTime)
 	default:
 		var v lifecycle.Substrate
 		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" {
