@@ -106,7 +106,8 @@ func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*
 	v.Runs, v.Watching = c.watch.runsOf(tenant, id)
 	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, c.watch.historyOf(tenant, id), time.Now(), window)
 	win, _ := parseWindow(window)
-	v.Stream = fmt.Sprintf("%s/clusters/%s/%s/stream?window=%s", Path, url.PathEscape(tenant), url.PathEscape(id), win)
+	v.Timeline.Self = fmt.Sprintf("%s/clusters/%s/%s", Path, url.PathEscape(tenant), url.PathEscape(id))
+	v.Stream = v.Timeline.Self + "/stream?window=" + win
 	return v, nil
 }
 

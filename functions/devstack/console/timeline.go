@@ -26,6 +26,7 @@ type timeline struct {
 	// Window is the window shown ("" for all the history); Windows are
 	// the others to choose from; Hidden is how many steps are older.
 	Window  string
+	Self    string // the cluster's page, which the windows' links are of
 	Windows []windowLink
 	Hidden  int
 	Steps   []step
