@@ -3,12 +3,14 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 )
 
 type taskRow struct {
@@ -122,6 +124,8 @@ type crumb struct{ Name, Path string }
 type docView struct {
 	ID, Path string
 	JSON     string
+	// Missing: the document has no fields, only subcollections.
+	Missing bool
 }
 
 const firestoreLimit = 100
@@ -143,19 +147,11 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 	case len(segs) == 0:
 		v.Collections, err = collectionIDs(ctx, fsc.Collections(ctx))
 	case len(segs)%2 == 1:
-		it := fsc.Collection(p).Limit(firestoreLimit + 1).Documents(ctx)
-		snaps, e := it.GetAll()
-		err = e
-		if len(snaps) > firestoreLimit {
-			snaps, v.More = snaps[:firestoreLimit], true
-		}
-		for _, s := range snaps {
-			v.Docs = append(v.Docs, docOf(s))
-		}
+		v.Docs, v.More, err = listDocs(ctx, fsc, fsc.Collection(p))
 	default:
 		ref := fsc.Doc(p)
 		snap, e := ref.Get(ctx)
-		d := docView{ID: ref.ID, Path: p}
+		d := docView{ID: ref.ID, Path: p, Missing: true}
 		if e == nil {
 			d = docOf(snap)
 		}
@@ -166,6 +162,45 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 		v.Error = err.Error()
 	}
 	c.render(w, "firestore", page{Title: "Firestore documents", Nav: "firestore", Body: v})
+}
+
+// listDocs is the first firestoreLimit documents of a collection, and
+// whether there are more: as Firebase's emulator shows them, those that
+// hold only subcollections too (tenants/acme holds no field).
+func listDocs(ctx context.Context, fsc *firestore.Client, coll *firestore.CollectionRef) ([]docView, bool, error) {
+	var refs []*firestore.DocumentRef
+	more := false
+	it := coll.DocumentRefs(ctx)
+	for {
+		ref, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if len(refs) == firestoreLimit {
+			more = true
+			break
+		}
+		refs = append(refs, ref)
+	}
+	if len(refs) == 0 {
+		return nil, false, nil
+	}
+	snaps, err := fsc.GetAll(ctx, refs)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []docView
+	for i, s := range snaps {
+		if s == nil || !s.Exists() {
+			out = append(out, docView{ID: refs[i].ID, Path: docPath(refs[i].Path), Missing: true})
+			continue
+		}
+		out = append(out, docOf(s))
+	}
+	return out, more, nil
 }
 
 func collectionIDs(ctx context.Context, it *firestore.CollectionIterator) ([]string, error) {
@@ -180,8 +215,12 @@ func collectionIDs(ctx context.Context, it *firestore.CollectionIterator) ([]str
 
 func docOf(s *firestore.DocumentSnapshot) docView {
 	b, _ := json.MarshalIndent(s.Data(), "", "  ")
-	p := s.Ref.Path[strings.Index(s.Ref.Path, "/documents/")+len("/documents/"):]
-	return docView{ID: s.Ref.ID, Path: p, JSON: string(b)}
+	return docView{ID: s.Ref.ID, Path: docPath(s.Ref.Path), JSON: string(b)}
+}
+
+// docPath is a document's path under the database's documents.
+func docPath(name string) string {
+	return name[strings.Index(name, "/documents/")+len("/documents/"):]
 }
 
 // resourceName is a provider link's resource name (projects/...), without

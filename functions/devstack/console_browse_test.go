@@ -1,0 +1,52 @@
+package devstack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/better-compute/kubernetes/shared/resource"
+)
+
+// TestConsoleFirestoreInBrowser follows the Firestore browser's links
+// from its root to a node pool's document, three levels down: the
+// tenants (documents of no field, only subcollections, listed as
+// Firebase's emulator lists them), a tenant's clusters, a cluster's node
+// pools; each link leads to what it names.
+func TestConsoleFirestoreInBrowser(t *testing.T) {
+	ctx := browser(t)
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-firestore", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	link := func(text string) string {
+		return fmt.Sprintf(`(() => { const a = [...document.querySelectorAll("main a")].find(a => a.textContent.trim() === %q); if (!a) { return false; } a.click(); return true; })()`, text)
+	}
+	within(t, ctx, waitTime, "the root", chromedp.Navigate(e.URL+"/console/firestore"), chromedp.WaitVisible(css("#collections")))
+	for _, step := range []struct{ follow, want string }{
+		{"tenants", "#docs"},
+		{"acme", "#collections"},
+		{"tenants/acme/clusters", "#docs"},
+		{cl.ID, "#collections"},
+		{"tenants/acme/clusters/" + cl.ID + "/nodePools", "#docs"},
+	} {
+		poll(t, ctx, waitTime, "follow "+step.follow, link(step.follow))
+		within(t, ctx, waitTime, "the page of "+step.follow, chromedp.WaitVisible(css(step.want)))
+	}
+	pools, err := e.api.listPools(cl.ID)
+	if err != nil || len(pools) == 0 {
+		t.Fatalf("pools of %s: %v, %v", cl.ID, pools, err)
+	}
+	poll(t, ctx, waitTime, "follow the pool", link(pools[0].ID))
+	within(t, ctx, waitTime, "the pool's document", chromedp.WaitVisible(css("main pre")))
+	doc := value(t, ctx, "the pool's document", chromedp.TextContent(css("main")))
+	if !strings.Contains(doc, "Document "+pools[0].ID) || !strings.Contains(doc, "machineType") {
+		t.Errorf("the pool's page, three levels down, lacks its fields:\n%.2000s", doc)
+	}
+	crumbs := value(t, ctx, "the path", chromedp.Evaluate[string](`[...document.querySelectorAll('nav[aria-label="Path"] a')].map(a => a.textContent).join("/")`))
+	if want := "root/tenants/acme/clusters/" + cl.ID + "/nodePools/" + pools[0].ID; crumbs != want {
+		t.Errorf("path = %q, want %q", crumbs, want)
+	}
+}
