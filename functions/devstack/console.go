@@ -42,6 +42,7 @@ func (s *Stack) startConsole(ctx context.Context) error {
 		Token:      s.Token,
 		Poll:       s.cfg.ConsolePoll,
 		Log:        s.log,
+		Logs:       s.logTap,
 	})
 	if err != nil {
 		return err

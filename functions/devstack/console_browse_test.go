@@ -2,12 +2,16 @@ package devstack_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestConsoleFirestoreInBrowser follows the Firestore browser's links
@@ -49,4 +53,27 @@ func TestConsoleFirestoreInBrowser(t *testing.T) {
 	if want := "root/tenants/acme/clusters/" + cl.ID + "/nodePools/" + pools[0].ID; crumbs != want {
 		t.Errorf("path = %q, want %q", crumbs, want)
 	}
+}
+
+// TestConsoleSubstrateFailureAsLogged creates a substrate on a devstack
+// without Kubernetes API servers: its page says why its runs fail as the
+// log says it (its cluster has no endpoint), not only that they are
+// retried, and that substrates need -kubernetes.
+func TestConsoleSubstrateFailureAsLogged(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	putPool(t, e, createPolicy("pool-logged", 1, flavor("cpu", 1)))
+	sub := e.api.waitSubstrate(t, "pool-logged", "a substrate", func(resource.Substrate) bool { return true })
+	wait.For(t, "the substrate's page with the log's reason", func() (bool, string) {
+		resp, err := http.Get(e.URL + "/console/substrates/acme/" + sub.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		page := string(b)
+		retrying := regexp.MustCompile(`(?s)<dd id="substrate-retrying">.*?</dd>`).FindString(page)
+		return strings.Contains(retrying, "The log says:") && strings.Contains(retrying, "has no endpoint or CA yet") &&
+			strings.Contains(page, `id="substrate-nokube"`) && strings.Contains(page, "-kubernetes"), retrying
+	})
 }

@@ -207,6 +207,7 @@ type Stack struct {
 	cfg       Config
 	functions cloudrun.Config
 	log       *slog.Logger
+	logTap    *console.LogTap
 	lis       net.Listener
 	app       *cloudrun.App
 	http      *http.Server
@@ -251,7 +252,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.SaveInterval <= 0 {
 		cfg.SaveInterval = DefaultSaveInterval
 	}
-	s := &Stack{cfg: cfg, log: cfg.Log}
+	// The console shows the reasons the log has of failing runs.
+	tap := console.NewLogTap()
+	s := &Stack{cfg: cfg, log: slog.New(tap.Handler(cfg.Log.Handler())), logTap: tap}
 	defer func() {
 		if err != nil {
 			s.Close()

@@ -95,6 +95,9 @@ type Options struct {
 	// Poll is how often a cluster's page reads Firestore again; the
 	// fleet, which listens, sends a burst of changes within a quarter of
 	// it (a second when zero).
+	// Logs has the log's latest warning of each substrate and cluster
+	// (nil: the console shows the resources' messages alone).
+	Logs     *LogTap
 	Poll     time.Duration
 	PageSize int
 	Log      *slog.Logger

@@ -47,6 +47,8 @@ type SubstrateRow struct {
 	NodePools                                           []resource.SubstrateNodePool
 	CreatedAt                                           time.Time
 	Progress                                            Progress
+	// Logged is why its runs fail, as the log says it (LogTap).
+	Logged string
 }
 
 // Key is the row's identity on the page.
@@ -300,7 +302,9 @@ func (c *Console) fleetView(f *Fleet, flt filter, version uint64) fleetView {
 			v.Tenants = append(v.Tenants, r.Tenant)
 		}
 		if flt.substrateMatches(r) {
-			subs = append(subs, *r)
+			row := *r
+			row.Logged = c.loggedRow(r)
+			subs = append(subs, row)
 		}
 	}
 	if flt.Tenant != "" && !seen[flt.Tenant] {
