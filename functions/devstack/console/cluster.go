@@ -36,7 +36,7 @@ type poolView struct {
 	PoolCell
 	Generation, Observed int64
 	Operation, OpKind    string
-	Zones                []string
+	ZoneNames            []string
 	MachineType          string
 }
 
@@ -66,9 +66,12 @@ func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*
 	for i := range pools {
 		p := &pools[i]
 		cell := poolCell(p)
+		if cell.Zones == 0 {
+			cell.Zones = len(cl.Spec.Zones)
+		}
 		cells = append(cells, cell)
 		v.Pools = append(v.Pools, poolView{PoolCell: cell, Generation: p.Spec.Generation, Observed: p.Status.ObservedGeneration,
-			Operation: p.Status.Provider.Operation, OpKind: p.Status.Provider.OperationKind, Zones: p.Spec.Zones, MachineType: p.Spec.MachineType})
+			Operation: p.Status.Provider.Operation, OpKind: p.Status.Provider.OperationKind, ZoneNames: p.Spec.Zones, MachineType: p.Spec.MachineType})
 	}
 	slices.SortFunc(v.Pools, func(a, b poolView) int { return strings.Compare(a.Name, b.Name) })
 	subs, err := c.tenantSubstrates(ctx, tenant)

@@ -19,10 +19,14 @@ import (
 // PoolCell is a node pool as the fleet shows it.
 type PoolCell struct {
 	ID, Name, State, Message string
-	NodeCount                int
-	Current                  *int
-	Autoscaling              *resource.Autoscaling
-	ManagedBy                string
+	// NodeCount is its nodeCount, the nodes wanted in each of its Zones
+	// (its own, or the cluster's when it names none); Current the nodes
+	// the provider runs in all of them.
+	NodeCount   int
+	Zones       int
+	Current     *int
+	Autoscaling *resource.Autoscaling
+	ManagedBy   string
 }
 
 // ClusterRow is a cluster as the fleet shows it.
@@ -30,11 +34,13 @@ type ClusterRow struct {
 	Tenant, ID, Name, State, Message, Mode, Region, Version string
 	ProviderName                                            string
 	Pools                                                   []PoolCell
-	NodeCount                                               int
-	CurrentNodeCount                                        int
-	CurrentKnown                                            bool
-	Substrate                                               string
-	CreatedAt, UpdatedAt                                    time.Time
+	// Wanted is the nodes its pools are made with, in all their zones;
+	// CurrentNodeCount those the provider runs (when CurrentKnown).
+	Wanted               int
+	CurrentNodeCount     int
+	CurrentKnown         bool
+	Substrate            string
+	CreatedAt, UpdatedAt time.Time
 }
 
 // Key is the row's identity on the page.
@@ -140,8 +146,12 @@ func sortClusters(rows []ClusterRow) {
 func poolCell(p *lifecycle.NodePool) PoolCell {
 	v := p.View()
 	return PoolCell{ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message,
-		NodeCount: v.NodeCount, Current: v.CurrentNodeCount, Autoscaling: v.Autoscaling, ManagedBy: v.ManagedBy}
+		NodeCount: v.NodeCount, Zones: len(v.Zones), Current: v.CurrentNodeCount, Autoscaling: v.Autoscaling, ManagedBy: v.ManagedBy}
 }
+
+// Wanted is how many nodes the pool is made with: its nodeCount in each
+// of its zones.
+func (p PoolCell) Wanted() int { return p.NodeCount * max(p.Zones, 1) }
 
 func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) ClusterRow {
 	v := cl.View()
@@ -150,8 +160,12 @@ func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) Clust
 		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, CurrentKnown: len(pools) > 0}
 	slices.SortFunc(pools, func(a, b PoolCell) int { return cmp.Compare(a.Name, b.Name) })
 	r.Pools = pools
-	for _, p := range pools {
-		r.NodeCount += p.NodeCount
+	for i := range pools {
+		p := &pools[i]
+		if p.Zones == 0 {
+			p.Zones = len(cl.Spec.Zones)
+		}
+		r.Wanted += p.Wanted()
 		if p.Current == nil {
 			r.CurrentKnown = false
 		} else {
