@@ -124,7 +124,8 @@ func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such cluster", http.StatusNotFound)
 		return
 	}
-	c.render(w, "cluster", page{Title: "Cluster " + v.Row.Name, Nav: "fleet", Flash: r.URL.Query().Get("flash"), Body: v})
+	flash, failed := flashed(r)
+	c.render(w, "cluster", page{Title: "Cluster " + v.Row.Name, Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
 }
 
 // clusterStream sends the cluster's live part again whenever it changes:

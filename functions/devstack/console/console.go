@@ -109,6 +109,7 @@ type Console struct {
 	pages map[string]*template.Template
 	rows  *template.Template
 	ev    *events
+	plans plans
 
 	mu        sync.Mutex
 	stop      context.CancelFunc
@@ -230,10 +231,19 @@ func (c *Console) render(w http.ResponseWriter, name string, data any) {
 	}
 }
 
+// flashed is the page's answer of a form (post-redirect-get): its words
+// and whether it tells of a failure.
+func flashed(r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	return q.Get("flash"), q.Get("failed") != ""
+}
+
 // page is what every page's layout reads.
 type page struct {
 	Title string
 	Nav   string
 	Flash string
-	Body  any
+	// FlashErr says the flash tells of a failure.
+	FlashErr bool
+	Body     any
 }

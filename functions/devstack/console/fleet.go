@@ -34,6 +34,7 @@ type ClusterRow struct {
 	Tenant, ID, Name, State, Message, Mode, Region, Version string
 	ProviderName                                            string
 	Pools                                                   []PoolCell
+	Zones                                                   []string
 	// Wanted is the nodes its pools are made with, in all their zones;
 	// CurrentNodeCount those the provider runs (when CurrentKnown).
 	Wanted               int
@@ -157,7 +158,7 @@ func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) Clust
 	v := cl.View()
 	r := ClusterRow{Tenant: v.TenantID, ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message, Mode: string(v.Mode),
 		Region: v.Region, Version: v.KubernetesVersion, ProviderName: v.ProviderName, Substrate: substrate,
-		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, CurrentKnown: len(pools) > 0}
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, CurrentKnown: len(pools) > 0, Zones: cl.Spec.Zones}
 	slices.SortFunc(pools, func(a, b PoolCell) int { return cmp.Compare(a.Name, b.Name) })
 	r.Pools = pools
 	for i := range pools {
@@ -359,7 +360,8 @@ func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v = c.fleetView(f, flt, ver)
 	}
-	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: r.URL.Query().Get("flash"), Body: v})
+	flash, failed := flashed(r)
+	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
 	if cold {
 		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	}
