@@ -2,6 +2,9 @@ package devstack_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +54,30 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	href := value(t, ctx, "the updating bar's step", chromedp.Evaluate[string](`(() => { const a = document.querySelector("#timeline rect.s-updating").closest("a"); a.focus(); return document.activeElement === a ? a.getAttribute("href") : "not focused"; })()`))
 	if !strings.HasPrefix(href, "#step-") {
 		t.Fatalf("the updating bar: %q, want a focusable link to a step", href)
+	}
+}
+
+// TestConsoleRunsFromTheStart opens a cluster's page only once the
+// cluster is ready: its reconcile runs, and its states in the lanes, were
+// recorded from the devstack's start, not from the first visit.
+func TestConsoleRunsFromTheStart(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	cl := e.api.createCluster(t, "runs-from-start", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	resp, err := http.Get(fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	m := regexp.MustCompile(`Reconcile runs \((\d+),`).FindStringSubmatch(page)
+	if m == nil || m[1] == "0" {
+		t.Errorf("reconcile runs on the first visit: %v, want those since the start", m)
+	}
+	steps := regexp.MustCompile(`(?s)<table id="steps".*?</table>`).FindString(page)
+	if !strings.Contains(steps, "provisioning") {
+		t.Errorf("the steps of the first visit lack the cluster's provisioning:\n%s", steps)
 	}
 }

@@ -160,10 +160,13 @@ func New(opt Options) (*Console, error) {
 	return c, nil
 }
 
-// Start begins keeping the events published to Topics, until Close. It
-// observes the publications rather than subscribing, so that a devstack
-// pays for no subscription, stream or acknowledgement per topic.
+// Start begins keeping the events published to Topics, and the fleet's
+// documents (their states and the reconcile runs, for the timelines),
+// until Close. It observes the publications rather than subscribing, so
+// that a devstack pays for no subscription, stream or acknowledgement per
+// topic. A console not started reads the fleet from its first view.
 func (c *Console) Start(context.Context) error {
+	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	if c.opt.Published == nil {
 		return nil
 	}

@@ -348,8 +348,12 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 			continue
 		}
 		x0 := x(r.Start)
+		took := stop.Sub(r.Start).Round(time.Millisecond).String()
+		if !r.StartSeen && !r.End.IsZero() {
+			took = "between two reads"
+		}
 		tl.Runs = append(tl.Runs, bar{X: x0, W: max(2, x(stop)-x0), Class: "run",
-			Title: fmt.Sprintf("run %s, %v: %s", stamp(r.Start), stop.Sub(r.Start).Round(time.Millisecond), what)})
+			Title: fmt.Sprintf("run %s, %s: %s", stamp(r.Start), took, what)})
 	}
 	y += tlLane
 	tl.OpsY = y

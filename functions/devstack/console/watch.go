@@ -189,7 +189,10 @@ func (w *watcher) fleet() (*Fleet, <-chan struct{}, uint64) {
 // what the cluster's status said then (what the run decided, or why it
 // waits).
 type Run struct {
-	Start, End        time.Time
+	Start, End time.Time
+	// StartSeen says the console saw the lease taken: a run that began
+	// and ended between two of its snapshots has no known duration.
+	StartSeen         bool
 	State, Message    string
 	Operation, OpKind string
 }
@@ -225,7 +228,7 @@ func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) 
 		r.Operation, r.OpKind = cl.Status.Provider.Operation, cl.Status.Provider.OperationKind
 	}
 	if owner != "" {
-		l = append(l, Run{Start: at})
+		l = append(l, Run{Start: at, StartSeen: true})
 	}
 	if len(l) > maxRuns {
 		l = l[len(l)-maxRuns:]
