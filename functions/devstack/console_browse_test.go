@@ -77,3 +77,45 @@ func TestConsoleSubstrateFailureAsLogged(t *testing.T) {
 			strings.Contains(page, `id="substrate-nokube"`) && strings.Contains(page, "-kubernetes"), retrying
 	})
 }
+
+// TestConsoleSearchInBrowser finds a cluster by the search box of every
+// page: by its name and by its ID, each leading to its page; a part of
+// a name lists what holds it.
+func TestConsoleSearchInBrowser(t *testing.T) {
+	ctx := browser(t)
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-search-by-name", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	for _, q := range []string{cl.Name, cl.ID} {
+		within(t, ctx, waitTime, "search "+q, chromedp.Navigate(e.URL+"/console/events"), chromedp.WaitVisible(css("#search-q")),
+			chromedp.SendKeys(css("#search-q"), q+"\r"), chromedp.WaitVisible(css("#cluster-state")))
+		if p := value(t, ctx, "the page found", chromedp.Evaluate[string](`location.pathname`)); p != "/console/clusters/acme/"+cl.ID {
+			t.Errorf("search %q led to %s, want the cluster's page", q, p)
+		}
+	}
+	within(t, ctx, waitTime, "search a part of the name", chromedp.Navigate(e.URL+"/console"), chromedp.WaitVisible(css("#search-q")),
+		chromedp.SendKeys(css("#search-q"), "search-by\r"), chromedp.WaitVisible(css(fmt.Sprintf(`#found-clusters tr[id="cl-acme-%s"] a`, cl.ID))))
+	within(t, ctx, waitTime, "search what is not there", chromedp.Navigate(e.URL+"/console/search?q=no-such-thing-anywhere"),
+		chromedp.WaitVisible(css("#found-none")))
+}
+
+// TestConsoleLinksToClusters follows the emulators' page to clusters: a
+// GKE operation links to its cluster's page.
+func TestConsoleLinksToClusters(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-links", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	link := fmt.Sprintf(`<a href="/console/clusters/acme/%s">%s</a>`, cl.ID, cl.Name)
+	wait.For(t, "the emulators' page linking the operation to its cluster", func() (bool, string) {
+		resp, err := http.Get(e.URL + "/console/emulators")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ops := regexp.MustCompile(`(?s)<table id="ops">.*?</table>`).FindString(string(b))
+		return strings.Contains(ops, link), fmt.Sprintf("%.500s", ops)
+	})
+}

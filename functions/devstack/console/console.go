@@ -212,6 +212,7 @@ func (c *Console) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path+"/emulators", c.emulatorsPage)
 	mux.HandleFunc("GET "+Path+"/firestore", c.firestorePage)
 	mux.HandleFunc("GET "+Path+"/act", c.actPage)
+	mux.HandleFunc("GET "+Path+"/search", c.search)
 	mux.HandleFunc("POST "+Path+"/act/{what}", c.act)
 	sub, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET "+Path+"/static/", http.StripPrefix(Path+"/static/", http.FileServerFS(sub)))

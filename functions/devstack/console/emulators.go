@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type taskRow struct {
 	LastAttempt    time.Time
 	Queue          string
 	ShortQueueName string
+	// Of is the page of the task's subject (a cluster or a substrate),
+	// and Subject its ID.
+	Of, Subject string
 }
 
 type opRow struct {
@@ -30,6 +34,9 @@ type opRow struct {
 	Start, End                        string
 	Duration                          time.Duration
 	Running                           bool
+	// Cluster is the page of the operation's cluster, when the fleet has
+	// it, and ClusterName its name.
+	Cluster, ClusterName string
 }
 
 type emulatorsView struct {
@@ -58,6 +65,7 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 				tr := taskRow{Name: t.GetName()[strings.LastIndex(t.GetName(), "/")+1:], Dispatches: t.GetDispatchCount(), Responses: t.GetResponseCount()}
 				if h := t.GetHttpRequest(); h != nil {
 					tr.URL = h.GetUrl()
+					tr.Of, tr.Subject = subjectOf(h.GetBody())
 				}
 				if st := t.GetScheduleTime(); st != nil {
 					tr.Schedule = st.AsTime()
@@ -76,11 +84,19 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c.opt.Operations != nil {
+		byProvider := c.clustersByProviderName()
 		for _, op := range c.opt.Operations() {
 			o := opRow{Name: op.GetName(), Type: op.GetOperationType().String(), Status: op.GetStatus().String(), Target: resourceName(op.GetTargetLink()),
 				Start: op.GetStartTime(), End: op.GetEndTime(), Running: op.GetEndTime() == ""}
 			if e := op.GetError(); e != nil {
 				o.Error = e.GetMessage()
+			}
+			if l := op.GetTargetLink(); strings.Contains(l, "/clusters/") {
+				name := l[strings.Index(l, "/clusters/")+len("/clusters/"):]
+				name, _, _ = strings.Cut(name, "/")
+				if cl, ok := byProvider[name]; ok {
+					o.Cluster, o.ClusterName = clusterPath(cl.Tenant, cl.ID), cl.Name
+				}
 			}
 			if s, err := time.Parse(time.RFC3339Nano, o.Start); err == nil {
 				end, err := time.Parse(time.RFC3339Nano, o.End)
@@ -106,6 +122,42 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 		v.Kubernetes = c.opt.Kubernetes()
 	}
 	c.render(w, "emulators", page{Title: "What the emulators hold", Nav: "emulators", Body: v})
+}
+
+// subjectOf is the page of the subject a reconcile task's body names
+// ({"kind", "tenantId", "id"}), and its ID; "" when it names none.
+func subjectOf(body []byte) (string, string) {
+	var p struct {
+		Kind     string `json:"kind"`
+		TenantID string `json:"tenantId"`
+		ID       string `json:"id"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.TenantID == "" || p.ID == "" {
+		return "", ""
+	}
+	switch p.Kind {
+	case "clusters":
+		return clusterPath(p.TenantID, p.ID), p.ID
+	case "substrates":
+		return Path + "/substrates/" + url.PathEscape(p.TenantID) + "/" + url.PathEscape(p.ID), p.ID
+	}
+	return "", ""
+}
+
+// clustersByProviderName are the fleet's clusters by their provider
+// names, once the console's listeners hold the fleet (none before).
+func (c *Console) clustersByProviderName() map[string]ClusterRow {
+	out := map[string]ClusterRow{}
+	if !c.watch.isReady() {
+		return out
+	}
+	f, _, _ := c.watch.fleet()
+	for _, cl := range f.Clusters {
+		if cl.ProviderName != "" {
+			out[cl.ProviderName] = cl
+		}
+	}
+	return out
 }
 
 // firestoreView is a collection's documents, or a document, read-only.
