@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -118,4 +122,28 @@ func TestConsoleLinksToClusters(t *testing.T) {
 		ops := regexp.MustCompile(`(?s)<table id="ops">.*?</table>`).FindString(string(b))
 		return strings.Contains(ops, link), fmt.Sprintf("%.500s", ops)
 	})
+}
+
+// TestConsoleStaleInBrowser opens the fleet, then stops the console: the
+// page says it is disconnected and may be stale, drawn apart from the
+// live state (not the live green).
+func TestConsoleStaleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	fsc := fsemu.ForTest(t, "bc-dev")
+	c, err := console.New(console.Options{Firestore: fsc, Poll: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	within(t, ctx, waitTime, "the fleet", chromedp.Navigate(srv.URL+"/console"), chromedp.WaitVisible(chromedp.CSS("#clusters")))
+	poll(t, ctx, waitTime, "live", `document.getElementById("live-status").textContent === "live"`)
+	liveColor := value(t, ctx, "the live color", chromedp.Evaluate[string](`getComputedStyle(document.getElementById("live-status")).color`))
+	c.Close()
+	srv.CloseClientConnections()
+	srv.Close()
+	poll(t, ctx, waitTime, "the page stale", `document.body.classList.contains("stale") && document.getElementById("live-status").textContent.includes("stale")`)
+	if stale := value(t, ctx, "the stale color", chromedp.Evaluate[string](`getComputedStyle(document.getElementById("live-status")).color + " on " + getComputedStyle(document.getElementById("live-status")).backgroundColor`)); strings.HasPrefix(stale, liveColor+" on rgba(0, 0, 0, 0)") {
+		t.Errorf("the stale status is drawn as the live one: %s", stale)
+	}
 }

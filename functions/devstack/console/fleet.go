@@ -177,14 +177,16 @@ func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) Clust
 }
 
 // filter is the fleet's query: a tenant, a state, a page of clusters and
-// one of substrates.
+// one of substrates, and whether deleted clusters are shown (they are
+// hidden unless asked for, or their state is).
 type filter struct {
 	Tenant, State string
 	Page, SPage   int
+	Deleted       bool
 }
 
 func parseFilter(q url.Values) filter {
-	f := filter{Tenant: q.Get("tenant"), State: q.Get("state")}
+	f := filter{Tenant: q.Get("tenant"), State: q.Get("state"), Deleted: q.Get("deleted") != ""}
 	f.Page, _ = strconv.Atoi(q.Get("page"))
 	f.SPage, _ = strconv.Atoi(q.Get("spage"))
 	f.Page, f.SPage = max(f.Page, 1), max(f.SPage, 1)
@@ -192,8 +194,11 @@ func parseFilter(q url.Values) filter {
 }
 
 func (f filter) clusterMatches(r *ClusterRow) bool {
-	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State)
+	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State) && (f.showsDeleted() || r.State != "deleted")
 }
+
+// showsDeleted says deleted clusters are shown.
+func (f filter) showsDeleted() bool { return f.Deleted || f.State == "deleted" }
 
 func (f filter) substrateMatches(r *SubstrateRow) bool {
 	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State)
@@ -208,6 +213,9 @@ func (f filter) values(p, sp int) url.Values {
 	}
 	if f.State != "" {
 		q.Set("state", f.State)
+	}
+	if f.Deleted {
+		q.Set("deleted", "1")
 	}
 	if p > 1 {
 		q.Set("page", strconv.Itoa(p))
@@ -260,6 +268,57 @@ type fleetView struct {
 	// Version is the watcher's version the page shows; 0 for a page read
 	// by queries before the watcher had the fleet (coldView).
 	Version uint64
+	// Counts are the tenant's clusters in each state (nil before the
+	// watcher holds the fleet: its stream sends them); Empty says the
+	// fleet has nothing yet.
+	Counts *clusterCounts
+	Empty  bool
+	Origin string // the devstack's, for the first screen's commands
+}
+
+// clusterCounts are how many clusters are in each state, each with the
+// fleet's link to them, and the link that shows or hides the deleted.
+type clusterCounts struct {
+	States                   []clusterCount
+	Total, Deleted           int
+	ShowDeleted, HideDeleted string
+}
+
+type clusterCount struct {
+	State string
+	N     int
+	Link  string
+}
+
+// countStates counts the clusters of rows that flt's tenant shows.
+func countStates(rows []ClusterRow, flt filter) *clusterCounts {
+	n := map[string]int{}
+	out := &clusterCounts{}
+	for i := range rows {
+		if flt.Tenant == "" || rows[i].Tenant == flt.Tenant {
+			n[rows[i].State]++
+			out.Total++
+		}
+	}
+	for _, st := range states {
+		if n[st] == 0 {
+			continue
+		}
+		f := filter{Tenant: flt.Tenant, State: st}
+		out.States = append(out.States, clusterCount{State: st, N: n[st], Link: Path + f.query(1, 1) + "#h-clusters"})
+	}
+	out.Deleted = n["deleted"]
+	if !flt.showsDeleted() && out.Deleted > 0 {
+		f := flt
+		f.Deleted = true
+		out.ShowDeleted = Path + f.query(1, 1) + "#h-clusters"
+	}
+	if flt.Deleted {
+		f := flt
+		f.Deleted = false
+		out.HideDeleted = Path + f.query(1, 1) + "#h-clusters"
+	}
+	return out
 }
 
 var states = []string{"pending", "provisioning", "ready", "updating", "error", "deleting", "deleted"}
@@ -326,6 +385,8 @@ func (c *Console) fleetView(f *Fleet, flt filter, version uint64) fleetView {
 		v.Tenants = append(v.Tenants, flt.Tenant)
 	}
 	slices.Sort(v.Tenants)
+	v.Counts = countStates(f.Clusters, flt)
+	v.Empty = len(f.Clusters) == 0 && len(f.Substrates) == 0
 	lo, hi := v.CPager.paginate(len(clusters), c.opt.PageSize)
 	v.Clusters = clusters[lo:hi]
 	lo, hi = v.SPager.paginate(len(subs), c.opt.PageSize)
@@ -360,6 +421,7 @@ func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v = c.fleetView(f, flt, ver)
 	}
+	v.Origin = "http://" + r.Host
 	flash, failed := flashed(r)
 	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
 	if cold {
@@ -474,6 +536,7 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var clusters, substrates tableState
+	counts := ""
 	first := true
 	for {
 		f, changed, ver, err := c.readFleet(r.Context())
@@ -491,6 +554,10 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs := c.diff(&clusters, "clusters", "clusterRow", cl, v.CPager, full)
 		msgs = append(msgs, c.diff(&substrates, "substrates", "substrateRow", sb, v.SPager, full)...)
+		if h := c.rowHTML("fleetCounts", v.Counts); h != counts {
+			msgs = append(msgs, rowMsg{Op: "pager", Key: "cluster-counts", HTML: h})
+			counts = h
+		}
 		if first && !full {
 			msgs = nil // the page shows this version
 		}
@@ -551,6 +618,23 @@ var funcs = template.FuncMap{
 		return time.Since(t).Round(time.Second).String()
 	},
 	"pathEscape": url.PathEscape,
+	// age is how long ago t was, coarsely (so that a row changes with it
+	// rarely): minutes within the hour, hours within the day, then days.
+	"age": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		switch d := time.Since(t); {
+		case d < time.Minute:
+			return "under 1m"
+		case d < time.Hour:
+			return strconv.Itoa(int(d/time.Minute)) + "m"
+		case d < 48*time.Hour:
+			return strconv.Itoa(int(d/time.Hour)) + "h"
+		default:
+			return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+		}
+	},
 	// role is what a pool does in its flavor's replacement ("" for the
 	// flavor's only pool).
 	"role": func(r string) string {
