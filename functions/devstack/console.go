@@ -43,6 +43,7 @@ func (s *Stack) startConsole(ctx context.Context) error {
 		Poll:       s.cfg.ConsolePoll,
 		Log:        s.log,
 		Logs:       s.logTap,
+		Requests:   s.requests,
 	})
 	if err != nil {
 		return err

@@ -147,3 +147,22 @@ func TestConsoleStaleInBrowser(t *testing.T) {
 		t.Errorf("the stale status is drawn as the live one: %s", stale)
 	}
 }
+
+// TestConsoleRequestLog creates a cluster through the API, then reads
+// the console's requests: the call is there with its method, path,
+// principal, status, request ID and latency.
+func TestConsoleRequestLog(t *testing.T) {
+	t.Parallel()
+	e := sharedStack(t)
+	cl := e.api.createCluster(t, "console-requests", poolSpec("a", 1))
+	resp, err := http.Get(e.URL + "/console/requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	row := regexp.MustCompile(`<td>POST</td><th scope="row">/api/compute/kubernetesClusters/create</th><td>alice</td><td class="num">200</td><td><small>([0-9a-f]+)</small></td><td class="num">([0-9.]+(?:µs|ms|s))</td>`)
+	if !row.Match(b) {
+		t.Errorf("the requests lack the create of %s with its principal, status, request ID and latency:\n%.3000s", cl.ID, b)
+	}
+}

@@ -208,6 +208,7 @@ type Stack struct {
 	functions cloudrun.Config
 	log       *slog.Logger
 	logTap    *console.LogTap
+	requests  *console.RequestLog // what the console's requests view lists
 	lis       net.Listener
 	app       *cloudrun.App
 	http      *http.Server
@@ -254,7 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	// The console shows the reasons the log has of failing runs.
 	tap := console.NewLogTap()
-	s := &Stack{cfg: cfg, log: slog.New(tap.Handler(cfg.Log.Handler())), logTap: tap}
+	s := &Stack{cfg: cfg, log: slog.New(tap.Handler(cfg.Log.Handler())), logTap: tap, requests: console.NewRequestLog()}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -327,7 +328,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	s.http = &http.Server{Handler: s.front(mux), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
+	s.http = &http.Server{Handler: s.requests.Wrap(s.front(mux)), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
 	s.http.RegisterOnShutdown(s.fresh.close)
 	go func() { _ = s.http.Serve(s.lis) }()
 

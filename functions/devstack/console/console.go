@@ -97,7 +97,10 @@ type Options struct {
 	// it (a second when zero).
 	// Logs has the log's latest warning of each substrate and cluster
 	// (nil: the console shows the resources' messages alone).
-	Logs     *LogTap
+	Logs *LogTap
+	// Requests is the log of the devstack's requests (nil: the requests
+	// view has none).
+	Requests *RequestLog
 	Poll     time.Duration
 	PageSize int
 	Log      *slog.Logger
@@ -213,6 +216,7 @@ func (c *Console) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path+"/firestore", c.firestorePage)
 	mux.HandleFunc("GET "+Path+"/act", c.actPage)
 	mux.HandleFunc("GET "+Path+"/search", c.search)
+	mux.HandleFunc("GET "+Path+"/requests", c.requestsPage)
 	mux.HandleFunc("POST "+Path+"/act/{what}", c.act)
 	sub, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET "+Path+"/static/", http.StripPrefix(Path+"/static/", http.FileServerFS(sub)))
