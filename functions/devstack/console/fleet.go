@@ -301,8 +301,8 @@ func countStates(rows []ClusterRow, flt filter) *clusterCounts {
 		}
 	}
 	for _, st := range states {
-		if n[st] == 0 {
-			continue
+		if n[st] == 0 || st == "deleted" && !flt.showsDeleted() {
+			continue // the deleted hidden are said apart
 		}
 		f := filter{Tenant: flt.Tenant, State: st}
 		out.States = append(out.States, clusterCount{State: st, N: n[st], Link: Path + f.query(1, 1) + "#h-clusters"})
@@ -626,7 +626,7 @@ var funcs = template.FuncMap{
 		}
 		switch d := time.Since(t); {
 		case d < time.Minute:
-			return "under 1m"
+			return "<1m"
 		case d < time.Hour:
 			return strconv.Itoa(int(d/time.Minute)) + "m"
 		case d < 48*time.Hour:
