@@ -263,10 +263,25 @@ func said(what string, f url.Values, code int, answer string) (string, bool) {
 // ({"error": {"message"}}), or the answer as it is.
 func reasonOf(answer string) string {
 	var e struct {
-		Error struct{ Code, Message string }
+		Error struct {
+			Code, Message string
+			Details       []struct{ Field, Reason string }
+		}
 	}
 	if json.Unmarshal([]byte(answer), &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
+		msg := e.Error.Message
+		for i, d := range e.Error.Details {
+			if d.Field == "" {
+				continue
+			}
+			if i == 0 {
+				msg += ": "
+			} else {
+				msg += "; "
+			}
+			msg += d.Field + " " + d.Reason
+		}
+		return msg
 	}
 	if answer == "" {
 		return "no answer"
