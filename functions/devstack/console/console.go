@@ -1,14 +1,18 @@
 // Package console is the devstack's web console (API.md §8, GET
 // /console): the fleet of every tenant, each cluster's node pools and
 // timeline, the kubernetes.* events as they are published, what the
-// emulators hold, forms for the devstack's provider and pool events, and
-// the emulators' active faults (POST, GET and DELETE /dev/faults).
+// emulators hold, the requests the devstack served, a search by name or
+// ID, forms for the devstack's provider and pool events, and the
+// emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
 // outside the devstack, and updates its pages by server-sent events.
 //
-// It reads Firestore directly through the stack's client (read-only), and
-// sees the events as the Pub/Sub emulator takes them (Options.Published),
-// with no subscription of its own.
+// It reads Firestore directly through the stack's client (read-only),
+// keeping the states the clusters' and pools' documents take for the
+// timelines (from Start); sees the events as the Pub/Sub emulator takes
+// them (Options.Published), with no subscription of its own; and learns
+// why runs fail from the devstack's log (LogTap) and what was served
+// from its requests (RequestLog), both of which the devstack wires in.
 package console
 
 import (
