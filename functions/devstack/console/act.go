@@ -250,7 +250,12 @@ func said(what string, f url.Values, code int, answer string) (string, bool) {
 	case "fault-clear":
 		msg = fmt.Sprintf("Fault %s cleared.", f.Get("id"))
 	case "faults-clear":
-		msg = "Every fault cleared."
+		var a struct{ Cleared *int }
+		if json.Unmarshal([]byte(answer), &a) == nil && a.Cleared != nil {
+			msg = fmt.Sprintf("Every fault cleared (%d).", *a.Cleared)
+		} else {
+			msg = "Every fault cleared."
+		}
 	case "put", "archive":
 		msg = fmt.Sprintf("The pool event %s was published.", what)
 	default:
