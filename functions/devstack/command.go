@@ -84,6 +84,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	slog.SetDefault(log)
 	cfg.Log = log
+	cfg.ConsoleFromStart = true
 	switch *telemetryTo {
 	case "off":
 	case "stdout":

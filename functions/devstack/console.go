@@ -41,6 +41,7 @@ func (s *Stack) startConsole(ctx context.Context) error {
 		Devstack:   s.http.Handler,
 		Token:      s.Token,
 		Poll:       s.cfg.ConsolePoll,
+		FromStart:  s.cfg.ConsoleFromStart,
 		Log:        s.log,
 		Logs:       s.logTap,
 		Requests:   s.requests,

@@ -62,7 +62,9 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 // recorded from the devstack's start, not from the first visit.
 func TestConsoleRunsFromTheStart(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, fastConfig())
+	cfg := fastConfig()
+	cfg.ConsoleFromStart = true
+	e := startEnv(t, cfg)
 	cl := e.api.createCluster(t, "runs-from-start", poolSpec("a", 1))
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
 	resp, err := http.Get(fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID))

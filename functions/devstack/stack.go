@@ -152,6 +152,12 @@ type Config struct {
 	// again, the fleet sending a burst of changes within a quarter of it
 	// (a second when zero).
 	ConsolePoll time.Duration
+	// ConsoleFromStart has the console listen to the fleet's documents
+	// from the start, so that its timelines hold every state and
+	// reconcile run (the command's default); false, from the first
+	// view, so that a stack nobody looks at pays nothing for them (the
+	// tests', whose Firestore usage prices the product alone).
+	ConsoleFromStart bool
 }
 
 // DefaultWatchdogInterval is the watchdog's schedule in production

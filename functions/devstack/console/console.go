@@ -107,7 +107,11 @@ type Options struct {
 	Requests *RequestLog
 	Poll     time.Duration
 	PageSize int
-	Log      *slog.Logger
+	// FromStart has Start begin listening to the fleet's documents (the
+	// states and runs of the timelines, from then); false, the first
+	// view does.
+	FromStart bool
+	Log       *slog.Logger
 }
 
 // Console serves the console's pages.
@@ -167,13 +171,15 @@ func New(opt Options) (*Console, error) {
 	return c, nil
 }
 
-// Start begins keeping the events published to Topics, and the fleet's
-// documents (their states and the reconcile runs, for the timelines),
-// until Close. It observes the publications rather than subscribing, so
+// Start begins keeping the events published to Topics, and with
+// FromStart the fleet's documents (their states and the reconcile runs,
+// for the timelines), until Close. It observes the publications rather than subscribing, so
 // that a devstack pays for no subscription, stream or acknowledgement per
 // topic. A console not started reads the fleet from its first view.
 func (c *Console) Start(context.Context) error {
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	if c.opt.FromStart {
+		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	}
 	if c.opt.Published == nil {
 		return nil
 	}

@@ -145,9 +145,11 @@ func subjectOf(body []byte) (string, string) {
 }
 
 // clustersByProviderName are the fleet's clusters by their provider
-// names, once the console's listeners hold the fleet (none before).
+// names, once the console's listeners hold the fleet (none before: it
+// starts them).
 func (c *Console) clustersByProviderName() map[string]ClusterRow {
 	out := map[string]ClusterRow{}
+	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	if !c.watch.isReady() {
 		return out
 	}
