@@ -166,3 +166,28 @@ func TestConsoleRequestLog(t *testing.T) {
 		t.Errorf("the requests lack the create of %s with its principal, status, request ID and latency:\n%.3000s", cl.ID, b)
 	}
 }
+
+// TestConsoleClusterFailureAsLogged has the provider refuse to create a
+// cluster: its page says the log's latest warning of it, the provider's
+// answer, while it is not ready.
+func TestConsoleClusterFailureAsLogged(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, fastConfig())
+	resp, err := http.Post(e.URL+"/dev/faults", "application/json",
+		strings.NewReader(`{"service":"gke","method":"CreateCluster","action":"fail","code":"UNAVAILABLE"}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /dev/faults = %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	cl := e.api.createCluster(t, "console-logged", poolSpec("a", 1))
+	wait.For(t, "the cluster's page with the log's warning", func() (bool, string) {
+		resp, err := http.Get(fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		logged := regexp.MustCompile(`(?s)<dd id="cluster-logged" class="logged">.*?</dd>`).FindString(string(b))
+		return strings.Contains(logged, "Provider call failed") && strings.Contains(logged, "Unavailable"), logged
+	})
+}

@@ -30,6 +30,9 @@ type clusterView struct {
 	Runs       []Run
 	Watching   time.Time // since when the console sees runs
 	Stream     string
+	// Logged is the log's latest warning of the cluster since it entered
+	// its state, when it is not ready (LogTap).
+	Logged *LogLine
 }
 
 type poolView struct {
@@ -107,7 +110,17 @@ func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*
 	}
 	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	v.Runs, v.Watching = c.watch.runsOf(tenant, id)
-	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, c.watch.historyOf(tenant, id), time.Now(), window)
+	hist := c.watch.historyOf(tenant, id)
+	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, hist, time.Now(), window)
+	if l, ok := c.opt.Logs.Last("cluster", id); ok && v.Row.State != "ready" && v.Row.State != "deleted" {
+		since := v.Row.UpdatedAt
+		if h := hist.Changes[""]; len(h) > 0 {
+			since = h[len(h)-1].At
+		}
+		if !l.At.Before(since.Add(-time.Second)) {
+			v.Logged = &l
+		}
+	}
 	win, _ := parseWindow(window)
 	v.Timeline.Self = fmt.Sprintf("%s/clusters/%s/%s", Path, url.PathEscape(tenant), url.PathEscape(id))
 	v.Stream = v.Timeline.Self + "/stream?window=" + win
