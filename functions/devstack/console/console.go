@@ -96,15 +96,15 @@ type Options struct {
 	Devstack http.Handler
 	// Token mints a tenant's development token (for the substrate's plan).
 	Token func(sub string) (string, error)
-	// Poll is how often a cluster's page reads Firestore again; the
-	// fleet, which listens, sends a burst of changes within a quarter of
-	// it (a second when zero).
 	// Logs has the log's latest warning of each substrate and cluster
 	// (nil: the console shows the resources' messages alone).
 	Logs *LogTap
 	// Requests is the log of the devstack's requests (nil: the requests
 	// view has none).
 	Requests *RequestLog
+	// Poll is how often a cluster's page reads Firestore again; the
+	// fleet, which listens, sends a burst of changes within a quarter of
+	// it (a second when zero).
 	Poll     time.Duration
 	PageSize int
 	// FromStart has Start begin listening to the fleet's documents (the
@@ -173,9 +173,10 @@ func New(opt Options) (*Console, error) {
 
 // Start begins keeping the events published to Topics, and with
 // FromStart the fleet's documents (their states and the reconcile runs,
-// for the timelines), until Close. It observes the publications rather than subscribing, so
-// that a devstack pays for no subscription, stream or acknowledgement per
-// topic. A console not started reads the fleet from its first view.
+// for the timelines), until Close. It observes the publications rather
+// than subscribing, so that a devstack pays for no subscription, stream
+// or acknowledgement per topic. Without FromStart, the console reads the
+// fleet's documents from its first view.
 func (c *Console) Start(context.Context) error {
 	if c.opt.FromStart {
 		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
