@@ -357,6 +357,9 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 	}
 	y += tlLane
 	tl.OpsY = y
+	// Operations may overlap: a label is drawn only clear of the last.
+	slices.SortStableFunc(spans, func(a, b opSpan) int { return a.start.Compare(b.start) })
+	labelEnd := 0
 	for _, s := range spans {
 		d := s.end.Sub(s.start).Round(time.Millisecond)
 		id := fmt.Sprintf("step-%d", len(tl.Steps)+1)
@@ -373,8 +376,8 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 		x0 := x(s.start)
 		b := bar{X: x0, W: max(2, x(s.end)-x0), Class: "op", Step: id,
 			Title: fmt.Sprintf("%s %s, %s, %v", s.op.GetOperationType(), s.op.GetName(), s.op.GetStatus(), d)}
-		if l := s.op.GetOperationType().String(); fits(l, b.W) {
-			b.Label = l
+		if l := s.op.GetOperationType().String(); fits(l, b.W) && b.X >= labelEnd {
+			b.Label, labelEnd = l, b.X+len(l)*charWidth+4
 		}
 		tl.Ops = append(tl.Ops, b)
 	}

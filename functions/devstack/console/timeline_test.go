@@ -103,3 +103,22 @@ func TestTimelineEventLabelsApart(t *testing.T) {
 		last = m.X
 	}
 }
+
+// TestTimelineOperationLabelsApart draws two long operations that
+// overlap: only the first's label is drawn.
+func TestTimelineOperationLabelsApart(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+	op := func(name string, start, end time.Duration) *containerpb.Operation {
+		return &containerpb.Operation{Name: name, OperationType: containerpb.Operation_CREATE_NODE_POOL,
+			StartTime: t0.Add(start).Format(time.RFC3339Nano), EndTime: t0.Add(end).Format(time.RFC3339Nano)}
+	}
+	ops := []*containerpb.Operation{op("op-2", 2*time.Second, 60*time.Second), op("op-1", time.Second, 59*time.Second)}
+	tl := buildTimeline(t0, ClusterRow{State: "ready"}, nil, ops, nil, laneHistory{}, t0.Add(time.Minute), "all")
+	var labels []string
+	for _, b := range tl.Ops {
+		labels = append(labels, b.Label)
+	}
+	if len(labels) != 2 || labels[0] == "" || labels[1] != "" {
+		t.Errorf("labels %q, want the first operation's alone", labels)
+	}
+}
