@@ -50,6 +50,18 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	if !strings.Contains(steps, "node pool a") || !strings.Contains(steps, "updating") {
 		t.Errorf("the list of steps lacks the pool's updating:\n%s", steps)
 	}
+	// Deleted: the lanes show it deleting, then end at the deletion.
+	e.api.deleteCluster(t, cl.ID)
+	poll(t, ctx, waitTime, "the cluster deleting, then deleted, in its lane",
+		`!!document.querySelector("#timeline a.seg rect.s-deleting") && !!document.querySelector("#timeline a.seg rect.s-deleted")`)
+	ends := value(t, ctx, "the lanes' ends", chromedp.Evaluate[string](`(() => {
+		const last = [...document.querySelectorAll("#timeline a.seg rect.s-deleted")].map(r => +r.getAttribute("x") + +r.getAttribute("width"));
+		const axis = [...document.querySelectorAll("#timeline line.axis")].map(l => +l.getAttribute("x1"));
+		return Math.max(...last) + " " + Math.max(...axis); })()`))
+	var end, right int
+	if _, err := fmt.Sscan(ends, &end, &right); err != nil || end > right {
+		t.Errorf("the lanes end at x=%d, past the timeline's end at x=%d: a deleted cluster's history ends at its deletion", end, right)
+	}
 	// By keyboard: a bar is a link, and following it reaches its step.
 	href := value(t, ctx, "the updating bar's step", chromedp.Evaluate[string](`(() => { const a = document.querySelector("#timeline rect.s-updating").closest("a"); a.focus(); return document.activeElement === a ? a.getAttribute("href") : "not focused"; })()`))
 	if !strings.HasPrefix(href, "#step-") {
