@@ -244,7 +244,8 @@ func TestConsoleForms(t *testing.T) {
 	}{
 		{"upgrade", url.Values{"clusterId": {cl.ID}, "duration": {"50ms"}}, "202", "began upgrading the control plane of cluster " + cl.ID, false},
 		{"autoscale", url.Values{"clusterId": {cl.ID}, "nodePool": {"a"}, "nodeCount": {"2"}}, "409", "The autoscaler's change was refused", true}, // autoscaling off
-		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"0"}}, "400", "The stockout was refused", true},
+		{"stockout", url.Values{"zone": {"us-central1-a"}, "count": {"0"}}, "400", "The stockout was refused (400): invalid input: count", true},
+		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"1"}}, "us-central1-a, us-central1-b", `no cluster of the devstack can be in zone "us-central1-z"`, true},
 	} {
 		code, loc, _ := form(tt.what, tt.form)
 		u, err := url.Parse(loc)
@@ -252,7 +253,7 @@ func TestConsoleForms(t *testing.T) {
 			t.Errorf("%s: %d to %q, want 303 to the act page", tt.what, code, loc)
 			continue
 		}
-		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) || !strings.Contains(flash, tt.words) || strings.Contains(flash, "{") {
+		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) || !strings.Contains(flash, tt.words) || strings.Contains(flash, "{\"") {
 			t.Errorf("%s: answer %q, want %s and %q in words", tt.what, flash, tt.want, tt.words)
 		}
 		// The page it goes back to says it, red on a failure.
@@ -269,6 +270,9 @@ func TestConsoleForms(t *testing.T) {
 		page = []byte(get("/console/act"))
 		return strings.Contains(string(page), fmt.Sprintf(`<option value="%s">`, cl.ID)), ""
 	})
+	if !strings.Contains(string(page), `<option value="europe-west4-b">`) {
+		t.Errorf("the act page offers no pick of the accounts' zones")
+	}
 	pool := regexp.MustCompile(`(?s)<textarea id="pl-pool" name="pool"[^>]*>(.*?)</textarea>`).FindSubmatch(page)
 	if pool == nil {
 		t.Fatalf("no pool form on the act page:\n%s", page)

@@ -37,12 +37,16 @@ type actView struct {
 // withChoices is v with the fleet's clusters, zones and node pool names
 // to pick from, once the console's listeners hold the fleet.
 func (c *Console) withChoices(v actView) actView {
+	zones, names := map[string]bool{}, map[string]bool{}
+	for _, z := range c.opt.Zones {
+		zones[z] = true
+	}
+	v.Zones = slices.Sorted(maps.Keys(zones))
 	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	if !c.watch.isReady() {
 		return v
 	}
 	f, _, _ := c.watch.fleet()
-	zones, names := map[string]bool{}, map[string]bool{}
 	for _, r := range f.Clusters {
 		if r.State == "deleted" {
 			continue
@@ -180,6 +184,11 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	case "faults-clear":
 		method, path = http.MethodDelete, faultsPath
 	case "stockout":
+		if z := f.Get("zone"); len(c.opt.Zones) > 0 && !slices.Contains(c.opt.Zones, z) {
+			c.back(w, r, fmt.Sprintf("The stockout was refused: no cluster of the devstack can be in zone %q (its accounts' zones: %s).",
+				z, strings.Join(c.opt.Zones, ", ")), false)
+			return
+		}
 		n, _ := strconv.Atoi(f.Get("count"))
 		path, body = "/dev/gke/stockout", map[string]any{"zone": f.Get("zone"), "count": n}
 	case "upgrade":
@@ -203,7 +212,13 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	code, answer := c.callAs(r, method, path, body, "")
 	msg, ok := said(r.PathValue("what"), f, code, answer)
-	back := f.Get("back")
+	c.back(w, r, msg, ok)
+}
+
+// back sends the browser back to where the form was (its "back", or the
+// act page) with msg, red when !ok.
+func (c *Console) back(w http.ResponseWriter, r *http.Request, msg string, ok bool) {
+	back := r.PostForm.Get("back")
 	if back == "" || !strings.HasPrefix(back, Path) {
 		back = Path + "/act"
 	}

@@ -107,6 +107,9 @@ type Options struct {
 	// it (a second when zero).
 	Poll     time.Duration
 	PageSize int
+	// Zones are the zones the devstack's clusters may use, which the act
+	// page offers and a stockout must name (nil: any).
+	Zones []string
 	// FromStart has Start begin listening to the fleet's documents (the
 	// states and runs of the timelines, from then); false, the first
 	// view does.
