@@ -304,6 +304,7 @@ func TestConsoleLoadsNothingFromOutside(t *testing.T) {
 	for _, p := range []string{"/console", "/console?tenant=acme&state=ready", "/console/clusters/acme/" + cl.ID,
 		"/console/events", "/console/events?cluster=" + cl.ID, "/console/emulators", "/console/firestore",
 		"/console/firestore?path=tenants/acme/clusters", "/console/firestore?path=tenants/acme/clusters/" + cl.ID, "/console/act",
+		"/console/search?q=console", "/console/requests", "/console/firestore?path=tenants",
 		"/console/static/console.js", "/console/static/console.css"} {
 		resp, err := http.Get(e.URL + p)
 		if err != nil {
