@@ -84,6 +84,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	slog.SetDefault(log)
 	cfg.Log = log
+	cfg.ConsoleFromStart = true
 	switch *telemetryTo {
 	case "off":
 	case "stdout":
@@ -143,6 +144,7 @@ func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) e
 		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "compute", s.Compute.Addr(), "iamCredentials", s.IAM.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
 	fmt.Fprintf(stderr, `
 Better Compute devstack is up.
+  Console        %[1]s/console   (the fleet, each cluster's timeline, the events, the emulators, faults)
   API            %[1]s   (GET %[1]s/healthz)
   Firestore      FIRESTORE_EMULATOR_HOST=%[2]s
   Pub/Sub        PUBSUB_EMULATOR_HOST=%[3]s   (project %[4]s)

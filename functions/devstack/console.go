@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/errs"
@@ -41,7 +42,11 @@ func (s *Stack) startConsole(ctx context.Context) error {
 		Devstack:   s.http.Handler,
 		Token:      s.Token,
 		Poll:       s.cfg.ConsolePoll,
+		FromStart:  s.cfg.ConsoleFromStart,
+		Zones:      s.seedZones(),
 		Log:        s.log,
+		Logs:       s.logTap,
+		Requests:   s.requests,
 	})
 	if err != nil {
 		return err
@@ -104,4 +109,24 @@ func (s *Stack) consoleKubernetes() *console.Kubernetes {
 			Queue: sv.Queue, Error: sv.Error})
 	}
 	return k
+}
+
+// seedZones are the zones of the seed's accounts: the only ones a cluster
+// of the devstack can have nodes in.
+func (s *Stack) seedZones() []string {
+	if s.cfg.Seed == nil {
+		return nil
+	}
+	var zones []string
+	for _, a := range s.cfg.Seed.Accounts {
+		for _, zs := range a.Regions {
+			for _, z := range zs {
+				if !slices.Contains(zones, z) {
+					zones = append(zones, z)
+				}
+			}
+		}
+	}
+	slices.Sort(zones)
+	return zones
 }

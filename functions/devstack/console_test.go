@@ -209,6 +209,23 @@ func TestConsoleForms(t *testing.T) {
 	cl := e.api.createCluster(t, "console-forms", poolSpec("a", 1))
 	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(p string) string {
+		t.Helper()
+		var page string
+		// The act page offers the fleet's clusters once the console's
+		// listeners hold it.
+		wait.For(t, "GET "+p, func() (bool, string) {
+			resp, err := http.Get(e.URL + p)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			page = string(b)
+			return resp.StatusCode == http.StatusOK && strings.Contains(page, "dl-clusters"), fmt.Sprint(resp.StatusCode)
+		})
+		return page
+	}
 	form := func(what string, v url.Values) (int, string, string) {
 		t.Helper()
 		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
@@ -220,13 +237,15 @@ func TestConsoleForms(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Location"), string(b)
 	}
 	for _, tt := range []struct {
-		what string
-		form url.Values
-		want string
+		what        string
+		form        url.Values
+		want, words string
+		failed      bool
 	}{
-		{"upgrade", url.Values{"clusterId": {cl.ID}, "duration": {"50ms"}}, "202"},
-		{"autoscale", url.Values{"clusterId": {cl.ID}, "nodePool": {"a"}, "nodeCount": {"2"}}, "409"}, // autoscaling off
-		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"0"}}, "400"},
+		{"upgrade", url.Values{"clusterId": {cl.ID}, "duration": {"50ms"}}, "202", "began upgrading the control plane of cluster " + cl.ID, false},
+		{"autoscale", url.Values{"clusterId": {cl.ID}, "nodePool": {"a"}, "nodeCount": {"2"}}, "409", "The autoscaler's change was refused", true}, // autoscaling off
+		{"stockout", url.Values{"zone": {"us-central1-a"}, "count": {"0"}}, "400", "The stockout was refused (400): invalid input: count", true},
+		{"stockout", url.Values{"zone": {"us-central1-z"}, "count": {"1"}}, "us-central1-a, us-central1-b", `no cluster of the devstack can be in zone "us-central1-z"`, true},
 	} {
 		code, loc, _ := form(tt.what, tt.form)
 		u, err := url.Parse(loc)
@@ -234,23 +253,38 @@ func TestConsoleForms(t *testing.T) {
 			t.Errorf("%s: %d to %q, want 303 to the act page", tt.what, code, loc)
 			continue
 		}
-		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) {
-			t.Errorf("%s: answer %q, want %s", tt.what, flash, tt.want)
+		if flash := u.Query().Get("flash"); !strings.Contains(flash, tt.want) || !strings.Contains(flash, tt.words) || strings.Contains(flash, "{\"") {
+			t.Errorf("%s: answer %q, want %s and %q in words", tt.what, flash, tt.want, tt.words)
+		}
+		// The page it goes back to says it, red on a failure.
+		class := `<p class="flash ok"`
+		if tt.failed {
+			class = `<p class="flash err" role="alert"`
+		}
+		if page := get(loc); !strings.Contains(page, class) {
+			t.Errorf("%s: the act page lacks %s", tt.what, class)
 		}
 	}
-	resp, err := http.Get(e.URL + "/console/act")
-	if err != nil {
-		t.Fatal(err)
+	var page []byte
+	wait.For(t, "the act page offering cluster "+cl.ID, func() (bool, string) {
+		page = []byte(get("/console/act"))
+		return strings.Contains(string(page), fmt.Sprintf(`<option value="%s">`, cl.ID)), ""
+	})
+	if !strings.Contains(string(page), `<option value="europe-west4-b">`) {
+		t.Errorf("the act page offers no pick of the accounts' zones")
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	pool := regexp.MustCompile(`(?s)<textarea id="pl-pool" name="pool"[^>]*>(.*?)</textarea>`).FindSubmatch(page)
 	if pool == nil {
 		t.Fatalf("no pool form on the act page:\n%s", page)
 	}
-	code, _, body := form("pool", url.Values{"tenantId": {"acme"}, "as": {"alice"}, "action": {"plan"}, "pool": {html.UnescapeString(string(pool[1]))}})
-	if code != http.StatusOK || !strings.Contains(body, resource.PlanCreateCluster) || !strings.Contains(body, `value="put"`) {
-		t.Errorf("plan = %d, want the plan (createCluster) and the put button:\n%s", code, body)
+	// The plan comes back by a redirect: a reload asks for it again no
+	// more than it sends an event.
+	code, loc, _ := form("pool", url.Values{"tenantId": {"acme"}, "as": {"alice"}, "action": {"plan"}, "pool": {html.UnescapeString(string(pool[1]))}})
+	if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/console/act?plan=") {
+		t.Fatalf("plan = %d to %q, want 303 to the act page with the plan", code, loc)
+	}
+	if body := get(loc); !strings.Contains(body, resource.PlanCreateCluster) || !strings.Contains(body, `value="put"`) {
+		t.Errorf("plan page, want the plan (createCluster) and the put button:\n%s", body)
 	}
 }
 
@@ -270,6 +304,7 @@ func TestConsoleLoadsNothingFromOutside(t *testing.T) {
 	for _, p := range []string{"/console", "/console?tenant=acme&state=ready", "/console/clusters/acme/" + cl.ID,
 		"/console/events", "/console/events?cluster=" + cl.ID, "/console/emulators", "/console/firestore",
 		"/console/firestore?path=tenants/acme/clusters", "/console/firestore?path=tenants/acme/clusters/" + cl.ID, "/console/act",
+		"/console/search?q=console", "/console/requests", "/console/firestore?path=tenants",
 		"/console/static/console.js", "/console/static/console.css"} {
 		resp, err := http.Get(e.URL + p)
 		if err != nil {

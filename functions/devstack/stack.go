@@ -152,6 +152,12 @@ type Config struct {
 	// again, the fleet sending a burst of changes within a quarter of it
 	// (a second when zero).
 	ConsolePoll time.Duration
+	// ConsoleFromStart has the console listen to the fleet's documents
+	// from the start, so that its timelines hold every state and
+	// reconcile run (the command's default); false, from the first
+	// view, so that a stack nobody looks at pays nothing for them (the
+	// tests', whose Firestore usage prices the product alone).
+	ConsoleFromStart bool
 }
 
 // DefaultWatchdogInterval is the watchdog's schedule in production
@@ -207,6 +213,8 @@ type Stack struct {
 	cfg       Config
 	functions cloudrun.Config
 	log       *slog.Logger
+	logTap    *console.LogTap
+	requests  *console.RequestLog // what the console's requests view lists
 	lis       net.Listener
 	app       *cloudrun.App
 	http      *http.Server
@@ -251,7 +259,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.SaveInterval <= 0 {
 		cfg.SaveInterval = DefaultSaveInterval
 	}
-	s := &Stack{cfg: cfg, log: cfg.Log}
+	// The console shows the reasons the log has of failing runs.
+	tap := console.NewLogTap()
+	s := &Stack{cfg: cfg, log: slog.New(tap.Handler(cfg.Log.Handler())), logTap: tap, requests: console.NewRequestLog()}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -324,7 +334,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	s.http = &http.Server{Handler: s.front(mux), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
+	s.http = &http.Server{Handler: s.requests.Wrap(s.front(mux)), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
 	s.http.RegisterOnShutdown(s.fresh.close)
 	go func() { _ = s.http.Serve(s.lis) }()
 

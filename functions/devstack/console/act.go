@@ -2,13 +2,18 @@ package console
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // actView is the page of forms that act on the world.
@@ -22,6 +27,76 @@ type actView struct {
 	// services a new one may name.
 	Faults        []Fault
 	FaultServices []string
+	// Clusters, Zones and PoolNames are what the forms offer to pick
+	// from: the fleet's.
+	Clusters  []ClusterRow
+	Zones     []string
+	PoolNames []string
+}
+
+// withChoices is v with the fleet's clusters, zones and node pool names
+// to pick from, once the console's listeners hold the fleet.
+func (c *Console) withChoices(v actView) actView {
+	zones, names := map[string]bool{}, map[string]bool{}
+	for _, z := range c.opt.Zones {
+		zones[z] = true
+	}
+	v.Zones = slices.Sorted(maps.Keys(zones))
+	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	if !c.watch.isReady() {
+		return v
+	}
+	f, _, _ := c.watch.fleet()
+	for _, r := range f.Clusters {
+		if r.State == "deleted" {
+			continue
+		}
+		v.Clusters = append(v.Clusters, r)
+		for _, z := range r.Zones {
+			zones[z] = true
+		}
+		for _, p := range r.Pools {
+			names[p.Name] = true
+		}
+	}
+	v.Zones, v.PoolNames = slices.Sorted(maps.Keys(zones)), slices.Sorted(maps.Keys(names))
+	return v
+}
+
+// plans keeps the plans shown, for the page that a plan's form redirects
+// to (post-redirect-get: a reload asks for no plan again): the latest
+// maxPlans.
+type plans struct {
+	mu    sync.Mutex
+	byID  map[string]actView
+	order []string
+}
+
+const maxPlans = 20
+
+func (p *plans) put(v actView) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byID == nil {
+		p.byID = map[string]actView{}
+	}
+	p.byID[id] = v
+	p.order = append(p.order, id)
+	if len(p.order) > maxPlans {
+		delete(p.byID, p.order[0])
+		p.order = p.order[1:]
+	}
+	return id
+}
+
+func (p *plans) get(id string) (actView, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.byID[id]
+	return v, ok
 }
 
 // faultServices are the services of POST /dev/faults.
@@ -49,7 +124,15 @@ const defaultPoolJSON = `{
 func (c *Console) actPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := actView{Tenant: cmpOr(q.Get("tenant"), "acme"), Cluster: q.Get("cluster"), As: "alice", Zone: "us-central1-a", PoolJSON: defaultPoolJSON}
-	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Flash: q.Get("flash"), Body: c.withFaults(v)})
+	if id := q.Get("plan"); id != "" {
+		if p, ok := c.plans.get(id); ok {
+			v.Tenant, v.As, v.PoolJSON, v.Plan, v.PlanError = p.Tenant, p.As, p.PoolJSON, p.Plan, p.PlanError
+		} else {
+			v.PlanError = "that plan is no longer kept: ask for it again"
+		}
+	}
+	flash, failed := flashed(r)
+	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Flash: flash, FlashErr: failed, Body: c.withChoices(c.withFaults(v))})
 }
 
 // call serves a request of the devstack's own endpoints in process; the
@@ -101,6 +184,11 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	case "faults-clear":
 		method, path = http.MethodDelete, faultsPath
 	case "stockout":
+		if z := f.Get("zone"); len(c.opt.Zones) > 0 && !slices.Contains(c.opt.Zones, z) {
+			c.back(w, r, fmt.Sprintf("The stockout was refused: no cluster of the devstack can be in zone %q (its accounts' zones: %s).",
+				z, strings.Join(c.opt.Zones, ", ")), false)
+			return
+		}
 		n, _ := strconv.Atoi(f.Get("count"))
 		path, body = "/dev/gke/stockout", map[string]any{"zone": f.Get("zone"), "count": n}
 	case "upgrade":
@@ -123,8 +211,14 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code, answer := c.callAs(r, method, path, body, "")
-	msg := fmt.Sprintf("%s %s: %d %s", method, path, code, answer)
-	back := f.Get("back")
+	msg, ok := said(r.PathValue("what"), f, code, answer)
+	c.back(w, r, msg, ok)
+}
+
+// back sends the browser back to where the form was (its "back", or the
+// act page) with msg, red when !ok.
+func (c *Console) back(w http.ResponseWriter, r *http.Request, msg string, ok bool) {
+	back := r.PostForm.Get("back")
 	if back == "" || !strings.HasPrefix(back, Path) {
 		back = Path + "/act"
 	}
@@ -134,8 +228,85 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	}
 	q := u.Query()
 	q.Set("flash", msg)
+	q.Del("failed")
+	if !ok {
+		q.Set("failed", "1")
+	}
 	u.RawQuery = q.Encode()
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// said is what a form's call did, in words, with its status, and whether
+// it succeeded.
+func said(what string, f url.Values, code int, answer string) (string, bool) {
+	ok := code >= 200 && code < 300
+	if !ok {
+		doing := map[string]string{"stockout": "The stockout", "upgrade": "The upgrade", "autoscale": "The autoscaler's change",
+			"fault": "The fault", "fault-clear": "Clearing the fault", "faults-clear": "Clearing the faults", "put": "The pool event put",
+			"archive": "The pool event archive"}[what]
+		return fmt.Sprintf("%s was refused (%d): %s", cmpOr(doing, what), code, reasonOf(answer)), false
+	}
+	var msg string
+	switch what {
+	case "stockout":
+		msg = fmt.Sprintf("Stockout set: the next %s operations that need new nodes in %s get fewer than they ask for.", f.Get("count"), f.Get("zone"))
+	case "upgrade":
+		msg = fmt.Sprintf("The provider began upgrading the control plane of cluster %s", f.Get("clusterId"))
+		if d := f.Get("duration"); d != "" {
+			msg += ", for " + d
+		}
+		msg += "."
+	case "autoscale":
+		msg = fmt.Sprintf("The autoscaler set node pool %s of cluster %s to %s nodes a zone.", f.Get("nodePool"), f.Get("clusterId"), f.Get("nodeCount"))
+	case "fault":
+		var a struct{ ID string }
+		_ = json.Unmarshal([]byte(answer), &a)
+		msg = fmt.Sprintf("Fault %s injected: %s calls of %s now %s.", a.ID, cmpOr(f.Get("method"), "*"), f.Get("service"), f.Get("action"))
+	case "fault-clear":
+		msg = fmt.Sprintf("Fault %s cleared.", f.Get("id"))
+	case "faults-clear":
+		var a struct{ Cleared *int }
+		if json.Unmarshal([]byte(answer), &a) == nil && a.Cleared != nil {
+			msg = fmt.Sprintf("Every fault cleared (%d).", *a.Cleared)
+		} else {
+			msg = "Every fault cleared."
+		}
+	case "put", "archive":
+		msg = fmt.Sprintf("The pool event %s was published.", what)
+	default:
+		msg = "Done."
+	}
+	return fmt.Sprintf("%s (%d)", msg, code), true
+}
+
+// reasonOf is the message of an error answer of the devstack's
+// ({"error": {"message"}}), or the answer as it is.
+func reasonOf(answer string) string {
+	var e struct {
+		Error struct {
+			Code, Message string
+			Details       []struct{ Field, Reason string }
+		}
+	}
+	if json.Unmarshal([]byte(answer), &e) == nil && e.Error.Message != "" {
+		msg := e.Error.Message
+		for i, d := range e.Error.Details {
+			if d.Field == "" {
+				continue
+			}
+			if i == 0 {
+				msg += ": "
+			} else {
+				msg += "; "
+			}
+			msg += d.Field + " " + d.Reason
+		}
+		return msg
+	}
+	if answer == "" {
+		return "no answer"
+	}
+	return answer
 }
 
 // poolEvent shows the substrate's plan of a pool change (action plan), or
@@ -146,14 +317,19 @@ func (c *Console) poolEvent(w http.ResponseWriter, r *http.Request) {
 	raw := json.RawMessage(v.PoolJSON)
 	if !json.Valid(raw) {
 		v.PlanError = "the pool is not JSON"
-		c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: c.withFaults(v)})
+		c.showPlan(w, r, v)
 		return
 	}
 	switch f.Get("action") {
 	case "put", "archive":
 		path := "/dev/pools/" + f.Get("action")
 		code, answer := c.call(r, path, raw, "")
-		http.Redirect(w, r, Path+"/act?flash="+url.QueryEscape(fmt.Sprintf("POST %s: %d %s", path, code, answer)), http.StatusSeeOther)
+		msg, ok := said(f.Get("action"), f, code, answer)
+		q := url.Values{"flash": {msg}}
+		if !ok {
+			q.Set("failed", "1")
+		}
+		http.Redirect(w, r, Path+"/act?"+q.Encode(), http.StatusSeeOther)
 		return
 	}
 	if c.opt.Token == nil {
@@ -172,7 +348,13 @@ func (c *Console) poolEvent(w http.ResponseWriter, r *http.Request) {
 			v.Plan = answer
 		}
 	}
-	c.render(w, "act", page{Title: "Act on the world", Nav: "act", Body: c.withFaults(v)})
+	c.showPlan(w, r, v)
+}
+
+// showPlan sends the browser to the act page with the plan v (or why
+// there is none).
+func (c *Console) showPlan(w http.ResponseWriter, r *http.Request, v actView) {
+	http.Redirect(w, r, Path+"/act?plan="+c.plans.put(v)+"#h-plan", http.StatusSeeOther)
 }
 
 // faultsPath is the devstack's fault API (API.md §8).

@@ -48,6 +48,10 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 		tenants      []string
 		cPage, sPage = flt.Page, flt.SPage
 	)
+	if !flt.showsDeleted() {
+		// A deleted cluster is no longer active (lifecycle.ClusterDeleted).
+		clsQ = clsQ.Where("active", "==", true)
+	}
 	for i, f := range []func() error{
 		func() (err error) { nCls, err = count(ctx, clsQ); return err },
 		func() (err error) { nSubs, err = count(ctx, subsQ); return err },
@@ -126,6 +130,7 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	sortClusters(v.Clusters)
 	sortSubstrates(v.Substrates)
 	v.Tenants = tenants
+	v.Empty = nCls == 0 && nSubs == 0 && len(tenants) == 0
 	if flt.Tenant != "" && !slices.Contains(tenants, flt.Tenant) {
 		v.Tenants = append(v.Tenants, flt.Tenant)
 	}

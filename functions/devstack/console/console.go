@@ -1,14 +1,18 @@
 // Package console is the devstack's web console (API.md §8, GET
 // /console): the fleet of every tenant, each cluster's node pools and
 // timeline, the kubernetes.* events as they are published, what the
-// emulators hold, forms for the devstack's provider and pool events, and
-// the emulators' active faults (POST, GET and DELETE /dev/faults).
+// emulators hold, the requests the devstack served, a search by name or
+// ID, forms for the devstack's provider and pool events, and the
+// emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
 // outside the devstack, and updates its pages by server-sent events.
 //
-// It reads Firestore directly through the stack's client (read-only), and
-// sees the events as the Pub/Sub emulator takes them (Options.Published),
-// with no subscription of its own.
+// It reads Firestore directly through the stack's client (read-only),
+// keeping the states the clusters' and pools' documents take for the
+// timelines (from Start); sees the events as the Pub/Sub emulator takes
+// them (Options.Published), with no subscription of its own; and learns
+// why runs fail from the devstack's log (LogTap) and what was served
+// from its requests (RequestLog), both of which the devstack wires in.
 package console
 
 import (
@@ -92,12 +96,25 @@ type Options struct {
 	Devstack http.Handler
 	// Token mints a tenant's development token (for the substrate's plan).
 	Token func(sub string) (string, error)
+	// Logs has the log's latest warning of each substrate and cluster
+	// (nil: the console shows the resources' messages alone).
+	Logs *LogTap
+	// Requests is the log of the devstack's requests (nil: the requests
+	// view has none).
+	Requests *RequestLog
 	// Poll is how often a cluster's page reads Firestore again; the
 	// fleet, which listens, sends a burst of changes within a quarter of
 	// it (a second when zero).
 	Poll     time.Duration
 	PageSize int
-	Log      *slog.Logger
+	// Zones are the zones the devstack's clusters may use, which the act
+	// page offers and a stockout must name (nil: any).
+	Zones []string
+	// FromStart has Start begin listening to the fleet's documents (the
+	// states and runs of the timelines, from then); false, the first
+	// view does.
+	FromStart bool
+	Log       *slog.Logger
 }
 
 // Console serves the console's pages.
@@ -106,6 +123,7 @@ type Console struct {
 	pages map[string]*template.Template
 	rows  *template.Template
 	ev    *events
+	plans plans
 
 	mu        sync.Mutex
 	stop      context.CancelFunc
@@ -156,10 +174,16 @@ func New(opt Options) (*Console, error) {
 	return c, nil
 }
 
-// Start begins keeping the events published to Topics, until Close. It
-// observes the publications rather than subscribing, so that a devstack
-// pays for no subscription, stream or acknowledgement per topic.
+// Start begins keeping the events published to Topics, and with
+// FromStart the fleet's documents (their states and the reconcile runs,
+// for the timelines), until Close. It observes the publications rather
+// than subscribing, so that a devstack pays for no subscription, stream
+// or acknowledgement per topic. Without FromStart, the console reads the
+// fleet's documents from its first view.
 func (c *Console) Start(context.Context) error {
+	if c.opt.FromStart {
+		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	}
 	if c.opt.Published == nil {
 		return nil
 	}
@@ -205,6 +229,8 @@ func (c *Console) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path+"/emulators", c.emulatorsPage)
 	mux.HandleFunc("GET "+Path+"/firestore", c.firestorePage)
 	mux.HandleFunc("GET "+Path+"/act", c.actPage)
+	mux.HandleFunc("GET "+Path+"/search", c.search)
+	mux.HandleFunc("GET "+Path+"/requests", c.requestsPage)
 	mux.HandleFunc("POST "+Path+"/act/{what}", c.act)
 	sub, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET "+Path+"/static/", http.StripPrefix(Path+"/static/", http.FileServerFS(sub)))
@@ -227,10 +253,19 @@ func (c *Console) render(w http.ResponseWriter, name string, data any) {
 	}
 }
 
+// flashed is the page's answer of a form (post-redirect-get): its words
+// and whether it tells of a failure.
+func flashed(r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	return q.Get("flash"), q.Get("failed") != ""
+}
+
 // page is what every page's layout reads.
 type page struct {
 	Title string
 	Nav   string
 	Flash string
-	Body  any
+	// FlashErr says the flash tells of a failure.
+	FlashErr bool
+	Body     any
 }

@@ -3,12 +3,15 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 )
 
 type taskRow struct {
@@ -21,6 +24,9 @@ type taskRow struct {
 	LastAttempt    time.Time
 	Queue          string
 	ShortQueueName string
+	// Of is the page of the task's subject (a cluster or a substrate),
+	// and Subject its ID.
+	Of, Subject string
 }
 
 type opRow struct {
@@ -28,6 +34,9 @@ type opRow struct {
 	Start, End                        string
 	Duration                          time.Duration
 	Running                           bool
+	// Cluster is the page of the operation's cluster, when the fleet has
+	// it, and ClusterName its name.
+	Cluster, ClusterName string
 }
 
 type emulatorsView struct {
@@ -56,6 +65,7 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 				tr := taskRow{Name: t.GetName()[strings.LastIndex(t.GetName(), "/")+1:], Dispatches: t.GetDispatchCount(), Responses: t.GetResponseCount()}
 				if h := t.GetHttpRequest(); h != nil {
 					tr.URL = h.GetUrl()
+					tr.Of, tr.Subject = subjectOf(h.GetBody())
 				}
 				if st := t.GetScheduleTime(); st != nil {
 					tr.Schedule = st.AsTime()
@@ -74,11 +84,19 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c.opt.Operations != nil {
+		byProvider := c.clustersByProviderName()
 		for _, op := range c.opt.Operations() {
 			o := opRow{Name: op.GetName(), Type: op.GetOperationType().String(), Status: op.GetStatus().String(), Target: resourceName(op.GetTargetLink()),
 				Start: op.GetStartTime(), End: op.GetEndTime(), Running: op.GetEndTime() == ""}
 			if e := op.GetError(); e != nil {
 				o.Error = e.GetMessage()
+			}
+			if l := op.GetTargetLink(); strings.Contains(l, "/clusters/") {
+				name := l[strings.Index(l, "/clusters/")+len("/clusters/"):]
+				name, _, _ = strings.Cut(name, "/")
+				if cl, ok := byProvider[name]; ok {
+					o.Cluster, o.ClusterName = clusterPath(cl.Tenant, cl.ID), cl.Name
+				}
 			}
 			if s, err := time.Parse(time.RFC3339Nano, o.Start); err == nil {
 				end, err := time.Parse(time.RFC3339Nano, o.End)
@@ -106,6 +124,44 @@ func (c *Console) emulatorsPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, "emulators", page{Title: "What the emulators hold", Nav: "emulators", Body: v})
 }
 
+// subjectOf is the page of the subject a reconcile task's body names
+// ({"kind", "tenantId", "id"}), and its ID; "" when it names none.
+func subjectOf(body []byte) (string, string) {
+	var p struct {
+		Kind     string `json:"kind"`
+		TenantID string `json:"tenantId"`
+		ID       string `json:"id"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.TenantID == "" || p.ID == "" {
+		return "", ""
+	}
+	switch p.Kind {
+	case "clusters":
+		return clusterPath(p.TenantID, p.ID), p.ID
+	case "substrates":
+		return Path + "/substrates/" + url.PathEscape(p.TenantID) + "/" + url.PathEscape(p.ID), p.ID
+	}
+	return "", ""
+}
+
+// clustersByProviderName are the fleet's clusters by their provider
+// names, once the console's listeners hold the fleet (none before: it
+// starts them).
+func (c *Console) clustersByProviderName() map[string]ClusterRow {
+	out := map[string]ClusterRow{}
+	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	if !c.watch.isReady() {
+		return out
+	}
+	f, _, _ := c.watch.fleet()
+	for _, cl := range f.Clusters {
+		if cl.ProviderName != "" {
+			out[cl.ProviderName] = cl
+		}
+	}
+	return out
+}
+
 // firestoreView is a collection's documents, or a document, read-only.
 type firestoreView struct {
 	Path        string
@@ -122,6 +178,8 @@ type crumb struct{ Name, Path string }
 type docView struct {
 	ID, Path string
 	JSON     string
+	// Missing: the document has no fields, only subcollections.
+	Missing bool
 }
 
 const firestoreLimit = 100
@@ -143,19 +201,11 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 	case len(segs) == 0:
 		v.Collections, err = collectionIDs(ctx, fsc.Collections(ctx))
 	case len(segs)%2 == 1:
-		it := fsc.Collection(p).Limit(firestoreLimit + 1).Documents(ctx)
-		snaps, e := it.GetAll()
-		err = e
-		if len(snaps) > firestoreLimit {
-			snaps, v.More = snaps[:firestoreLimit], true
-		}
-		for _, s := range snaps {
-			v.Docs = append(v.Docs, docOf(s))
-		}
+		v.Docs, v.More, err = listDocs(ctx, fsc, fsc.Collection(p))
 	default:
 		ref := fsc.Doc(p)
 		snap, e := ref.Get(ctx)
-		d := docView{ID: ref.ID, Path: p}
+		d := docView{ID: ref.ID, Path: p, Missing: true}
 		if e == nil {
 			d = docOf(snap)
 		}
@@ -166,6 +216,45 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 		v.Error = err.Error()
 	}
 	c.render(w, "firestore", page{Title: "Firestore documents", Nav: "firestore", Body: v})
+}
+
+// listDocs is the first firestoreLimit documents of a collection, and
+// whether there are more: as Firebase's emulator shows them, those that
+// hold only subcollections too (tenants/acme holds no field).
+func listDocs(ctx context.Context, fsc *firestore.Client, coll *firestore.CollectionRef) ([]docView, bool, error) {
+	var refs []*firestore.DocumentRef
+	more := false
+	it := coll.DocumentRefs(ctx)
+	for {
+		ref, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if len(refs) == firestoreLimit {
+			more = true
+			break
+		}
+		refs = append(refs, ref)
+	}
+	if len(refs) == 0 {
+		return nil, false, nil
+	}
+	snaps, err := fsc.GetAll(ctx, refs)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []docView
+	for i, s := range snaps {
+		if s == nil || !s.Exists() {
+			out = append(out, docView{ID: refs[i].ID, Path: docPath(refs[i].Path), Missing: true})
+			continue
+		}
+		out = append(out, docOf(s))
+	}
+	return out, more, nil
 }
 
 func collectionIDs(ctx context.Context, it *firestore.CollectionIterator) ([]string, error) {
@@ -180,8 +269,12 @@ func collectionIDs(ctx context.Context, it *firestore.CollectionIterator) ([]str
 
 func docOf(s *firestore.DocumentSnapshot) docView {
 	b, _ := json.MarshalIndent(s.Data(), "", "  ")
-	p := s.Ref.Path[strings.Index(s.Ref.Path, "/documents/")+len("/documents/"):]
-	return docView{ID: s.Ref.ID, Path: p, JSON: string(b)}
+	return docView{ID: s.Ref.ID, Path: docPath(s.Ref.Path), JSON: string(b)}
+}
+
+// docPath is a document's path under the database's documents.
+func docPath(name string) string {
+	return name[strings.Index(name, "/documents/")+len("/documents/"):]
 }
 
 // resourceName is a provider link's resource name (projects/...), without

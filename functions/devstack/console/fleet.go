@@ -19,10 +19,14 @@ import (
 // PoolCell is a node pool as the fleet shows it.
 type PoolCell struct {
 	ID, Name, State, Message string
-	NodeCount                int
-	Current                  *int
-	Autoscaling              *resource.Autoscaling
-	ManagedBy                string
+	// NodeCount is its nodeCount, the nodes wanted in each of its Zones
+	// (its own, or the cluster's when it names none); Current the nodes
+	// the provider runs in all of them.
+	NodeCount   int
+	Zones       int
+	Current     *int
+	Autoscaling *resource.Autoscaling
+	ManagedBy   string
 }
 
 // ClusterRow is a cluster as the fleet shows it.
@@ -30,11 +34,14 @@ type ClusterRow struct {
 	Tenant, ID, Name, State, Message, Mode, Region, Version string
 	ProviderName                                            string
 	Pools                                                   []PoolCell
-	NodeCount                                               int
-	CurrentNodeCount                                        int
-	CurrentKnown                                            bool
-	Substrate                                               string
-	CreatedAt, UpdatedAt                                    time.Time
+	Zones                                                   []string
+	// Wanted is the nodes its pools are made with, in all their zones;
+	// CurrentNodeCount those the provider runs (when CurrentKnown).
+	Wanted               int
+	CurrentNodeCount     int
+	CurrentKnown         bool
+	Substrate            string
+	CreatedAt, UpdatedAt time.Time
 }
 
 // Key is the row's identity on the page.
@@ -47,6 +54,8 @@ type SubstrateRow struct {
 	NodePools                                           []resource.SubstrateNodePool
 	CreatedAt                                           time.Time
 	Progress                                            Progress
+	// Logged is why its runs fail, as the log says it (LogTap).
+	Logged string
 }
 
 // Key is the row's identity on the page.
@@ -138,18 +147,26 @@ func sortClusters(rows []ClusterRow) {
 func poolCell(p *lifecycle.NodePool) PoolCell {
 	v := p.View()
 	return PoolCell{ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message,
-		NodeCount: v.NodeCount, Current: v.CurrentNodeCount, Autoscaling: v.Autoscaling, ManagedBy: v.ManagedBy}
+		NodeCount: v.NodeCount, Zones: len(v.Zones), Current: v.CurrentNodeCount, Autoscaling: v.Autoscaling, ManagedBy: v.ManagedBy}
 }
+
+// Wanted is how many nodes the pool is made with: its nodeCount in each
+// of its zones.
+func (p PoolCell) Wanted() int { return p.NodeCount * max(p.Zones, 1) }
 
 func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) ClusterRow {
 	v := cl.View()
 	r := ClusterRow{Tenant: v.TenantID, ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message, Mode: string(v.Mode),
 		Region: v.Region, Version: v.KubernetesVersion, ProviderName: v.ProviderName, Substrate: substrate,
-		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, CurrentKnown: len(pools) > 0}
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, CurrentKnown: len(pools) > 0, Zones: cl.Spec.Zones}
 	slices.SortFunc(pools, func(a, b PoolCell) int { return cmp.Compare(a.Name, b.Name) })
 	r.Pools = pools
-	for _, p := range pools {
-		r.NodeCount += p.NodeCount
+	for i := range pools {
+		p := &pools[i]
+		if p.Zones == 0 {
+			p.Zones = len(cl.Spec.Zones)
+		}
+		r.Wanted += p.Wanted()
 		if p.Current == nil {
 			r.CurrentKnown = false
 		} else {
@@ -160,14 +177,16 @@ func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) Clust
 }
 
 // filter is the fleet's query: a tenant, a state, a page of clusters and
-// one of substrates.
+// one of substrates, and whether deleted clusters are shown (they are
+// hidden unless asked for, or their state is).
 type filter struct {
 	Tenant, State string
 	Page, SPage   int
+	Deleted       bool
 }
 
 func parseFilter(q url.Values) filter {
-	f := filter{Tenant: q.Get("tenant"), State: q.Get("state")}
+	f := filter{Tenant: q.Get("tenant"), State: q.Get("state"), Deleted: q.Get("deleted") != ""}
 	f.Page, _ = strconv.Atoi(q.Get("page"))
 	f.SPage, _ = strconv.Atoi(q.Get("spage"))
 	f.Page, f.SPage = max(f.Page, 1), max(f.SPage, 1)
@@ -175,8 +194,11 @@ func parseFilter(q url.Values) filter {
 }
 
 func (f filter) clusterMatches(r *ClusterRow) bool {
-	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State)
+	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State) && (f.showsDeleted() || r.State != "deleted")
 }
+
+// showsDeleted says deleted clusters are shown.
+func (f filter) showsDeleted() bool { return f.Deleted || f.State == "deleted" }
 
 func (f filter) substrateMatches(r *SubstrateRow) bool {
 	return (f.Tenant == "" || r.Tenant == f.Tenant) && (f.State == "" || r.State == f.State)
@@ -191,6 +213,9 @@ func (f filter) values(p, sp int) url.Values {
 	}
 	if f.State != "" {
 		q.Set("state", f.State)
+	}
+	if f.Deleted {
+		q.Set("deleted", "1")
 	}
 	if p > 1 {
 		q.Set("page", strconv.Itoa(p))
@@ -243,6 +268,57 @@ type fleetView struct {
 	// Version is the watcher's version the page shows; 0 for a page read
 	// by queries before the watcher had the fleet (coldView).
 	Version uint64
+	// Counts are the tenant's clusters in each state (nil before the
+	// watcher holds the fleet: its stream sends them); Empty says the
+	// fleet has nothing yet.
+	Counts *clusterCounts
+	Empty  bool
+	Origin string // the devstack's, for the first screen's commands
+}
+
+// clusterCounts are how many clusters are in each state, each with the
+// fleet's link to them, and the link that shows or hides the deleted.
+type clusterCounts struct {
+	States                   []clusterCount
+	Total, Deleted           int
+	ShowDeleted, HideDeleted string
+}
+
+type clusterCount struct {
+	State string
+	N     int
+	Link  string
+}
+
+// countStates counts the clusters of rows that flt's tenant shows.
+func countStates(rows []ClusterRow, flt filter) *clusterCounts {
+	n := map[string]int{}
+	out := &clusterCounts{}
+	for i := range rows {
+		if flt.Tenant == "" || rows[i].Tenant == flt.Tenant {
+			n[rows[i].State]++
+			out.Total++
+		}
+	}
+	for _, st := range states {
+		if n[st] == 0 || st == "deleted" && !flt.showsDeleted() {
+			continue // the deleted hidden are said apart
+		}
+		f := filter{Tenant: flt.Tenant, State: st}
+		out.States = append(out.States, clusterCount{State: st, N: n[st], Link: Path + f.query(1, 1) + "#h-clusters"})
+	}
+	out.Deleted = n["deleted"]
+	if !flt.showsDeleted() && out.Deleted > 0 {
+		f := flt
+		f.Deleted = true
+		out.ShowDeleted = Path + f.query(1, 1) + "#h-clusters"
+	}
+	if flt.Deleted {
+		f := flt
+		f.Deleted = false
+		out.HideDeleted = Path + f.query(1, 1) + "#h-clusters"
+	}
+	return out
 }
 
 var states = []string{"pending", "provisioning", "ready", "updating", "error", "deleting", "deleted"}
@@ -300,13 +376,17 @@ func (c *Console) fleetView(f *Fleet, flt filter, version uint64) fleetView {
 			v.Tenants = append(v.Tenants, r.Tenant)
 		}
 		if flt.substrateMatches(r) {
-			subs = append(subs, *r)
+			row := *r
+			row.Logged = c.loggedRow(r)
+			subs = append(subs, row)
 		}
 	}
 	if flt.Tenant != "" && !seen[flt.Tenant] {
 		v.Tenants = append(v.Tenants, flt.Tenant)
 	}
 	slices.Sort(v.Tenants)
+	v.Counts = countStates(f.Clusters, flt)
+	v.Empty = len(f.Clusters) == 0 && len(f.Substrates) == 0
 	lo, hi := v.CPager.paginate(len(clusters), c.opt.PageSize)
 	v.Clusters = clusters[lo:hi]
 	lo, hi = v.SPager.paginate(len(subs), c.opt.PageSize)
@@ -341,7 +421,9 @@ func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v = c.fleetView(f, flt, ver)
 	}
-	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: r.URL.Query().Get("flash"), Body: v})
+	v.Origin = "http://" + r.Host
+	flash, failed := flashed(r)
+	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
 	if cold {
 		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
 	}
@@ -454,6 +536,7 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var clusters, substrates tableState
+	counts := ""
 	first := true
 	for {
 		f, changed, ver, err := c.readFleet(r.Context())
@@ -471,6 +554,10 @@ func (c *Console) fleetStream(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs := c.diff(&clusters, "clusters", "clusterRow", cl, v.CPager, full)
 		msgs = append(msgs, c.diff(&substrates, "substrates", "substrateRow", sb, v.SPager, full)...)
+		if h := c.rowHTML("fleetCounts", v.Counts); h != counts {
+			msgs = append(msgs, rowMsg{Op: "pager", Key: "cluster-counts", HTML: h})
+			counts = h
+		}
 		if first && !full {
 			msgs = nil // the page shows this version
 		}
@@ -531,6 +618,23 @@ var funcs = template.FuncMap{
 		return time.Since(t).Round(time.Second).String()
 	},
 	"pathEscape": url.PathEscape,
+	// age is how long ago t was, coarsely (so that a row changes with it
+	// rarely): minutes within the hour, hours within the day, then days.
+	"age": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		switch d := time.Since(t); {
+		case d < time.Minute:
+			return "<1m"
+		case d < time.Hour:
+			return strconv.Itoa(int(d/time.Minute)) + "m"
+		case d < 48*time.Hour:
+			return strconv.Itoa(int(d/time.Hour)) + "h"
+		default:
+			return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+		}
+	},
 	// role is what a pool does in its flavor's replacement ("" for the
 	// flavor's only pool).
 	"role": func(r string) string {

@@ -107,9 +107,9 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	h := c.Handler()
 
 	want := map[string][3]string{
-		"bc-r-cpu-2": {"new", "1 / 2", "1"},
-		"bc-r-cpu":   {"old", "2 / 2", "2"},
-		"bc-r-gpu":   {"serving", "1 / 1", "1"},
+		"bc-r-cpu-2": {"new", "1 of 2", "1"},
+		"bc-r-cpu":   {"old", "2 of 2", "2"},
+		"bc-r-gpu":   {"serving", "1 of 1", "1"},
 	}
 	for _, p := range []string{"/console/substrates/acme/ksb-r", "/console/clusters/acme/kcl-r"} {
 		code, body := get(t, h, p)
@@ -145,7 +145,7 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	_, body = get(t, h, "/console")
 	page := parsePage(t, body)
 	row := page.html["sb-acme-ksb-r"]
-	for _, s := range []string{`data-replacing="yes"`, `bc-r-cpu-2</span> <em>new, coming up</em> 1/2</span> ← `, `bc-r-cpu</span> <em>old, serving until`} {
+	for _, s := range []string{`data-replacing="yes"`, `bc-r-cpu-2</span> <em>new, coming up</em> 1 of 2</span> ← `, `bc-r-cpu</span> <em>old, serving until`} {
 		if !strings.Contains(row, s) {
 			t.Errorf("ksb-r's row lacks %q:\n%s", s, row)
 		}
@@ -174,7 +174,7 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	if _, err := pools.Doc("knp-old").Update(ctx, []firestore.Update{{Path: "spec.deleting", Value: true}}); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string][3]string{"bc-r-cpu-2": {"new", "2 / 2", "2"}, "bc-r-cpu": {"deleting", "2 / 2", "2"}, "bc-r-gpu": want["bc-r-gpu"]}
+	want = map[string][3]string{"bc-r-cpu-2": {"new", "2 of 2", "2"}, "bc-r-cpu": {"deleting", "2 of 2", "2"}, "bc-r-gpu": want["bc-r-gpu"]}
 	var last map[string][3]string
 	wait.Within(t, 30*time.Second, "the page live with the replacement's next step", func() (bool, string) {
 		for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -27,6 +28,9 @@ type substrateView struct {
 	NodesRead   int
 	NodesCapped bool
 	Stream      string
+	// NoKube says the devstack runs without the simulated clusters'
+	// Kubernetes API servers, which a substrate needs (-kubernetes).
+	NoKube bool
 }
 
 // substrateDetail is substrate s of the tenant's substrates subs, with
@@ -71,8 +75,38 @@ func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrat
 		},
 		substrates: subs,
 	}
-	return &substrateView{Tenant: s.TenantID, ID: s.ID, Row: substrateRow(s, d, nodes), NodesRead: len(nodes),
-		NodesCapped: len(nodes) == maxJoinedRead}, nil
+	row := substrateRow(s, d, nodes)
+	row.Logged = c.logged(s)
+	return &substrateView{Tenant: s.TenantID, ID: s.ID, Row: row, NodesRead: len(nodes),
+		NodesCapped: len(nodes) == maxJoinedRead, NoKube: c.opt.Kubernetes == nil || c.opt.Kubernetes() == nil}, nil
+}
+
+// loggedRow is why a row's substrate fails, as the log says it.
+func (c *Console) loggedRow(r *SubstrateRow) string {
+	if r.Progress.Retrying == "" {
+		return ""
+	}
+	s := lifecycle.Substrate{ID: r.ID}
+	s.Status.Retrying = &lifecycle.Retry{Since: r.Progress.RetryingSince, Reason: r.Progress.Retrying}
+	return c.logged(&s)
+}
+
+// logged is why the substrate's runs fail as the log says it, while they
+// fail: the latest warning logged of it since it has been retried ("" when
+// the log has none, or the runs do not fail).
+func (c *Console) logged(s *lifecycle.Substrate) string {
+	r := s.Status.Retrying
+	if r == nil {
+		return ""
+	}
+	l, ok := c.opt.Logs.Last("substrate", s.ID)
+	if !ok || l.At.Before(r.Since.Add(-time.Second)) {
+		return ""
+	}
+	if l.Err == "" {
+		return l.Message
+	}
+	return l.Err
 }
 
 // activePools are the active node pools of the cluster ref.

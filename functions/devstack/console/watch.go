@@ -26,6 +26,7 @@ type watcher struct {
 	// latest maxRuns: a run takes the cluster's lease and gives it back.
 	runs    map[string][]Run
 	leases  map[string]lease // the cluster's lease, as last seen
+	hist    *history         // the states seen, for the timelines
 	started time.Time
 	// version counts the changes seen: a page rendered at a version
 	// tells its stream whether the fleet changed since.
@@ -38,7 +39,7 @@ type watcher struct {
 func newWatcher() *watcher {
 	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
 		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
-		runs: map[string][]Run{}, leases: map[string]lease{}}
+		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory()}
 }
 
 // start listens until ctx ends (once).
@@ -116,6 +117,7 @@ func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 			return
 		}
 		w.clusters[path] = v
+		w.hist.cluster(&v, ch.Doc.UpdateTime)
 		var h struct {
 			Reconcile struct {
 				LeaseOwner string    `firestore:"leaseOwner"`
@@ -131,6 +133,7 @@ func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 			return
 		}
 		w.pools[path] = v
+		w.hist.pool(&v, ch.Doc.UpdateTime)
 	default:
 		var v lifecycle.Substrate
 		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" {
@@ -186,7 +189,10 @@ func (w *watcher) fleet() (*Fleet, <-chan struct{}, uint64) {
 // what the cluster's status said then (what the run decided, or why it
 // waits).
 type Run struct {
-	Start, End        time.Time
+	Start, End time.Time
+	// StartSeen says the console saw the lease taken: a run that began
+	// and ended between two of its snapshots has no known duration.
+	StartSeen         bool
 	State, Message    string
 	Operation, OpKind string
 }
@@ -222,7 +228,7 @@ func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) 
 		r.Operation, r.OpKind = cl.Status.Provider.Operation, cl.Status.Provider.OperationKind
 	}
 	if owner != "" {
-		l = append(l, Run{Start: at})
+		l = append(l, Run{Start: at, StartSeen: true})
 	}
 	if len(l) > maxRuns {
 		l = l[len(l)-maxRuns:]

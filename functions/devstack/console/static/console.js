@@ -4,6 +4,13 @@
   "use strict";
   var status = document.getElementById("live-status");
   function say(text) { if (status) { status.textContent = text; } }
+  // live: the page follows the devstack; stale: it lost it, and what it
+  // shows may be old (drawn apart, not in the live green).
+  function live(ok) {
+    say(ok ? "live" : "disconnected: this page may be stale; reconnecting…");
+    if (status) { status.className = ok ? "live" : "live stale"; }
+    document.body.classList.toggle("stale", !ok);
+  }
 
   function fragment(html) {
     var t = document.createElement("template");
@@ -68,8 +75,8 @@
 
   function listen(section) {
     var source = new EventSource(section.getAttribute("data-stream"));
-    source.onopen = function () { say("live"); };
-    source.onerror = function () { say("reconnecting…"); };
+    source.onopen = function () { live(true); };
+    source.onerror = function () { live(false); };
     source.addEventListener("row", function (e) { place(JSON.parse(e.data)); });
     source.addEventListener("event", function (e) { putEvent(JSON.parse(e.data)); });
     source.addEventListener("live", function (e) {
