@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
@@ -30,6 +31,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address of the API, the reconcile function, /healthz and /dev/token")
+	allowedHosts := fl.String("allowed-hosts", "", "comma-separated names (or addresses) a request's Host may give besides loopback addresses and localhost, with any port; any other Host is refused 403")
 	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
 	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
 	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
@@ -55,6 +57,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "devstack: unexpected arguments %q\n", fl.Args())
 		fl.Usage()
 		return fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+
+	for _, h := range strings.Split(*allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowedHosts = append(cfg.AllowedHosts, h)
+		}
 	}
 
 	if r := cfg.TasksDuplicateRate; !(r >= 0 && r <= 1) { // NaN too

@@ -30,18 +30,20 @@ func (s *Stack) consoleRoutes(mux *http.ServeMux) {
 // observe the event topics' publications.
 func (s *Stack) startConsole(ctx context.Context) error {
 	c, err := console.New(console.Options{
-		Firestore:  s.FirestoreClient,
-		Published:  s.PubSub.OnPublish,
-		Topics:     event.Types,
-		Queues:     s.consoleQueues,
-		Operations: s.GKE.Operations,
-		Instances:  s.consoleInstances,
-		Kubernetes: s.consoleKubernetes,
-		Faults:     s.consoleFaults,
-		Devstack:   s.http.Handler,
-		Token:      s.Token,
-		Poll:       s.cfg.ConsolePoll,
-		Log:        s.log,
+		Firestore:           s.FirestoreClient,
+		Published:           s.PubSub.OnPublish,
+		Topics:              event.Types,
+		Queues:              s.consoleQueues,
+		Operations:          s.GKE.Operations,
+		Instances:           s.consoleInstances,
+		Kubernetes:          s.consoleKubernetes,
+		Faults:              s.consoleFaults,
+		Devstack:            s.handler,
+		Token:               s.Token,
+		Poll:                s.cfg.ConsolePoll,
+		MaxStreams:          s.cfg.ConsoleMaxStreams,
+		MaxStreamsPerClient: s.cfg.ConsoleMaxStreamsPerClient,
+		Log:                 s.log,
 	})
 	if err != nil {
 		return err
