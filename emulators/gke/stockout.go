@@ -52,6 +52,13 @@ const (
 // is RUNNING again.
 func (s *Server) Stockout(zone string, n int) { s.StockoutAs(zone, n, StockoutInstances) }
 
+// KnownZone reports whether zone is a zone of the simulator's catalog:
+// one where a node pool may have nodes, and so a stockout.
+func KnownZone(zone string) bool {
+	_, isZone, ok := regionOf(zone)
+	return ok && isZone
+}
+
 // StockoutAs is Stockout reported in form: it applies to the zone's
 // pending tries, those already pending included.
 func (s *Server) StockoutAs(zone string, n int, form StockoutForm) {
