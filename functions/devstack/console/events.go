@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -60,6 +61,8 @@ func (e Event) At() time.Time {
 type events struct {
 	qmu     sync.Mutex
 	queue   []published
+	queued  int64         // publications queued so far
+	kept    atomic.Int64  // of them, handled by the goroutine
 	dropped int64         // publications past maxQueue, not kept
 	wake    chan struct{} // a publication is queued (capacity 1)
 	stop    chan struct{} // closed by close
@@ -106,6 +109,7 @@ func (es *events) publish(attrs map[string]string, data []byte) {
 		es.dropped++
 	} else {
 		es.queue = append(es.queue, published{attrs, data, time.Now()})
+		es.queued++
 	}
 	es.qmu.Unlock()
 	select {
@@ -132,6 +136,7 @@ func (es *events) run() {
 			e.Received = p.at
 			es.add(e)
 			batch[i] = published{}
+			es.kept.Add(1)
 		}
 	}
 }
