@@ -317,4 +317,3 @@ func BenchmarkEventsObserver(b *testing.B) {
 		c.Close()
 	}
 }
-
