@@ -163,7 +163,7 @@ Better Compute devstack is up.
 
 A token for alice (kubernetes.admin of tenant acme), valid one hour:
   TOKEN=%[7]s
-  # or: curl -s -X POST %[1]s/dev/token -d '{"sub":"alice"}'
+  # or: curl -s %[1]s/dev/token -H 'Content-Type: application/json' -d '{"sub":"alice"}'
 
 Try:
   curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \
