@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -301,5 +302,35 @@ func TestCrossOriginPageCannotAct(t *testing.T) {
 	}
 	if got, err := e.api.getCluster(cl.ID); err != nil || got.State != resource.StateReady {
 		t.Errorf("cluster %s after the hostile page: %s %v, want ready, untouched", cl.ID, got.State, err)
+	}
+}
+
+// TestNonLoopbackAddrWarns: an -addr that other machines may reach is
+// allowed, with a warning at start; the stack calls itself on loopback,
+// and a foreign Host is still refused.
+func TestNonLoopbackAddrWarns(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	cfg := fastConfig()
+	cfg.Addr = "0.0.0.0:0"
+	cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	e := startEnv(t, cfg)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "other machines may reach") {
+		t.Errorf("no warning of the address at start; logs:\n%.2000s", logs.String())
+	}
+	if !strings.HasPrefix(e.URL, "http://127.0.0.1:") {
+		t.Errorf("URL = %s, want the loopback address", e.URL)
+	}
+	cl := e.api.createCluster(t, "everywhere", poolSpec("a", 1))
+	e.api.waitCluster(t, cl.ID, resource.StateReady, nil)
+	req, _ := http.NewRequest(http.MethodGet, e.URL+"/console", nil)
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /console with Host evil.example = %d, want 403", resp.StatusCode)
 	}
 }
