@@ -149,6 +149,9 @@ func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) e
 	cfg.Log.Info("Devstack ready",
 		"api", s.URL, "firestore", s.Firestore.Addr, "pubsub", s.PubSub.Addr,
 		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "compute", s.Compute.Addr(), "iamCredentials", s.IAM.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
+	if !isLoopbackAddr(s.lis.Addr().String()) {
+		fmt.Fprintf(stderr, "\nWARNING: -addr %s may be reached from other machines, and anyone who reaches it may act as any tenant.\nIt answers only requests whose Host is a loopback address, localhost or a name of -allowed-hosts.\n", s.lis.Addr())
+	}
 	fmt.Fprintf(stderr, `
 Better Compute devstack is up.
   API            %[1]s   (GET %[1]s/healthz)
