@@ -79,9 +79,10 @@ func (c *Console) liveStream(w http.ResponseWriter, r *http.Request, key, tmpl s
 	for {
 		// Asked before the read: a change during it wakes the stream
 		// once more, never less.
-		changed := c.watch.changedOf(keys...)
+		changed, stop := c.watch.changedOf(keys...)
 		v, now, ok := read(r.Context())
 		if !slices.Equal(now, keys) {
+			stop()
 			keys = now // what to wait on moved (a substrate's cluster)
 			continue
 		}
@@ -90,11 +91,14 @@ func (c *Console) liveStream(w http.ResponseWriter, r *http.Request, key, tmpl s
 			if c.rows.ExecuteTemplate(&b, tmpl, v) == nil && b.String() != last {
 				last = b.String()
 				if !st.send("live", rowMsg{Key: key, HTML: last}) {
+					stop()
 					return
 				}
 			}
 		}
-		if !c.waitLive(r.Context(), changed, wake) {
+		woken := c.waitLive(r.Context(), changed, wake)
+		stop()
+		if !woken {
 			return
 		}
 	}

@@ -39,7 +39,8 @@ type watcher struct {
 	waiters map[string][]*waiter
 }
 
-// waiter is a channel closed at a change.
+// waiter is a channel closed at a change; done once closed, or once
+// nobody waits on it.
 type waiter struct {
 	ch   chan struct{}
 	done bool
@@ -257,8 +258,9 @@ func (w *watcher) runsOf(tenant, id string) ([]Run, time.Time) {
 
 // changedOf is a channel closed at the next change of any of keys
 // (clusterKey, substrateKey): what a page's stream waits on, so that
-// it reads its subject again only when that changed.
-func (w *watcher) changedOf(keys ...string) <-chan struct{} {
+// it reads its subject again only when that changed. Its stop is called
+// once the caller no longer waits, so that nothing is kept for it.
+func (w *watcher) changedOf(keys ...string) (<-chan struct{}, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt := &waiter{ch: make(chan struct{})}
@@ -273,7 +275,11 @@ func (w *watcher) changedOf(keys ...string) <-chan struct{} {
 		clear(l[len(kept):])
 		w.waiters[k] = append(kept, wt)
 	}
-	return wt.ch
+	return wt.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		wt.done = true // dropped at the key's next change or wait
+	}
 }
 
 // touchDoc wakes the waiters of the document at path of group, as the
