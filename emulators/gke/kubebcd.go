@@ -85,6 +85,9 @@ func (k *kubeCluster) syncBCD(ctx context.Context, cs kubernetes.Interface, st *
 	if err != nil {
 		return err
 	}
+	if err := checkJoinURL(cfg.url, k.env.cfg.JoinURLs); err != nil {
+		return fmt.Errorf("daemonset %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
@@ -192,6 +195,15 @@ func readBCDConfig(ctx context.Context, ds *appsv1.DaemonSet, secret func(ctx co
 		return bcdConfig{}, fmt.Errorf("daemonset %s/%s: its first container's environment has no %s", ds.Namespace, ds.Name, strings.Join(missing, " or "))
 	}
 	return cfg, nil
+}
+
+// checkJoinURL refuses a join URL that is not one of allowed (none: any
+// is), so that the simulator never posts a join token elsewhere.
+func checkJoinURL(url string, allowed []string) error {
+	if len(allowed) == 0 || slices.Contains(allowed, url) {
+		return nil
+	}
+	return fmt.Errorf("its %s %q is not the join method's URL; bcd posts no token there", bcdEnvJoinURL, url)
 }
 
 // join makes bcd's call for node n.

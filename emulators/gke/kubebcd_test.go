@@ -122,3 +122,26 @@ func TestReadBCDConfigNoContainer(t *testing.T) {
 		t.Errorf("readBCDConfig = %v, want the missing container named", err)
 	}
 }
+
+// The simulator posts bcd's join tokens only to the join method it was
+// given: a DaemonSet that names another URL (a page, another host, the
+// method with a query) joins no node.
+func TestCheckJoinURL(t *testing.T) {
+	join := "http://127.0.0.1:8080/api/compute/kubernetesSubstrates/join"
+	for _, tt := range []struct {
+		url     string
+		allowed []string
+		ok      bool
+	}{
+		{join, []string{join}, true},
+		{"http://anything.example/join", nil, true}, // none given: any
+		{"http://evil.example/collect", []string{join}, false},
+		{join + "?x=1", []string{join}, false},
+		{"http://127.0.0.1:8081/api/compute/kubernetesSubstrates/join", []string{join}, false},
+		{"http://127.0.0.1:8080/dev/token", []string{join}, false},
+	} {
+		if err := checkJoinURL(tt.url, tt.allowed); (err == nil) != tt.ok {
+			t.Errorf("checkJoinURL(%q, %q) = %v, want ok %v", tt.url, tt.allowed, err, tt.ok)
+		}
+	}
+}

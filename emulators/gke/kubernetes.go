@@ -59,6 +59,10 @@ type Kubernetes struct {
 	Tokens []kubesim.Token
 	// HTTPClient makes bcd's join calls (http.DefaultClient when nil).
 	HTTPClient *http.Client
+	// JoinURLs, when set, are the only URLs bcd posts its join tokens
+	// to, as a real node would reach only the platform's join method: a
+	// DaemonSet that names another joins no node, its error logged.
+	JoinURLs []string
 	// SyncInterval is DefaultKubernetesSyncInterval when zero.
 	SyncInterval time.Duration
 	// AtCreate starts a created cluster's API server at once, while the

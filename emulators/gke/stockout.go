@@ -52,6 +52,27 @@ const (
 // is RUNNING again.
 func (s *Server) Stockout(zone string, n int) { s.StockoutAs(zone, n, StockoutInstances) }
 
+// Stockouts is how many tries each zone's stockouts still hold.
+func (s *Server) Stockouts() map[string]int {
+	g := s.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]int, len(g.stockouts))
+	for z, n := range g.stockouts {
+		if n > 0 {
+			out[z] = n
+		}
+	}
+	return out
+}
+
+// KnownZone reports whether zone is a zone of the simulator's catalog:
+// one where a node pool may have nodes, and so a stockout.
+func KnownZone(zone string) bool {
+	_, isZone, ok := regionOf(zone)
+	return ok && isZone
+}
+
 // StockoutAs is Stockout reported in form: it applies to the zone's
 // pending tries, those already pending included.
 func (s *Server) StockoutAs(zone string, n int, form StockoutForm) {

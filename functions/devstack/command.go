@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
@@ -30,6 +31,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	fl.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address of the API, the reconcile function, /healthz and /dev/token")
+	allowedHosts := fl.String("allowed-hosts", "", "comma-separated names (or addresses) a request's Host may give besides loopback addresses and localhost, with any port; any other Host is refused 403")
 	fl.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "address of the Pub/Sub emulator (PUBSUB_EMULATOR_HOST)")
 	fl.StringVar(&cfg.FirestoreAddr, "firestore-addr", "127.0.0.1:8086", "address of the Firestore emulator (FIRESTORE_EMULATOR_HOST)")
 	fl.StringVar(&cfg.Project, "project", "bc-dev", "Google Cloud project of every emulator")
@@ -55,6 +57,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "devstack: unexpected arguments %q\n", fl.Args())
 		fl.Usage()
 		return fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+
+	for _, h := range strings.Split(*allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowedHosts = append(cfg.AllowedHosts, h)
+		}
 	}
 
 	if r := cfg.TasksDuplicateRate; !(r >= 0 && r <= 1) { // NaN too
@@ -142,6 +150,9 @@ func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) e
 	cfg.Log.Info("Devstack ready",
 		"api", s.URL, "firestore", s.Firestore.Addr, "pubsub", s.PubSub.Addr,
 		"cloudTasks", s.Tasks.Addr(), "gke", s.GKE.Addr(), "compute", s.Compute.Addr(), "iamCredentials", s.IAM.Addr(), "project", s.cfg.Project, "data", cfg.DataFile)
+	if !isLoopbackAddr(s.lis.Addr().String()) {
+		fmt.Fprintf(stderr, "\nWARNING: -addr %s may be reached from other machines, and anyone who reaches it may act as any tenant.\nIt answers only requests whose Host is a loopback address, localhost or a name of -allowed-hosts.\n", s.lis.Addr())
+	}
 	fmt.Fprintf(stderr, `
 Better Compute devstack is up.
   Console        %[1]s/console   (the fleet, each cluster's timeline, the events, the emulators, faults)
@@ -157,7 +168,7 @@ Better Compute devstack is up.
 
 A token for alice (kubernetes.admin of tenant acme), valid one hour:
   TOKEN=%[7]s
-  # or: curl -s -X POST %[1]s/dev/token -d '{"sub":"alice"}'
+  # or: curl -s %[1]s/dev/token -H 'Content-Type: application/json' -d '{"sub":"alice"}'
 
 Try:
   curl -s %[1]s/api/compute/kubernetesClusters/create -H "Authorization: Bearer $TOKEN" \

@@ -199,8 +199,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
-// TestConsoleForms posts the console's forms as a browser without
-// JavaScript would: each calls the devstack's endpoint and comes back
+// formToken is the form token of a page of the console's.
+func formToken(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/console/act")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`<meta name="form-token" content="([^"]+)">`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no form token on the act page:\n%s", b)
+	}
+	return string(m[1])
+}
+
+// TestConsoleForms posts the console's forms as a browser would, with
+// the page's token: each calls the devstack's endpoint and comes back
 // with its answer; the pool event's form shows the substrate's plan
 // before it offers to send the event.
 func TestConsoleForms(t *testing.T) {
@@ -226,8 +242,10 @@ func TestConsoleForms(t *testing.T) {
 		})
 		return page
 	}
+	tok := formToken(t, e.URL)
 	form := func(what string, v url.Values) (int, string, string) {
 		t.Helper()
+		v.Set("form-token", tok)
 		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
 		if err != nil {
 			t.Fatal(err)

@@ -139,9 +139,6 @@ func (s *Stack) fault(r *FaultRequest) (*faults.Injector, faults.Fault, []errs.F
 
 // injectFault answers POST /dev/faults: 200 {"id"}.
 func (s *Stack) injectFault(w http.ResponseWriter, r *http.Request) {
-	if !httpapi.RequireJSON(w, r) {
-		return
-	}
 	var in *faults.Injector
 	var f faults.Fault
 	req, ok := readRequest(w, r, func(req *FaultRequest) []errs.FieldError {

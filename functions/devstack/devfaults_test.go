@@ -307,8 +307,13 @@ func TestFaultsInConsole(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, fastConfig())
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tok := formToken(t, e.URL)
 	form := func(what string, v url.Values) string {
 		t.Helper()
+		if v == nil {
+			v = url.Values{}
+		}
+		v.Set("form-token", tok)
 		resp, err := noRedirect.PostForm(e.URL+"/console/act/"+what, v)
 		if err != nil {
 			t.Fatal(err)

@@ -83,7 +83,8 @@ var stockoutForms = map[string]gkeemu.StockoutForm{
 	"conditions": gkeemu.StockoutConditions,
 }
 
-// gkeStockout answers POST /dev/gke/stockout {"zone", "count", "form"}:
+// gkeStockout answers POST /dev/gke/stockout {"zone", "count", "form"}
+// (zone one of the simulator's, count from 1 to 1000):
 // the next count tries to get new nodes in zone (an operation, then each
 // retry of the zone's instance group, one every operation time) get fewer
 // than asked (GCE_STOCKOUT, in GKE's form named); the missing nodes stay
@@ -92,6 +93,9 @@ var stockoutForms = map[string]gkeemu.StockoutForm{
 func (s *Stack) gkeStockout(w http.ResponseWriter, r *http.Request) {
 	req, ok := readRequest(w, r, func(req *stockoutRequest) []errs.FieldError {
 		bad := required("zone", req.Zone)
+		if req.Zone != "" && !gkeemu.KnownZone(req.Zone) {
+			bad = append(bad, errs.FieldError{Field: "zone", Reason: "no such zone at the GKE simulator, such as us-central1-a"})
+		}
 		if req.Count == nil || *req.Count < 1 || *req.Count > 1000 {
 			bad = append(bad, errs.FieldError{Field: "count", Reason: "must be from 1 to 1000"})
 		}
@@ -157,6 +161,10 @@ type upgradeRequest struct {
 	Duration  string `json:"duration"`
 }
 
+// maxUpgradeDuration bounds an upgrade's duration: the cluster's every
+// other change waits for it.
+const maxUpgradeDuration = time.Hour
+
 // gkeUpgrade answers POST /dev/gke/upgrade {"clusterId", "duration"?}:
 // the GKE simulator starts its own upgrade of the cluster's control plane
 // to the next version (UPGRADE_MASTER, lasting duration or the
@@ -168,8 +176,8 @@ func (s *Stack) gkeUpgrade(w http.ResponseWriter, r *http.Request) {
 		bad := required("clusterId", req.ClusterID)
 		if req.Duration != "" {
 			var err error
-			if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
-				bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a positive duration such as "10s" or "1m30s"`})
+			if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 || d > maxUpgradeDuration {
+				bad = append(bad, errs.FieldError{Field: "duration", Reason: `must be a duration from "1ns" to "1h", such as "10s" or "1m30s"`})
 			}
 		}
 		return bad

@@ -137,7 +137,7 @@ func (s *Stack) functionsMux() *http.ServeMux {
 // request then passes the edge once, in the instance).
 func (s *Stack) front(mux *http.ServeMux) http.Handler {
 	mux.HandleFunc("GET "+InstancesPath, s.instancesHandler)
-	edged := s.app.Edge(mux)
+	edged := s.app.Edge(requireJSON(mux))
 	paths := map[string]bool{}
 	for _, f := range cloudrun.Functions() {
 		paths[f.Path] = true

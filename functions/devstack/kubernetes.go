@@ -45,7 +45,7 @@ func (s *Stack) kubernetesOptions() []gke.Option {
 	if s.kube == nil {
 		return nil
 	}
-	k := gke.Kubernetes{Binary: s.kube.builder.Wait}
+	k := gke.Kubernetes{Binary: s.kube.builder.Wait, JoinURLs: []string{s.joinURL()}}
 	if s.cfg.DataFile != "" {
 		k.Dir = s.cfg.DataFile + ".kubernetes"
 	}

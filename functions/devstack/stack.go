@@ -66,7 +66,11 @@ const DefaultReadTimeout = 5 * time.Second
 // 127.0.0.1; zero durations mean the defaults of the functions'
 // configuration (cloudrun.Defaults) and of the emulators.
 type Config struct {
-	Addr          string // the functions, /healthz, /dev/token, the issuer
+	Addr string // the functions, /healthz, /dev/token, the issuer
+	// AllowedHosts are the names (or addresses) a request's Host may
+	// give, besides loopback addresses and localhost, with any port;
+	// every other Host is refused 403 on every route of Addr (guard.go).
+	AllowedHosts  []string
 	PubSubAddr    string
 	FirestoreAddr string
 	Project       string // bc-dev when empty
@@ -158,6 +162,12 @@ type Config struct {
 	// view, so that a stack nobody looks at pays nothing for them (the
 	// tests', whose Firestore usage prices the product alone).
 	ConsoleFromStart bool
+	// ConsoleMaxStreams and ConsoleMaxStreamsPerClient bound the
+	// console's open streams, in all and from one client address
+	// (console.DefaultMaxStreams and DefaultMaxStreamsPerClient when
+	// zero).
+	ConsoleMaxStreams          int
+	ConsoleMaxStreamsPerClient int
 }
 
 // DefaultWatchdogInterval is the watchdog's schedule in production
@@ -218,6 +228,7 @@ type Stack struct {
 	lis       net.Listener
 	app       *cloudrun.App
 	http      *http.Server
+	handler   http.Handler // the routes of -addr, behind the Host check of http
 	fresh     freshConns
 	ready     atomic.Bool
 
@@ -270,7 +281,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.lis, err = net.Listen("tcp", orFree(cfg.Addr)); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.URL = "http://" + s.lis.Addr().String()
+	s.URL = "http://" + selfAddr(s.lis.Addr())
+	if !isLoopbackAddr(s.lis.Addr().String()) {
+		s.log.Warn("The devstack listens on an address other machines may reach: anyone who can reach it may act as any tenant; "+
+			"it answers only requests that name a loopback address, localhost or a name of -allowed-hosts", "addr", s.lis.Addr().String())
+	}
 	var raw []byte
 	var data *savedData
 	if cfg.DataFile != "" {
@@ -334,7 +349,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	s.http = &http.Server{Handler: s.requests.Wrap(s.front(mux)), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
+	// The request log lists what reached the devstack: a request of a
+	// foreign Host is refused before it.
+	s.handler = s.requests.Wrap(s.front(mux))
+	allowed := newHostAllowList(append(slices.Clone(cfg.AllowedHosts), strings.TrimPrefix(s.URL, "http://")))
+	s.http = &http.Server{Handler: guardHost(allowed, s.handler), ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, ConnState: s.fresh.track}
 	s.http.RegisterOnShutdown(s.fresh.close)
 	go func() { _ = s.http.Serve(s.lis) }()
 
@@ -426,7 +445,7 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	// bcd runs nowhere here: the GKE simulator plays it from the
 	// DaemonSet's environment.
 	c.BcdImage = "bcd.invalid/bcd:dev"
-	c.JoinURL = s.URL + "/api/compute/kubernetesSubstrates/join"
+	c.JoinURL = s.joinURL()
 	// One instance serves every run: it may spend the reconciler's whole
 	// share of the simulator's quota.
 	c.ProviderQuota = s.cfg.GKERequestQuota
@@ -447,6 +466,10 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	}
 	return c
 }
+
+// joinURL is the join method's URL: where the functions tell bcd to
+// join, and the only one where the GKE simulator's bcd posts its tokens.
+func (s *Stack) joinURL() string { return s.URL + "/api/compute/kubernetesSubstrates/join" }
 
 // otherRoutes answers what no route of mux serves in the API's error
 // envelope, not net/http's plain text, as the API does (API.md §1): 405
@@ -499,6 +522,15 @@ func (s *Stack) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// selfAddr is the address the stack calls itself at: the listener's, or
+// the loopback address with its port when it listens on every address.
+func selfAddr(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(t.Port))
+	}
+	return a.String()
 }
 
 func orFree(addr string) string {

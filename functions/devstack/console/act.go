@@ -172,6 +172,10 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if err := c.checkForm(r); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	f := r.PostForm
 	var path string
 	var body any

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -139,68 +138,6 @@ func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
 	}
 	flash, failed := flashed(r)
 	c.render(w, "cluster", page{Title: "Cluster " + v.Row.Name, Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
-}
-
-// clusterStream sends the cluster's live part again whenever it changes:
-// at each poll, and at once when one of its events arrives.
-func (c *Console) clusterStream(w http.ResponseWriter, r *http.Request) {
-	tenant, id, window := r.PathValue("tenant"), r.PathValue("id"), r.URL.Query().Get("window")
-	ch, stop := c.ev.subscribe()
-	defer stop()
-	c.liveStream(w, r, "cluster-live", "clusterLive", func(ctx context.Context) (any, bool) {
-		v, err := c.readCluster(ctx, tenant, id, window)
-		return v, err == nil && v != nil
-	}, ch, func(e Event) bool { return e.Tenant == tenant && e.ClusterID == id })
-}
-
-// liveStream sends the template tmpl of what read returns, under key,
-// whenever it changes: at each poll, and at once when an event on wake
-// that woken accepts arrives (wake nil: polls only).
-func (c *Console) liveStream(w http.ResponseWriter, r *http.Request, key, tmpl string, read func(context.Context) (any, bool),
-	wake <-chan Event, woken func(Event) bool) {
-	st, ok := startStream(w, r)
-	if !ok {
-		return
-	}
-	tick := time.NewTicker(c.opt.Poll)
-	defer tick.Stop()
-	last := ""
-	for {
-		if v, ok := read(r.Context()); ok {
-			var b bytes.Buffer
-			if c.rows.ExecuteTemplate(&b, tmpl, v) == nil && b.String() != last {
-				last = b.String()
-				if !st.send("live", rowMsg{Key: key, HTML: last}) {
-					return
-				}
-			}
-		}
-		if !c.waitLive(r.Context(), tick.C, wake, woken) {
-			return
-		}
-	}
-}
-
-// waitLive waits for the next poll, or an event on wake that woken
-// accepts; false when the stream or the console ends.
-func (c *Console) waitLive(ctx context.Context, tick <-chan time.Time, wake <-chan Event, woken func(Event) bool) bool {
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-c.done:
-			return false
-		case <-tick:
-			return true
-		case e, open := <-wake:
-			if !open {
-				return false
-			}
-			if woken(e) {
-				return true
-			}
-		}
-	}
 }
 
 func cmpOr(a, b string) string {

@@ -102,9 +102,8 @@ type Options struct {
 	// Requests is the log of the devstack's requests (nil: the requests
 	// view has none).
 	Requests *RequestLog
-	// Poll is how often a cluster's page reads Firestore again; the
-	// fleet, which listens, sends a burst of changes within a quarter of
-	// it (a second when zero).
+	// Poll is a second when zero: the streams, which listen, send a
+	// burst of changes within a quarter of it.
 	Poll     time.Duration
 	PageSize int
 	// Zones are the zones the devstack's clusters may use, which the act
@@ -114,7 +113,12 @@ type Options struct {
 	// states and runs of the timelines, from then); false, the first
 	// view does.
 	FromStart bool
-	Log       *slog.Logger
+	// MaxStreams and MaxStreamsPerClient bound the open streams, in all
+	// and from one client address (DefaultMaxStreams and
+	// DefaultMaxStreamsPerClient when zero): a stream past them is
+	// refused, 503 and 429.
+	MaxStreams, MaxStreamsPerClient int
+	Log                             *slog.Logger
 }
 
 // Console serves the console's pages.
@@ -124,6 +128,10 @@ type Console struct {
 	rows  *template.Template
 	ev    *events
 	plans plans
+	// tokens mint and check the forms' per-page tokens; slots bound the
+	// open streams (guard.go).
+	tokens formTokens
+	slots  streamSlots
 
 	mu        sync.Mutex
 	stop      context.CancelFunc
@@ -143,15 +151,22 @@ func New(opt Options) (*Console, error) {
 	if opt.Poll <= 0 {
 		opt.Poll = time.Second
 	}
+	if opt.MaxStreams <= 0 {
+		opt.MaxStreams = DefaultMaxStreams
+	}
+	if opt.MaxStreamsPerClient <= 0 {
+		opt.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
 	if opt.PageSize <= 0 {
 		opt.PageSize = DefaultPageSize
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher()}
+	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher(),
+		tokens: newFormTokens(), slots: streamSlots{max: opt.MaxStreams, per: opt.MaxStreamsPerClient, perClient: map[string]int{}}}
 	c.bg, c.bgStop = context.WithCancel(context.Background())
-	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	base, err := template.New("base").Funcs(funcs).Funcs(template.FuncMap{"formToken": c.tokens.mint}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +208,7 @@ func (c *Console) Start(context.Context) error {
 	}
 	stop := c.opt.Published(func(topic string, m *pubsubpb.PubsubMessage) {
 		if topics[topic[strings.LastIndex(topic, "/")+1:]] {
-			c.ev.add(eventOf(m.GetAttributes(), m.GetData()))
+			c.ev.publish(m.GetAttributes(), m.GetData())
 		}
 	})
 	c.mu.Lock()
@@ -219,13 +234,13 @@ func (c *Console) Close() {
 func (c *Console) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path, c.fleetPage)
 	mux.HandleFunc("GET "+Path+"/{$}", c.fleetPage)
-	mux.HandleFunc("GET "+Path+"/fleet/stream", c.fleetStream)
+	mux.HandleFunc("GET "+Path+"/fleet/stream", c.bounded(c.fleetStream))
 	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}", c.clusterPage)
-	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}/stream", c.clusterStream)
+	mux.HandleFunc("GET "+Path+"/clusters/{tenant}/{id}/stream", c.bounded(c.clusterStream))
 	mux.HandleFunc("GET "+Path+"/substrates/{tenant}/{id}", c.substratePage)
-	mux.HandleFunc("GET "+Path+"/substrates/{tenant}/{id}/stream", c.substrateStream)
+	mux.HandleFunc("GET "+Path+"/substrates/{tenant}/{id}/stream", c.bounded(c.substrateStream))
 	mux.HandleFunc("GET "+Path+"/events", c.eventsPage)
-	mux.HandleFunc("GET "+Path+"/events/stream", c.eventsStream)
+	mux.HandleFunc("GET "+Path+"/events/stream", c.bounded(c.eventsStream))
 	mux.HandleFunc("GET "+Path+"/emulators", c.emulatorsPage)
 	mux.HandleFunc("GET "+Path+"/firestore", c.firestorePage)
 	mux.HandleFunc("GET "+Path+"/act", c.actPage)
@@ -240,14 +255,17 @@ func (c *Console) Routes(mux *http.ServeMux) {
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	c.Routes(mux)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // render writes the named page.
 func (c *Console) render(w http.ResponseWriter, name string, data any) {
 	t := c.pages[name]
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+	securityHeaders(w.Header())
 	if err := t.ExecuteTemplate(w, "layout", data); err != nil {
 		c.opt.Log.Warn("Console page failed", "page", name, "error", err)
 	}

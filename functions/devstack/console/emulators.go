@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -184,6 +185,17 @@ type docView struct {
 
 const firestoreLimit = 100
 
+// checkDocPath says why the segments of a Firestore path name no
+// collection or document (an empty segment, . or ..), or nil.
+func checkDocPath(segs []string) error {
+	for i, s := range segs {
+		if s == "" || s == "." || s == ".." || len(s) > 1500 {
+			return fmt.Errorf("path segment %d (%q) is not a collection or document ID: IDs are not empty, not . or .., and at most 1,500 bytes", i+1, s)
+		}
+	}
+	return nil
+}
+
 func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p := strings.Trim(r.URL.Query().Get("path"), "/")
@@ -191,6 +203,10 @@ func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 	segs := []string{}
 	if p != "" {
 		segs = strings.Split(p, "/")
+	}
+	if err := checkDocPath(segs); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	for i := range segs {
 		v.Crumbs = append(v.Crumbs, crumb{Name: segs[i], Path: strings.Join(segs[:i+1], "/")})

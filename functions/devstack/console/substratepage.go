@@ -196,12 +196,19 @@ func (c *Console) substratePage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, "substrate", page{Title: "Substrate " + v.ID, Nav: "fleet", Body: v})
 }
 
-// substrateStream sends the substrate's page again whenever it changes,
-// read at each poll.
+// substrateStream sends the substrate's page again whenever it, its
+// cluster or that cluster's pools change, as the watcher hears.
 func (c *Console) substrateStream(w http.ResponseWriter, r *http.Request) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
-	c.liveStream(w, r, "substrate-live", "substrateProgress", func(ctx context.Context) (any, bool) {
+	c.liveStream(w, r, "substrate-live", "substrateProgress", []string{substrateKey(tenant, id)}, func(ctx context.Context) (any, []string, bool) {
+		keys := []string{substrateKey(tenant, id)}
 		v, err := c.readSubstrate(ctx, tenant, id)
-		return v, err == nil && v != nil
-	}, nil, nil)
+		if err != nil || v == nil {
+			return nil, keys, false
+		}
+		if v.Row.ClusterID != "" {
+			keys = append(keys, clusterKey(tenant, v.Row.ClusterID))
+		}
+		return v, keys, true
+	}, nil)
 }

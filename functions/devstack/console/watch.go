@@ -34,12 +34,26 @@ type watcher struct {
 	synced  int           // collection groups whose first snapshot came
 	ready   chan struct{} // closed once all three came
 	changed chan struct{} // closed, and replaced, at each change
+	// waiters wait for a change of one cluster (clusterKey: the cluster,
+	// its pools, its substrate) or substrate (substrateKey), each closed
+	// at the first change of any key it waits on (changedOf).
+	waiters map[string][]*waiter
 }
+
+// waiter is a channel closed at a change; done once closed, or once
+// nobody waits on it.
+type waiter struct {
+	ch   chan struct{}
+	done bool
+}
+
+// substrateKey is a substrate's key of changedOf.
+func substrateKey(tenant, id string) string { return "substrate:" + tenant + "/" + id }
 
 func newWatcher() *watcher {
 	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
 		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
-		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory()}
+		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory(), waiters: map[string][]*waiter{}}
 }
 
 // start listens until ctx ends (once).
@@ -71,6 +85,7 @@ func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group strin
 			w.mu.Lock()
 			if reset {
 				w.clear(group)
+				w.touchAll()
 				reset = false
 			}
 			for _, ch := range snap.Changes {
@@ -109,6 +124,9 @@ func (w *watcher) clear(group string) {
 func (w *watcher) apply(group string, ch firestore.DocumentChange) {
 	path := ch.Doc.Ref.Path
 	removed := ch.Kind == firestore.DocumentRemoved
+	// Who waits on the document, as it was and as it is.
+	w.touchDoc(group, path)
+	defer w.touchDoc(group, path)
 	switch group {
 	case "clusters":
 		var v lifecycle.Cluster
@@ -242,4 +260,71 @@ func (w *watcher) runsOf(tenant, id string) ([]Run, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]Run(nil), w.runs[clusterKey(tenant, id)]...), w.started
+}
+
+// changedOf is a channel closed at the next change of any of keys
+// (clusterKey, substrateKey): what a page's stream waits on, so that
+// it reads its subject again only when that changed. Its stop is called
+// once the caller no longer waits, so that nothing is kept for it.
+func (w *watcher) changedOf(keys ...string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt := &waiter{ch: make(chan struct{})}
+	for _, k := range keys {
+		l := w.waiters[k]
+		kept := l[:0]
+		for _, o := range l {
+			if !o.done {
+				kept = append(kept, o)
+			}
+		}
+		clear(l[len(kept):])
+		w.waiters[k] = append(kept, wt)
+	}
+	return wt.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		wt.done = true // dropped at the key's next change or wait
+	}
+}
+
+// touchDoc wakes the waiters of the document at path of group, as the
+// watcher holds it. Called with w.mu held.
+func (w *watcher) touchDoc(group, path string) {
+	switch group {
+	case "clusters":
+		if v, ok := w.clusters[path]; ok {
+			w.touch(clusterKey(v.TenantID, v.ID))
+		}
+	case "nodePools":
+		if v, ok := w.pools[path]; ok {
+			w.touch(clusterKey(v.TenantID, v.ClusterID))
+		}
+	default:
+		if v, ok := w.substrates[path]; ok {
+			w.touch(substrateKey(v.TenantID, v.ID))
+			if id := v.ClusterID(); id != "" {
+				w.touch(clusterKey(v.TenantID, id))
+			}
+		}
+	}
+}
+
+// touch wakes the waiters of key. Called with w.mu held.
+func (w *watcher) touch(key string) {
+	for _, wt := range w.waiters[key] {
+		if !wt.done {
+			wt.done = true
+			close(wt.ch)
+		}
+	}
+	delete(w.waiters, key)
+}
+
+// touchAll wakes every waiter (a listener starts again from a new
+// snapshot). Called with w.mu held.
+func (w *watcher) touchAll() {
+	for k := range w.waiters {
+		w.touch(k)
+	}
 }
