@@ -33,7 +33,7 @@ func TestNodeCountsOneForm(t *testing.T) {
 	if row.Wanted != 13 || row.CurrentNodeCount != 13 || !row.CurrentKnown {
 		t.Fatalf("row nodes = %d of %d (known %v), want 13 of 13", row.CurrentNodeCount, row.Wanted, row.CurrentKnown)
 	}
-	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	base, err := template.New("base").Funcs(funcs).Funcs(template.FuncMap{"formToken": newFormTokens().mint}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		t.Fatal(err)
 	}
