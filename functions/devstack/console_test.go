@@ -121,6 +121,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	row := fmt.Sprintf(`tr[id="cl-acme-%s"]`, cl.ID)
 	within(t, ctx, waitTime, "the new cluster's row", chromedp.WaitVisible(css(row)))
 	within(t, ctx, waitTime, "the cluster ready in the fleet", chromedp.WaitVisible(css(row+`[data-state="ready"]`)))
+	// It changed while the page was open: its row says so.
+	within(t, ctx, waitTime, "the changed row marked", chromedp.WaitVisible(css(row+`.changed`)))
 	if m := value(t, ctx, "no reload", chromedp.Evaluate[string](`window.notReloaded || "reloaded"`)); m != "yes" {
 		t.Errorf("the fleet page reloaded (%q)", m)
 	}

@@ -51,7 +51,12 @@
     if (m.html) {
       row = fragment(m.html);
       if (!row) { return; }
-      if (old) { old.replaceWith(row); }
+      if (old) {
+        // A row whose content changed while the page was open is
+        // marked, so that the eye finds what moved.
+        if (old.outerHTML.replace(/ class="[^"]*changed[^"]*"/, "") !== row.outerHTML) { row.classList.add("changed"); }
+        old.replaceWith(row);
+      }
     }
     if (!row) { return; }
     var prev = m.after ? document.getElementById(m.after) : null;
