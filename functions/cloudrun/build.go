@@ -287,8 +287,9 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The share is the fleet's, kept in Firestore. A lease is at most a
-	// tenth of the minute over the most instances, so that tokens held by
+	// The share is the fleet's, kept in Firestore, and divided between
+	// the tenants that want it (API.md §10). A lease is at most a tenth
+	// of the minute over the most instances, so that tokens held by
 	// instances, and lost when the minute ends, stay within a tenth.
 	share := float64(c.cfg.ProviderQuota) * c.cfg.ProviderQuotaShare
 	budget := &clusters.Budget{
@@ -297,6 +298,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		Stretch:   c.cfg.SteadyInterval / 2,
 		Ledger:    k.store,
 		Batch:     min(20, max(1, int(share)/(10*c.cfg.ReconcileInstances))),
+		Fair:      true,
 		Metrics:   c.tel.Metrics(),
 	}
 	// Steady refreshes share one ListClusters per project and location
