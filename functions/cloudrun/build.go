@@ -226,8 +226,10 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 	if k.store, err = store.New(k.fs); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	changes := append(c.cfg.ChangeQueues(), "")
 	if k.queue, err = tasks.New(k.tasks, tasks.Config{
-		Queue:          c.cfg.TasksQueue,
+		Queue:          changes[0],
+		TenantQueues:   changes[:len(changes)-1],
 		SteadyQueues:   c.cfg.SteadyQueues(),
 		URL:            c.cfg.ReconcileURL,
 		ServiceAccount: c.cfg.TasksServiceAccount,
