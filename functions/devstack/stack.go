@@ -94,7 +94,7 @@ type Config struct {
 	// naming several does in production; each has the one queue's
 	// concurrency.
 	TenantQueues int
-	LeaseTTL        time.Duration
+	LeaseTTL     time.Duration
 	// WatchdogInterval is how often the watchdog runs: Cloud Scheduler's
 	// schedule in production, DefaultWatchdogInterval when zero.
 	WatchdogInterval time.Duration
