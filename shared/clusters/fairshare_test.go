@@ -10,6 +10,8 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -307,5 +309,63 @@ func (f *fairRun) check(m int, tenants []string, demand, from map[string]int) {
 		if f.made[tenant] == 0 {
 			t.Errorf("minute %d: late %s made no call", m, tenant)
 		}
+	}
+}
+
+// A run put off for its tenant's share records when its wait began, and
+// says so in the cluster's and its changing pools' message only once it
+// has waited more than a minute; a wait for the project's minute spent
+// says nothing.
+func TestShareWaitSaidAfterAMinute(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	now := start.Add(30 * time.Second)
+	clk := testingclock.NewFakeClock(now)
+	ledger := &memLedger{shards: map[memKey]*store.BudgetShard{}}
+	// acme has taken half the minute; globex wants its share.
+	ledger.shards[memKey{"p", start, 0}] = &store.BudgetShard{Taken: 5,
+		Tenants: map[string]int{"acme": 5}, Asks: map[string]time.Time{"acme": now, "globex": now}}
+	b := &Budget{PerMinute: 10, Batch: 1, Fair: true, Ledger: ledger, Clock: clk}
+	r := &Reconciler{now: clk.Now, budget: b}
+	pending := poolDoc("a", resource.StatePending, 1)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		retrying *lifecycle.Retry
+		wantMsg  string
+	}{
+		{"first put off", nil, ""},
+		{"put off for 30 s", &lifecycle.Retry{Since: now.Add(-30 * time.Second), Reason: ShareWait}, ""},
+		{"put off for 61 s", &lifecycle.Retry{Since: now.Add(-61 * time.Second), Reason: ShareWait}, ShareWait},
+		{"after another failure", &lifecycle.Retry{Since: now.Add(-5 * time.Minute), Reason: "GKE is unavailable"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := clusterDoc(resource.StateProvisioning, func(cl *lifecycle.Cluster) { cl.Status.Retrying = c.retrying })
+			u := &run{r: r, read: store.ClusterRun{Cluster: cl, Pools: []lifecycle.NodePool{pending}}}
+			out, err := u.Step(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.After <= 0 || !out.Changed && c.retrying == nil {
+				t.Fatalf("Step() = %+v, want put off, the wait recorded", out)
+			}
+			got := u.d.Cluster.Status
+			since := now
+			if c.retrying != nil && c.retrying.Reason == ShareWait {
+				since = c.retrying.Since
+			}
+			if got.Retrying == nil || got.Retrying.Reason != ShareWait || !got.Retrying.Since.Equal(since) {
+				t.Errorf("Retrying = %+v, want the share's wait since %v", got.Retrying, since)
+			}
+			if (got.Message == ShareWait) != (c.wantMsg != "") || (u.d.Pools[0].Status.Message == ShareWait) != (c.wantMsg != "") {
+				t.Errorf("messages: cluster %q, pool %q; want %q", got.Message, u.d.Pools[0].Status.Message, c.wantMsg)
+			}
+		})
+	}
+	// The project's minute spent: put off, nothing written.
+	ledger.shards[memKey{"p", start, 0}] = &store.BudgetShard{Taken: 10, Tenants: map[string]int{"globex": 10}}
+	b2 := &Budget{PerMinute: 10, Batch: 1, Fair: true, Ledger: ledger, Clock: clk}
+	u := &run{r: &Reconciler{now: clk.Now, budget: b2}, read: store.ClusterRun{Cluster: clusterDoc(resource.StateProvisioning)}}
+	if out, err := u.Step(ctx, nil); err != nil || out.After <= 0 || out.Changed {
+		t.Errorf("Step() with the minute spent = %+v, %v; want put off, nothing changed", out, err)
 	}
 }
