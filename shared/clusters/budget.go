@@ -83,7 +83,8 @@ type Budget struct {
 
 	mu      sync.Mutex
 	local   *memLedger
-	minutes map[string]*minute
+	minutes map[string]*minute // by project and tenant
+	swept   time.Time          // the minute whose past ones minutes lost
 }
 
 // Ledger is where the tokens taken of each project's minutes are kept
@@ -405,6 +406,16 @@ func (b *Budget) minute(project, tenant string, now time.Time) *minute {
 	start := now.Truncate(time.Minute)
 	if b.minutes == nil {
 		b.minutes = map[string]*minute{}
+	}
+	if start.After(b.swept) {
+		// Once a minute, forget the past minutes of every project and
+		// tenant, those that called no more as well.
+		for k, m := range b.minutes {
+			if m.start.Before(start) && m.leasing == nil {
+				delete(b.minutes, k)
+			}
+		}
+		b.swept = start
 	}
 	key := project + "\x00" + tenant
 	m := b.minutes[key]
