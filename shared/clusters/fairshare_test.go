@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sort"
 	"sync"
@@ -360,6 +361,15 @@ func TestShareWaitSaidAfterAMinute(t *testing.T) {
 				t.Errorf("messages: cluster %q, pool %q; want %q", got.Message, u.d.Pools[0].Status.Message, c.wantMsg)
 			}
 		})
+	}
+	// A failure after a long wait for the share starts its own record.
+	waited := clusterDoc(resource.StateProvisioning, func(cl *lifecycle.Cluster) {
+		cl.Status.Retrying = &lifecycle.Retry{Since: now.Add(-5 * time.Minute), Reason: ShareWait}
+	})
+	f := &run{r: r, read: store.ClusterRun{Cluster: waited}}
+	f.failed(ctx, errors.New("GKE is unavailable"))
+	if got := f.d.Cluster.Status.Retrying; got == nil || !got.Since.Equal(now) || got.Reason != "GKE is unavailable" {
+		t.Errorf("a failure after waiting for the share: Retrying = %+v, want the failure's own since %v", got, now)
 	}
 	// The project's minute spent: put off, nothing written.
 	ledger.shards[memKey{"p", start, 0}] = &store.BudgetShard{Taken: 10, Tenants: map[string]int{"globex": 10}}

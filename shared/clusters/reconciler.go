@@ -355,7 +355,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		}
 		u.d.acted = true
 		if u.retry {
-			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.read.Cluster.Status.Retrying, u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
+			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
 		}
 	}
 	return chain.Outcome{
@@ -407,6 +407,16 @@ func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
 	}
 }
 
+// failures is the record of the failures before the run's: none when the
+// runs before were put off for their tenant's share, which is a wait,
+// not a failure, and whose start a failure must not take for its own.
+func (u *run) failures() *lifecycle.Retry {
+	if r := u.read.Cluster.Status.Retrying; r != nil && r.Reason != ShareWait {
+		return r
+	}
+	return nil
+}
+
 // hint is the Kick.Hint of the run's successor: the cluster's provider
 // coordinates when the run leaves it steady, so that the next run (most
 // likely a refresh) reads the provider with its documents; else none.
@@ -429,7 +439,7 @@ func (u *run) failed(ctx context.Context, err error) chain.Outcome {
 	for _, p := range u.read.Pools {
 		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
 	}
-	lifecycle.RunFailed(&d.Cluster, d.Pools, u.read.Cluster.Status.Retrying, reason(err), u.r.now().UTC().Truncate(time.Microsecond))
+	lifecycle.RunFailed(&d.Cluster, d.Pools, u.failures(), reason(err), u.r.now().UTC().Truncate(time.Microsecond))
 	u.d, u.planned, u.retry = d, true, true
 	return chain.Outcome{
 		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
