@@ -23,9 +23,12 @@ bench() {
   fi
 }
 
-bench -bench=. -skip=BenchmarkSubstrateJoined -benchtime=300x \
+bench -bench=. -skip='BenchmarkSubstrateJoined|^BenchmarkNeighbourFlood$' -benchtime=300x \
   ./shared/store/ ./shared/chain/ ./shared/clusters/ ./functions/devstack/ ./emulators/firestore/
 # A substrate from its pool's event to its nodes joined takes seconds
 # (a simulated provider operation, a Kubernetes API server): a few
 # iterations each.
 bench -bench=BenchmarkSubstrateJoined -benchtime=5x ./functions/devstack/
+# A neighbour's flood: a stack, a flood of clusters and two provider
+# operations of 10 s an iteration.
+bench -bench='^BenchmarkNeighbourFlood$' -benchtime=1x ./functions/devstack/

@@ -226,8 +226,10 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 	if k.store, err = store.New(k.fs); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	changes := append(c.cfg.ChangeQueues(), "")
 	if k.queue, err = tasks.New(k.tasks, tasks.Config{
-		Queue:          c.cfg.TasksQueue,
+		Queue:          changes[0],
+		TenantQueues:   changes[:len(changes)-1],
 		SteadyQueues:   c.cfg.SteadyQueues(),
 		URL:            c.cfg.ReconcileURL,
 		ServiceAccount: c.cfg.TasksServiceAccount,
@@ -287,8 +289,9 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The share is the fleet's, kept in Firestore. A lease is at most a
-	// tenth of the minute over the most instances, so that tokens held by
+	// The share is the fleet's, kept in Firestore, and divided between
+	// the tenants that want it (API.md §10). A lease is at most a tenth
+	// of the minute over the most instances, so that tokens held by
 	// instances, and lost when the minute ends, stay within a tenth.
 	share := float64(c.cfg.ProviderQuota) * c.cfg.ProviderQuotaShare
 	budget := &clusters.Budget{
@@ -297,6 +300,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 		Stretch:   c.cfg.SteadyInterval / 2,
 		Ledger:    k.store,
 		Batch:     min(20, max(1, int(share)/(10*c.cfg.ReconcileInstances))),
+		Fair:      true,
 		Metrics:   c.tel.Metrics(),
 	}
 	// Steady refreshes share one ListClusters per project and location

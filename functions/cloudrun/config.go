@@ -32,7 +32,10 @@ type Config struct {
 	AuthAudience  string
 
 	// TasksQueue is the reconcile queue, projects/P/locations/L/queues/Q
-	// (TASKS_QUEUE); ReconcileURL the reconcile function's URL its tasks
+	// (TASKS_QUEUE), or several separated by commas, each tenant's
+	// changing chains on the one its ID hashes to (tasks.TenantShard), so
+	// that one tenant's many converging chains wait on its queue and not
+	// another's (API.md §10); ReconcileURL the reconcile function's URL its tasks
 	// call (RECONCILE_URL); TasksServiceAccount the identity of the tasks'
 	// OIDC tokens (TASKS_SERVICE_ACCOUNT); TasksAudience their audience
 	// (TASKS_AUDIENCE, ReconcileURL when unset).
@@ -398,15 +401,23 @@ func (c Config) problems(rec *loaded) []error {
 	if c.FirestoreDatabase != DefaultFirestoreDatabase && !databaseRE.MatchString(c.FirestoreDatabase) {
 		bad("FIRESTORE_DATABASE", "%q is not a database ID", c.FirestoreDatabase)
 	}
-	if required("TASKS_QUEUE", c.TasksQueue) && !queueRE.MatchString(c.TasksQueue) {
-		bad("TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", c.TasksQueue)
-	}
 	seen := map[string]bool{}
+	if required("TASKS_QUEUE", c.TasksQueue) {
+		for _, q := range c.ChangeQueues() {
+			switch {
+			case !queueRE.MatchString(q):
+				bad("TASKS_QUEUE", "%q is not projects/P/locations/L/queues/Q", q)
+			case seen[q]:
+				bad("TASKS_QUEUE", "%q is named twice", q)
+			}
+			seen[q] = true
+		}
+	}
 	for _, q := range c.SteadyQueues() {
 		switch {
 		case !queueRE.MatchString(q):
 			bad("TASKS_STEADY_QUEUE", "%q is not projects/P/locations/L/queues/Q", q)
-		case seen[q] || q == c.TasksQueue:
+		case seen[q]:
 			bad("TASKS_STEADY_QUEUE", "%q is named twice", q)
 		}
 		seen[q] = true
@@ -547,6 +558,14 @@ func checkURL(raw string) error {
 		return fmt.Errorf("%q: http is allowed only on the loopback interface; use https", raw)
 	}
 	return fmt.Errorf("%q: scheme must be https", raw)
+}
+
+// ChangeQueues are the queues TasksQueue names, in its order.
+func (c Config) ChangeQueues() []string {
+	if c.TasksQueue == "" {
+		return nil
+	}
+	return strings.Split(c.TasksQueue, ",")
 }
 
 // SteadyQueues are the queues TasksSteadyQueue names, in its order.

@@ -122,6 +122,16 @@ func TestLoadConfigValid(t *testing.T) {
 			},
 		},
 		{
+			name: "change queues separated by commas",
+			env:  with(map[string]string{"TASKS_QUEUE": "projects/p/locations/l/queues/r-0,projects/p/locations/l/queues/r-1"}),
+			check: func(c Config) string {
+				if got := c.ChangeQueues(); len(got) != 2 || got[1] != "projects/p/locations/l/queues/r-1" {
+					return fmt.Sprintf("ChangeQueues() = %q", got)
+				}
+				return ""
+			},
+		},
+		{
 			name: "the reconcile function needs no tenant issuer",
 			env:  with(map[string]string{"FUNCTION_TARGET": "reconcile", "AUTH_ISSUER_URL": "", "AUTH_AUDIENCE": ""}),
 		},
@@ -260,6 +270,8 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"bad project", with(map[string]string{"GOOGLE_CLOUD_PROJECT": "Bad_Project"}), []string{"GOOGLE_CLOUD_PROJECT"}},
 		{"bad database", with(map[string]string{"FIRESTORE_DATABASE": "No Spaces"}), []string{"FIRESTORE_DATABASE"}},
 		{"bad queue", with(map[string]string{"TASKS_QUEUE": "reconcile"}), []string{"TASKS_QUEUE"}},
+		{"bad second queue", with(map[string]string{"TASKS_QUEUE": "projects/p/locations/l/queues/r,r-1"}), []string{"TASKS_QUEUE"}},
+		{"queue named twice", with(map[string]string{"TASKS_QUEUE": "projects/p/locations/l/queues/r,projects/p/locations/l/queues/r"}), []string{"TASKS_QUEUE"}},
 		{"bad steady queue", with(map[string]string{"TASKS_STEADY_QUEUE": "reconcile-steady"}), []string{"TASKS_STEADY_QUEUE"}},
 		{"bad second steady queue", with(map[string]string{"TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s,s-1"}), []string{"TASKS_STEADY_QUEUE"}},
 		{"steady queue named twice", with(map[string]string{"TASKS_STEADY_QUEUE": "projects/p/locations/l/queues/s,projects/p/locations/l/queues/s"}), []string{"TASKS_STEADY_QUEUE"}},

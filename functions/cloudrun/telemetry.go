@@ -54,7 +54,8 @@ func newTelemetry(cfg Config, out io.Writer, log *slog.Logger) *telemetry.Teleme
 // empty (global) without one. Read from the configuration rather than
 // Cloud Run's metadata server, so that starting costs no call.
 func location(cfg Config) string {
-	if p := strings.Split(cfg.TasksQueue, "/"); len(p) == 6 && p[2] == "locations" {
+	first, _, _ := strings.Cut(cfg.TasksQueue, ",")
+	if p := strings.Split(first, "/"); len(p) == 6 && p[2] == "locations" {
 		return p[3]
 	}
 	return ""

@@ -42,6 +42,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fl.DurationVar(&cfg.LeaseTTL, "lease-ttl", cloudrun.DefaultLeaseTTL, "how long a reconcile run may hold its cluster; a killed run's hold ends after it")
 	fl.DurationVar(&cfg.GKEOperationTime, "gke-operation-time", gkeemu.DefaultOperationTime, "how long each simulated GKE operation takes")
 	fl.IntVar(&cfg.GKERequestQuota, "gke-request-quota", 0, "each simulated project's GKE request quota, calls per minute (0: none); the reconciler spends 80% of it at most")
+	fl.IntVar(&cfg.TenantQueues, "tenant-queues", 1, "how many Cloud Tasks queues take the changing chains' runs, each tenant's on one")
 	fl.DurationVar(&cfg.WatchdogInterval, "watchdog-interval", DefaultWatchdogInterval, "how often the watchdog restarts dead chains and drains the outbox")
 	fl.Float64Var(&cfg.TasksDuplicateRate, "tasks-duplicate-rate", 0, "share (0 to 1) of the Cloud Tasks emulator's attempts delivered twice at the same moment, as Cloud Tasks occasionally does")
 	fl.BoolVar(&cfg.Kubernetes, "kubernetes", true, "give the simulated clusters a real Kubernetes API (kube-apiserver, built from source in the background at the first start: several minutes; GET /healthz/kubernetes says when it is ready)")

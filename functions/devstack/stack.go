@@ -93,7 +93,12 @@ type Config struct {
 	// GKERequestQuota is each simulated project's request quota, calls per
 	// minute, which the reconciler's budget then spends within (0: none).
 	GKERequestQuota int
-	LeaseTTL        time.Duration
+	// TenantQueues, above one, is how many queues take the changing
+	// chains' runs, each tenant's on one (ChangeQueues), as TASKS_QUEUE
+	// naming several does in production; each has the one queue's
+	// concurrency.
+	TenantQueues int
+	LeaseTTL     time.Duration
 	// WatchdogInterval is how often the watchdog runs: Cloud Scheduler's
 	// schedule in production, DefaultWatchdogInterval when zero.
 	WatchdogInterval time.Duration
@@ -177,6 +182,16 @@ const DefaultWatchdogInterval = time.Minute
 // Queue is the Cloud Tasks queue of reconcile runs, in the stack's project.
 func (c Config) Queue() string {
 	return fmt.Sprintf("projects/%s/locations/us-central1/queues/reconcile", c.Project)
+}
+
+// ChangeQueues are the queues of changing chains' runs: Queue, and as
+// many more as TenantQueues asks (reconcile-1, ...).
+func (c Config) ChangeQueues() []string {
+	qs := []string{c.Queue()}
+	for i := 1; i < c.TenantQueues; i++ {
+		qs = append(qs, fmt.Sprintf("%s-%d", c.Queue(), i))
+	}
+	return qs
 }
 
 // SteadyQueue is the Cloud Tasks queue of steady chains' runs
@@ -428,7 +443,7 @@ func (s *Stack) functionsConfig() cloudrun.Config {
 	c := cloudrun.Defaults()
 	c.Project = s.cfg.Project
 	c.AuthIssuerURL, c.AuthAudience = s.URL, s.URL
-	c.TasksQueue, c.TasksSteadyQueue = s.cfg.Queue(), s.cfg.SteadyQueue()
+	c.TasksQueue, c.TasksSteadyQueue = strings.Join(s.cfg.ChangeQueues(), ","), s.cfg.SteadyQueue()
 	c.ReconcileURL = s.URL + functionPath(cloudrun.ReconcileFunction)
 	// The internal functions' callers (iam.go), their tokens signed by
 	// the development issuer for the stack's URL.
@@ -646,7 +661,11 @@ func (s *Stack) provision(ctx context.Context) error {
 	// other, with fewer runs in flight: however many refreshes are due,
 	// they take a bounded share of the process, and a change's run is
 	// dispatched as soon as it is due.
-	for name, inFlight := range map[string]int32{s.cfg.Queue(): 50, s.cfg.SteadyQueue(): 10} {
+	queues := map[string]int32{s.cfg.SteadyQueue(): 10}
+	for _, q := range s.cfg.ChangeQueues() {
+		queues[q] = 50
+	}
+	for name, inFlight := range queues {
 		_, err = tc.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
 			Parent: fmt.Sprintf("projects/%s/locations/us-central1", s.cfg.Project),
 			Queue: &cloudtaskspb.Queue{

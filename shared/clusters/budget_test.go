@@ -87,25 +87,25 @@ func TestBudgetAllow(t *testing.T) {
 	ctx := context.Background()
 	// Of the minute's 100 calls, steady refreshes leave 50.
 	for i := range 50 {
-		if ok, _ := b.allow("p", true); !ok {
+		if ok, _, _ := b.allow("p", "", true); !ok {
 			t.Fatalf("steady refresh %d refused with %d calls spent, want allowed", i+1, i)
 		}
 		if err := b.take(ctx, "p"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ok, wait := b.allow("p", true)
+	ok, wait, _ := b.allow("p", "", true)
 	if ok || wait < 45*time.Second || wait > 45*time.Second+time.Minute {
 		t.Errorf("steady refresh at the reserve = %v, put off %v; want put off past the minute's end (45s) by at most the stretch", ok, wait)
 	}
-	if ok, _ := b.allow("p", false); !ok {
+	if ok, _, _ := b.allow("p", "", false); !ok {
 		t.Errorf("converging run at the reserve refused, want allowed")
 	}
-	if ok, _ := b.allow("other", true); !ok {
+	if ok, _, _ := b.allow("other", "", true); !ok {
 		t.Errorf("another project's refresh refused, want allowed (budgets are per project)")
 	}
 	var none *Budget
-	if ok, _ := none.allow("p", true); !ok || none.take(ctx, "p") != nil {
+	if ok, _, _ := none.allow("p", "", true); !ok || none.take(ctx, "p") != nil {
 		t.Errorf("no budget refused a call, want every call allowed")
 	}
 }
@@ -170,7 +170,7 @@ func hammer(t *testing.T, clk *testingclock.FakeClock, budgets []*Budget, worker
 				for !stop.Load() {
 					next := current()
 					moving.RLock()
-					ok, _, err := b.reserve(ctx, "p", false, true)
+					ok, _, _, err := b.reserve(ctx, "p", "", false, true)
 					if ok {
 						m := int(clk.Now().Sub(start) / time.Minute)
 						mu.Lock()
@@ -312,7 +312,7 @@ func TestBudgetTakeWaitsForTheNextMinute(t *testing.T) {
 			}
 		}
 	}
-	if ok, wait := a.allow("p", false); ok || wait != 10*time.Second {
+	if ok, wait, _ := a.allow("p", "", false); ok || wait != 10*time.Second {
 		t.Errorf("converging run on a spent minute = %v, put off %v; want put off 10s, to the minute's end", ok, wait)
 	}
 	done := make(chan error, 1)
@@ -334,7 +334,7 @@ func TestBudgetTakeWaitsForTheNextMinute(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("take did not return once the next minute began")
 	}
-	if ok, _ := a.allow("p", false); !ok {
+	if ok, _, _ := a.allow("p", "", false); !ok {
 		t.Errorf("converging run in the new minute refused, want allowed")
 	}
 }
@@ -367,8 +367,8 @@ type failingLedger struct{}
 
 var errUnreachable = errors.New("firestore unreachable")
 
-func (failingLedger) LeaseBudget(context.Context, string, time.Time, int, int, int, int) (int, int, error) {
-	return 0, 0, errUnreachable
+func (failingLedger) LeaseBudget(context.Context, string, string, time.Time, int, time.Time, func(store.BudgetShard) store.BudgetGrant) (store.BudgetShard, error) {
+	return store.BudgetShard{}, errUnreachable
 }
 
 // A Ledger that fails lets a run start, and its first call fails with
@@ -376,7 +376,7 @@ func (failingLedger) LeaseBudget(context.Context, string, time.Time, int, int, i
 // unseen.
 func TestBudgetLedgerFails(t *testing.T) {
 	b := &Budget{PerMinute: 100, Ledger: failingLedger{}, Clock: testingclock.NewFakeClock(time.Now())}
-	if ok, _ := b.allow("p", true); !ok {
+	if ok, _, _ := b.allow("p", "", true); !ok {
 		t.Errorf("allow with a failing ledger = false, want the run let through")
 	}
 	if err := b.take(context.Background(), "p"); !errors.Is(err, errUnreachable) {

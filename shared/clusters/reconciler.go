@@ -190,7 +190,9 @@ func (u *run) decode(snap *firestore.DocumentSnapshot) error {
 // nothing and shows why when it plans.
 func (u *run) observe(ctx context.Context) {
 	r, c := u.r, &u.read.Cluster
-	if ok, wait := r.budget.allow(c.Spec.Project, true); !ok {
+	ctx = withTenant(ctx, c.TenantID)
+	// A steady refresh put off, for whatever reason, writes nothing.
+	if ok, wait, _ := r.budget.allow(c.Spec.Project, c.TenantID, true); !ok {
 		u.putOff = wait
 		return
 	}
@@ -320,11 +322,15 @@ var errNotListed = errors.New("not in the listing")
 // Step observes and plans once, then makes the planned call if it holds
 // the lease.
 func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	ctx = withTenant(ctx, u.read.Cluster.TenantID)
 	if u.putOff > 0 {
 		return chain.Outcome{After: u.putOff, Hint: hintOf(&u.read.Cluster)}, nil
 	}
 	if !u.allowed {
-		if ok, wait := u.r.budget.allow(u.read.Cluster.Spec.Project, u.steady); !ok {
+		if ok, wait, share := u.r.budget.allow(u.read.Cluster.Spec.Project, u.read.Cluster.TenantID, u.steady); !ok {
+			if share && !u.steady {
+				return u.waitShare(ctx, wait), nil
+			}
 			logging.FromContext(ctx).Info("The provider project's request budget is spent; putting the run off", "project", u.read.Cluster.Spec.Project, "after", wait.String())
 			return chain.Outcome{After: wait}, nil
 		}
@@ -349,7 +355,7 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		}
 		u.d.acted = true
 		if u.retry {
-			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.read.Cluster.Status.Retrying, u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
+			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
 		}
 	}
 	return chain.Outcome{
@@ -362,6 +368,53 @@ func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		Poll:       opPoll(&u.d, u.r.now()),
 		Hint:       u.hint(),
 	}, nil
+}
+
+// ShareWait is what a cluster's message says once its runs have been put
+// off for their tenant's share of the provider's request quota for more
+// than lifecycle.RetryShownAfter (API.md §10).
+const ShareWait = "waiting for this tenant's share of the provider's request quota"
+
+// waitShare is the outcome of a run put off for its tenant's share of the
+// budget: put off by wait, with the wait's start recorded as a retry
+// (written once, when it starts: a run short of budget may write) and
+// said in the message once it has lasted a minute.
+func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
+	logging.FromContext(ctx).Info("The tenant's share of the provider project's request budget is spent; putting the run off", "project", u.read.Cluster.Spec.Project, "after", wait.String())
+	now := u.r.now().UTC().Truncate(time.Microsecond)
+	d := Decision{Cluster: lifecycle.BeginRun(u.read.Cluster)}
+	for _, p := range u.read.Pools {
+		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
+	}
+	r := lifecycle.Retry{Since: now, Reason: ShareWait}
+	if prev := u.read.Cluster.Status.Retrying; prev != nil && prev.Reason == ShareWait {
+		r.Since = prev.Since
+	}
+	d.Cluster.Status.Retrying = &r
+	if now.Sub(r.Since) > lifecycle.RetryShownAfter {
+		lifecycle.ClusterWaiting(&d.Cluster, ShareWait, now)
+		for i := range d.Pools {
+			switch d.Pools[i].Status.State {
+			case resource.StatePending, resource.StateUpdating, resource.StateDeleting:
+				lifecycle.NodePoolWaiting(&d.Pools[i], ShareWait, now)
+			}
+		}
+	}
+	u.d, u.planned = d, true
+	return chain.Outcome{
+		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
+		After:   wait,
+	}
+}
+
+// failures is the record of the failures before the run's: none when the
+// runs before were put off for their tenant's share, which is a wait,
+// not a failure, and whose start a failure must not take for its own.
+func (u *run) failures() *lifecycle.Retry {
+	if r := u.read.Cluster.Status.Retrying; r != nil && r.Reason != ShareWait {
+		return r
+	}
+	return nil
 }
 
 // hint is the Kick.Hint of the run's successor: the cluster's provider
@@ -386,7 +439,7 @@ func (u *run) failed(ctx context.Context, err error) chain.Outcome {
 	for _, p := range u.read.Pools {
 		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
 	}
-	lifecycle.RunFailed(&d.Cluster, d.Pools, u.read.Cluster.Status.Retrying, reason(err), u.r.now().UTC().Truncate(time.Microsecond))
+	lifecycle.RunFailed(&d.Cluster, d.Pools, u.failures(), reason(err), u.r.now().UTC().Truncate(time.Microsecond))
 	u.d, u.planned, u.retry = d, true, true
 	return chain.Outcome{
 		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),

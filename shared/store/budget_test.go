@@ -38,7 +38,7 @@ func TestLeaseBudget(t *testing.T) {
 				floor = 10 // a steady run's reserve
 			}
 			// A project's ID goes through docpath.ID: any is stored.
-			got, left, err := st.LeaseBudget(ctx, "projects/p 1", minute.Add(30*time.Second), 0, capacity, want, floor)
+			got, left, err := lease(ctx, st, "projects/p 1", fmt.Sprint("t", i%3), minute.Add(30*time.Second), 0, capacity, want, floor)
 			if err != nil {
 				errs <- err
 				return
@@ -75,9 +75,60 @@ func TestLeaseBudget(t *testing.T) {
 		{"other shard", "projects/p 1", minute, 1, want},
 		{"other project", "p2", minute, 0, want},
 	} {
-		got, _, err := st.LeaseBudget(ctx, c.project, c.minute, c.shard, capacity, want, 0)
+		got, _, err := lease(ctx, st, c.project, "t0", c.minute, c.shard, capacity, want, 0)
 		if err != nil || got != c.want {
 			t.Errorf("%s: LeaseBudget() = %d, %v; want %d", c.name, got, err, c.want)
 		}
+	}
+	// The spent shard tells each tenant's part and ask.
+	var sh store.BudgetShard
+	_, err = st.LeaseBudget(ctx, "projects/p 1", "t0", minute, 0, minute.Add(time.Second), func(s store.BudgetShard) store.BudgetGrant {
+		sh = s
+		return store.BudgetGrant{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := 0
+	for _, n := range sh.Tenants {
+		parts += n
+	}
+	if sh.Taken != capacity || parts != capacity || len(sh.Tenants) != 3 || len(sh.Asks) != 3 {
+		t.Errorf("spent shard = %+v; want %d taken by 3 tenants, each with its ask", sh, capacity)
+	}
+}
+
+// lease takes up to want tokens of the shard leaving floor, as a Budget
+// without fair shares decides.
+func lease(ctx context.Context, st *store.Store, project, tenant string, minute time.Time, shard, capacity, want, floor int) (got, left int, err error) {
+	var g store.BudgetGrant
+	sh, err := st.LeaseBudget(ctx, project, tenant, minute, shard, minute, func(sh store.BudgetShard) store.BudgetGrant {
+		g = store.BudgetGrant{Got: max(0, min(want, capacity-sh.Taken-floor))}
+		return g
+	})
+	return g.Got, capacity - sh.Taken, err
+}
+
+// A lease that takes nothing but asks to be recorded writes the ask
+// alone; one that does neither writes nothing.
+func TestLeaseBudgetAsk(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.New(fsemu.ForTest(t, "budget"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minute := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	at := minute.Add(7 * time.Second)
+	for _, g := range []store.BudgetGrant{{}, {Ask: true}, {}} {
+		if _, err := st.LeaseBudget(ctx, "p", "globex", minute, 0, at, func(store.BudgetShard) store.BudgetGrant { return g }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh, err := st.LeaseBudget(ctx, "p", "acme", minute, 0, at, func(store.BudgetShard) store.BudgetGrant { return store.BudgetGrant{Got: 2} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Taken != 2 || sh.Tenants["acme"] != 2 || sh.Tenants["globex"] != 0 || !sh.Asks["globex"].Equal(at) || !sh.Asks["acme"].Equal(at) {
+		t.Errorf("shard = %+v; want acme's 2 taken, both asks at %v", sh, at)
 	}
 }

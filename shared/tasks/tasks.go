@@ -70,7 +70,13 @@ type Config struct {
 	// Queue takes with every other run; each chain on the one its ID
 	// hashes to, so that a fleet's refreshes can outgrow one queue's
 	// dispatch rate (500 a second). None: Queue takes them all.
-	SteadyQueues   []string
+	SteadyQueues []string
+	// TenantQueues, when more than one, take the other runs (changes and
+	// converging chains) in Queue's place: each tenant's on the one its
+	// ID hashes to (TenantShard), so that one tenant's many converging
+	// chains fill its queue's dispatch rate and concurrency, not the
+	// queue of another tenant. None or one: Queue takes them.
+	TenantQueues   []string
 	URL            string // the reconcile function's URL
 	ServiceAccount string // OIDC identity of the tasks
 	Audience       string // OIDC audience (the function's URL when empty)
@@ -158,11 +164,24 @@ func (q *Queue) Schedule(ctx context.Context, k chain.Kick, at time.Time, after 
 // Tasks deduplicates their names; every instance computes the same. A
 // change of SteadyQueues moves a steady chain at its next run, where a
 // duplicate finds its token stale, as between Queue and a steady queue.
+//
+// A chain that is not steady goes to its tenant's queue (TenantQueues),
+// decided by the tenant's ID alone, so that a change of TenantQueues
+// moves it at its next run in the same way.
 func (q *Queue) queueOf(k chain.Kick) string {
 	if !k.Steady() || len(q.cfg.SteadyQueues) == 0 {
+		if n := len(q.cfg.TenantQueues); n > 1 && !k.Steady() {
+			return q.cfg.TenantQueues[TenantShard(k.TenantID, n)]
+		}
 		return q.cfg.Queue
 	}
 	return q.cfg.SteadyQueues[SteadyShard(k.ID, len(q.cfg.SteadyQueues))]
+}
+
+// TenantShard is which of n queues takes the changing chains of tenant:
+// FNV-1a of the tenant's ID, as SteadyShard.
+func TenantShard(tenant string, n int) int {
+	return SteadyShard(tenant, n)
 }
 
 // SteadyShard is which of n steady queues takes the steady runs of the

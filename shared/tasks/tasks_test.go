@@ -304,3 +304,56 @@ func queuesOnEmulator(t *testing.T, names ...string) *cloudtasks.Client {
 	}
 	return client
 }
+
+// With tenant queues, a changing chain's runs go to its tenant's queue,
+// all of one tenant's to one queue, tenants spread over them, and steady
+// runs to the steady queue still: one tenant's many converging chains
+// wait behind each other on its queue, not on another tenant's.
+func TestChangingChainsGoToTheirTenantsQueue(t *testing.T) {
+	ctx := context.Background()
+	byTenant := []string{queue + "-0", queue + "-1", queue + "-2"}
+	steadyQueue := queue + "-steady"
+	client := queuesOnEmulator(t, append([]string{queue, steadyQueue}, byTenant...)...)
+	q, err := tasks.New(client, tasks.Config{Queue: queue, TenantQueues: byTenant, SteadyQueues: []string{steadyQueue},
+		URL: "http://127.0.0.1:1/reconcile", ServiceAccount: "sa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	var st chain.State
+	const tenants, chains = 12, 3
+	for i := range tenants {
+		for j := range chains {
+			k := st.Restart("clusters", fmt.Sprintf("tenant-%d", i), fmt.Sprintf("kcl_%d_%d", i, j), time.Now())
+			if err := q.Schedule(ctx, k, later, ""); err != nil {
+				t.Fatal(err)
+			}
+			k.Token = "s" + k.Token
+			if err := q.Schedule(ctx, k, later, "task-1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := len(queued(t, client, queue)); got != 0 {
+		t.Errorf("%s holds %d tasks, want none: every change's run is on its tenant's queue", queue, got)
+	}
+	if got := len(queued(t, client, steadyQueue)); got != tenants*chains {
+		t.Errorf("%s holds %d tasks, want the %d steady runs", steadyQueue, got, tenants*chains)
+	}
+	total := 0
+	for shard, name := range byTenant {
+		ps := queued(t, client, name)
+		if len(ps) == 0 {
+			t.Errorf("%s holds no task of %d tenants", name, tenants)
+		}
+		for _, p := range ps {
+			if got := tasks.TenantShard(p.TenantID, len(byTenant)); got != shard {
+				t.Errorf("%s holds a run of tenant %s, whose shard is %d", name, p.TenantID, got)
+			}
+		}
+		total += len(ps)
+	}
+	if total != tenants*chains {
+		t.Errorf("the tenant queues hold %d tasks, want %d", total, tenants*chains)
+	}
+}
