@@ -78,12 +78,40 @@ resource "google_pubsub_topic_iam_member" "publisher" {
   member   = "serviceAccount:${local.publishers[each.value[0]]}"
 }
 
+# Every runtime identity enqueues on every reconcile queue: whichever
+# tenant's chain it kicks goes to that tenant's queue.
 resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
-  for_each = local.runtime
-  name     = google_cloud_tasks_queue.reconcile.name
-  location = google_cloud_tasks_queue.reconcile.location
+  for_each = { for pair in setproduct(local.change_queues, keys(local.runtime)) : "${pair[0]}/${pair[1]}" => pair }
+  name     = google_cloud_tasks_queue.reconcile[each.value[0]].name
+  location = google_cloud_tasks_queue.reconcile[each.value[0]].location
   role     = "roles/cloudtasks.enqueuer"
-  member   = "serviceAccount:${each.value}"
+  member   = "serviceAccount:${local.runtime[each.value[1]]}"
+}
+
+# The grants on the one queue before there were several.
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["api"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["reconcile/api"]
+}
+
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["join"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["reconcile/join"]
+}
+
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["reconciler"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["reconcile/reconciler"]
+}
+
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["watchdog"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["reconcile/watchdog"]
+}
+
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["pool_events"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["reconcile/pool_events"]
 }
 
 resource "google_cloud_tasks_queue_iam_member" "steady_enqueuer" {

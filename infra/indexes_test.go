@@ -77,9 +77,10 @@ var queryClauses = map[string]int{
 	"functions/devstack/console/watch.go": 1,
 	// CollectionGroup, Where (tenantId), OrderBy x3 (tenantId, createdAt,
 	// id): the console's first view of the fleet, a page of clusters and
-	// one of substrates, before it listens; CollectionGroup, Where
-	// (clusterId in): their node pools. The devstack's alone, as above.
-	"functions/devstack/console/cold.go": 7,
+	// one of substrates, before it listens; Where (active): the clusters'
+	// page without the deleted; CollectionGroup, Where (clusterId in):
+	// their node pools. The devstack's alone, as above.
+	"functions/devstack/console/cold.go": 8,
 }
 
 var queryMethods = []string{"Where", "WherePath", "WhereEntity", "OrderBy", "OrderByPath", "CollectionGroup", "FindNearest", "FindNearestPath"}

@@ -589,14 +589,10 @@ func TestServiceAccountRoles(t *testing.T) {
 	watchdog := svcs[cloudrun.WatchdogFunction]
 	tasksAccount := str(reconcile.env["TASKS_SERVICE_ACCOUNT"])
 	nodesAccount := str(reconcile.env["NODE_SERVICE_ACCOUNT"])
-	var queues []*instance
-	for _, v := range []string{"TASKS_QUEUE", "TASKS_STEADY_QUEUE"} {
-		q := m.instanceWith("google_cloud_tasks_queue", "id", str(reconcile.env[v]))
-		if q == nil {
-			t.Fatalf("%s %q is no queue of the Terraform", v, str(reconcile.env[v]))
-		}
-		queues = append(queues, q)
-	}
+	// Every queue the functions enqueue on: each tenant's changes on one
+	// of TASKS_QUEUE's, steady runs on TASKS_STEADY_QUEUE's.
+	changes, steady := reconcileQueues(t, m, reconcile)
+	queues := append(changes, steady...)
 
 	var want []grant
 	consumerFirestore, consumerKicks, consumerPublishes := consumerNeeds()
@@ -819,6 +815,107 @@ var (
 	extractRE = regexp.MustCompile(`^EXTRACT\(jsonPayload\.([A-Za-z0-9_]+)\)$`)
 	metricRE  = regexp.MustCompile(`metric\.type="logging\.googleapis\.com/user/([^"]+)"`)
 )
+
+// reconcileQueues returns the queues that svc's TASKS_QUEUE and
+// TASKS_STEADY_QUEUE name, split as the code splits them and in their
+// order; a name that is no queue of the Terraform fails the test.
+func reconcileQueues(t *testing.T, m *module, svc service) (changes, steady []*instance) {
+	t.Helper()
+	c := cloudrun.Config{TasksQueue: str(svc.env["TASKS_QUEUE"]), TasksSteadyQueue: str(svc.env["TASKS_STEADY_QUEUE"])}
+	find := func(v string, names []string) []*instance {
+		var out []*instance
+		for _, name := range names {
+			q := m.instanceWith("google_cloud_tasks_queue", "id", name)
+			if q == nil {
+				t.Fatalf("%s (%s) names %q in %s, which is no queue of the Terraform", svc.inst.addr(), svc.name, name, v)
+			}
+			out = append(out, q)
+		}
+		return out
+	}
+	return find("TASKS_QUEUE", c.ChangeQueues()), find("TASKS_STEADY_QUEUE", c.SteadyQueues())
+}
+
+// TestReconcileQueues checks the queues of reconcile runs against the
+// fair shares between tenants (API.md §10, infra/README.md): every
+// function names the same queues in the same order, since each instance
+// hashes a tenant to one of them by its position (tasks.TenantShard);
+// there are tenant_queues queues of changes, the first keeping the one
+// queue's name, with the same limits and retries, as are the steady
+// ones among themselves; every queue is named by one of the lists; and
+// the reconcile service takes one queue's runs in flight and the steady
+// queues' together with room to spare, so that a tenant that fills its
+// own queue leaves the others' runs instances to run on.
+func TestReconcileQueues(t *testing.T) {
+	m := tf(t)
+	svcs := services(t, m)
+	reconcile := svcs[cloudrun.ReconcileFunction]
+	for target, s := range svcs {
+		for _, v := range []string{"TASKS_QUEUE", "TASKS_STEADY_QUEUE"} {
+			if got, want := str(s.env[v]), str(reconcile.env[v]); got != want {
+				t.Errorf("%s (%s) has %s %q, want the reconcile service's %q: every instance must hash tenants over the same queues", s.inst.addr(), target, v, got, want)
+			}
+		}
+	}
+	changes, steady := reconcileQueues(t, m, reconcile)
+	n, _ := m.vars["tenant_queues"].AsBigFloat().Int64()
+	if len(changes) != int(n) {
+		t.Errorf("TASKS_QUEUE names %d queues, want var.tenant_queues (%d)", len(changes), n)
+	}
+	if len(changes) == 0 || changes[0].str("name") != "reconcile" {
+		t.Errorf("the first queue of TASKS_QUEUE is not the deployment's queue \"reconcile\"")
+	}
+	named := map[string]bool{}
+	for _, qs := range [][]*instance{changes, steady} {
+		for _, q := range qs {
+			if named[q.addr()] {
+				t.Errorf("%s is named twice in TASKS_QUEUE and TASKS_STEADY_QUEUE", q.addr())
+			}
+			named[q.addr()] = true
+			for _, block := range []string{"rate_limits", "retry_config"} {
+				got, err := m.nested(q, block)
+				if err != nil || len(got) != 1 {
+					t.Fatalf("%s: %s: %v", q.addr(), block, err)
+				}
+				want, _ := m.nested(qs[0], block)
+				if !cty.ObjectVal(got[0]).RawEquals(cty.ObjectVal(want[0])) {
+					t.Errorf("%s: %s %v, want %s's %v", q.addr(), block, got[0], qs[0].addr(), want[0])
+				}
+			}
+		}
+	}
+	for _, q := range m.ofType("google_cloud_tasks_queue") {
+		if !named[q.addr()] {
+			t.Errorf("%s is in neither TASKS_QUEUE nor TASKS_STEADY_QUEUE: no run goes to it", q.addr())
+		}
+	}
+
+	dispatches := func(q *instance) int64 {
+		rl, err := m.nested(q, "rate_limits")
+		if err != nil || len(rl) != 1 {
+			t.Fatalf("%s: rate_limits: %v", q.addr(), err)
+		}
+		v, _ := rl[0]["max_concurrent_dispatches"].AsBigFloat().Int64()
+		return v
+	}
+	inFlight := dispatches(changes[0])
+	for _, q := range steady {
+		inFlight += dispatches(q)
+	}
+	tmpl, err := m.nested(reconcile.inst, "template")
+	if err != nil || len(tmpl) != 1 {
+		t.Fatalf("%s: template: %v", reconcile.inst.addr(), err)
+	}
+	scaling, err := m.nested(reconcile.inst, "template", "scaling")
+	if err != nil || len(scaling) != 1 {
+		t.Fatalf("%s: scaling: %v", reconcile.inst.addr(), err)
+	}
+	perInstance, _ := tmpl[0]["max_instance_request_concurrency"].AsBigFloat().Int64()
+	instances, _ := scaling[0]["max_instance_count"].AsBigFloat().Int64()
+	if capacity := perInstance * instances; capacity <= inFlight {
+		t.Errorf("the reconcile service runs %d at once, but one queue of changes and the steady queues dispatch %d: one tenant's flood and the refreshes would leave no instance to the other tenants' queues", capacity, inFlight)
+	}
+}
 
 // TestLogMetricsReadLoggedLines checks that every log-based metric counts
 // lines the code writes (their message, the start of their error, the

@@ -1,7 +1,7 @@
 # The production deployment of the node-pool control plane: one container
 # image, one Cloud Run service per function (FUNCTION_TARGET), Firestore,
 # Pub/Sub topics per event type, the subscriptions that push the pools
-# module's events to the pool substrates' consumer, the reconcile queue, the
+# module's events to the pool substrates' consumer, the reconcile queues, the
 # watchdog's schedule, least-privilege service accounts, and an HTTPS load
 # balancer mapping POST /api/compute/{resource}/{method} to the API
 # functions.

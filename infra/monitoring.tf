@@ -141,7 +141,7 @@ locals {
     { title = "GKE errors, by call", metric = format(local.user_metric, google_logging_metric.functions["provider_errors"].name), group = ["metric.label.call"] },
     { title = "GKE refusals (the tenant's), by call", metric = format(local.user_metric, google_logging_metric.functions["provider_refusals"].name), group = ["metric.label.call"] },
     { title = "Requests by service and response class", metric = "run.googleapis.com/request_count", group = ["resource.label.service_name", "metric.label.response_code_class"] },
-    { title = "Reconcile tasks waiting in the queue", metric = "cloudtasks.googleapis.com/queue/depth", group = [] },
+    { title = "Reconcile tasks waiting, by queue of changes", metric = "cloudtasks.googleapis.com/queue/depth", group = ["resource.label.queue_id"] },
     { title = "Pool events dropped by the substrates' consumer, by type", metric = format(local.user_metric, google_logging_metric.functions["pool_events_dropped"].name), group = ["metric.label.type"] },
   ]
 
@@ -175,7 +175,7 @@ locals {
             plotType = "LINE"
             timeSeriesQuery = {
               timeSeriesFilter = {
-                filter = c.metric == "cloudtasks.googleapis.com/queue/depth" ? "metric.type=\"${c.metric}\" AND resource.label.queue_id=\"${google_cloud_tasks_queue.reconcile.name}\"" : "metric.type=\"${c.metric}\""
+                filter = c.metric == "cloudtasks.googleapis.com/queue/depth" ? "metric.type=\"${c.metric}\" AND resource.label.queue_id=one_of(${join(",", [for q in local.change_queues : "\"${google_cloud_tasks_queue.reconcile[q].name}\""])})" : "metric.type=\"${c.metric}\""
                 aggregation = {
                   alignmentPeriod    = "60s"
                   perSeriesAligner   = c.metric == "cloudtasks.googleapis.com/queue/depth" ? "ALIGN_MAX" : "ALIGN_SUM"

@@ -18,9 +18,12 @@ output "watchdog_url" {
   value       = google_cloud_run_v2_service.watchdog.uri
 }
 
-output "tasks_queue" {
-  description = "The reconcile queue."
-  value       = google_cloud_tasks_queue.reconcile.id
+output "tasks_queues" {
+  description = "The reconcile queues of changes and converging chains, in TASKS_QUEUE's order (each tenant's on the one its ID hashes to), and the steady chains' queue."
+  value = {
+    changes = [for q in local.change_queues : google_cloud_tasks_queue.reconcile[q].id]
+    steady  = google_cloud_tasks_queue.reconcile_steady.id
+  }
 }
 
 output "service_accounts" {

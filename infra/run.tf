@@ -3,7 +3,7 @@ locals {
   common_env = {
     GOOGLE_CLOUD_PROJECT  = var.project
     FIRESTORE_DATABASE    = google_firestore_database.main.name
-    TASKS_QUEUE           = google_cloud_tasks_queue.reconcile.id
+    TASKS_QUEUE           = join(",", [for q in local.change_queues : google_cloud_tasks_queue.reconcile[q].id])
     TASKS_STEADY_QUEUE    = google_cloud_tasks_queue.reconcile_steady.id
     RECONCILE_URL         = local.reconcile_url
     TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email

@@ -1,11 +1,27 @@
-# The reconcile queue: one task per run of a cluster's chain.
+locals {
+  # The queues of changes' and converging chains' runs, in the order
+  # TASKS_QUEUE names them and the functions hash tenants over
+  # (tasks.TenantShard: FNV-1a of the tenant's ID mod their number). The
+  # first keeps the name of the deployment's one queue before there were
+  # several, so its tasks, grants and state stay where they are (a deleted
+  # queue's name cannot be used again for days); the others are numbered
+  # after it, as the devstack names them. More queues append names, and
+  # tenants move to their new queue at their next run.
+  change_queues = [for i in range(var.tenant_queues) : i == 0 ? "reconcile" : "reconcile-${i}"]
+}
+
+# The reconcile queues: one task per run of a cluster's chain, each
+# tenant's changing chains on one of them, so that one tenant's many
+# converging chains fill its own queue's rate and not everyone's.
 resource "google_cloud_tasks_queue" "reconcile" {
-  name     = "reconcile"
+  for_each = toset(local.change_queues)
+  name     = each.value
   location = var.region
 
   rate_limits {
     # Bounds the runs in flight, and so the load on Firestore and the GKE
-    # API; a run holds its cluster's lease for at most lease_ttl.
+    # API; a run holds its cluster's lease for at most lease_ttl. Per
+    # queue: all of them together let through tenant_queues times this.
     max_concurrent_dispatches = var.max_concurrent_dispatches
     max_dispatches_per_second = 50
   }
@@ -26,6 +42,12 @@ resource "google_cloud_tasks_queue" "reconcile" {
   }
 
   depends_on = [google_project_service.apis]
+}
+
+# The one queue before there were several is the first of them.
+moved {
+  from = google_cloud_tasks_queue.reconcile
+  to   = google_cloud_tasks_queue.reconcile["reconcile"]
 }
 
 # The runs of steady chains: each ready cluster's and substrate's refresh,

@@ -334,6 +334,7 @@ var functions = map[string]function.Function{
 	"lookup":     stdlib.LookupFunc,
 	"lower":      stdlib.LowerFunc,
 	"merge":      stdlib.MergeFunc,
+	"range":      stdlib.RangeFunc,
 	"replace":    stdlib.ReplaceFunc,
 	"setproduct": stdlib.SetProductFunc,
 	"tolist":     stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),

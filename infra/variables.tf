@@ -4,7 +4,7 @@ variable "project" {
 }
 
 variable "region" {
-  description = "Region of the Cloud Run services, the Cloud Tasks queue and the Cloud Scheduler job."
+  description = "Region of the Cloud Run services, the Cloud Tasks queues and the Cloud Scheduler job."
   type        = string
   default     = "europe-west1"
 }
@@ -77,13 +77,24 @@ variable "api_max_instances" {
 }
 
 variable "reconcile_max_instances" {
-  description = "Upper bound of reconcile instances; with max_concurrent_dispatches it bounds the load on the GKE API."
+  description = "Upper bound of reconcile instances; with their request concurrency (20) it bounds the runs in flight of all queues together, and so the load on Firestore and the GKE API."
   type        = number
   default     = 10
 }
 
+variable "tenant_queues" {
+  description = "Cloud Tasks queues of changes' and converging chains' runs (reconcile, reconcile-1, ...), each tenant's on the one its ID hashes to: a tenant's flood of converging chains fills its own queue, shared with 1 in tenant_queues of the other tenants. Changing it moves tenants between queues at their next run."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.tenant_queues >= 1 && var.tenant_queues <= 64 && floor(var.tenant_queues) == var.tenant_queues
+    error_message = "tenant_queues must be a whole number from 1 to 64."
+  }
+}
+
 variable "max_concurrent_dispatches" {
-  description = "Reconcile runs in flight at once (Cloud Tasks)."
+  description = "Reconcile runs in flight at once on each queue of changes (Cloud Tasks); tenant_queues times this in all."
   type        = number
   default     = 50
 }
