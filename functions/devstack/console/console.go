@@ -11,8 +11,11 @@
 // keeping the states the clusters' and pools' documents take for the
 // timelines (from Start); sees the events as the Pub/Sub emulator takes
 // them (Options.Published), with no subscription of its own; and learns
-// why runs fail from the devstack's log (LogTap) and what was served
-// from its requests (RequestLog), both of which the devstack wires in.
+// why runs fail from the devstack's log (LogTap: its own records, and
+// its instances' JSON lines with -instances above 1; a reason newly
+// logged wakes its cluster's or substrate's streams as a change does)
+// and what was served from its requests (RequestLog), both of which the
+// devstack wires in.
 package console
 
 import (
@@ -97,7 +100,8 @@ type Options struct {
 	// Token mints a tenant's development token (for the substrate's plan).
 	Token func(sub string) (string, error)
 	// Logs has the log's latest warning of each substrate and cluster
-	// (nil: the console shows the resources' messages alone).
+	// (nil: the console shows the resources' messages alone); a warning
+	// newly logged of one wakes its streams.
 	Logs *LogTap
 	// Requests is the log of the devstack's requests (nil: the requests
 	// view has none).
@@ -141,6 +145,8 @@ type Console struct {
 	bg        context.Context // the watcher's, ended by Close
 	bgStop    context.CancelFunc
 	closeOnce sync.Once
+	// unlog stops the log's notes of new reasons (Options.Logs).
+	unlog func()
 }
 
 // New builds a console; Start begins collecting events.
@@ -166,6 +172,9 @@ func New(opt Options) (*Console, error) {
 	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher(),
 		tokens: newFormTokens(), slots: streamSlots{max: opt.MaxStreams, per: opt.MaxStreamsPerClient, perClient: map[string]int{}}}
 	c.bg, c.bgStop = context.WithCancel(context.Background())
+	// A reason newly in the log wakes its resource's streams, as a change
+	// of its documents does.
+	c.unlog = opt.Logs.OnNote(c.watch.touchLogged)
 	base, err := template.New("base").Funcs(funcs).Funcs(template.FuncMap{"formToken": c.tokens.mint}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
@@ -219,7 +228,7 @@ func (c *Console) Start(context.Context) error {
 
 // Close ends the streams and stops observing the publications.
 func (c *Console) Close() {
-	c.closeOnce.Do(func() { close(c.done); c.bgStop() })
+	c.closeOnce.Do(func() { close(c.done); c.bgStop(); c.unlog() })
 	c.mu.Lock()
 	stop := c.stop
 	c.mu.Unlock()
