@@ -5,7 +5,9 @@
 // ID, forms for the devstack's provider and pool events, and the
 // emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
-// outside the devstack, and updates its pages by server-sent events.
+// outside the devstack, and updates its pages by server-sent events; a
+// timeline's bars that run until now (an operation, a run) grow in the
+// page (console.js), which asks the devstack nothing for them.
 //
 // It reads Firestore directly through the stack's client (read-only),
 // keeping the states the clusters' and pools' documents take for the
