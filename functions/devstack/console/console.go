@@ -174,9 +174,6 @@ func New(opt Options) (*Console, error) {
 	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher(),
 		tokens: newFormTokens(), slots: streamSlots{max: opt.MaxStreams, per: opt.MaxStreamsPerClient, perClient: map[string]int{}}}
 	c.bg, c.bgStop = context.WithCancel(context.Background())
-	// A reason newly in the log wakes its resource's streams, as a change
-	// of its documents does.
-	c.unlog = opt.Logs.OnNote(c.watch.touchLogged)
 	base, err := template.New("base").Funcs(funcs).Funcs(template.FuncMap{"formToken": c.tokens.mint}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
@@ -197,6 +194,9 @@ func New(opt Options) (*Console, error) {
 		}
 		c.pages[name] = t
 	}
+	// A reason newly in the log wakes its resource's streams, as a change
+	// of its documents does.
+	c.unlog = opt.Logs.OnNote(c.watch.touchLogged)
 	return c, nil
 }
 
