@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -65,7 +66,20 @@ func TestConsoleFirestoreInBrowser(t *testing.T) {
 // retried, and that substrates need -kubernetes.
 func TestConsoleSubstrateFailureAsLogged(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, fastConfig())
+	substrateFailureAsLogged(t, fastConfig())
+}
+
+// TestConsoleSubstrateFailureAsLoggedByInstances is
+// TestConsoleSubstrateFailureAsLogged with the functions in two
+// processes: the reason is in the log of whichever instance ran the
+// substrate.
+func TestConsoleSubstrateFailureAsLoggedByInstances(t *testing.T) {
+	t.Parallel()
+	substrateFailureAsLogged(t, instancesConfig(2))
+}
+
+func substrateFailureAsLogged(t *testing.T, cfg devstack.Config) {
+	e := startEnv(t, cfg)
 	putPool(t, e, createPolicy("pool-logged", 1, flavor("cpu", 1)))
 	sub := e.api.waitSubstrate(t, "pool-logged", "a substrate", func(resource.Substrate) bool { return true })
 	wait.For(t, "the substrate's page with the log's reason", func() (bool, string) {
@@ -172,7 +186,20 @@ func TestConsoleRequestLog(t *testing.T) {
 // answer, while it is not ready.
 func TestConsoleClusterFailureAsLogged(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, fastConfig())
+	clusterFailureAsLogged(t, fastConfig())
+}
+
+// TestConsoleClusterFailureAsLoggedByInstances is
+// TestConsoleClusterFailureAsLogged with the functions in two processes:
+// the provider's answer is in the log of whichever instance ran the
+// cluster.
+func TestConsoleClusterFailureAsLoggedByInstances(t *testing.T) {
+	t.Parallel()
+	clusterFailureAsLogged(t, instancesConfig(2))
+}
+
+func clusterFailureAsLogged(t *testing.T, cfg devstack.Config) {
+	e := startEnv(t, cfg)
 	resp, err := http.Post(e.URL+"/dev/faults", "application/json",
 		strings.NewReader(`{"service":"gke","method":"CreateCluster","action":"fail","code":"UNAVAILABLE"}`))
 	if err != nil || resp.StatusCode != http.StatusOK {

@@ -1,16 +1,24 @@
 package devstack_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/chromedp/chromedp"
 
+	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/functions/devstack/console"
+	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -93,5 +101,47 @@ func TestConsoleRunsFromTheStart(t *testing.T) {
 	steps := regexp.MustCompile(`(?s)<table id="steps".*?</table>`).FindString(page)
 	if !strings.Contains(steps, "provisioning") {
 		t.Errorf("the steps of the first visit lack the cluster's provisioning:\n%s", steps)
+	}
+}
+
+// TestConsoleRunningBarGrowsInBrowser opens the page of a cluster whose
+// provider operation runs, and changes nothing: the operation's bar
+// widens toward the time now, drawn by the page alone, with no request
+// to the console after the page and its stream.
+func TestConsoleRunningBarGrowsInBrowser(t *testing.T) {
+	ctx := browser(t)
+	fsc := fsemu.ForTest(t, "bc-dev")
+	now := time.Now()
+	cl := lifecycle.Cluster{ID: "kcl-grow", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
+		Spec: lifecycle.ClusterSpec{Name: "bc-grow", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev",
+			ProviderName: "bc-grow", Generation: 2},
+		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
+	if _, err := docpath.Tenant(fsc, "acme").Collection("clusters").Doc(cl.ID).Set(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+	op := &containerpb.Operation{Name: "operation-grow", OperationType: containerpb.Operation_UPGRADE_MASTER,
+		Status: containerpb.Operation_RUNNING, StartTime: now.Add(-30 * time.Second).UTC().Format(time.RFC3339Nano),
+		TargetLink: "https://container.googleapis.com/v1/projects/bc-dev/locations/us-central1/clusters/bc-grow"}
+	c, err := console.New(console.Options{Firestore: fsc, Poll: 100 * time.Millisecond,
+		Operations: func() []*containerpb.Operation { return []*containerpb.Operation{op} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	h := c.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	within(t, ctx, waitTime, "the cluster's page", chromedp.Navigate(srv.URL+"/console/clusters/acme/"+cl.ID),
+		chromedp.WaitVisible(chromedp.CSS("#timeline rect.op")))
+	poll(t, ctx, waitTime, "the page live", `document.getElementById("live-status").textContent === "live"`)
+	width := `+document.querySelector("#timeline rect.op").getAttribute("width")`
+	w0 := value(t, ctx, "the operation's bar", chromedp.Evaluate[float64](width))
+	before := requests.Load()
+	poll(t, ctx, waitTime, "the running operation's bar widening", fmt.Sprintf(`%s >= %g`, width, w0+4))
+	if n := requests.Load() - before; n != 0 {
+		t.Errorf("%d requests to the console while the bar grew, want none", n)
 	}
 }

@@ -352,7 +352,8 @@ func (f *fleet) probe(ctx context.Context, in *instance) {
 // line, leaving out the Functions Framework's list of what it serves and
 // empty lines. A
 // JSON record gets the instance's index ("instance"), so that the lines of
-// all instances, interleaved, still say whose they are.
+// all instances, interleaved, still say whose they are; a warning or an
+// error of one goes to the console's log tap, as the stack's own do.
 func (f *fleet) copyOutput(r io.Reader, i int, tail *lastLines) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
@@ -363,6 +364,9 @@ func (f *fleet) copyOutput(r io.Reader, i int, tail *lastLines) {
 			continue
 		}
 		tail.add(string(line))
+		// The console shows the reasons of failing runs whichever
+		// process logged them.
+		f.s.logTap.NoteJSON(line)
 		if bytes.HasPrefix(line, []byte("{\"")) {
 			line = append(append([]byte(nil), mark...), line[1:]...)
 		}

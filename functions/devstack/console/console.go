@@ -5,14 +5,19 @@
 // ID, forms for the devstack's provider and pool events, and the
 // emulators' active faults (POST, GET and DELETE /dev/faults).
 // It is Go templates and embedded static files, loads nothing from
-// outside the devstack, and updates its pages by server-sent events.
+// outside the devstack, and updates its pages by server-sent events; a
+// timeline's bars that run until now (an operation, a run) grow in the
+// page (console.js), which asks the devstack nothing for them.
 //
 // It reads Firestore directly through the stack's client (read-only),
 // keeping the states the clusters' and pools' documents take for the
 // timelines (from Start); sees the events as the Pub/Sub emulator takes
 // them (Options.Published), with no subscription of its own; and learns
-// why runs fail from the devstack's log (LogTap) and what was served
-// from its requests (RequestLog), both of which the devstack wires in.
+// why runs fail from the devstack's log (LogTap: its own records, and
+// its instances' JSON lines with -instances above 1; a reason newly
+// logged wakes its cluster's or substrate's streams as a change does)
+// and what was served from its requests (RequestLog), both of which the
+// devstack wires in.
 package console
 
 import (
@@ -97,7 +102,8 @@ type Options struct {
 	// Token mints a tenant's development token (for the substrate's plan).
 	Token func(sub string) (string, error)
 	// Logs has the log's latest warning of each substrate and cluster
-	// (nil: the console shows the resources' messages alone).
+	// (nil: the console shows the resources' messages alone); a warning
+	// newly logged of one wakes its streams.
 	Logs *LogTap
 	// Requests is the log of the devstack's requests (nil: the requests
 	// view has none).
@@ -141,6 +147,8 @@ type Console struct {
 	bg        context.Context // the watcher's, ended by Close
 	bgStop    context.CancelFunc
 	closeOnce sync.Once
+	// unlog stops the log's notes of new reasons (Options.Logs).
+	unlog func()
 }
 
 // New builds a console; Start begins collecting events.
@@ -186,6 +194,9 @@ func New(opt Options) (*Console, error) {
 		}
 		c.pages[name] = t
 	}
+	// A reason newly in the log wakes its resource's streams, as a change
+	// of its documents does.
+	c.unlog = opt.Logs.OnNote(c.watch.touchLogged)
 	return c, nil
 }
 
@@ -219,7 +230,7 @@ func (c *Console) Start(context.Context) error {
 
 // Close ends the streams and stops observing the publications.
 func (c *Console) Close() {
-	c.closeOnce.Do(func() { close(c.done); c.bgStop() })
+	c.closeOnce.Do(func() { close(c.done); c.bgStop(); c.unlog() })
 	c.mu.Lock()
 	stop := c.stop
 	c.mu.Unlock()

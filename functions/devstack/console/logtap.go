@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,12 +15,17 @@ import (
 // show why a run failed as the log says it, where the resource's message
 // says only that it is retried (a failure of Better Compute's own
 // services keeps its cause out of the public message). It sees the
-// records of the devstack's own process only: with -instances above 1,
-// the functions log in theirs.
+// records of the devstack's own process through Handler, and those of
+// the instances (-instances above 1), which log JSON lines as
+// shared/logging writes them, through NoteJSON. Each line it keeps is
+// told to the functions of OnNote: the console's streams of that
+// resource read it at once, rather than at the resource's next change.
 type LogTap struct {
-	mu    sync.Mutex
-	last  map[string]LogLine
-	order []string // the keys, oldest first, to forget the oldest
+	mu     sync.Mutex
+	last   map[string]LogLine
+	order  []string // the keys, oldest first, to forget the oldest
+	subs   map[int]func(kind, tenant, id string)
+	nextID int
 }
 
 // LogLine is a warning or an error as the log has it.
@@ -31,7 +38,29 @@ type LogLine struct {
 const maxLogKeys = 10000
 
 // NewLogTap is a tap that remembers nothing yet.
-func NewLogTap() *LogTap { return &LogTap{last: map[string]LogLine{}} }
+func NewLogTap() *LogTap {
+	return &LogTap{last: map[string]LogLine{}, subs: map[int]func(kind, tenant, id string){}}
+}
+
+// OnNote has f called with each warning or error the tap keeps: the
+// resource's kind ("substrate" or "cluster"), its tenant ("" when the
+// line names none) and ID. f is called on the logger's path, and must not
+// log. stop ends the calls.
+func (t *LogTap) OnNote(f func(kind, tenant, id string)) (stop func()) {
+	if t == nil {
+		return func() {}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := t.nextID
+	t.nextID++
+	t.subs[id] = f
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.subs, id)
+	}
+}
 
 // Handler is next, which also tells the tap of each warning and error.
 func (t *LogTap) Handler(next slog.Handler) slog.Handler { return &tapHandler{next: next, tap: t} }
@@ -48,9 +77,20 @@ func (t *LogTap) Last(kind, id string) (LogLine, bool) {
 	return l, ok
 }
 
-func (t *LogTap) note(key string, l LogLine) {
+// record keeps l as the latest line of the resource a record's top-level
+// attributes name (substrateId; or kind and id), if any.
+func (t *LogTap) record(l LogLine, substrate, kind, tenant, id string) {
+	switch {
+	case substrate != "":
+		t.note("substrate", tenant, substrate, l)
+	case kind != "" && id != "":
+		t.note(strings.TrimSuffix(kind, "s"), tenant, id, l)
+	}
+}
+
+func (t *LogTap) note(kind, tenant, id string, l LogLine) {
+	key := kind + "/" + id
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.last[key]; !ok {
 		t.order = append(t.order, key)
 		if len(t.order) > maxLogKeys {
@@ -59,6 +99,58 @@ func (t *LogTap) note(key string, l LogLine) {
 		}
 	}
 	t.last[key] = l
+	subs := make([]func(kind, tenant, id string), 0, len(t.subs))
+	for _, f := range t.subs {
+		subs = append(subs, f)
+	}
+	t.mu.Unlock()
+	for _, f := range subs {
+		f(kind, tenant, id)
+	}
+}
+
+// NoteJSON reads a line of an instance's output: a warning or an error
+// logged as shared/logging writes records (Cloud Logging's JSON:
+// "severity", "message", "time", and the record's attributes, those of
+// a group nested) is kept as Handler keeps the records of this process.
+// Any other line is left alone.
+func (t *LogTap) NoteJSON(line []byte) {
+	if t == nil || !bytes.HasPrefix(line, []byte("{")) || !bytes.Contains(line, []byte(`"severity"`)) {
+		return
+	}
+	var r struct {
+		Severity    string    `json:"severity"`
+		Message     string    `json:"message"`
+		Time        time.Time `json:"time"`
+		SubstrateID any       `json:"substrateId"`
+		Kind        any       `json:"kind"`
+		TenantID    any       `json:"tenantId"`
+		ID          any       `json:"id"`
+		Error       any       `json:"error"`
+	}
+	if json.Unmarshal(line, &r) != nil {
+		return
+	}
+	switch r.Severity {
+	case "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY":
+	default:
+		return
+	}
+	str := func(v any) string {
+		switch v := v.(type) {
+		case string:
+			return v
+		case nil:
+			return ""
+		default:
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	t.record(LogLine{At: r.Time, Message: r.Message, Err: str(r.Error)}, str(r.SubstrateID), str(r.Kind), str(r.TenantID), str(r.ID))
 }
 
 type tapHandler struct {
@@ -74,11 +166,13 @@ func (h *tapHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h *tapHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn {
-		var substrate, kind, id, err string
+		var substrate, kind, tenant, id, err string
 		see := func(a slog.Attr) bool {
 			switch a.Key {
 			case "substrateId":
 				substrate = a.Value.String()
+			case "tenantId":
+				tenant = a.Value.String()
 			case "kind":
 				kind = a.Value.String()
 			case "id":
@@ -94,13 +188,7 @@ func (h *tapHandler) Handle(ctx context.Context, r slog.Record) error {
 		if !h.group {
 			r.Attrs(see)
 		}
-		l := LogLine{At: r.Time, Message: r.Message, Err: err}
-		switch {
-		case substrate != "":
-			h.tap.note("substrate/"+substrate, l)
-		case kind != "" && id != "":
-			h.tap.note(strings.TrimSuffix(kind, "s")+"/"+id, l)
-		}
+		h.tap.record(LogLine{At: r.Time, Message: r.Message, Err: err}, substrate, kind, tenant, id)
 	}
 	if !h.next.Enabled(ctx, r.Level) {
 		return nil

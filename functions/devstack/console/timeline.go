@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,11 @@ type bar struct {
 	Label string // drawn in the bar only when it fits
 	Title string
 	Step  string // the id of its row in the list of steps
+	// Grow, of a bar that runs until now (a run, an operation, a lane's
+	// state now), is how many pixels a second it grows: the page draws
+	// it on to the time now, up to the picture's edge, reading nothing
+	// ("" for a bar that ended).
+	Grow string
 }
 
 type mark struct {
@@ -151,6 +157,7 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 	type opSpan struct {
 		start, end time.Time
 		op         *containerpb.Operation
+		running    bool
 	}
 	var spans []opSpan
 	for _, op := range ops {
@@ -159,10 +166,11 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 			continue
 		}
 		e, err := time.Parse(time.RFC3339Nano, op.GetEndTime())
-		if err != nil {
+		running := err != nil
+		if running {
 			e = now
 		}
-		spans = append(spans, opSpan{s, e, op})
+		spans = append(spans, opSpan{s, e, op, running})
 	}
 
 	// The lanes' states: the cluster's, then each pool's.
@@ -285,6 +293,12 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 		return tlLeft + int(float64(tlWidth-tlLeft-tlRight)*float64(t.Sub(from))/float64(span))
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+	// What runs until now grows on the page at the picture's pace (a
+	// deleted cluster's picture ends at its deletion: nothing grows).
+	grow := ""
+	if !deleted {
+		grow = strconv.FormatFloat(float64(tlWidth-tlLeft-tlRight)/span.Seconds(), 'g', 4, 64)
+	}
 
 	y := 24
 	for _, k := range order {
@@ -325,6 +339,9 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 				title += ": " + c.reason
 			}
 			b := bar{X: x0, W: max(2, x1-x0), Class: "s-" + c.state, Title: title, Step: id}
+			if i+1 == len(ch) && c.state != "deleted" {
+				b.Grow = grow
+			}
 			if fits(c.state, b.W) {
 				b.Label = c.state
 			}
@@ -352,8 +369,12 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 		if !r.StartSeen && !r.End.IsZero() {
 			took = "between two reads"
 		}
-		tl.Runs = append(tl.Runs, bar{X: x0, W: max(2, x(stop)-x0), Class: "run",
-			Title: fmt.Sprintf("run %s, %s: %s", stamp(r.Start), took, what)})
+		b := bar{X: x0, W: max(2, x(stop)-x0), Class: "run",
+			Title: fmt.Sprintf("run %s, %s: %s", stamp(r.Start), took, what)}
+		if r.End.IsZero() {
+			b.Grow = grow
+		}
+		tl.Runs = append(tl.Runs, b)
 	}
 	y += tlLane
 	tl.OpsY = y
@@ -376,6 +397,9 @@ func buildTimeline(created time.Time, row ClusterRow, evs []Event, ops []*contai
 		x0 := x(s.start)
 		b := bar{X: x0, W: max(2, x(s.end)-x0), Class: "op", Step: id,
 			Title: fmt.Sprintf("%s %s, %s, %v", s.op.GetOperationType(), s.op.GetName(), s.op.GetStatus(), d)}
+		if s.running {
+			b.Grow = grow
+		}
 		if l := s.op.GetOperationType().String(); fits(l, b.W) && b.X >= labelEnd {
 			b.Label, labelEnd = l, b.X+len(l)*charWidth+4
 		}

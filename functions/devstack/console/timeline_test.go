@@ -122,3 +122,40 @@ func TestTimelineOperationLabelsApart(t *testing.T) {
 		t.Errorf("labels %q, want the first operation's alone", labels)
 	}
 }
+
+// TestTimelineRunningBarsGrow draws a cluster whose operation and run go
+// on: those bars, and each lane's state now, grow on the page (Grow, 830
+// pixels over the minute shown: 13.83 a second); the ended operation and
+// run do not, and nothing of a deleted cluster does.
+func TestTimelineRunningBarsGrow(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)
+	op := func(name string, end time.Duration) *containerpb.Operation {
+		o := &containerpb.Operation{Name: name, OperationType: containerpb.Operation_UPGRADE_MASTER, StartTime: t0.Format(time.RFC3339Nano)}
+		if end > 0 {
+			o.EndTime = t0.Add(end).Format(time.RFC3339Nano)
+		}
+		return o
+	}
+	ops := []*containerpb.Operation{op("op-ended", 10*time.Second), op("op-running", 0)}
+	runs := []Run{{Start: t0, End: t0.Add(time.Second), StartSeen: true}, {Start: t0.Add(30 * time.Second), StartSeen: true}}
+	hist := laneHistory{Changes: map[string][]stateChange{"": {{t0, "pending", ""}, {t0.Add(time.Second), "updating", ""}}}}
+	for _, state := range []string{"updating", "deleted"} {
+		tl := buildTimeline(t0, ClusterRow{State: state}, nil, ops, runs, hist, t0.Add(time.Minute), "all")
+		want := "13.83"
+		if state == "deleted" {
+			want = ""
+		}
+		grows := func(bs []bar) (out []string) {
+			for _, b := range bs {
+				out = append(out, b.Grow)
+			}
+			return out
+		}
+		seg := tl.Lanes[0].Segments
+		for what, got := range map[string][]string{"operations": grows(tl.Ops), "runs": grows(tl.Runs), "lane": grows(seg[len(seg)-2:])} {
+			if len(got) != 2 || got[0] != "" || got[1] != want {
+				t.Errorf("%s: %s's grow %q, want the ended one's \"\" and the running one's %q", state, what, got, want)
+			}
+		}
+	}
+}

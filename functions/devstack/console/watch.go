@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -319,6 +320,46 @@ func (w *watcher) touch(key string) {
 		}
 	}
 	delete(w.waiters, key)
+}
+
+// touchLogged wakes the waiters of a resource the log has a new line of
+// (LogTap.OnNote): a cluster (kind "cluster") or a substrate, and the
+// substrate's cluster, whose page shows it too. A line that names no
+// tenant wakes the resource of that ID in any tenant.
+func (w *watcher) touchLogged(kind, tenant, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.waiters) == 0 {
+		return // no stream waits
+	}
+	if kind == "cluster" {
+		if tenant != "" {
+			w.touch(clusterKey(tenant, id))
+			return
+		}
+		for k := range w.waiters {
+			if !strings.HasPrefix(k, "substrate:") && strings.HasSuffix(k, "/"+id) {
+				w.touch(k)
+			}
+		}
+		return
+	}
+	if tenant != "" {
+		w.touch(substrateKey(tenant, id))
+	} else {
+		for k := range w.waiters {
+			if strings.HasPrefix(k, "substrate:") && strings.HasSuffix(k, "/"+id) {
+				w.touch(k)
+			}
+		}
+	}
+	for _, v := range w.substrates {
+		if v.ID == id && (tenant == "" || v.TenantID == tenant) {
+			if cid := v.ClusterID(); cid != "" {
+				w.touch(clusterKey(v.TenantID, cid))
+			}
+		}
+	}
 }
 
 // touchAll wakes every waiter (a listener starts again from a new

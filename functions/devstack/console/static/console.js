@@ -93,4 +93,23 @@
 
   document.querySelectorAll("[data-stream]").forEach(listen);
 
+  // A timeline's bar that runs until now (data-running: the pixels it
+  // grows a second) is drawn on to the time now, up to the picture's
+  // edge (data-until), here alone: the server reads nothing for it, and
+  // draws the picture again at the next change. A bar is timed from when
+  // the page got it, so that the clocks need not agree.
+  function grow() {
+    var now = Date.now();
+    document.querySelectorAll("rect[data-running]").forEach(function (r) {
+      if (!r.growFrom) {
+        r.growFrom = now;
+        r.growWidth = parseFloat(r.getAttribute("width"));
+      }
+      var until = parseFloat(r.getAttribute("data-until")) - parseFloat(r.getAttribute("x"));
+      var w = r.growWidth + (now - r.growFrom) / 1000 * parseFloat(r.getAttribute("data-running"));
+      r.setAttribute("width", Math.max(r.growWidth, Math.min(w, until)).toFixed(1));
+    });
+  }
+  if (document.getElementById("timeline")) { setInterval(grow, 250); }
+
 })();
