@@ -203,6 +203,13 @@ func (s *GServer) DeleteCluster(_ context.Context, req *containerpb.DeleteCluste
 	if err != nil {
 		return nil, err
 	}
+	// A node pool operation refuses the deletion in the words GKE gives a
+	// call on the pool it works on (elastic/cloud-on-k8s#9098).
+	for _, op := range c.running {
+		if !op.clusterLevel {
+			return nil, status.Errorf(codes.FailedPrecondition, "Cluster is running incompatible operation %s.", op.pb.Name)
+		}
+	}
 	if err := s.busy(c, ""); err != nil {
 		return nil, err
 	}

@@ -373,8 +373,9 @@ func groupID(u string) string {
 // aggregatedList is the answer of aggregatedList: every scope the
 // project sees, each region and zone of the catalog, with its groups, or
 // with Compute Engine's warning that it has none (as recorded of an
-// aggregated list: code NO_RESULTS_ON_PAGE, the scope as its data, "No
-// results for the scope 'zones/Z'.").
+// aggregated list: code NO_RESULTS_ON_PAGE, the scope as its data, "There
+// are no results for scope 'zones/Z' on this page.",
+// cloud-custodian/cloud-custodian#4491).
 func aggregatedList(project string, groups []instanceGroupManager) map[string]any {
 	items := map[string]any{}
 	byZone := map[string][]instanceGroupManager{}
@@ -390,7 +391,7 @@ func aggregatedList(project string, groups []instanceGroupManager) map[string]an
 		items[scope] = map[string]any{"warning": map[string]any{
 			"code":    "NO_RESULTS_ON_PAGE",
 			"data":    []any{map[string]any{"key": "scope", "value": scope}},
-			"message": "No results for the scope '" + scope + "'.",
+			"message": "There are no results for scope '" + scope + "' on this page.",
 		}}
 	}
 	return map[string]any{

@@ -268,7 +268,7 @@ func TestComputeAggregatedListScopes(t *testing.T) {
 				}
 			case len(groups) != 0:
 				t.Errorf("%s (filter %q) = %d groups, want none", pair.Key, filter, len(groups))
-			case w.GetCode() != "NO_RESULTS_ON_PAGE" || w.GetMessage() != "No results for the scope '"+pair.Key+"'." ||
+			case w.GetCode() != "NO_RESULTS_ON_PAGE" || w.GetMessage() != "There are no results for scope '"+pair.Key+"' on this page." ||
 				len(w.GetData()) != 1 || w.GetData()[0].GetKey() != "scope" || w.GetData()[0].GetValue() != pair.Key:
 				t.Errorf("%s warning = %v, want NO_RESULTS_ON_PAGE for the scope", pair.Key, w)
 			}

@@ -49,7 +49,8 @@
 // cluster, deleting a node pool for cluster); for another operation,
 // "... is currently operating on cluster C. ..." to a cluster call and
 // "Cluster is running incompatible operation operation-...." to a call
-// on the pool it works on. A
+// on the pool it works on, and to a cluster deletion while any node pool
+// operation runs (elastic/cloud-on-k8s#9098). A
 // sixth concurrent operation on a cluster is RESOURCE_EXHAUSTED. A
 // missing cluster is NOT_FOUND "Not found: projects/P/zones/Z/clusters/C."
 // (locations/R for a regional one), a missing node pool NOT_FOUND "Not
@@ -158,12 +159,12 @@
 // aggregatedList answers every scope the project sees (each region and
 // zone of the catalog), those without groups (or none the filter keeps)
 // with Compute Engine's warning: code NO_RESULTS_ON_PAGE, data
-// [{"key": "scope", "value": "zones/Z"}], message "No results for the
-// scope 'zones/Z'.", as recorded of an aggregated list against real GCP
-// (Config Connector, commit 29e3526e700de6b3e4f74cad1293cc3e95775521,
-// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log;
-// older traces word it "There are no results for scope 'zones/Z' on this
-// page."). Both methods answer partial responses (the fields parameter or
+// [{"key": "scope", "value": "zones/Z"}], message "There are no results
+// for scope 'zones/Z' on this page." (cloud-custodian/cloud-custodian
+// #4491; an aggregated list recorded by Config Connector words it "No
+// results for the scope 'zones/Z'.", commit
+// 29e3526e700de6b3e4f74cad1293cc3e95775521,
+// mockgcp/mockcompute/testdata/computenetworks/subnetmode-auto/_http.log). Both methods answer partial responses (the fields parameter or
 // the X-Goog-FieldMask header; fields.go says which syntax), and refuse a
 // selection naming a member the answer's message lacks as Compute Engine
 // does: 400 invalidParameter "Invalid field selection NAME"

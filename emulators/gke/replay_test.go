@@ -453,7 +453,8 @@ func isZero(v any) bool {
 // operating on cluster cilium-ci-15. ..." (cilium/cilium#14348) of a
 // cluster call, "Cluster is running incompatible operation
 // operation-1718024305921-.... " (rancher/gke-operator#509) of a call on
-// the pool the operation works on.
+// the pool the operation works on, and of a cluster deletion while any
+// node pool operation runs (elastic/cloud-on-k8s#9098).
 func TestReplayOperationInProgress(t *testing.T) {
 	e := newEnv(t)
 	create, err := e.client.CreateCluster(e.ctx, &containerpb.CreateClusterRequest{Parent: parent, Cluster: &containerpb.Cluster{Name: "c1", InitialNodeCount: 1}})
@@ -488,6 +489,8 @@ func TestReplayOperationInProgress(t *testing.T) {
 	}
 	_, err = e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
 	check("DeleteNodePool", err, "Cluster is running incompatible operation "+resize.Name+".")
+	_, err = e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
+	check("DeleteCluster", err, "Cluster is running incompatible operation "+resize.Name+".")
 	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
 	check("UpdateMaster", err, "Operation "+resize.Name+" is currently operating on cluster c1. Please wait and try again once it is done.")
 	e.wait(t, resize)
@@ -498,6 +501,8 @@ func TestReplayOperationInProgress(t *testing.T) {
 	}
 	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
 	check("UpdateMaster", err, "Operation "+del.Name+" is currently deleting a node pool for cluster c1. Please wait and try again once it is done.")
+	_, err = e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
+	check("DeleteCluster", err, "Cluster is running incompatible operation "+del.Name+".")
 }
 
 var igmPath = regexp.MustCompile(`^compute/v1/projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$`)
