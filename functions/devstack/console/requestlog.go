@@ -1,15 +1,14 @@
 package console
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/better-compute/kubernetes/shared/httpapi"
 )
 
 // RequestLog keeps the latest requests the devstack served (its API, the
@@ -49,12 +48,12 @@ func (l *RequestLog) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpapi.StatusWriter{ResponseWriter: w}
 		aborted := true
 		defer func() {
 			id := sw.Header().Get("X-Request-Id")
 			l.add(Request{At: start, Method: r.Method, Path: r.URL.Path, Principal: subjectOfToken(r.Header.Get("Authorization")),
-				Status: cmpOrInt(sw.status, http.StatusOK), RequestID: id, Latency: time.Since(start).Round(time.Microsecond), Aborted: aborted})
+				Status: cmpOrInt(sw.Status, http.StatusOK), RequestID: id, Latency: time.Since(start).Round(time.Microsecond), Aborted: aborted})
 		}()
 		h.ServeHTTP(sw, r)
 		aborted = false
@@ -123,43 +122,6 @@ func cmpOrInt(a, b int) int {
 	}
 	return b
 }
-
-// statusWriter notes the status a handler writes, and passes on the
-// flushes and hijacks of the writer it wraps.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
-		return h.Hijack()
-	}
-	return nil, nil, errors.New("the response cannot be hijacked")
-}
-
-// Unwrap is the writer wrapped, for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requestsView is the page of the latest requests.
 type requestsView struct {
