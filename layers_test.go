@@ -23,6 +23,8 @@ var layerTable = []struct {
 	// below.
 	{"commands", []string{
 		"functions/cmd/bc", "functions/cmd/devstack", "functions/cmd/seed", "functions/cmd/server",
+		"functions/cmd/terraform-provider-bettercompute", "functions/cmd/terraform-provider-bettercompute/provider",
+		"functions/cmd/terraform-provider-bettercompute/acceptance",
 	}},
 	// The product on the emulators, in one process or N.
 	{"dev stack", []string{"functions/devstack"}},
@@ -77,6 +79,8 @@ var layerSideways = map[[2]string]string{
 	{"shared/telemetry/telemetrytest", "shared/telemetry"}: "the test reader collects what its parent exports",
 	{"shared/telemetry", "shared/telemetry/telemetrytest"}: "the exporter's tests read it through the test reader",
 	{"shared/auth/devissuer", "shared/httpapi"}:            "the issuer's endpoints read and answer through the edge's HTTP helpers",
+	{"functions/cmd/terraform-provider-bettercompute", "functions/cmd/terraform-provider-bettercompute/provider"}:            "the plugin binary serves the provider its package holds",
+	{"functions/cmd/terraform-provider-bettercompute/acceptance", "functions/cmd/terraform-provider-bettercompute/provider"}: "the acceptance test serves the provider in its own process for the real OpenTofu",
 }
 
 // TestImportsRunOneWay holds the layering of layerTable: it lists every

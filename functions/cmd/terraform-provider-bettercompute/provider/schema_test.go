@@ -1,0 +1,274 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
+	"github.com/better-compute/kubernetes/shared/apidoc"
+)
+
+// TestSchemaMatchesOpenAPI holds the provider's schemas to the OpenAPI
+// document the server serves: every property of the API's resources and
+// create bodies is an attribute of the provider, and every attribute of
+// the provider is a property of the API (but the provider's own:
+// timeouts). A field added to the API and not to the provider fails here.
+func TestSchemaMatchesOpenAPI(t *testing.T) {
+	doc := loadOpenAPI(t)
+	res, data := providerSchemas(t)
+
+	cases := []struct {
+		name string
+		api  string // schema of the document
+		tf   *tfNode
+		// configurable compares only the attributes a configuration
+		// sets (a create body), both ways; else every attribute.
+		configurable bool
+		// renamed are the API's fields that the provider names otherwise
+		// than in snake_case, in this pair.
+		renamed map[string]string
+		// apiOnly are the API's fields with no attribute, and why.
+		apiOnly map[string]string
+	}{
+		{name: "node pool resource, NodePool", api: "NodePool", tf: res["bettercompute_kubernetes_node_pool"]},
+		{name: "node pool resource, create body", api: "CreateNodePool", tf: res["bettercompute_kubernetes_node_pool"], configurable: true,
+			apiOnly: map[string]string{"idempotencyKey": "made by the provider from the plan"}},
+		{name: "cluster resource, Cluster", api: "Cluster", tf: res["bettercompute_kubernetes_cluster"],
+			// node_pool is create-only input: the first pools, not part of
+			// the cluster the API answers.
+			renamed: map[string]string{}},
+		{name: "cluster resource, create body", api: "CreateCluster", tf: res["bettercompute_kubernetes_cluster"], configurable: true,
+			renamed: map[string]string{"nodePools": "node_pool"},
+			apiOnly: map[string]string{"idempotencyKey": "made by the provider from the plan"}},
+		{name: "cluster data source, Cluster", api: "Cluster", tf: data["bettercompute_kubernetes_cluster"]},
+		{name: "node pools data source, NodePool", api: "NodePool", tf: data["bettercompute_kubernetes_node_pools"].child("node_pools")},
+		{name: "substrate data source, Substrate", api: "Substrate", tf: data["bettercompute_kubernetes_substrate"]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.tf == nil {
+				t.Fatalf("the provider has no schema for %s", c.name)
+			}
+			tf := c.tf
+			if c.api == "Cluster" && !c.configurable {
+				// The cluster's first node pools are create input only.
+				tf = tf.without("node_pool")
+			}
+			compare(t, doc, c.api, doc.schema(c.api), tf.without("timeouts"), c.configurable, c.renamed, c.apiOnly)
+		})
+	}
+}
+
+// compare checks that the properties of the API's schema s and the
+// attributes of n map one to one, recursively, at where.
+func compare(t testing.TB, doc openAPI, where string, s map[string]any, n *tfNode, configurable bool, renamed, apiOnly map[string]string) {
+	t.Helper()
+	props := doc.properties(s)
+	want := map[string]bool{}
+	for field := range props {
+		if _, ok := apiOnly[field]; ok {
+			continue
+		}
+		name := snake(field)
+		if r, ok := renamed[field]; ok {
+			name = r
+		}
+		want[name] = true
+		child := n.children[name]
+		if child == nil || (configurable && !child.configurable) {
+			t.Errorf("%s.%s: the API has it, the provider has no attribute %s", where, field, name)
+			continue
+		}
+		if sub := doc.object(props[field]); sub != nil && len(child.children) > 0 {
+			compare(t, doc, where+"."+field, sub, child, configurable, renamed, apiOnly)
+		}
+	}
+	for name, child := range n.children {
+		if configurable && !child.configurable {
+			continue
+		}
+		if !want[name] {
+			t.Errorf("%s: the provider has attribute %s, the API has no field for it", where, name)
+		}
+	}
+}
+
+// snake is the attribute name of an API field: camelCase in snake_case,
+// with the one exception of an initialism (diskGiB).
+func snake(field string) string {
+	if field == "diskGiB" {
+		return "disk_gib"
+	}
+	var b strings.Builder
+	for i, r := range field {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// tfNode is an attribute or block of a provider schema, with its nested ones.
+type tfNode struct {
+	children map[string]*tfNode
+	// configurable: a configuration may set it (required or optional).
+	configurable bool
+}
+
+func (n *tfNode) child(name string) *tfNode {
+	if n == nil {
+		return nil
+	}
+	return n.children[name]
+}
+
+func (n *tfNode) without(name string) *tfNode {
+	c := &tfNode{children: map[string]*tfNode{}, configurable: n.configurable}
+	for k, v := range n.children {
+		if k != name {
+			c.children[k] = v
+		}
+	}
+	return c
+}
+
+func blockNode(b *tfprotov6.SchemaBlock) *tfNode {
+	n := &tfNode{children: map[string]*tfNode{}, configurable: true}
+	for _, a := range b.Attributes {
+		n.children[a.Name] = attributeNode(a)
+	}
+	for _, nb := range b.BlockTypes {
+		n.children[nb.TypeName] = blockNode(nb.Block)
+	}
+	return n
+}
+
+func attributeNode(a *tfprotov6.SchemaAttribute) *tfNode {
+	n := &tfNode{children: map[string]*tfNode{}, configurable: a.Required || a.Optional}
+	if a.NestedType != nil {
+		for _, c := range a.NestedType.Attributes {
+			n.children[c.Name] = attributeNode(c)
+		}
+	}
+	return n
+}
+
+// providerSchemas are the provider's resource and data source schemas as
+// OpenTofu gets them, over the plugin protocol.
+func providerSchemas(t *testing.T) (resources, dataSources map[string]*tfNode) {
+	t.Helper()
+	server, err := providerserver.NewProtocol6WithError(New("test")())()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range resp.Diagnostics {
+		t.Errorf("GetProviderSchema: %s: %s", d.Summary, d.Detail)
+	}
+	resources, dataSources = map[string]*tfNode{}, map[string]*tfNode{}
+	for name, s := range resp.ResourceSchemas {
+		resources[name] = blockNode(s.Block)
+	}
+	for name, s := range resp.DataSourceSchemas {
+		dataSources[name] = blockNode(s.Block)
+	}
+	return resources, dataSources
+}
+
+// openAPI is the document the server serves, as JSON values.
+type openAPI struct{ schemas map[string]any }
+
+func loadOpenAPI(t *testing.T) openAPI {
+	t.Helper()
+	var d struct {
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(apidoc.OpenAPI(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Components.Schemas) == 0 {
+		t.Fatal("the OpenAPI document has no schemas")
+	}
+	return openAPI{d.Components.Schemas}
+}
+
+func (d openAPI) schema(name string) map[string]any {
+	s, _ := d.schemas[name].(map[string]any)
+	return s
+}
+
+// resolve follows a $ref.
+func (d openAPI) resolve(v any) map[string]any {
+	s, _ := v.(map[string]any)
+	for s != nil {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			return s
+		}
+		s = d.schema(strings.TrimPrefix(ref, "#/components/schemas/"))
+	}
+	return s
+}
+
+func (d openAPI) properties(s map[string]any) map[string]any {
+	p, _ := d.resolve(s)["properties"].(map[string]any)
+	return p
+}
+
+// object is the object schema of a property: itself, or its items; nil
+// for a scalar or a map.
+func (d openAPI) object(v any) map[string]any {
+	s := d.resolve(v)
+	if items, ok := s["items"]; ok {
+		s = d.resolve(items)
+	}
+	if _, ok := s["properties"]; ok {
+		return s
+	}
+	return nil
+}
+
+// TestSchemaTestFails checks the check: an API field the provider lacks,
+// and an attribute the API lacks, are both named.
+func TestSchemaTestFails(t *testing.T) {
+	doc := openAPI{schemas: map[string]any{
+		"X": map[string]any{"properties": map[string]any{"fooBar": map[string]any{"type": "string"}, "diskGiB": map[string]any{}}},
+	}}
+	n := &tfNode{children: map[string]*tfNode{"disk_gib": {}, "extra": {}}}
+	ft := &fakeT{}
+	compare(ft, doc, "X", doc.schema("X"), n, false, nil, nil)
+	want := []string{"X.fooBar: the API has it, the provider has no attribute foo_bar",
+		"X: the provider has attribute extra, the API has no field for it"}
+	slices.Sort(ft.errors)
+	slices.Sort(want)
+	if !slices.Equal(ft.errors, want) {
+		t.Errorf("errors = %q, want %q", ft.errors, want)
+	}
+}
+
+// fakeT records the errors of compare.
+type fakeT struct {
+	testing.TB
+	errors []string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
