@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/better-compute/kubernetes/shared/client"
+)
+
+func TestParseImportIDs(t *testing.T) {
+	cases := []struct {
+		id       string
+		nodePool bool
+		want     importRef
+		ok       bool
+	}{
+		{id: clusterID, want: importRef{clusterID: clusterID}, ok: true},
+		{id: "acme/" + clusterID, want: importRef{tenant: "acme", clusterID: clusterID}, ok: true},
+		{id: "/" + clusterID},
+		{id: "acme/" + clusterID + "/x"},
+		{id: "kcl_"},
+		{id: nodePoolID},
+		{id: clusterID + "/" + nodePoolID, nodePool: true, want: importRef{clusterID: clusterID, nodePoolID: nodePoolID}, ok: true},
+		{id: "acme/" + clusterID + "/" + nodePoolID, nodePool: true, want: importRef{tenant: "acme", clusterID: clusterID, nodePoolID: nodePoolID}, ok: true},
+		{id: nodePoolID + "/" + clusterID, nodePool: true},
+		{id: clusterID, nodePool: true},
+		{id: "/" + clusterID + "/" + nodePoolID, nodePool: true},
+		{id: "a/b/" + clusterID + "/" + nodePoolID, nodePool: true},
+	}
+	for _, c := range cases {
+		parse := parseClusterImport
+		if c.nodePool {
+			parse = parseNodePoolImport
+		}
+		got, ok := parse(c.id)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("parse(%q, node pool %v) = %+v, %v; want %+v, %v", c.id, c.nodePool, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestIdempotencyKey checks that a create's key is the same for every
+// request that means the same pool, differs for any other, and differs
+// again after a deleted pool of the same request.
+func TestIdempotencyKey(t *testing.T) {
+	base := client.CreateNodePoolRequest{TenantID: "acme", ClusterID: clusterID, NodePoolSpec: client.NodePoolSpec{
+		Name: "web", MachineType: "e2-standard-4", NodeCount: 2, Labels: map[string]string{"a": "1", "b": "2"}}}
+	key := func(r client.CreateNodePoolRequest, after ...string) string {
+		t.Helper()
+		c, err := canonicalNodePool(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idempotencyKey("nodepool", c, after...)
+	}
+	k := key(base)
+	if !regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`).MatchString(k) {
+		t.Fatalf("key %q is not one the API takes", k)
+	}
+	same := base
+	same.Zones, same.Taints = []string{}, []client.Taint{} // empty as omitted
+	same.IdempotencyKey = "ignored"
+	if got := key(same); got != k {
+		t.Errorf("key of the same request = %q, want %q", got, k)
+	}
+	others := map[string]func(*client.CreateNodePoolRequest){
+		"tenant":    func(r *client.CreateNodePoolRequest) { r.TenantID = "other" },
+		"cluster":   func(r *client.CreateNodePoolRequest) { r.ClusterID = "kcl_01jd0000000000000000000001" },
+		"name":      func(r *client.CreateNodePoolRequest) { r.Name = "api" },
+		"nodeCount": func(r *client.CreateNodePoolRequest) { r.NodeCount = 3 },
+		"label":     func(r *client.CreateNodePoolRequest) { r.Labels = map[string]string{"a": "1"} },
+		"spot":      func(r *client.CreateNodePoolRequest) { r.Spot = true },
+	}
+	seen := map[string]string{k: "base"}
+	for name, change := range others {
+		r := base
+		change(&r)
+		got := key(r)
+		if prev, dup := seen[got]; dup {
+			t.Errorf("%s: key %q is %s's too", name, got, prev)
+		}
+		seen[got] = name
+	}
+	next := key(base, nodePoolID)
+	if next == k || key(base, nodePoolID) != next {
+		t.Errorf("key after a deleted pool = %q (base %q): want another, the same every time", next, k)
+	}
+	if key(base, nodePoolID, "knp_x") == next {
+		t.Error("key after two deleted pools = key after one")
+	}
+}
+
+// TestSettings checks the provider's configuration is resolved as bc
+// resolves its flags: the block, else the environment, else the config
+// file bc login writes (BC_CONFIG, unless config_file names another).
+func TestSettings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	if err := client.SaveConfig(file, client.Config{URL: "http://file", Tenant: "file-tenant", Token: "file-token"}); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(other, []byte("url: http://other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := func(v string) types.String {
+		if v == "" {
+			return types.StringNull()
+		}
+		return types.StringValue(v)
+	}
+	cases := []struct {
+		name  string
+		block providerModel
+		env   map[string]string
+		want  settings
+	}{
+		{"file", providerModel{}, map[string]string{"BC_CONFIG": file}, settings{"http://file", "file-tenant", "file-token"}},
+		{"env over file", providerModel{}, map[string]string{"BC_CONFIG": file, "BC_URL": "http://env", "BC_TENANT": "env-tenant", "BC_TOKEN": "env-token"},
+			settings{"http://env", "env-tenant", "env-token"}},
+		{"block over env", providerModel{Endpoint: s("http://block"), Tenant: s("block-tenant"), Token: s("block-token")},
+			map[string]string{"BC_CONFIG": file, "BC_URL": "http://env", "BC_TENANT": "env-tenant", "BC_TOKEN": "env-token"},
+			settings{"http://block", "block-tenant", "block-token"}},
+		{"config_file over BC_CONFIG", providerModel{ConfigFile: s(other)}, map[string]string{"BC_CONFIG": file}, settings{endpoint: "http://other"}},
+		{"no file", providerModel{}, map[string]string{"BC_CONFIG": filepath.Join(dir, "none.yaml")}, settings{}},
+	}
+	for _, c := range cases {
+		p := &bcProvider{lookup: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
+		got, err := p.resolve(c.block)
+		if err != nil || got != c.want {
+			t.Errorf("%s: resolve = %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+}
