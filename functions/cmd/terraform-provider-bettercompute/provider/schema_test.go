@@ -10,6 +10,9 @@ import (
 	"unicode"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/better-compute/kubernetes/shared/apidoc"
@@ -271,4 +274,84 @@ type fakeT struct {
 func (f *fakeT) Helper() {}
 func (f *fakeT) Errorf(format string, args ...any) {
 	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
+
+// TestInPlaceIsWhatUpdateTakes holds the node pool resource's in-place
+// arguments to kubernetesNodePools.update's body (nodeCount and
+// autoscaling, API.md §5): every other argument forces a replacement, and
+// one the API started to take in an update would fail here until the
+// provider changes it in place.
+func TestInPlaceIsWhatUpdateTakes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	inPlace := map[string]bool{}
+	for field := range doc.properties(doc.schema("UpdateNodePool")) {
+		switch field {
+		case "tenantId", "clusterId", "nodePoolId":
+			// Which pool: tenant_id and cluster_id replace, id is computed.
+		default:
+			inPlace[snake(field)] = true
+		}
+	}
+	if len(inPlace) == 0 {
+		t.Fatal("UpdateNodePool has no field to change")
+	}
+	var resp resource.SchemaResponse
+	(&nodePoolResource{}).Schema(context.Background(), resource.SchemaRequest{}, &resp)
+	for name, a := range resp.Schema.Attributes {
+		if !a.IsRequired() && !a.IsOptional() {
+			continue
+		}
+		replaces := forcesReplacement(a)
+		if inPlace[name] && replaces {
+			t.Errorf("%s: the API updates it in place, the provider replaces the pool", name)
+		}
+		if !inPlace[name] && !replaces {
+			t.Errorf("%s: the API never changes it, the provider does not replace the pool", name)
+		}
+	}
+}
+
+// forcesReplacement says whether one of the attribute's plan modifiers is
+// a RequiresReplace.
+func forcesReplacement(a rschema.Attribute) bool {
+	var mods []interface {
+		Description(context.Context) string
+	}
+	switch a := a.(type) {
+	case rschema.StringAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.Int64Attribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.BoolAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.ListAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.ListNestedAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.MapAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	case rschema.SingleNestedAttribute:
+		for _, m := range a.PlanModifiers {
+			mods = append(mods, m)
+		}
+	}
+	want := stringplanmodifier.RequiresReplace().Description(context.Background())
+	for _, m := range mods {
+		if m.Description(context.Background()) == want {
+			return true
+		}
+	}
+	return false
 }
