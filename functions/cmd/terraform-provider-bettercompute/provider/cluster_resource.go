@@ -224,15 +224,28 @@ func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	pools := state.NodePools
 	if pools.IsNull() {
-		// Imported: the first pools are the cluster's pools as they are.
+		// Imported: the first pools are those made with the cluster, in
+		// its create's transaction (the same createdAt), not those added
+		// since, which bettercompute_kubernetes_node_pool resources hold.
 		got, err := r.api.ListNodePools(ctx, tenant, cl.ID)
 		if err != nil {
 			resp.Diagnostics.AddError("Cannot read the cluster's node pools", err.Error())
 			return
 		}
-		pools = blockPools(got)
+		pools = blockPools(firstPools(cl, got))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, clusterModel{clusterAttrs: clusterFrom(cl), NodePools: pools, Timeouts: state.Timeouts})...)
+}
+
+// firstPools are the pools made with the cluster.
+func firstPools(cl *client.Cluster, pools []client.NodePool) []client.NodePool {
+	var first []client.NodePool
+	for _, p := range pools {
+		if p.CreatedAt.Equal(cl.CreatedAt) {
+			first = append(first, p)
+		}
+	}
+	return first
 }
 
 // blockPools are pools as node_pool blocks would be written: what the API

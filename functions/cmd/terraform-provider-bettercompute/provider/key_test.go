@@ -1,10 +1,12 @@
 package provider
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -134,5 +136,35 @@ func TestSettings(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: resolve = %+v, %v; want %+v", c.name, got, err, c.want)
 		}
+	}
+}
+
+// TestFirstPools checks which pools an imported cluster's node_pool
+// blocks hold: those made with it, written as a configuration would write
+// them (what the API answers for an argument not given is null).
+func TestFirstPools(t *testing.T) {
+	created := time.Date(2026, 12, 6, 4, 50, 30, 83920000, time.UTC)
+	cl := &client.Cluster{ID: clusterID, CreatedAt: created}
+	pools := []client.NodePool{
+		{ID: "knp_a", Name: "default", MachineType: "e2-standard-4", NodeCount: 1, Zones: []string{}, Labels: map[string]string{},
+			Taints: []client.Taint{{Key: "k", Effect: "NoSchedule"}}, CreatedAt: created},
+		{ID: "knp_b", Name: "web", MachineType: "e2-standard-4", NodeCount: 2, CreatedAt: created.Add(time.Second)},
+	}
+	first := firstPools(cl, pools)
+	if len(first) != 1 || first[0].Name != "default" {
+		t.Fatalf("firstPools = %+v, want the default pool alone", first)
+	}
+	var got []specModel
+	if diags := blockPools(first).ElementsAs(context.Background(), &got, false); diags.HasError() {
+		t.Fatal(diags)
+	}
+	s := got[0]
+	if !s.Spot.IsNull() || !s.Zones.IsNull() || !s.Labels.IsNull() || !s.DiskGiB.IsNull() || s.NodeCount.ValueInt64() != 1 {
+		t.Errorf("block = %+v, want spot, zones, labels and disk_gib null, node_count 1", s)
+	}
+	var taints []taintModel
+	s.Taints.ElementsAs(context.Background(), &taints, false)
+	if len(taints) != 1 || !taints[0].Value.IsNull() || taints[0].Effect.ValueString() != "NoSchedule" {
+		t.Errorf("taints = %+v, want one with a null value", taints)
 	}
 }
