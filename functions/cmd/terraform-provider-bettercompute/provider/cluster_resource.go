@@ -3,7 +3,9 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -198,8 +200,33 @@ func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest
 		save(got)
 	}
 	if err != nil {
-		addWaitError(&resp.Diagnostics, "cluster", cl.ID, client.StateReady, err)
+		addWaitError(&resp.Diagnostics, "cluster", cl.ID, client.StateReady, r.poolErrors(ctx, tenant, cl.ID, err))
 	}
+}
+
+// poolErrors adds to a cluster's FailedError the messages of its pools in
+// state error: the cluster's own names the pool at best, theirs say why.
+func (r *clusterResource) poolErrors(ctx context.Context, tenant, clusterID string, err error) error {
+	var failed *client.FailedError
+	if !errors.As(err, &failed) {
+		return err
+	}
+	pools, lerr := r.api.ListNodePools(ctx, tenant, clusterID)
+	if lerr != nil {
+		return err
+	}
+	msgs := []string{}
+	if failed.Message != "" {
+		msgs = append(msgs, failed.Message)
+	}
+	for _, p := range pools {
+		if p.State == client.StateError {
+			msgs = append(msgs, fmt.Sprintf("node pool %s: %s", p.Name, p.Message))
+		}
+	}
+	f := *failed
+	f.Message = strings.Join(msgs, "\n")
+	return &f
 }
 
 func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

@@ -277,7 +277,11 @@ type stateSetter interface {
 func addWaitError(diags *diag.Diagnostics, kind, id string, target client.State, err error) {
 	var failed *client.FailedError
 	if errors.As(err, &failed) {
-		diags.AddError(fmt.Sprintf("The %s %s (%s) is in state error", kind, failed.Name, id), failed.Message)
+		msg := failed.Message
+		if msg == "" {
+			msg = "The API gives no message."
+		}
+		diags.AddError(fmt.Sprintf("The %s %s (%s) is in state error", kind, failed.Name, id), msg)
 		return
 	}
 	diags.AddError(fmt.Sprintf("The %s %s did not become %s", kind, id, target), err.Error())
