@@ -184,3 +184,16 @@ func (c *apiClient) tenantOf(v types.String) (string, error) {
 	}
 	return c.tenant, nil
 }
+
+// planTenant shows the provider's tenant in the plan of a resource that
+// names none, rather than "known after apply": the create sends it.
+func planTenant(ctx context.Context, api *apiClient, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if api == nil || api.tenant == "" || req.Plan.Raw.IsNull() {
+		return
+	}
+	var tenant types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("tenant_id"), &tenant)...)
+	if tenant.IsUnknown() {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("tenant_id"), api.tenant)...)
+	}
+}
