@@ -2,10 +2,12 @@
 # Every test: go test ./... with the flags given (CI adds -race -count=1).
 # The devstack's and some emulators' tests give simulated clusters a real
 # Kubernetes API server, built from source once per machine (about 20
-# minutes on a fresh 2-core machine, seconds after). The tests that cannot
-# need it run while it builds; the others start once it is built, so that
-# the build's minutes are spent neither idle nor inside a test binary's
-# time limit.
+# minutes on a fresh 2-core machine, seconds after), and the provider's
+# acceptance test drives OpenTofu, built the same way (scripts/tofu.sh,
+# 4 to 13 minutes beside the rest). The tests that cannot need them run
+# while they build; the others start once both are built, so that the
+# builds' minutes are spent neither idle nor inside a test binary's time
+# limit.
 #   scripts/test.sh [go test flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,11 +25,17 @@ phase() { echo "--- $1"; start=$SECONDS; }
 took() { echo "--- $1 took $((SECONDS - start)) s"; }
 
 begin=$SECONDS
-echo "--- the Kubernetes API server of the tests (built once per machine), meanwhile the tests that do not use it"
+echo "--- the Kubernetes API server and OpenTofu of the tests (built once per machine), meanwhile the tests that use neither"
 build_log=$(mktemp)
-trap 'rm -f "$build_log"' EXIT
+tofu_log=$(mktemp)
+trap 'rm -f "$build_log" "$tofu_log"' EXIT
 go run ./emulators/kubesim/cmd/kube-apiserver-build >"$build_log" 2>&1 &
 build=$!
+# The provider's acceptance test drives OpenTofu; it is among the packages
+# that need the API server (it starts the devstack), so both are ready
+# before those start.
+scripts/tofu.sh >"$tofu_log" 2>&1 &
+tofu=$!
 
 phase "go test $* (the $(echo "$others" | wc -w) packages that do not use the API server)"
 status=0
@@ -40,6 +48,11 @@ if ! wait "$build"; then
 fi
 cat "$build_log"
 echo "--- the API server ready after $((SECONDS - begin)) s"
+if ! wait "$tofu"; then
+  cat "$tofu_log"; echo "--- OpenTofu did not build"; exit 1
+fi
+cat "$tofu_log"
+echo "--- OpenTofu ready after $((SECONDS - begin)) s"
 
 phase "go test $* (the $(echo "$needs" | wc -w) packages that use it)"
 # shellcheck disable=SC2086
