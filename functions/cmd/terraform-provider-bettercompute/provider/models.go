@@ -260,6 +260,3 @@ func (s specModel) toSpec(ctx context.Context) (client.NodePoolSpec, diag.Diagno
 	}
 	return out, diags
 }
-
-// objectAsOptions reads an object into a struct as it is.
-var objectAsOptions = basetypes.ObjectAsOptions{}

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/input"
@@ -337,7 +338,7 @@ func (r *nodePoolResource) Update(ctx context.Context, req resource.UpdateReques
 			ureq.DisableAutoscaling = true
 		} else {
 			var a autoscalingModel
-			resp.Diagnostics.Append(plan.Autoscaling.As(ctx, &a, objectAsOptions)...)
+			resp.Diagnostics.Append(plan.Autoscaling.As(ctx, &a, basetypes.ObjectAsOptions{})...)
 			ureq.Autoscaling = &client.Autoscaling{MinNodes: int(a.MinNodes.ValueInt64()), MaxNodes: int(a.MaxNodes.ValueInt64())}
 		}
 	}
