@@ -169,25 +169,17 @@ func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Invalid cluster", err.Error())
 		return
 	}
-	var cl *client.Cluster
-	var gone []string
-	for {
-		creq.IdempotencyKey = idempotencyKey("cluster", canonical, gone...)
-		cl, err = r.api.CreateCluster(ctx, creq)
+	cl, err := createOnce("cluster", canonical, func(key string) (answer[client.Cluster], error) {
+		creq.IdempotencyKey = key
+		c, err := r.api.CreateCluster(ctx, creq)
 		if err != nil {
-			resp.Diagnostics.AddError("Cannot create the cluster", err.Error())
-			return
+			return answer[client.Cluster]{}, err
 		}
-		if !isGone(string(cl.State)) {
-			break
-		}
-		// An earlier create of the same configuration made it, and it
-		// was deleted since: make a new one.
-		if gone = append(gone, cl.ID); len(gone) > maxKeyChain {
-			resp.Diagnostics.AddError("Cannot create the cluster", fmt.Sprintf(
-				"the API answered %d deleted clusters made by earlier creates of the same configuration", len(gone)))
-			return
-		}
+		return answer[client.Cluster]{c, c.ID, string(c.State)}, nil
+	})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot create the cluster", err.Error())
+		return
 	}
 	// Tracked before the wait, so a failed wait leaves it tainted, not
 	// orphaned.

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
 
@@ -45,6 +46,32 @@ func idempotencyKey(kind string, canonical []byte, after ...string) string {
 // isGone says whether a create answered a resource that an earlier life of
 // the same request made and that was deleted since.
 func isGone(state string) bool { return state == "deleted" || state == "deleting" }
+
+// answer is what a create answered: the resource, its ID and its state.
+type answer[T any] struct {
+	res   *T
+	id    string
+	state string
+}
+
+// createOnce calls create with the key of the request, and, while the API
+// answers a resource deleted since (the key's 24 hours outlive it), again
+// with a key that also carries the IDs of those it answered.
+func createOnce[T any](kind string, canonical []byte, create func(key string) (answer[T], error)) (*T, error) {
+	var gone []string
+	for {
+		a, err := create(idempotencyKey(kind, canonical, gone...))
+		if err != nil {
+			return nil, err
+		}
+		if !isGone(a.state) {
+			return a.res, nil
+		}
+		if gone = append(gone, a.id); len(gone) > maxKeyChain {
+			return nil, fmt.Errorf("the API answered %d deleted resources made by earlier creates of the same configuration", len(gone))
+		}
+	}
+}
 
 // ID forms accepted by import.
 const (

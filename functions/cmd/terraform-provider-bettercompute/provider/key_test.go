@@ -2,9 +2,11 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -168,3 +170,52 @@ func TestFirstPools(t *testing.T) {
 		t.Errorf("taints = %+v, want one with a null value", taints)
 	}
 }
+
+// TestCreateOnce checks the keys of a create: the request's own; after a
+// deleted resource, one carrying its ID, the same on a retry; an error
+// stops at once; an endless run of deleted ones ends.
+func TestCreateOnce(t *testing.T) {
+	canonical := []byte(`{"name":"web"}`)
+	base := idempotencyKey("nodepool", canonical)
+	cases := []struct {
+		name     string
+		answers  []answer[string] // in order; the last repeats
+		fail     bool
+		wantKeys []string
+		wantErr  bool
+	}{
+		{name: "new", answers: []answer[string]{{ptr("made"), "knp_1", "pending"}}, wantKeys: []string{base}},
+		{name: "a retry gets the one made", answers: []answer[string]{{ptr("made"), "knp_1", "ready"}}, wantKeys: []string{base}},
+		{name: "after a deleted one", answers: []answer[string]{{ptr("old"), "knp_1", "deleted"}, {ptr("new"), "knp_2", "pending"}},
+			wantKeys: []string{base, idempotencyKey("nodepool", canonical, "knp_1")}},
+		{name: "after a deleting one and a deleted one", answers: []answer[string]{{ptr("a"), "knp_1", "deleting"}, {ptr("b"), "knp_2", "deleted"}, {ptr("c"), "knp_3", "pending"}},
+			wantKeys: []string{base, idempotencyKey("nodepool", canonical, "knp_1"), idempotencyKey("nodepool", canonical, "knp_1", "knp_2")}},
+		{name: "refused", fail: true, wantKeys: []string{base}, wantErr: true},
+		{name: "deleted ones without end", answers: []answer[string]{{ptr("x"), "knp_x", "deleted"}}, wantErr: true},
+	}
+	for _, c := range cases {
+		var keys []string
+		got, err := createOnce("nodepool", canonical, func(key string) (answer[string], error) {
+			keys = append(keys, key)
+			if c.fail {
+				return answer[string]{}, errors.New("CONFLICT")
+			}
+			return c.answers[min(len(keys), len(c.answers))-1], nil
+		})
+		if (err != nil) != c.wantErr {
+			t.Errorf("%s: err = %v, want error %v", c.name, err, c.wantErr)
+			continue
+		}
+		if c.wantKeys != nil && !slices.Equal(keys, c.wantKeys) {
+			t.Errorf("%s: keys %q, want %q", c.name, keys, c.wantKeys)
+		}
+		if !c.wantErr && (got == nil || *got != *c.answers[len(c.answers)-1].res) {
+			t.Errorf("%s: got %v, want the last answer", c.name, got)
+		}
+		if c.name == "deleted ones without end" && len(keys) != maxKeyChain+1 {
+			t.Errorf("%s: %d calls, want %d", c.name, len(keys), maxKeyChain+1)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -231,25 +231,17 @@ func (r *nodePoolResource) Create(ctx context.Context, req resource.CreateReques
 		resp.Diagnostics.AddError("Invalid node pool", err.Error())
 		return
 	}
-	var pool *client.NodePool
-	var gone []string
-	for {
-		creq.IdempotencyKey = idempotencyKey("nodepool", canonical, gone...)
-		pool, err = r.api.CreateNodePool(ctx, creq)
+	pool, err := createOnce("nodepool", canonical, func(key string) (answer[client.NodePool], error) {
+		creq.IdempotencyKey = key
+		p, err := r.api.CreateNodePool(ctx, creq)
 		if err != nil {
-			resp.Diagnostics.AddError("Cannot create the node pool", err.Error())
-			return
+			return answer[client.NodePool]{}, err
 		}
-		if !isGone(string(pool.State)) {
-			break
-		}
-		// The key's 24 hours still hold a pool made by an earlier create
-		// of the same configuration, deleted since: make a new one.
-		if gone = append(gone, pool.ID); len(gone) > maxKeyChain {
-			resp.Diagnostics.AddError("Cannot create the node pool", fmt.Sprintf(
-				"the API answered %d deleted pools made by earlier creates of the same configuration", len(gone)))
-			return
-		}
+		return answer[client.NodePool]{p, p.ID, string(p.State)}, nil
+	})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot create the node pool", err.Error())
+		return
 	}
 	// Tracked before the wait: a wait that fails or times out leaves a
 	// resource OpenTofu knows (tainted), not an orphan.
