@@ -132,19 +132,17 @@ func (s *Store) nodePoolsGroup() *firestore.CollectionGroupRef {
 // clusters of these IDs in any tenant (an ID is a TypeID: no two tenants
 // share one).
 func (s *Store) NodePoolsOfClusters(ctx context.Context, clusterIDs []string) ([]lifecycle.NodePool, error) {
-	var out []lifecycle.NodePool
+	// The snapshots are gathered, then decoded into one slice: a node
+	// pool is a large value, not worth copying from chunk to chunk.
+	var all []*firestore.DocumentSnapshot
 	for chunk := range slices.Chunk(clusterIDs, inMax) {
 		snaps, err := s.nodePoolsGroup().Where("clusterId", "in", chunk).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, storageErr("read node pools", err)
 		}
-		ps, err := decodeAll[lifecycle.NodePool](snaps)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ps...)
+		all = append(all, snaps...)
 	}
-	return out, nil
+	return decodeAll[lifecycle.NodePool](all)
 }
 
 // TenantIDs are the tenants that hold documents. A tenant's document need
