@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/kubernetes/emulators/kubesim"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
-	"github.com/better-compute/kubernetes/shared/store"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // kubeSide is what Config.Kubernetes adds to the stack: the API server's
@@ -115,39 +115,27 @@ func (s *Stack) kubeconfig(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// storedCluster is the part of a cluster's document that names it at
+// storedCluster is a cluster as the store holds it, which names it at
 // the provider.
-type storedCluster struct {
-	ID   string `firestore:"id"`
-	Spec struct {
-		Project      string `firestore:"project"`
-		Region       string `firestore:"region"`
-		ProviderName string `firestore:"providerName"`
-	} `firestore:"spec"`
-}
+type storedCluster struct{ lifecycle.Cluster }
 
 // name is the cluster's name at the GKE simulator.
 func (c storedCluster) name() string {
 	return fmt.Sprintf("projects/%s/locations/%s/clusters/%s", c.Spec.Project, c.Spec.Region, c.Spec.ProviderName)
 }
 
-// providerCluster reads the cluster's document. It lives at
-// tenants/{tenantId}/clusters/{id}, and the URL does not name the tenant:
-// a collection group query by ID finds it.
+// providerCluster reads the cluster's document through the store. The
+// URL does not name the tenant: the store finds the cluster by its ID.
 func (s *Stack) providerCluster(r *http.Request, id string) (storedCluster, error) {
-	snaps, err := s.FirestoreClient.CollectionGroup(store.ClustersKind).Where("id", "==", id).Limit(1).Documents(r.Context()).GetAll()
+	cl, err := s.Store.ClusterByID(r.Context(), id)
 	if err != nil {
 		return storedCluster{}, fmt.Errorf("find cluster %s: %w", id, err)
 	}
-	if len(snaps) == 0 {
+	if cl == nil {
 		return storedCluster{}, errs.E(errs.NotFound, "cluster %s not found", id)
 	}
-	var c storedCluster
-	if err := snaps[0].DataTo(&c); err != nil {
-		return storedCluster{}, fmt.Errorf("decode cluster %s: %w", id, err)
-	}
-	if c.Spec.ProviderName == "" {
+	if cl.Spec.ProviderName == "" {
 		return storedCluster{}, errs.E(errs.NotFound, "cluster %s has no provider cluster yet", id)
 	}
-	return c, nil
+	return storedCluster{*cl}, nil
 }

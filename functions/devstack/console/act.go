@@ -42,7 +42,7 @@ func (c *Console) withChoices(v actView) actView {
 		zones[z] = true
 	}
 	v.Zones = slices.Sorted(maps.Keys(zones))
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	c.watch.start(c.bg, &c.wg)
 	if !c.watch.isReady() {
 		return v
 	}

@@ -10,11 +10,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/better-compute/kubernetes/shared/docpath"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // clusterView is a cluster's page.
@@ -46,21 +41,13 @@ type poolView struct {
 //
 // Its timeline shows the window named (parseWindow).
 func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*clusterView, error) {
-	t := docpath.Tenant(c.opt.Firestore, tenant)
-	ref := t.Collection("clusters").Doc(docpath.ID(id))
-	snap, err := ref.Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
+	found, err := c.store.Cluster(ctx, tenant, id)
+	if err != nil || found == nil {
 		return nil, err
 	}
-	var cl lifecycle.Cluster
-	if err := snap.DataTo(&cl); err != nil {
-		return nil, err
-	}
+	cl := *found
 	v := &clusterView{Tenant: tenant, ID: id}
-	pools, err := activePools(ctx, ref)
+	pools, err := c.store.ActiveNodePools(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +63,7 @@ func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*
 			Operation: p.Status.Provider.Operation, OpKind: p.Status.Provider.OperationKind, ZoneNames: p.Spec.Zones, MachineType: p.Spec.MachineType})
 	}
 	slices.SortFunc(v.Pools, func(a, b poolView) int { return strings.Compare(a.Name, b.Name) })
-	subs, err := c.tenantSubstrates(ctx, tenant)
+	subs, err := c.store.TenantSubstrates(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +94,7 @@ func (c *Console) readCluster(ctx context.Context, tenant, id, window string) (*
 			}
 		}
 	}
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	c.watch.start(c.bg, &c.wg)
 	v.Runs, v.Watching = c.watch.runsOf(tenant, id)
 	hist := c.watch.historyOf(tenant, id)
 	v.Timeline = buildTimeline(cl.CreatedAt, v.Row, v.Events, ops, v.Runs, hist, time.Now(), window)

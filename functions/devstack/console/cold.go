@@ -2,18 +2,12 @@ package console
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
-
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // The first view of the fleet comes before the watcher holds it: the
@@ -28,9 +22,6 @@ import (
 // predecessor is on no page, a cluster adopted by a substrate that made
 // no pool in it yet).
 
-// inMax is how many values a Firestore "in" filter takes.
-const inMax = 30
-
 // coldView is the page of the fleet flt asks for, without a state filter
 // (a cluster's state is derived from fields a query cannot combine).
 func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
@@ -44,20 +35,18 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 		nCls, nSubs  int
 		errs         = make([]error, 5)
 		wg           sync.WaitGroup
-		clsQ, subsQ  = c.ordered("clusters", flt.Tenant), c.ordered("substrates", flt.Tenant)
 		tenants      []string
 		cPage, sPage = flt.Page, flt.SPage
 	)
-	if !flt.showsDeleted() {
-		// A deleted cluster is no longer active (lifecycle.ClusterDeleted).
-		clsQ = clsQ.Where("active", "==", true)
-	}
+	// A deleted cluster is no longer active (lifecycle.ClusterDeleted).
+	clsQ := store.FleetQuery{Tenant: flt.Tenant, ActiveOnly: !flt.showsDeleted()}
+	subsQ := store.FleetQuery{Tenant: flt.Tenant}
 	for i, f := range []func() error{
-		func() (err error) { nCls, err = count(ctx, clsQ); return err },
-		func() (err error) { nSubs, err = count(ctx, subsQ); return err },
-		func() (err error) { cls, err = pageOf[lifecycle.Cluster](ctx, clsQ, cPage, size); return err },
-		func() (err error) { subs, err = pageOf[lifecycle.Substrate](ctx, subsQ, sPage, size); return err },
-		func() (err error) { tenants, err = c.tenants(ctx); return err },
+		func() (err error) { nCls, err = c.store.CountClusters(ctx, clsQ); return err },
+		func() (err error) { nSubs, err = c.store.CountSubstrates(ctx, subsQ); return err },
+		func() (err error) { cls, err = c.store.ClustersPage(ctx, clsQ, cPage, size); return err },
+		func() (err error) { subs, err = c.store.SubstratesPage(ctx, subsQ, sPage, size); return err },
+		func() (err error) { tenants, err = c.store.TenantIDs(ctx); return err },
 	} {
 		wg.Add(1)
 		go func() {
@@ -74,12 +63,12 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	// A page past the last is the last, as the watcher's view has it.
 	var err error
 	if v.CPager.paginate(nCls, size); v.CPager.Page != cPage {
-		if cls, err = pageOf[lifecycle.Cluster](ctx, clsQ, v.CPager.Page, size); err != nil {
+		if cls, err = c.store.ClustersPage(ctx, clsQ, v.CPager.Page, size); err != nil {
 			return v, err
 		}
 	}
 	if v.SPager.paginate(nSubs, size); v.SPager.Page != sPage {
-		if subs, err = pageOf[lifecycle.Substrate](ctx, subsQ, v.SPager.Page, size); err != nil {
+		if subs, err = c.store.SubstratesPage(ctx, subsQ, v.SPager.Page, size); err != nil {
 			return v, err
 		}
 	}
@@ -89,13 +78,13 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	for i := range cls {
 		byID[cls[i].TenantID+"/"+cls[i].ID] = &cls[i]
 	}
-	var refs []*firestore.DocumentRef
+	var keys []store.ClusterKey
 	for i := range subs {
 		if id := subs[i].ClusterID(); id != "" && byID[subs[i].TenantID+"/"+id] == nil {
-			refs = append(refs, docpath.Tenant(c.opt.Firestore, subs[i].TenantID).Collection("clusters").Doc(docpath.ID(id)))
+			keys = append(keys, store.ClusterKey{TenantID: subs[i].TenantID, ID: id})
 		}
 	}
-	more, err := getAll[lifecycle.Cluster](ctx, c.opt.Firestore, refs)
+	more, err := c.store.ClustersOf(ctx, keys)
 	if err != nil {
 		return v, err
 	}
@@ -139,68 +128,6 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	return v, nil
 }
 
-// ordered is a collection group (clusters, substrates) in the fleet's
-// order, of one tenant or all.
-func (c *Console) ordered(group, tenant string) firestore.Query {
-	q := c.opt.Firestore.CollectionGroup(group).Query
-	if tenant != "" {
-		q = q.Where("tenantId", "==", tenant)
-	} else {
-		q = q.OrderBy("tenantId", firestore.Asc)
-	}
-	return q.OrderBy("createdAt", firestore.Desc).OrderBy("id", firestore.Asc)
-}
-
-func count(ctx context.Context, q firestore.Query) (int, error) {
-	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("count: %w", err)
-	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return 0, fmt.Errorf("count: no count in %v", res)
-	}
-	return int(n.GetIntegerValue()), nil
-}
-
-// pageOf is page p (from 1) of q, size documents a page.
-func pageOf[T any](ctx context.Context, q firestore.Query, p, size int) ([]T, error) {
-	snaps, err := q.Offset((max(p, 1) - 1) * size).Limit(size).Documents(ctx).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("read a page: %w", err)
-	}
-	return decode[T](snaps)
-}
-
-func getAll[T any](ctx context.Context, fsc *firestore.Client, refs []*firestore.DocumentRef) ([]T, error) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	snaps, err := fsc.GetAll(ctx, refs)
-	if err != nil {
-		return nil, fmt.Errorf("read documents: %w", err)
-	}
-	var found []*firestore.DocumentSnapshot
-	for _, s := range snaps {
-		if s.Exists() {
-			found = append(found, s)
-		}
-	}
-	return decode[T](found)
-}
-
-func decode[T any](snaps []*firestore.DocumentSnapshot) ([]T, error) {
-	out := make([]T, 0, len(snaps))
-	for _, s := range snaps {
-		var v T
-		if err := s.DataTo(&v); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", s.Ref.Path, err)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
 // poolsOf are the active node pools of the clusters, by tenant/cluster.
 func (c *Console) poolsOf(ctx context.Context, clusters map[string]*lifecycle.Cluster) (map[string][]lifecycle.NodePool, error) {
 	var ids []string
@@ -209,52 +136,16 @@ func (c *Console) poolsOf(ctx context.Context, clusters map[string]*lifecycle.Cl
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	out := map[string][]lifecycle.NodePool{}
-	for chunk := range slices.Chunk(ids, inMax) {
-		snaps, err := c.opt.Firestore.CollectionGroup("nodePools").Where("clusterId", "in", chunk).Documents(ctx).GetAll()
-		if err != nil {
-			return nil, fmt.Errorf("read node pools: %w", err)
-		}
-		ps, err := decode[lifecycle.NodePool](snaps)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			k := p.TenantID + "/" + p.ClusterID
-			if p.Active && clusters[k] != nil {
-				out[k] = append(out[k], p)
-			}
-		}
-	}
-	return out, nil
-}
-
-// tenants are the tenants that hold documents, by their IDs: a tenant's
-// document need not exist for its clusters to (docpath.Tenant).
-func (c *Console) tenants(ctx context.Context) ([]string, error) {
-	refs, err := c.opt.Firestore.Collection(docpath.TenantsCollection).DocumentRefs(ctx).GetAll()
+	ps, err := c.store.NodePoolsOfClusters(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, err
 	}
-	var out []string
-	for _, r := range refs {
-		if t, ok := tenantOf(r.ID); ok {
-			out = append(out, t)
+	out := map[string][]lifecycle.NodePool{}
+	for _, p := range ps {
+		k := p.TenantID + "/" + p.ClusterID
+		if p.Active && clusters[k] != nil {
+			out[k] = append(out[k], p)
 		}
 	}
 	return out, nil
-}
-
-// tenantOf is the tenant ID of a tenant's document ID (docpath.ID); false
-// for a hashed one, which cannot be read back.
-func tenantOf(id string) (string, bool) {
-	enc, ok := strings.CutPrefix(id, "~")
-	if !ok {
-		return id, true
-	}
-	if strings.HasPrefix(enc, "~") {
-		return "", false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(enc)
-	return string(b), err == nil
 }

@@ -9,9 +9,11 @@
 // timeline's bars that run until now (an operation, a run) grow in the
 // page (console.js), which asks the devstack nothing for them.
 //
-// It reads Firestore directly through the stack's client (read-only),
+// It reads the product's documents through the store (shared/store, its
+// reads and listeners for the console: no path is spelled here), read-only,
 // keeping the states the clusters' and pools' documents take for the
-// timelines (from Start); sees the events as the Pub/Sub emulator takes
+// timelines (from Start); the Firestore page alone reads the emulator's
+// documents raw, as a browser of the emulator; sees the events as the Pub/Sub emulator takes
 // them (Options.Published), with no subscription of its own; and learns
 // why runs fail from the devstack's log (LogTap: its own records, and
 // its instances' JSON lines with -instances above 1; a reason newly
@@ -37,6 +39,8 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 //go:embed templates/*.html
@@ -80,6 +84,9 @@ type Fault struct {
 // Options are what the console reads and calls. Only Firestore is
 // required; a view whose source is nil says so.
 type Options struct {
+	// Firestore is the stack's client: the console reads the product's
+	// documents through a store over it, and the Firestore page browses
+	// the emulator with it.
 	Firestore *firestore.Client
 	// Published registers a function called with every message published
 	// to Pub/Sub, until the returned stop is called (nil: no events
@@ -134,6 +141,9 @@ type Console struct {
 	rows  *template.Template
 	ev    *events
 	plans plans
+	// store reads the product's documents; opt.Firestore is the
+	// emulator's browser's alone (firestorePage).
+	store *store.Store
 	// tokens mint and check the forms' per-page tokens; slots bound the
 	// open streams (guard.go).
 	tokens formTokens
@@ -171,7 +181,11 @@ func New(opt Options) (*Console, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	c := &Console{opt: opt, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher(),
+	st, err := store.New(opt.Firestore)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	c := &Console{opt: opt, store: st, pages: map[string]*template.Template{}, ev: newEvents(5000, 1000), done: make(chan struct{}), watch: newWatcher(st),
 		tokens: newFormTokens(), slots: streamSlots{max: opt.MaxStreams, per: opt.MaxStreamsPerClient, perClient: map[string]int{}}}
 	c.bg, c.bgStop = context.WithCancel(context.Background())
 	base, err := template.New("base").Funcs(funcs).Funcs(template.FuncMap{"formToken": c.tokens.mint}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
@@ -208,7 +222,7 @@ func New(opt Options) (*Console, error) {
 // fleet's documents from its first view.
 func (c *Console) Start(context.Context) error {
 	if c.opt.FromStart {
-		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+		c.watch.start(c.bg, &c.wg)
 	}
 	if c.opt.Published == nil {
 		return nil

@@ -157,31 +157,59 @@ func TestFleetStream(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
-	time.Sleep(200 * time.Millisecond)
-	ref := docpath.Tenant(fsc, "acme").Collection("clusters").Doc("kcl-0000")
-	if _, err := ref.Update(context.Background(), []firestore.Update{{Path: "status.state", Value: "error"}, {Path: "status.message", Value: "broken now"}}); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan string, 1)
+	// The stream's first messages bring the page up to date whole, the
+	// counts last: once they came, the stream holds the fleet, and the
+	// change below can only reach it as a change.
+	var (
+		sent   strings.Builder
+		chunks = make(chan string)
+		done   = make(chan struct{})
+	)
+	defer close(done)
 	go func() {
-		var b strings.Builder
+		defer close(chunks)
 		buf := make([]byte, 4096)
 		for {
 			n, err := resp.Body.Read(buf)
-			b.Write(buf[:n])
-			if strings.Contains(b.String(), "broken now") || err != nil {
-				got <- b.String()
+			if n > 0 {
+				select {
+				case chunks <- string(buf[:n]):
+				case <-done:
+					return
+				}
+			}
+			if err != nil {
 				return
 			}
 		}
 	}()
-	select {
-	case s := <-got:
-		if !strings.Contains(s, "event: row") || !strings.Contains(s, "broken now") {
-			t.Errorf("stream = %q, want the changed row", s)
+	readUntil := func(what, want string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for !strings.Contains(sent.String(), want) {
+			select {
+			case chunk, ok := <-chunks:
+				if !ok {
+					t.Fatalf("the stream ended before %s:\n%s", what, sent.String())
+				}
+				sent.WriteString(chunk)
+			case <-deadline:
+				t.Fatalf("no %s on the stream within 30s:\n%s", what, sent.String())
+			}
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no row on the stream within 5s")
+	}
+	readUntil("first view of the fleet", `"key":"cluster-counts"`)
+	if strings.Contains(sent.String(), "broken now") {
+		t.Fatal("the first view has a change not yet made")
+	}
+	first := sent.Len()
+	ref := docpath.Tenant(fsc, "acme").Collection("clusters").Doc("kcl-0000")
+	if _, err := ref.Update(context.Background(), []firestore.Update{{Path: "status.state", Value: "error"}, {Path: "status.message", Value: "broken now"}}); err != nil {
+		t.Fatal(err)
+	}
+	readUntil("changed row", "broken now")
+	if after := sent.String()[first:]; !strings.Contains(after, "event: row") || !strings.Contains(after, `"key":"cl-acme-kcl-0000"`) {
+		t.Errorf("stream after the change = %q, want the changed row", after)
 	}
 }
 

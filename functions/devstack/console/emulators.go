@@ -13,6 +13,8 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
+
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 type taskRow struct {
@@ -137,9 +139,9 @@ func subjectOf(body []byte) (string, string) {
 		return "", ""
 	}
 	switch p.Kind {
-	case "clusters":
+	case store.ClustersKind:
 		return clusterPath(p.TenantID, p.ID), p.ID
-	case "substrates":
+	case store.SubstratesKind:
 		return Path + "/substrates/" + url.PathEscape(p.TenantID) + "/" + url.PathEscape(p.ID), p.ID
 	}
 	return "", ""
@@ -150,7 +152,7 @@ func subjectOf(body []byte) (string, string) {
 // starts them).
 func (c *Console) clustersByProviderName() map[string]ClusterRow {
 	out := map[string]ClusterRow{}
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	c.watch.start(c.bg, &c.wg)
 	if !c.watch.isReady() {
 		return out
 	}
@@ -196,6 +198,11 @@ func checkDocPath(segs []string) error {
 	return nil
 }
 
+// firestorePage browses the Firestore emulator as the Firebase console
+// does: any path, whatever it holds. It is a view of the emulator, not
+// of the product's documents, so it alone reads with the raw client
+// (Options.Firestore) rather than through the store, and spells no
+// collection of its own: the paths are the user's.
 func (c *Console) firestorePage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p := strings.Trim(r.URL.Query().Get("path"), "/")

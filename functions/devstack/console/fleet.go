@@ -81,7 +81,7 @@ func (c *Console) readFleet(ctx context.Context) (*Fleet, <-chan struct{}, uint6
 // Warm starts the listeners that hold the fleet, if they have not
 // started, and waits (30 seconds at most) for their first snapshots.
 func (c *Console) Warm(ctx context.Context) error {
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	c.watch.start(c.bg, &c.wg)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return c.watch.wait(ctx)
@@ -425,7 +425,7 @@ func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request) {
 	flash, failed := flashed(r)
 	c.render(w, "fleet", page{Title: "Fleet", Nav: "fleet", Flash: flash, FlashErr: failed, Body: v})
 	if cold {
-		c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+		c.watch.start(c.bg, &c.wg)
 	}
 }
 

@@ -74,7 +74,7 @@ func (c *Console) liveStream(w http.ResponseWriter, r *http.Request, key, tmpl s
 	if !ok {
 		return
 	}
-	c.watch.start(c.bg, c.opt.Firestore, &c.wg)
+	c.watch.start(c.bg, &c.wg)
 	last := ""
 	for {
 		// Asked before the read: a change during it wakes the stream

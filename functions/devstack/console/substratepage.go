@@ -6,13 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
-	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // maxJoinedRead bounds the joined nodes a substrate's page reads to
@@ -37,28 +32,23 @@ type substrateView struct {
 // its cluster cl and that cluster's pools (nil when it has none yet):
 // its progress, its joined nodes counted by pool.
 func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrate, s *lifecycle.Substrate, cl *lifecycle.Cluster, pools []lifecycle.NodePool) (*substrateView, error) {
-	t := docpath.Tenant(c.opt.Firestore, s.TenantID)
-	snaps, err := t.Collection("substrates").Doc(docpath.ID(s.ID)).Collection("nodes").Limit(maxJoinedRead).Documents(ctx).GetAll()
+	nodes, err := c.store.JoinedNodes(ctx, s.TenantID, s.ID, "", maxJoinedRead)
 	if err != nil {
 		return nil, fmt.Errorf("read the joined nodes: %w", err)
-	}
-	nodes, err := decode[resource.SubstrateNode](snaps)
-	if err != nil {
-		return nil, err
 	}
 	// The clusters of the substrates it replaces or is replaced by.
 	clusters := map[string]*lifecycle.Cluster{}
 	if cl != nil {
 		clusters[cl.ID] = cl
 	}
-	var refs []*firestore.DocumentRef
+	var keys []store.ClusterKey
 	for i := range subs {
 		o := &subs[i]
 		if id := o.ClusterID(); id != "" && clusters[id] == nil && (o.ID == s.Spec.After || o.Spec.After == s.ID) {
-			refs = append(refs, t.Collection("clusters").Doc(docpath.ID(id)))
+			keys = append(keys, store.ClusterKey{TenantID: s.TenantID, ID: id})
 		}
 	}
-	more, err := getAll[lifecycle.Cluster](ctx, c.opt.Firestore, refs)
+	more, err := c.store.ClustersOf(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -109,41 +99,9 @@ func (c *Console) logged(s *lifecycle.Substrate) string {
 	return l.Err
 }
 
-// activePools are the active node pools of the cluster ref.
-func activePools(ctx context.Context, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
-	snaps, err := ref.Collection("nodePools").Documents(ctx).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("read node pools: %w", err)
-	}
-	var out []lifecycle.NodePool
-	for _, d := range snaps {
-		var p lifecycle.NodePool
-		if d.DataTo(&p) == nil && p.Active {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// tenantSubstrates are every substrate of the tenant.
-func (c *Console) tenantSubstrates(ctx context.Context, tenant string) ([]lifecycle.Substrate, error) {
-	snaps, err := docpath.Tenant(c.opt.Firestore, tenant).Collection("substrates").Documents(ctx).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("read substrates: %w", err)
-	}
-	var out []lifecycle.Substrate
-	for _, d := range snaps {
-		var s lifecycle.Substrate
-		if d.DataTo(&s) == nil && s.ID != "" {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
 // readSubstrate reads a substrate's page; nil when it does not exist.
 func (c *Console) readSubstrate(ctx context.Context, tenant, id string) (*substrateView, error) {
-	subs, err := c.tenantSubstrates(ctx, tenant)
+	subs, err := c.store.TenantSubstrates(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -159,18 +117,11 @@ func (c *Console) readSubstrate(ctx context.Context, tenant, id string) (*substr
 	var cl *lifecycle.Cluster
 	var pools []lifecycle.NodePool
 	if cid := s.ClusterID(); cid != "" {
-		ref := docpath.Tenant(c.opt.Firestore, tenant).Collection("clusters").Doc(docpath.ID(cid))
-		snap, err := ref.Get(ctx)
-		switch {
-		case status.Code(err) == codes.NotFound:
-		case err != nil:
+		if cl, err = c.store.Cluster(ctx, tenant, cid); err != nil {
 			return nil, fmt.Errorf("read cluster %s: %w", cid, err)
-		default:
-			cl = &lifecycle.Cluster{}
-			if err := snap.DataTo(cl); err != nil {
-				return nil, fmt.Errorf("decode cluster %s: %w", cid, err)
-			}
-			if pools, err = activePools(ctx, ref); err != nil {
+		}
+		if cl != nil {
+			if pools, err = c.store.ActiveNodePools(ctx, tenant, cid); err != nil {
 				return nil, err
 			}
 		}

@@ -7,18 +7,19 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // watcher keeps every cluster, node pool and substrate in memory, from
-// snapshot listeners of their collection groups: the fleet's page reads
-// no document, and its streams hear of each change. It starts with the
-// first view of the fleet, so that a stack nobody looks at pays nothing.
+// the store's listeners (store.ListenClusters and the others): the
+// fleet's page reads no document, and its streams hear of each change.
+// It starts with the first view of the fleet, so that a stack nobody
+// looks at pays nothing.
 type watcher struct {
-	once sync.Once
-	mu   sync.Mutex
+	store *store.Store
+	once  sync.Once
+	mu    sync.Mutex
 	// By document path.
 	clusters   map[string]lifecycle.Cluster
 	pools      map[string]lifecycle.NodePool
@@ -32,8 +33,8 @@ type watcher struct {
 	// version counts the changes seen: a page rendered at a version
 	// tells its stream whether the fleet changed since.
 	version uint64
-	synced  int           // collection groups whose first snapshot came
-	ready   chan struct{} // closed once all three came
+	synced  int           // listeners whose first snapshot came
+	ready   chan struct{} // closed once all kinds' came
 	changed chan struct{} // closed, and replaced, at each change
 	// waiters wait for a change of one cluster (clusterKey: the cluster,
 	// its pools, its substrate) or substrate (substrateKey), each closed
@@ -51,50 +52,72 @@ type waiter struct {
 // substrateKey is a substrate's key of changedOf.
 func substrateKey(tenant, id string) string { return "substrate:" + tenant + "/" + id }
 
-func newWatcher() *watcher {
-	return &watcher{clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
+func newWatcher(st *store.Store) *watcher {
+	return &watcher{store: st, clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
 		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
 		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory(), waiters: map[string][]*waiter{}}
 }
 
 // start listens until ctx ends (once).
-func (w *watcher) start(ctx context.Context, fsc *firestore.Client, wg *sync.WaitGroup) {
+func (w *watcher) start(ctx context.Context, wg *sync.WaitGroup) {
 	w.once.Do(func() {
 		w.mu.Lock()
 		w.started = time.Now()
 		w.mu.Unlock()
-		for _, g := range []string{"clusters", "nodePools", "substrates"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w.listen(ctx, fsc, g)
-			}()
-		}
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			listen(ctx, w, kindClusters, w.store.ListenClusters, w.applyCluster)
+		}()
+		go func() {
+			defer wg.Done()
+			listen(ctx, w, kindPools, w.store.ListenNodePools, w.applyPool)
+		}()
+		go func() {
+			defer wg.Done()
+			listen(ctx, w, kindSubstrates, w.store.ListenSubstrates, w.applySubstrate)
+		}()
 	})
 }
 
-func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group string) {
+// docKind is the kind of the documents a listener holds.
+type docKind int
+
+const (
+	kindClusters docKind = iota
+	kindPools
+	kindSubstrates
+	kinds // how many
+)
+
+// listen keeps the watcher's documents of kind from the store's listener
+// open, applying each change with apply, and listens again a second after
+// it breaks, until ctx ends.
+func listen[T any](ctx context.Context, w *watcher, kind docKind, open func(context.Context) *store.Listener[T], apply func(store.Change[T])) {
 	first := true
 	for ctx.Err() == nil {
-		it := fsc.CollectionGroup(group).Snapshots(ctx)
+		l := open(ctx)
 		reset := true
 		for {
-			snap, err := it.Next()
+			changes, err := l.Next()
 			if err != nil {
 				break
 			}
 			w.mu.Lock()
 			if reset {
-				w.clear(group)
+				w.clear(kind)
 				w.touchAll()
 				reset = false
 			}
-			for _, ch := range snap.Changes {
-				w.apply(group, ch)
+			for _, ch := range changes {
+				// Who waits on the document, as it was and as it is.
+				w.touchDoc(kind, ch.Key)
+				apply(ch)
+				w.touchDoc(kind, ch.Key)
 			}
 			if first {
 				first = false
-				if w.synced++; w.synced == 3 {
+				if w.synced++; w.synced == int(kinds) {
 					close(w.ready)
 				}
 			}
@@ -103,7 +126,7 @@ func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group strin
 			w.changed = make(chan struct{})
 			w.mu.Unlock()
 		}
-		it.Stop()
+		l.Stop()
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -111,56 +134,47 @@ func (w *watcher) listen(ctx context.Context, fsc *firestore.Client, group strin
 	}
 }
 
-func (w *watcher) clear(group string) {
-	switch group {
-	case "clusters":
+func (w *watcher) clear(kind docKind) {
+	switch kind {
+	case kindClusters:
 		clear(w.clusters)
-	case "nodePools":
+	case kindPools:
 		clear(w.pools)
 	default:
 		clear(w.substrates)
 	}
 }
 
-func (w *watcher) apply(group string, ch firestore.DocumentChange) {
-	path := ch.Doc.Ref.Path
-	removed := ch.Kind == firestore.DocumentRemoved
-	// Who waits on the document, as it was and as it is.
-	w.touchDoc(group, path)
-	defer w.touchDoc(group, path)
-	switch group {
-	case "clusters":
-		var v lifecycle.Cluster
-		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" || v.TenantID == "" {
-			delete(w.clusters, path)
-			return
-		}
-		w.clusters[path] = v
-		w.hist.cluster(&v, ch.Doc.UpdateTime)
-		var h struct {
-			Reconcile struct {
-				LeaseOwner string    `firestore:"leaseOwner"`
-				NextAt     time.Time `firestore:"nextAt"`
-			} `firestore:"reconcile"`
-		}
-		_ = ch.Doc.DataTo(&h)
-		w.run(v, h.Reconcile.LeaseOwner, h.Reconcile.NextAt, ch.Doc.UpdateTime)
-	case "nodePools":
-		var v lifecycle.NodePool
-		if removed || ch.Doc.DataTo(&v) != nil || v.ClusterID == "" {
-			delete(w.pools, path)
-			return
-		}
-		w.pools[path] = v
-		w.hist.pool(&v, ch.Doc.UpdateTime)
-	default:
-		var v lifecycle.Substrate
-		if removed || ch.Doc.DataTo(&v) != nil || v.ID == "" {
-			delete(w.substrates, path)
-			return
-		}
-		w.substrates[path] = v
+// applyCluster, applyPool and applySubstrate keep a change of a document,
+// by its key (its path). Called with w.mu held.
+func (w *watcher) applyCluster(ch store.Change[store.WatchedCluster]) {
+	v := ch.Value.Cluster
+	if ch.Gone || v.ID == "" || v.TenantID == "" {
+		delete(w.clusters, ch.Key)
+		return
 	}
+	w.clusters[ch.Key] = v
+	w.hist.cluster(&v, ch.UpdateTime)
+	w.run(v, ch.Value.Reconcile.LeaseOwner, ch.Value.Reconcile.NextAt, ch.UpdateTime)
+}
+
+func (w *watcher) applyPool(ch store.Change[lifecycle.NodePool]) {
+	v := ch.Value
+	if ch.Gone || v.ClusterID == "" {
+		delete(w.pools, ch.Key)
+		return
+	}
+	w.pools[ch.Key] = v
+	w.hist.pool(&v, ch.UpdateTime)
+}
+
+func (w *watcher) applySubstrate(ch store.Change[lifecycle.Substrate]) {
+	v := ch.Value
+	if ch.Gone || v.ID == "" {
+		delete(w.substrates, ch.Key)
+		return
+	}
+	w.substrates[ch.Key] = v
 }
 
 // wait waits for the first snapshots.
@@ -289,15 +303,15 @@ func (w *watcher) changedOf(keys ...string) (<-chan struct{}, func()) {
 	}
 }
 
-// touchDoc wakes the waiters of the document at path of group, as the
+// touchDoc wakes the waiters of the document of kind at path, as the
 // watcher holds it. Called with w.mu held.
-func (w *watcher) touchDoc(group, path string) {
-	switch group {
-	case "clusters":
+func (w *watcher) touchDoc(kind docKind, path string) {
+	switch kind {
+	case kindClusters:
 		if v, ok := w.clusters[path]; ok {
 			w.touch(clusterKey(v.TenantID, v.ID))
 		}
-	case "nodePools":
+	case kindPools:
 		if v, ok := w.pools[path]; ok {
 			w.touch(clusterKey(v.TenantID, v.ClusterID))
 		}
