@@ -7,8 +7,8 @@ import (
 
 // PoolChange is what one event of a pool does to the pool's substrates:
 // the spec that replaces the current substrate's, and the spec of a
-// substrate to make. store.ApplyPoolEvent records it; the preview of
-// kubernetesSubstrates.plan runs it.
+// substrate to make. DecidePoolEvent decides it; the preview
+// of kubernetesSubstrates.plan runs it.
 type PoolChange struct {
 	// Next replaces the current substrate's spec; nil when the pool has
 	// no current substrate. Next.Deleting: that substrate is torn down,

@@ -136,7 +136,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		if !acc.UsableBy(c.TenantID()) {
 			// Unreachable through the API: a pool is recorded only on
 			// an account its tenant may use (ParseSeed, ApplyPoolEvent).
-			return errs.E(errs.InvalidState, "pool %s: %s", pool.ID, Unusable(acc.ID, c.TenantID()))
+			return errs.E(errs.InvalidState, "pool %s: %s", pool.ID, lifecycle.Unusable(acc.ID, c.TenantID()))
 		}
 		if !acc.ManagedKubernetes() {
 			return errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)

@@ -3,7 +3,6 @@ package substrates
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -15,18 +14,16 @@ import (
 
 // What an event of the pools module asks of its pool's substrate: the
 // consumer (functions/poolevents) records it, kubernetesSubstrates.plan
-// previews it (Previewer). Both decode the event at the edge and hand
-// over the decoded values.
+// previews it (Previewer). Both decode the event at the edge and name its
+// flavors' node pools (Named); the rules of what it asks are lifecycle's
+// (lifecycle.PoolWant, lifecycle.DecidePoolEvent).
 
-// Desired is what a well-formed event ev of a pool asks of its
-// substrate: ev with its substrate's node pools named (NodePoolName),
-// the reason it cannot be served, if any, as its Want's Problem, and its
-// AccountID set when the account is one the tenant may use; and that
-// account (nil when there is none). ev.Want is as the event names it
+// Named is ev with its substrate's node pools named after its pool and
+// flavors (NodePoolName). ev.Want is as the event names it
 // (input.PoolUpdated.Want); it is not changed.
-func Desired(ctx context.Context, st *store.Store, ev store.PoolEvent) (store.PoolEvent, *store.Account, error) {
+func Named(ev lifecycle.PoolEvent) lifecycle.PoolEvent {
 	if ev.Want == nil {
-		return ev, nil, nil
+		return ev
 	}
 	s := *ev.Want
 	s.Flavors = make([]lifecycle.Flavor, len(ev.Want.Flavors))
@@ -35,46 +32,7 @@ func Desired(ctx context.Context, st *store.Store, ev store.PoolEvent) (store.Po
 		s.Flavors[i] = f
 	}
 	ev.Want = &s
-	acc, err := st.Account(ctx, s.AccountID)
-	switch {
-	case err != nil:
-		return ev, nil, err
-	case acc == nil || !acc.UsableBy(ev.TenantID):
-		// The same words for both, so that a tenant learns nothing of
-		// the accounts of others.
-		s.Problem = store.Unusable(s.AccountID, ev.TenantID)
-		acc = nil
-	case !acc.ManagedKubernetes():
-		s.Problem = fmt.Sprintf("the provider %q of account %s has no managed Kubernetes", acc.Provider, acc.ID)
-	default:
-		if s.Mode == resource.SubstrateCreate {
-			s.Problem = placement(&s, acc.Regions)
-		}
-		ev.AccountID = acc.ID
-	}
-	return ev, acc, nil
-}
-
-// placement is why the region and zones of a cluster to create, and its
-// flavors' zones, are not the account's ("" when they are).
-func placement(s *lifecycle.SubstrateSpec, regions map[string][]string) string {
-	allowed, ok := regions[s.Region]
-	if !ok {
-		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
-	}
-	if fe := lifecycle.CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
-		return fe[0].Field + " " + fe[0].Reason
-	}
-	zones := allowed
-	if len(s.Zones) > 0 {
-		zones = s.Zones
-	}
-	for i, f := range s.Flavors {
-		if fe := lifecycle.CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
-			return fe[0].Field + " " + fe[0].Reason
-		}
-	}
-	return ""
+	return ev
 }
 
 // Previewer answers kubernetesSubstrates.plan.
@@ -97,7 +55,7 @@ func NewPreviewer(s *store.Store, opts ...Option) (*Previewer, error) {
 // changing nothing. Reading it takes compute:kubernetes:read on the
 // substrate's cluster, or on the tenant while it has none. The pool's
 // version is not compared with the last one applied.
-func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEvent) (resource.SubstratePlan, error) {
+func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.PoolEvent) (resource.SubstratePlan, error) {
 	g, err := p.store.Grant(ctx, c)
 	if err != nil {
 		return resource.SubstratePlan{}, err
@@ -119,21 +77,20 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEve
 	if err := auth.Authorize(c, g, auth.PermRead, auth.Resource{ClusterID: clusterID}); err != nil {
 		return resource.SubstratePlan{}, err
 	}
-	ev, acc, err := Desired(ctx, p.store, ev)
-	if err != nil {
-		return resource.SubstratePlan{}, err
-	}
-	want := ev.Want
-	if want != nil {
-		owner, err := p.store.PoolOwner(ctx, ev.PoolID)
-		if err != nil {
+	ev = Named(ev)
+	var acc *lifecycle.Account
+	var owner lifecycle.Pool
+	if ev.Want != nil {
+		if acc, err = p.store.Account(ctx, ev.Want.AccountID); err != nil {
 			return resource.SubstratePlan{}, err
 		}
-		if owner != "" && owner != c.TenantID() {
-			w := *want
-			w.Problem = lifecycle.ForeignPool(ev.PoolID)
-			want = &w
+		if owner.TenantID, err = p.store.PoolOwner(ctx, ev.PoolID); err != nil {
+			return resource.SubstratePlan{}, err
 		}
+	}
+	want, _ := lifecycle.PoolWant(ev, acc, owner)
+	if acc != nil && !acc.UsableBy(ev.TenantID) {
+		acc = nil // its regions are not the tenant's to see
 	}
 	now := p.now().UTC()
 	var in Input
@@ -149,7 +106,7 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEve
 		in = Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
 		curSpec = &in.Substrate.Spec
 	}
-	// As store.ApplyPoolEvent would record it. A new substrate is
+	// As lifecycle.DecidePoolEvent would decide it. A new substrate is
 	// previewed as though the pool's last were gone: the plan shows that
 	// one's teardown first.
 	change := lifecycle.ChangePool(curSpec, want, ev.Version, "", now)
