@@ -31,7 +31,7 @@ type Consumer struct {
 
 // NewConsumer returns the consumer of pool events.
 func NewConsumer(s Store, kick chain.Kicker) (*Consumer, error) {
-	if s == nil || s == (*store.Store)(nil) || kick == nil {
+	if s == nil || kick == nil {
 		return nil, errors.New("poolevents: NewConsumer needs a store and a kicker")
 	}
 	return &Consumer{store: s, kick: kick}, nil

@@ -35,14 +35,26 @@ func Named(ev lifecycle.PoolEvent) lifecycle.PoolEvent {
 	return ev
 }
 
+// PreviewStore is what a preview reads of the store, outside any
+// transaction: the caller's grant, the pool's substrates, its account and
+// owner, and what a substrate's run would read.
+type PreviewStore interface {
+	Grant(ctx context.Context, p auth.Principal) (auth.Grant, error)
+	ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]lifecycle.Substrate, error)
+	Account(ctx context.Context, id string) (*lifecycle.Account, error)
+	PoolOwner(ctx context.Context, poolID string) (string, error)
+	ReadSubstrate(ctx context.Context, tenantID, id string) (*store.SubstrateRead, error)
+	ReadAdoption(ctx context.Context, tenantID, clusterID string) (*lifecycle.Cluster, []lifecycle.NodePool, error)
+}
+
 // Previewer answers kubernetesSubstrates.plan.
 type Previewer struct {
-	store *store.Store
+	store PreviewStore
 	now   func() time.Time
 }
 
 // NewPreviewer returns the previews of pool events over the store.
-func NewPreviewer(s *store.Store, opts ...Option) (*Previewer, error) {
+func NewPreviewer(s PreviewStore, opts ...Option) (*Previewer, error) {
 	if s == nil {
 		return nil, errors.New("substrates: NewPreviewer needs a store")
 	}

@@ -75,3 +75,6 @@ func TestNamed(t *testing.T) {
 		t.Errorf("Named(archive) = %+v, want it unchanged", got)
 	}
 }
+
+// The previewer's store is the store.
+var _ PreviewStore = (*store.Store)(nil)
