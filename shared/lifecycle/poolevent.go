@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -164,14 +165,10 @@ func DecidePoolEvent(ev PoolEvent, st PoolState, newID string, now time.Time) Po
 	}
 	d := PoolDecision{Index: st.Index}
 	want, accountID := PoolWant(ev, st.Account, st.Owner)
-	owner := st.Owner
-	switch {
-	case owner.ForeignTo(ev.TenantID):
-		d.Foreign = owner.TenantID
-	case want != nil && accountID != "" && (owner.AccountID != accountID || owner.Archived):
-		d.Pool = &Pool{ID: ev.PoolID, TenantID: ev.TenantID, AccountID: accountID}
-	case ev.Archived && owner.TenantID == ev.TenantID && !owner.Archived:
-		d.ArchivePool = true
+	if st.Owner.ForeignTo(ev.TenantID) {
+		d.Foreign = st.Owner.TenantID
+	} else {
+		d.Pool, d.ArchivePool = poolRecord(ev, st.Owner, want != nil, accountID)
 	}
 	d.Index.Archived, d.Index.Version = ev.Archived, ev.Version
 	var cur *SubstrateSpec
@@ -179,30 +176,41 @@ func DecidePoolEvent(ev PoolEvent, st PoolState, newID string, now time.Time) Po
 		cur = &st.Current.Spec
 	}
 	change := ChangePool(cur, want, ev.Version, st.Index.Last, now)
-	d.Next = change.Next
-	outcome := ""
-	if change.Next != nil {
-		outcome = "substrate " + st.Current.ID + " changed"
-		if change.Next.Deleting {
+	var done []string
+	if d.Next = change.Next; d.Next != nil {
+		done = append(done, "substrate "+st.Current.ID+" changed")
+		if d.Next.Deleting {
 			// The pool asks for no substrate, or another one.
 			d.Index.SubstrateID = ""
-			outcome = "substrate " + st.Current.ID + " torn down"
+			done[0] = "substrate " + st.Current.ID + " torn down"
 		}
 	}
 	if change.New != nil {
 		d.New = &Substrate{ID: newID, TenantID: ev.TenantID, PoolID: ev.PoolID, CreatedAt: now, Active: true, Spec: *change.New,
 			Status: SubstrateStatus{State: resource.StatePending}}
 		d.Index.SubstrateID, d.Index.Last = newID, newID
-		if outcome != "" {
-			outcome += "; "
-		}
-		outcome += "substrate " + newID + " recorded"
+		done = append(done, "substrate "+newID+" recorded")
 	}
-	if outcome == "" {
-		outcome = "no substrate asked for"
+	d.Outcome = "no substrate asked for"
+	if len(done) > 0 {
+		d.Outcome = strings.Join(done, "; ")
 	}
-	d.Outcome = outcome
 	return d
+}
+
+// poolRecord is what an event of the tenant that owns its pool ID (or of
+// the first to name it) writes of the pool ID's record: the pool on the
+// account its substrate uses, when it asks for one on an account the
+// tenant may use and the record says otherwise; or, for an archive, the
+// record archived.
+func poolRecord(ev PoolEvent, owner Pool, wants bool, accountID string) (write *Pool, archive bool) {
+	switch {
+	case wants && accountID != "" && (owner.AccountID != accountID || owner.Archived):
+		return &Pool{ID: ev.PoolID, TenantID: ev.TenantID, AccountID: accountID}, false
+	case ev.Archived && owner.TenantID == ev.TenantID && !owner.Archived:
+		return nil, true
+	}
+	return nil, false
 }
 
 // DecideRefusal is the spec that puts the current substrate of a pool at
