@@ -100,13 +100,11 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 			return resource.SubstratePlan{}, err
 		}
 	}
-	want, _ := lifecycle.PoolWant(ev, acc, owner)
 	if acc != nil && !acc.UsableBy(ev.TenantID) {
 		acc = nil // its regions are not the tenant's to see
 	}
-	now := p.now().UTC()
 	var in Input
-	var curSpec *lifecycle.SubstrateSpec
+	st := lifecycle.PoolState{Owner: owner, Account: acc}
 	if cur != nil {
 		rd, err := p.store.ReadSubstrate(ctx, c.TenantID(), cur.ID)
 		if err != nil {
@@ -116,34 +114,27 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 			return resource.SubstratePlan{}, errs.E(errs.Unavailable, "substrate %s changed while it was read; retry", cur.ID)
 		}
 		in = Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
-		curSpec = &in.Substrate.Spec
+		st.Current = &in.Substrate
 	}
-	// As lifecycle.DecidePoolEvent would decide it. A new substrate is
-	// previewed as though the pool's last were gone: the plan shows that
-	// one's teardown first.
-	change := lifecycle.ChangePool(curSpec, want, ev.Version, "", now)
+	// As the event would be applied, but for its version, which is not
+	// compared (the index is left zero), and a new substrate, previewed
+	// as though the pool's last were gone: the plan shows that one's
+	// teardown first.
+	now := p.now().UTC()
+	d := lifecycle.DecidePoolEvent(ev, st, "", now)
 	plan := resource.SubstratePlan{Actions: []resource.PlanAction{}}
 	var last *lifecycle.Substrate
-	if change.Next != nil {
-		in.Substrate.Spec = *change.Next
+	if d.Next != nil {
+		in.Substrate.Spec = *d.Next
 		acts, s := Preview(in, nil, now)
 		plan.Actions = append(plan.Actions, acts...)
 		last = &s
 	}
-	if change.New != nil {
-		spec := *change.New
-		in := Input{Substrate: lifecycle.Substrate{TenantID: c.TenantID(), PoolID: ev.PoolID, CreatedAt: now, Active: true, Spec: spec,
-			Status: lifecycle.SubstrateStatus{State: resource.StatePending}}}
-		if spec.Mode == resource.SubstrateAdopt {
-			if in.Cluster, in.Pools, err = p.store.ReadAdoption(ctx, c.TenantID(), spec.AdoptClusterID); err != nil {
-				return resource.SubstratePlan{}, err
-			}
+	if d.New != nil {
+		acts, s, err := p.previewNew(ctx, *d.New, acc, now)
+		if err != nil {
+			return resource.SubstratePlan{}, err
 		}
-		zones := spec.Zones
-		if len(zones) == 0 && acc != nil {
-			zones = acc.Regions[spec.Region]
-		}
-		acts, s := Preview(in, zones, now)
 		plan.Actions = append(plan.Actions, acts...)
 		last = &s
 	}
@@ -154,4 +145,24 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 	v := last.View()
 	plan.Substrate = &resource.PlannedSubstrate{Substrate: v, ID: v.ID}
 	return plan, nil
+}
+
+// previewNew is the preview of a new substrate sub: the cluster it would
+// adopt read as its run would read it, the zones it would take its
+// account's (acc, nil when the tenant may not use it) when it names none.
+func (p *Previewer) previewNew(ctx context.Context, sub lifecycle.Substrate, acc *lifecycle.Account, now time.Time) ([]resource.PlanAction, lifecycle.Substrate, error) {
+	in := Input{Substrate: sub}
+	spec := sub.Spec
+	if spec.Mode == resource.SubstrateAdopt {
+		var err error
+		if in.Cluster, in.Pools, err = p.store.ReadAdoption(ctx, sub.TenantID, spec.AdoptClusterID); err != nil {
+			return nil, lifecycle.Substrate{}, err
+		}
+	}
+	zones := spec.Zones
+	if len(zones) == 0 && acc != nil {
+		zones = acc.Regions[spec.Region]
+	}
+	acts, s := Preview(in, zones, now)
+	return acts, s, nil
 }
