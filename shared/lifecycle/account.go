@@ -46,22 +46,3 @@ func Unusable(accountID, tenantID string) string {
 // ManagedKubernetes reports whether the account's provider provides managed
 // Kubernetes; only gcp does.
 func (a Account) ManagedKubernetes() bool { return a.Provider == "gcp" }
-
-// Pool is a provider pool of a tenant, on one account, stored at
-// pools/{poolId}: a pool ID belongs to the tenant that first announced it
-// (seeded, or by an event).
-type Pool struct {
-	ID        string `firestore:"id" json:"id"`
-	TenantID  string `firestore:"tenantId" json:"tenantId"`
-	AccountID string `firestore:"accountId" json:"accountId"`
-	// Archived: the pools module archived the pool. Its clusters stay
-	// their tenant's, and manageable; it takes no new cluster.
-	Archived bool `firestore:"archived,omitempty" json:"archived,omitempty"`
-}
-
-// ForeignTo reports whether the pool's ID is owned by a tenant other
-// than tenantID: the one rule of a pool ID's ownership. A pool not
-// recorded yet (zero) is no one's.
-func (p Pool) ForeignTo(tenantID string) bool {
-	return p.TenantID != "" && p.TenantID != tenantID
-}

@@ -58,6 +58,25 @@ func (idx PoolIndex) stale(version int64, archive bool) string {
 	return ""
 }
 
+// Pool is a provider pool of a tenant, on one account, stored at
+// pools/{poolId}: a pool ID belongs to the tenant that first announced it
+// (seeded, or by an event).
+type Pool struct {
+	ID        string `firestore:"id" json:"id"`
+	TenantID  string `firestore:"tenantId" json:"tenantId"`
+	AccountID string `firestore:"accountId" json:"accountId"`
+	// Archived: the pools module archived the pool. Its clusters stay
+	// their tenant's, and manageable; it takes no new cluster.
+	Archived bool `firestore:"archived,omitempty" json:"archived,omitempty"`
+}
+
+// ForeignTo reports whether the pool's ID is owned by a tenant other
+// than tenantID: the one rule of a pool ID's ownership. A pool not
+// recorded yet (zero) is no one's.
+func (p Pool) ForeignTo(tenantID string) bool {
+	return p.TenantID != "" && p.TenantID != tenantID
+}
+
 // PoolWant is what well-formed event ev asks of its pool's substrate,
 // given the account its Want names (nil when there is none) and the
 // record of its pool ID (zero when none): Want with the reason it cannot
@@ -87,29 +106,6 @@ func PoolWant(ev PoolEvent, acc *Account, owner Pool) (*SubstrateSpec, string) {
 		s.Problem = ForeignPool(ev.PoolID)
 	}
 	return &s, accountID
-}
-
-// Placement is why the region and zones of a substrate's cluster to
-// create, and its flavors' zones, are not among the account's regions
-// ("" when they are).
-func Placement(s *SubstrateSpec, regions map[string][]string) string {
-	allowed, ok := regions[s.Region]
-	if !ok {
-		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
-	}
-	if fe := CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
-		return fe[0].Field + " " + fe[0].Reason
-	}
-	zones := allowed
-	if len(s.Zones) > 0 {
-		zones = s.Zones
-	}
-	for i, f := range s.Flavors {
-		if fe := CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
-			return fe[0].Field + " " + fe[0].Reason
-		}
-	}
-	return ""
 }
 
 // PoolState is what the store holds of an event's pool when the event is
@@ -228,4 +224,60 @@ func DecideRefusal(idx PoolIndex, cur *Substrate, version int64, problem string,
 	spec = Respec(cur.Spec, spec, now)
 	idx.Version = version
 	return &spec, idx
+}
+
+// PoolChange is what one event of a pool does to the pool's substrates:
+// the spec that replaces the current substrate's, and the spec of a
+// substrate to make. DecidePoolEvent decides it; the preview
+// of kubernetesSubstrates.plan runs it.
+type PoolChange struct {
+	// Next replaces the current substrate's spec; nil when the pool has
+	// no current substrate. Next.Deleting: that substrate is torn down,
+	// since the pool asks for none or for another choice.
+	Next *SubstrateSpec
+	// New is the spec of the substrate to make; nil when none is.
+	New *SubstrateSpec
+}
+
+// ChangePool is the one rule of what an event of a pool, at version,
+// asks of its substrates. cur is the current substrate's spec (nil: the
+// pool has none); want what the event asks for (nil: no substrate); last
+// the pool's latest substrate, deleting or not, which a new one waits
+// for. A spec that replaces another is a new generation of its substrate
+// (Respec); a new substrate starts at generation 1.
+func ChangePool(cur, want *SubstrateSpec, version int64, last string, now time.Time) PoolChange {
+	var c PoolChange
+	if cur != nil {
+		next := *cur
+		if want == nil || !SameChoice(*cur, *want) {
+			next.Deleting = true
+			next.PoolVersion = version
+		} else {
+			next = *want
+			next.After = cur.After
+		}
+		next = Respec(*cur, next, now)
+		c.Next = &next
+	}
+	if want != nil && (c.Next == nil || c.Next.Deleting) {
+		n := *want
+		n.After = last
+		n.Generation, n.UpdatedAt = 1, now
+		c.New = &n
+	}
+	return c
+}
+
+// Respec returns next as the spec that replaces cur at now: the next
+// generation of the substrate.
+func Respec(cur, next SubstrateSpec, now time.Time) SubstrateSpec {
+	next.Generation = cur.Generation + 1
+	next.UpdatedAt = now
+	return next
+}
+
+// ForeignPool is the problem of a substrate whose pool ID another tenant
+// owns: a pool ID belongs to the tenant that first announced it.
+func ForeignPool(poolID string) string {
+	return fmt.Sprintf("pool ID %s is another tenant's pool: it cannot be used", poolID)
 }
