@@ -222,14 +222,7 @@ func (s *Store) readAccountTx(tx *firestore.Transaction, id string) (*Account, e
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read account %s: %w", id, err)
 	}
-	if snap == nil || !snap.Exists() {
-		return nil, nil
-	}
-	var acc Account
-	if err := snap.DataTo(&acc); err != nil {
-		return nil, fmt.Errorf("decode account: %w", err)
-	}
-	return &acc, nil
+	return decodeAccount(snap)
 }
 
 // decodeTenant decodes a tenant's document; zero when there is none.

@@ -101,10 +101,9 @@ func (s *Store) readPoolState(tx *firestore.Transaction, tenantID string, refs [
 			return st, nil, fmt.Errorf("decode pool: %w", err)
 		}
 	}
-	if len(snaps) > 2 && snaps[2].Exists() {
-		st.Account = &Account{}
-		if err := snaps[2].DataTo(st.Account); err != nil {
-			return st, nil, fmt.Errorf("decode account: %w", err)
+	if len(snaps) > 2 {
+		if st.Account, err = decodeAccount(snaps[2]); err != nil {
+			return st, nil, err
 		}
 	}
 	cur, err := s.readSubstrateTx(tx, tenantID, st.Index.SubstrateID)
@@ -163,12 +162,17 @@ func (s *Store) Account(ctx context.Context, id string) (*Account, error) {
 	if err != nil && !isNotFound(err) {
 		return nil, storageErr("read account", err)
 	}
+	return decodeAccount(snap)
+}
+
+// decodeAccount decodes an account's document; nil when there is none.
+func decodeAccount(snap *firestore.DocumentSnapshot) (*Account, error) {
 	if snap == nil || !snap.Exists() {
 		return nil, nil
 	}
 	var a Account
 	if err := snap.DataTo(&a); err != nil {
-		return nil, fmt.Errorf("decode account %s: %w", id, err)
+		return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
 	}
 	return &a, nil
 }
