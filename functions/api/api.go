@@ -22,11 +22,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/join"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -35,10 +38,27 @@ import (
 // checked, when Deps.Timeout is zero.
 const DefaultTimeout = 20 * time.Second
 
+// Store is what the API's methods call of the store: one call each,
+// which admits and authorizes its caller (auth.Authorize) in its
+// transaction or read.
+type Store interface {
+	CreateCluster(ctx context.Context, c auth.Principal, req store.CreateClusterRequest) (store.ClusterResult, error)
+	GetCluster(ctx context.Context, c auth.Principal, clusterID string) (resource.Cluster, error)
+	ListClusters(ctx context.Context, c auth.Principal, req store.ListClustersRequest) ([]resource.Cluster, string, error)
+	DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (store.ClusterResult, error)
+	CreateNodePool(ctx context.Context, c auth.Principal, req store.CreateNodePoolRequest) (store.NodePoolResult, error)
+	ListNodePools(ctx context.Context, c auth.Principal, clusterID string) ([]resource.NodePool, error)
+	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (store.NodePoolResult, error)
+	DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (store.NodePoolResult, error)
+	GetSubstrate(ctx context.Context, c auth.Principal, id string) (resource.Substrate, error)
+	ListSubstrates(ctx context.Context, c auth.Principal, poolID string) ([]resource.Substrate, error)
+	ListSubstrateNodes(ctx context.Context, c auth.Principal, id string, pageSize int, pageToken string) ([]resource.SubstrateNode, string, error)
+}
+
 // Deps are the API's dependencies.
 type Deps struct {
 	Auth   httpapi.Authenticator
-	Store  *store.Store
+	Store  Store
 	Events substrates.EventSender
 	Kicker chain.Kicker
 	// Previewer answers kubernetesSubstrates.plan; Joiner checks join

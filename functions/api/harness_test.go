@@ -783,3 +783,6 @@ type offsetClock struct{ offset *atomic.Int64 }
 func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// The API's store is the store.
+var _ api.Store = (*store.Store)(nil)

@@ -9,19 +9,28 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
+// Store is what the consumer needs of the store: the two transactions of
+// a pool event, which read what lifecycle's rules decide on and write
+// what they decide.
+type Store interface {
+	ApplyPoolEvent(ctx context.Context, ev lifecycle.PoolEvent) (store.PoolEventResult, error)
+	RefusePoolEvent(ctx context.Context, tenantID, poolID string, version int64, problem string) (*chain.Kick, error)
+}
+
 // Consumer records the substrates that the pools' events ask for.
 type Consumer struct {
-	store *store.Store
+	store Store
 	kick  chain.Kicker
 }
 
 // NewConsumer returns the consumer of pool events.
-func NewConsumer(s *store.Store, kick chain.Kicker) (*Consumer, error) {
+func NewConsumer(s Store, kick chain.Kicker) (*Consumer, error) {
 	if s == nil || kick == nil {
 		return nil, errors.New("poolevents: NewConsumer needs a store and a kicker")
 	}
@@ -64,15 +73,11 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 		c.kickAll(ctx, kick)
 		return nil
 	}
-	ev := store.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: updated == nil}
+	ev := lifecycle.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: updated == nil}
 	if updated != nil {
 		ev.Want = updated.Want()
 	}
-	ev, _, err = substrates.Desired(ctx, c.store, ev)
-	if err != nil {
-		return c.unstored(ctx, err)
-	}
-	res, err := c.store.ApplyPoolEvent(ctx, ev)
+	res, err := c.store.ApplyPoolEvent(ctx, substrates.Named(ev))
 	if err != nil {
 		return c.unstored(ctx, err)
 	}

@@ -1,10 +1,11 @@
 // Package poolevents serves kubernetesSubstrates-poolEvents, the
 // CloudEvent function of the pools module's events (API.md §9), over
 // HTTP: the push subscriptions' deliveries are checked for their caller,
-// read as the messagePublished CloudEvent the Functions Framework would
-// make of them, decoded (shared/input), and recorded (Consumer): what
-// each event asks of its pool's substrate (substrates.Desired), in one
-// transaction of the store, and a kick of the substrate's chain.
+// read once as the messagePublished data the Functions Framework would
+// hand over, decoded (shared/input), and recorded (Consumer): what each
+// event asks of its pool's substrate, decided by lifecycle's rules
+// (DecidePoolEvent) in one transaction of the store, and a kick of the
+// substrate's chain.
 package poolevents
 
 import (
@@ -70,10 +71,11 @@ func New(c *Consumer, auth httpapi.Authenticator) (*Handler, error) {
 // ServeHTTP takes one delivery of a pool event. The token comes first: no
 // token, or one the verifier refuses, is 401, a valid token of anyone but
 // the push subscriptions' account 403, and nothing is read or applied.
-// Then the body, which is either what a push subscription sends (a JSON
-// {"message", "subscription"}, read as the messagePublished CloudEvent
-// the Functions Framework would make of it) or that CloudEvent itself, in
-// binary or structured mode (the devstack's push, Eventarc's). The answer
+// Then the body, read once, which is either what a push subscription
+// sends (a JSON {"message", "subscription"}: the data of the
+// messagePublished CloudEvent the Functions Framework would make of it)
+// or that CloudEvent itself, in binary or structured mode (the devstack's
+// push, Eventarc's). The answer
 // is 200 for an event applied or dropped (Receive), 503 for one to be
 // delivered again; Pub/Sub acknowledges any 2xx.
 func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -89,31 +91,54 @@ func (p *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	e, err := deliveredEvent(r, body)
-	if err != nil {
-		// Delivering it again would never help.
-		logging.FromContext(ctx).Error("Push that holds no Pub/Sub message dropped", "reason", err.Error())
-		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "dropped"})
+	if isCloudEvent(r) {
+		// Eventarc's, or the devstack's: the CloudEvent is the request.
+		req := r.Clone(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		e, err := cehttp.NewEventFromHTTPRequest(req)
+		if err != nil {
+			drop(ctx, w, err)
+			return
+		}
+		p.answer(ctx, w, p.Receive(ctx, *e))
 		return
 	}
-	if err := p.Receive(ctx, *e); err != nil {
+	// A push subscription's JSON, read once: it is the data of the
+	// messagePublished CloudEvent the Functions Framework would make of
+	// it, whose ID is the message's.
+	m, err := pushed(body)
+	if err != nil {
+		drop(ctx, w, err)
+		return
+	}
+	p.answer(ctx, w, p.handle(ctx, m.Message.MessageID, m))
+}
+
+// answer writes the answer to a delivery that err says was applied or
+// dropped (nil), or is to be delivered again.
+func (p *Handler) answer(ctx context.Context, w http.ResponseWriter, err error) {
+	if err != nil {
 		httpapi.WriteError(ctx, w, errs.Wrap(errs.Unavailable, err, "the pool event was not applied; deliver it again"))
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// deliveredEvent is the messagePublished CloudEvent of a push: the
-// request's own CloudEvent when it is one, else the one the Functions
-// Framework makes of a push subscription's JSON (its ID the message's,
-// its source the topic that the push endpoint's path names, or else the
-// subscription).
-func deliveredEvent(r *http.Request, body []byte) (*event.Event, error) {
-	if r.Header.Get("Ce-Id") != "" || strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents") {
-		req := r.Clone(r.Context())
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		return cehttp.NewEventFromHTTPRequest(req)
-	}
+// drop answers a push that holds no Pub/Sub message: delivering it again
+// would never help.
+func drop(ctx context.Context, w http.ResponseWriter, err error) {
+	logging.FromContext(ctx).Error("Push that holds no Pub/Sub message dropped", "reason", err.Error())
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "dropped"})
+}
+
+// isCloudEvent reports whether the request is a CloudEvent, in binary or
+// structured mode, rather than a push subscription's JSON.
+func isCloudEvent(r *http.Request) bool {
+	return r.Header.Get("Ce-Id") != "" || strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents")
+}
+
+// pushed decodes a push subscription's JSON {"message", "subscription"}.
+func pushed(body []byte) (*MessagePublished, error) {
 	var m MessagePublished
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("not a Pub/Sub push: %w", err)
@@ -121,18 +146,7 @@ func deliveredEvent(r *http.Request, body []byte) (*event.Event, error) {
 	if m.Message.MessageID == "" {
 		return nil, errors.New("not a Pub/Sub push: no message.messageId")
 	}
-	source := m.Subscription
-	if topic, ok := PushTopic(r.URL.Path); ok {
-		source = topic
-	}
-	e := event.New()
-	e.SetID(m.Message.MessageID)
-	e.SetType(MessagePublishedType)
-	e.SetSource("//pubsub.googleapis.com/" + source)
-	if err := e.SetData(event.ApplicationJSON, body); err != nil {
-		return nil, err
-	}
-	return &e, nil
+	return &m, nil
 }
 
 // PushTopic is the topic a push endpoint's path names,
@@ -153,17 +167,22 @@ func PushTopic(path string) (string, bool) {
 // Pub/Sub to deliver it again (a transient failure); the subscription's
 // dead-letter topic bounds that.
 func (p *Handler) Receive(ctx context.Context, e event.Event) error {
-	log := logging.FromContext(ctx).With("function", Function, "eventId", e.ID())
-	ctx = logging.NewContext(ctx, log)
 	if e.Type() != MessagePublishedType {
-		log.Error("Event of an unexpected type dropped", "type", e.Type())
+		logging.FromContext(ctx).Error("Event of an unexpected type dropped", "function", Function, "eventId", e.ID(), "type", e.Type())
 		return nil
 	}
 	var m MessagePublished
 	if err := json.Unmarshal(e.Data(), &m); err != nil {
-		log.Error("Pub/Sub message that cannot be read dropped", "reason", err.Error())
+		logging.FromContext(ctx).Error("Pub/Sub message that cannot be read dropped", "function", Function, "eventId", e.ID(), "reason", err.Error())
 		return nil
 	}
+	return p.handle(ctx, e.ID(), &m)
+}
+
+// handle applies the pool event of the Pub/Sub message m, delivered as
+// the event eventID.
+func (p *Handler) handle(ctx context.Context, eventID string, m *MessagePublished) error {
+	log := logging.FromContext(ctx).With("function", Function, "eventId", eventID)
 	typ := m.Message.Attributes["ce-type"]
 	log = log.With("messageId", m.Message.MessageID, "poolEventType", typ)
 	return p.consumer.Handle(logging.NewContext(ctx, log), typ, m.Message.Data)

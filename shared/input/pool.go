@@ -26,8 +26,8 @@ type PoolUpdated struct {
 
 // Want is the substrate the pool asks for, as the store holds it: nil
 // when its policy asks for none. Each flavor's node pool is named as the
-// flavor; the substrate names its node pools (substrates.Desired), and
-// checks the account.
+// flavor; the substrate names its node pools (substrates.Named), and
+// lifecycle checks the account (lifecycle.PoolWant).
 func (p *PoolUpdated) Want() *lifecycle.SubstrateSpec {
 	if p.Substrate == nil {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -23,12 +24,21 @@ import (
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
 
+// Store is what a join reads and writes of the store: the grant of a join
+// token, the substrate and cluster it joins, and the join's record.
+type Store interface {
+	JoinGrant(ctx context.Context, hash string) (*store.JoinGrant, error)
+	Substrate(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error)
+	Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cluster, error)
+	RecordJoin(ctx context.Context, hash string, g store.JoinGrant, n resource.SubstrateNode) ([]event.Event, *chain.Kick, error)
+}
+
 // Joiner serves kubernetesSubstrates.join: a node, through bcd, presents
 // its substrate's join token and its name; it joins when it really is a
 // Node of one of the substrate's node pools in the cluster's Kubernetes
 // API.
 type Joiner struct {
-	store   *store.Store
+	store   Store
 	kube    substrates.Connector
 	events  substrates.EventSender
 	now     func() time.Time
@@ -37,7 +47,7 @@ type Joiner struct {
 }
 
 // New returns the join method's logic.
-func New(s *store.Store, kube substrates.Connector, events substrates.EventSender, opts ...Option) (*Joiner, error) {
+func New(s Store, kube substrates.Connector, events substrates.EventSender, opts ...Option) (*Joiner, error) {
 	if s == nil || kube == nil || events == nil {
 		return nil, errors.New("join: New needs a store, a Kubernetes connector and an event sender")
 	}

@@ -126,3 +126,6 @@ func TestJoinCounts(t *testing.T) {
 		t.Errorf("join calls counted %v, want %v", counts.n, want)
 	}
 }
+
+// The joiner's store is the store.
+var _ Store = (*store.Store)(nil)

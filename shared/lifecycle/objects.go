@@ -17,8 +17,10 @@
 // cluster.go and nodepool.go hold every rule of each object; waiting.go
 // holds what a change waiting says in both objects' messages; drift.go
 // what a pool changed at the provider shows while it is brought back (or
-// cannot be); poolchange.go what an event of a pool does to its
-// substrates' specs and generations.
+// cannot be); poolevent.go what an event of a pool does to its pool's
+// records and its substrates' specs and generations; clustercreate.go
+// what a cluster create is checked against; account.go which accounts a
+// tenant may use.
 package lifecycle
 
 import (

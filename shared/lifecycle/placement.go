@@ -63,3 +63,26 @@ func listOrNone(list []string) string {
 	}
 	return strings.Join(list, ", ")
 }
+
+// Placement is why the region and zones of a substrate's cluster to
+// create, and its flavors' zones, are not among the account's regions
+// ("" when they are).
+func Placement(s *SubstrateSpec, regions map[string][]string) string {
+	allowed, ok := regions[s.Region]
+	if !ok {
+		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
+	}
+	if fe := CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
+		return fe[0].Field + " " + fe[0].Reason
+	}
+	zones := allowed
+	if len(s.Zones) > 0 {
+		zones = s.Zones
+	}
+	for i, f := range s.Flavors {
+		if fe := CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
+			return fe[0].Field + " " + fe[0].Reason
+		}
+	}
+	return ""
+}

@@ -47,12 +47,13 @@ type CreateClusterRequest struct {
 
 // CreateCluster records a new cluster, pending, with its first node pools.
 // It reads the member, the provider pool, the name reservation, the
-// tenant's document and the idempotency record in one batch, then the
-// pool's account, against whose regions it checks the cluster's region and
-// its pools' zones (lifecycle.ClusterZones). The tenant's document counts
-// the cluster against its quota (lifecycle.AddCluster): every create reads
-// and writes it, so that concurrent creates at the quota conflict and
-// exactly the quota's are let in.
+// tenant's document and the idempotency record in one batch, admits and
+// authorizes the caller, answers a replay, then reads the pool's account
+// and writes what lifecycle.DecideCreate decides (the pool's archival,
+// the account, the region and zones, the name, the quota). The tenant's
+// document counts the cluster against its quota: every create reads and
+// writes it, so that concurrent creates at the quota conflict and exactly
+// the quota's are let in.
 func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateClusterRequest) (ClusterResult, error) {
 	var res ClusterResult
 	poolRef := s.poolRef(req.PoolID)
@@ -74,15 +75,9 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		if err != nil {
 			return err
 		}
-		var pool Pool
-		if !snaps[1].Exists() {
-			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
-		}
-		if err := snaps[1].DataTo(&pool); err != nil {
-			return fmt.Errorf("decode pool: %w", err)
-		}
-		if pool.TenantID != c.TenantID() {
-			return errs.E(errs.NotFound, "pool %s not found", req.PoolID)
+		pool, err := tenantPool(snaps[1], c.TenantID(), req.PoolID)
+		if err != nil {
+			return err
 		}
 		if err := auth.Authorize(c, grant, auth.PermCreate, auth.Tenant(pool.ID)); err != nil {
 			return err
@@ -94,133 +89,151 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 				return err
 			}
 			if replay {
-				snap, err := tx.Get(s.ClusterRef(c.TenantID(), rec.ResourceID))
+				res, err = s.createdCluster(tx, c.TenantID(), rec.ResourceID)
 				if err != nil {
-					return fmt.Errorf("read cluster %s: %w", rec.ResourceID, err)
-				}
-				var cl lifecycle.Cluster
-				if err := snap.DataTo(&cl); err != nil {
-					return fmt.Errorf("decode cluster: %w", err)
-				}
-				res.Cluster, res.Zones = cl.View(), cl.Spec.Zones
-				pools, err := tx.Documents(s.activePools(snap.Ref)).GetAll()
-				if err != nil {
-					return fmt.Errorf("read node pools: %w", err)
-				}
-				for _, ps := range pools {
-					var p lifecycle.NodePool
-					if err := ps.DataTo(&p); err != nil {
-						return fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
-					}
-					res.NodePools = append(res.NodePools, p.View())
+					return err
 				}
 				return unchanged
 			}
 		}
-		if pool.Archived {
-			// After a replay: a cluster made before the archive is
-			// still returned to a retry.
-			return errs.E(errs.InvalidState, "pool %s is archived: it takes no new cluster", pool.ID)
+		// After a replay: a cluster made before its pool was archived
+		// is still returned to a retry.
+		var acc *Account
+		if !pool.Archived {
+			if acc, err = s.readAccountTx(tx, pool.AccountID); err != nil {
+				return err
+			}
 		}
-		accSnap, err := tx.Get(s.accountRef(pool.AccountID))
-		if err != nil && !isNotFound(err) {
-			return fmt.Errorf("read account %s: %w", pool.AccountID, err)
-		}
-		var acc Account
-		if accSnap == nil || !accSnap.Exists() {
-			return fmt.Errorf("pool %s names account %s, which does not exist", pool.ID, pool.AccountID)
-		}
-		if err := accSnap.DataTo(&acc); err != nil {
-			return fmt.Errorf("decode account: %w", err)
-		}
-		if !acc.UsableBy(c.TenantID()) {
-			// Unreachable through the API: a pool is recorded only on
-			// an account its tenant may use (ParseSeed, ApplyPoolEvent).
-			return errs.E(errs.InvalidState, "pool %s: %s", pool.ID, Unusable(acc.ID, c.TenantID()))
-		}
-		if !acc.ManagedKubernetes() {
-			return errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)
-		}
-		zones, err := lifecycle.ClusterZones(acc.Regions, &req.Spec, req.NodePools)
+		tenant, err := decodeTenant(snaps[3])
 		if err != nil {
 			return err
 		}
-		if snaps[2].Exists() {
-			return errs.E(errs.Conflict, "cluster name %q is taken", req.Spec.Name)
-		}
-		var tenant lifecycle.Tenant
-		if snaps[3].Exists() {
-			if err := snaps[3].DataTo(&tenant); err != nil {
-				return fmt.Errorf("decode tenant: %w", err)
-			}
-		}
-		if err := lifecycle.AddCluster(c.TenantID(), &tenant); err != nil {
+		spec, err := lifecycle.DecideCreate(lifecycle.ClusterCreate{TenantID: c.TenantID(), Spec: req.Spec, NodePools: req.NodePools,
+			Pool: pool, Account: acc, NameTaken: snaps[2].Exists(), Tenant: &tenant})
+		if err != nil {
 			return err
 		}
 		// Only the count: the quota is the seed's.
 		if err := tx.Set(tenantRef, map[string]any{"clustersCreated": tenant.ClustersCreated}, firestore.MergeAll); err != nil {
 			return err
 		}
-
-		spec := lifecycle.ClusterSpec{
-			PoolID:         pool.ID,
-			AccountID:      acc.ID,
-			Name:           req.Spec.Name,
-			Mode:           req.Spec.Mode,
-			Region:         req.Spec.Region,
-			ReleaseChannel: req.Spec.ReleaseChannel,
-			Labels:         req.Spec.Labels,
-			Project:        acc.Project,
-			Zones:          zones,
-			// How to act in the project and what the nodes run as
-			// stay with the cluster, as its project does.
-			Impersonate:        acc.Impersonate,
-			NodeServiceAccount: acc.NodeServiceAccount,
-		}
-		id := resource.NewClusterID()
-		spec.ProviderName = resource.ProviderClusterName(id)
-		spec.ManagedBy, spec.ManagedPool = c.SubstrateID(), c.Pool()
-		cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID(), spec, len(req.NodePools), now)}
-		kick := cl.Reconcile.Restart(ClustersKind, c.TenantID(), id, now)
-		res.Kick = &kick
-		for i, spec := range req.NodePools {
-			// A microsecond apart, so that the pools are listed by
-			// creation in the order the request gave them (their IDs
-			// need not sort so within one millisecond).
-			at := now.Add(time.Duration(i) * time.Microsecond)
-			p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), id, lifecycle.Managed(spec, c.SubstrateID(), c.Pool()), at)
-			if err := tx.Create(s.NodePoolRef(c.TenantID(), id, p.ID), p); err != nil {
-				return err
-			}
-			if err := tx.Create(s.poolNameRef(c.TenantID(), id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
-				return err
-			}
-			res.NodePools = append(res.NodePools, p.View())
-		}
-		res.Zones = zones
-		// The cluster's chain of events starts here: its document is
-		// created with the sequence of its first event.
-		res.Events = []event.Event{event.ForCluster(event.ClusterCreated, cl.View(), now)}
-		cl.Sequence = outbox.Number(res.Events, 0)
-		if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
-			return err
-		}
-		if err := tx.Create(nameRef, reservation{ID: id}); err != nil {
-			return err
-		}
-		if idemRef != nil {
-			rec := idempotencyRecord{RequestHash: req.RequestHash, ResourceID: id, ExpireAt: now.Add(IdempotencyTTL)}
-			if err := tx.Set(idemRef, rec); err != nil {
-				return err
-			}
-		}
-		res.Cluster = cl.View()
-		return s.createEvents(tx, res.Events)
+		res, err = s.writeNewCluster(tx, c, spec, req, nameRef, idemRef, now)
+		return err
 	})
 	if err != nil {
 		return ClusterResult{}, storageErr("create cluster", err)
 	}
 	return res, nil
+}
+
+// writeNewCluster writes, in tx, the cluster of spec that c creates, its
+// first node pools, their names' reservations, the create's idempotency
+// record and its event.
+func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spec lifecycle.ClusterSpec, req CreateClusterRequest,
+	nameRef, idemRef *firestore.DocumentRef, now time.Time) (ClusterResult, error) {
+	var res ClusterResult
+	id := resource.NewClusterID()
+	spec.ProviderName = resource.ProviderClusterName(id)
+	spec.ManagedBy, spec.ManagedPool = c.SubstrateID(), c.Pool()
+	cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID(), spec, len(req.NodePools), now)}
+	kick := cl.Reconcile.Restart(ClustersKind, c.TenantID(), id, now)
+	res.Kick = &kick
+	for i, np := range req.NodePools {
+		// A microsecond apart, so that the pools are listed by
+		// creation in the order the request gave them (their IDs
+		// need not sort so within one millisecond).
+		at := now.Add(time.Duration(i) * time.Microsecond)
+		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), id, lifecycle.Managed(np, c.SubstrateID(), c.Pool()), at)
+		if err := tx.Create(s.NodePoolRef(c.TenantID(), id, p.ID), p); err != nil {
+			return res, err
+		}
+		if err := tx.Create(s.poolNameRef(c.TenantID(), id, p.Spec.Name), reservation{ID: p.ID}); err != nil {
+			return res, err
+		}
+		res.NodePools = append(res.NodePools, p.View())
+	}
+	res.Zones = spec.Zones
+	// The cluster's chain of events starts here: its document is
+	// created with the sequence of its first event.
+	res.Events = []event.Event{event.ForCluster(event.ClusterCreated, cl.View(), now)}
+	cl.Sequence = outbox.Number(res.Events, 0)
+	if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
+		return res, err
+	}
+	if err := tx.Create(nameRef, reservation{ID: id}); err != nil {
+		return res, err
+	}
+	if idemRef != nil {
+		rec := idempotencyRecord{RequestHash: req.RequestHash, ResourceID: id, ExpireAt: now.Add(IdempotencyTTL)}
+		if err := tx.Set(idemRef, rec); err != nil {
+			return res, err
+		}
+	}
+	res.Cluster = cl.View()
+	return res, s.createEvents(tx, res.Events)
+}
+
+// createdCluster is the result of the create of a cluster, read in tx,
+// for a replay of the create.
+func (s *Store) createdCluster(tx *firestore.Transaction, tenantID, clusterID string) (ClusterResult, error) {
+	var res ClusterResult
+	snap, err := tx.Get(s.ClusterRef(tenantID, clusterID))
+	if err != nil {
+		return res, fmt.Errorf("read cluster %s: %w", clusterID, err)
+	}
+	var cl lifecycle.Cluster
+	if err := snap.DataTo(&cl); err != nil {
+		return res, fmt.Errorf("decode cluster: %w", err)
+	}
+	res.Cluster, res.Zones = cl.View(), cl.Spec.Zones
+	pools, err := tx.Documents(s.activePools(snap.Ref)).GetAll()
+	if err != nil {
+		return res, fmt.Errorf("read node pools: %w", err)
+	}
+	for _, ps := range pools {
+		var p lifecycle.NodePool
+		if err := ps.DataTo(&p); err != nil {
+			return res, fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
+		}
+		res.NodePools = append(res.NodePools, p.View())
+	}
+	return res, nil
+}
+
+// tenantPool decodes the tenant's pool poolID from snap: NOT_FOUND when
+// there is none, or it is another tenant's.
+func tenantPool(snap *firestore.DocumentSnapshot, tenantID, poolID string) (Pool, error) {
+	var pool Pool
+	if !snap.Exists() {
+		return pool, errs.E(errs.NotFound, "pool %s not found", poolID)
+	}
+	if err := snap.DataTo(&pool); err != nil {
+		return pool, fmt.Errorf("decode pool: %w", err)
+	}
+	if pool.TenantID != tenantID {
+		return pool, errs.E(errs.NotFound, "pool %s not found", poolID)
+	}
+	return pool, nil
+}
+
+// readAccountTx reads an account in tx; nil when there is none.
+func (s *Store) readAccountTx(tx *firestore.Transaction, id string) (*Account, error) {
+	snap, err := tx.Get(s.accountRef(id))
+	if err != nil && !isNotFound(err) {
+		return nil, fmt.Errorf("read account %s: %w", id, err)
+	}
+	return decodeAccount(snap)
+}
+
+// decodeTenant decodes a tenant's document; zero when there is none.
+func decodeTenant(snap *firestore.DocumentSnapshot) (lifecycle.Tenant, error) {
+	var t lifecycle.Tenant
+	if snap.Exists() {
+		if err := snap.DataTo(&t); err != nil {
+			return t, fmt.Errorf("decode tenant: %w", err)
+		}
+	}
+	return t, nil
 }
 
 // GetCluster returns a cluster that is not deleted.

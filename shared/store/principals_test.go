@@ -99,7 +99,7 @@ func mustNodePool(t *testing.T, st *store.Store, p auth.Principal, cluster, name
 func mustSubstrate(t *testing.T, st *store.Store, tenantID, pool string, spec *lifecycle.SubstrateSpec) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := st.ApplyPoolEvent(ctx, store.PoolEvent{TenantID: tenantID, PoolID: pool, Version: 1, Want: spec, AccountID: spec.AccountID}); err != nil {
+	if _, err := st.ApplyPoolEvent(ctx, store.PoolEvent{TenantID: tenantID, PoolID: pool, Version: 1, Want: spec}); err != nil {
 		t.Fatal(err)
 	}
 	subs, err := st.ActiveSubstrates(ctx, tenantID, pool)

@@ -66,7 +66,7 @@ func ParseSeed(b []byte) (*Seed, error) {
 			return nil, fmt.Errorf("parse seed: pools[%d] needs an id, a tenantId and an accountId among the accounts", i)
 		}
 		if !a.UsableBy(p.TenantID) {
-			return nil, fmt.Errorf("parse seed: pools[%d]: %s", i, Unusable(a.ID, p.TenantID))
+			return nil, fmt.Errorf("parse seed: pools[%d]: %s", i, lifecycle.Unusable(a.ID, p.TenantID))
 		}
 	}
 	if _, err := auth.MembersFromBindings(s.RoleBindings); err != nil {

@@ -3,7 +3,6 @@ package substrates
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -15,18 +14,16 @@ import (
 
 // What an event of the pools module asks of its pool's substrate: the
 // consumer (functions/poolevents) records it, kubernetesSubstrates.plan
-// previews it (Previewer). Both decode the event at the edge and hand
-// over the decoded values.
+// previews it (Previewer). Both decode the event at the edge and name its
+// flavors' node pools (Named); the rules of what it asks are lifecycle's
+// (lifecycle.PoolWant, lifecycle.DecidePoolEvent).
 
-// Desired is what a well-formed event ev of a pool asks of its
-// substrate: ev with its substrate's node pools named (NodePoolName),
-// the reason it cannot be served, if any, as its Want's Problem, and its
-// AccountID set when the account is one the tenant may use; and that
-// account (nil when there is none). ev.Want is as the event names it
+// Named is ev with its substrate's node pools named after its pool and
+// flavors (NodePoolName). ev.Want is as the event names it
 // (input.PoolUpdated.Want); it is not changed.
-func Desired(ctx context.Context, st *store.Store, ev store.PoolEvent) (store.PoolEvent, *store.Account, error) {
+func Named(ev lifecycle.PoolEvent) lifecycle.PoolEvent {
 	if ev.Want == nil {
-		return ev, nil, nil
+		return ev
 	}
 	s := *ev.Want
 	s.Flavors = make([]lifecycle.Flavor, len(ev.Want.Flavors))
@@ -35,56 +32,29 @@ func Desired(ctx context.Context, st *store.Store, ev store.PoolEvent) (store.Po
 		s.Flavors[i] = f
 	}
 	ev.Want = &s
-	acc, err := st.Account(ctx, s.AccountID)
-	switch {
-	case err != nil:
-		return ev, nil, err
-	case acc == nil || !acc.UsableBy(ev.TenantID):
-		// The same words for both, so that a tenant learns nothing of
-		// the accounts of others.
-		s.Problem = store.Unusable(s.AccountID, ev.TenantID)
-		acc = nil
-	case !acc.ManagedKubernetes():
-		s.Problem = fmt.Sprintf("the provider %q of account %s has no managed Kubernetes", acc.Provider, acc.ID)
-	default:
-		if s.Mode == resource.SubstrateCreate {
-			s.Problem = placement(&s, acc.Regions)
-		}
-		ev.AccountID = acc.ID
-	}
-	return ev, acc, nil
+	return ev
 }
 
-// placement is why the region and zones of a cluster to create, and its
-// flavors' zones, are not the account's ("" when they are).
-func placement(s *lifecycle.SubstrateSpec, regions map[string][]string) string {
-	allowed, ok := regions[s.Region]
-	if !ok {
-		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)
-	}
-	if fe := lifecycle.CheckZones("policy.substrate.cluster.create.zones", s.Zones, s.Region, allowed); len(fe) > 0 {
-		return fe[0].Field + " " + fe[0].Reason
-	}
-	zones := allowed
-	if len(s.Zones) > 0 {
-		zones = s.Zones
-	}
-	for i, f := range s.Flavors {
-		if fe := lifecycle.CheckZones(fmt.Sprintf("flavors[%d].zones", i), f.NodePool.Zones, s.Region, zones); len(fe) > 0 {
-			return fe[0].Field + " " + fe[0].Reason
-		}
-	}
-	return ""
+// PreviewStore is what a preview reads of the store, outside any
+// transaction: the caller's grant, the pool's substrates, its account and
+// owner, and what a substrate's run would read.
+type PreviewStore interface {
+	Grant(ctx context.Context, p auth.Principal) (auth.Grant, error)
+	ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]lifecycle.Substrate, error)
+	Account(ctx context.Context, id string) (*lifecycle.Account, error)
+	PoolOwner(ctx context.Context, poolID string) (string, error)
+	ReadSubstrate(ctx context.Context, tenantID, id string) (*store.SubstrateRead, error)
+	ReadAdoption(ctx context.Context, tenantID, clusterID string) (*lifecycle.Cluster, []lifecycle.NodePool, error)
 }
 
 // Previewer answers kubernetesSubstrates.plan.
 type Previewer struct {
-	store *store.Store
+	store PreviewStore
 	now   func() time.Time
 }
 
 // NewPreviewer returns the previews of pool events over the store.
-func NewPreviewer(s *store.Store, opts ...Option) (*Previewer, error) {
+func NewPreviewer(s PreviewStore, opts ...Option) (*Previewer, error) {
 	if s == nil {
 		return nil, errors.New("substrates: NewPreviewer needs a store")
 	}
@@ -97,7 +67,7 @@ func NewPreviewer(s *store.Store, opts ...Option) (*Previewer, error) {
 // changing nothing. Reading it takes compute:kubernetes:read on the
 // substrate's cluster, or on the tenant while it has none. The pool's
 // version is not compared with the last one applied.
-func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEvent) (resource.SubstratePlan, error) {
+func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.PoolEvent) (resource.SubstratePlan, error) {
 	g, err := p.store.Grant(ctx, c)
 	if err != nil {
 		return resource.SubstratePlan{}, err
@@ -119,25 +89,22 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEve
 	if err := auth.Authorize(c, g, auth.PermRead, auth.Resource{ClusterID: clusterID}); err != nil {
 		return resource.SubstratePlan{}, err
 	}
-	ev, acc, err := Desired(ctx, p.store, ev)
-	if err != nil {
-		return resource.SubstratePlan{}, err
-	}
-	want := ev.Want
-	if want != nil {
-		owner, err := p.store.PoolOwner(ctx, ev.PoolID)
-		if err != nil {
+	ev = Named(ev)
+	var acc *lifecycle.Account
+	var owner lifecycle.Pool
+	if ev.Want != nil {
+		if acc, err = p.store.Account(ctx, ev.Want.AccountID); err != nil {
 			return resource.SubstratePlan{}, err
 		}
-		if owner != "" && owner != c.TenantID() {
-			w := *want
-			w.Problem = lifecycle.ForeignPool(ev.PoolID)
-			want = &w
+		if owner.TenantID, err = p.store.PoolOwner(ctx, ev.PoolID); err != nil {
+			return resource.SubstratePlan{}, err
 		}
 	}
-	now := p.now().UTC()
+	if acc != nil && !acc.UsableBy(ev.TenantID) {
+		acc = nil // its regions are not the tenant's to see
+	}
 	var in Input
-	var curSpec *lifecycle.SubstrateSpec
+	st := lifecycle.PoolState{Owner: owner, Account: acc}
 	if cur != nil {
 		rd, err := p.store.ReadSubstrate(ctx, c.TenantID(), cur.ID)
 		if err != nil {
@@ -147,34 +114,27 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEve
 			return resource.SubstratePlan{}, errs.E(errs.Unavailable, "substrate %s changed while it was read; retry", cur.ID)
 		}
 		in = Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
-		curSpec = &in.Substrate.Spec
+		st.Current = &in.Substrate
 	}
-	// As store.ApplyPoolEvent would record it. A new substrate is
-	// previewed as though the pool's last were gone: the plan shows that
-	// one's teardown first.
-	change := lifecycle.ChangePool(curSpec, want, ev.Version, "", now)
+	// As the event would be applied, but for its version, which is not
+	// compared (the index is left zero), and a new substrate, previewed
+	// as though the pool's last were gone: the plan shows that one's
+	// teardown first.
+	now := p.now().UTC()
+	d := lifecycle.DecidePoolEvent(ev, st, "", now)
 	plan := resource.SubstratePlan{Actions: []resource.PlanAction{}}
 	var last *lifecycle.Substrate
-	if change.Next != nil {
-		in.Substrate.Spec = *change.Next
+	if d.Next != nil {
+		in.Substrate.Spec = *d.Next
 		acts, s := Preview(in, nil, now)
 		plan.Actions = append(plan.Actions, acts...)
 		last = &s
 	}
-	if change.New != nil {
-		spec := *change.New
-		in := Input{Substrate: lifecycle.Substrate{TenantID: c.TenantID(), PoolID: ev.PoolID, CreatedAt: now, Active: true, Spec: spec,
-			Status: lifecycle.SubstrateStatus{State: resource.StatePending}}}
-		if spec.Mode == resource.SubstrateAdopt {
-			if in.Cluster, in.Pools, err = p.store.ReadAdoption(ctx, c.TenantID(), spec.AdoptClusterID); err != nil {
-				return resource.SubstratePlan{}, err
-			}
+	if d.New != nil {
+		acts, s, err := p.previewNew(ctx, *d.New, acc, now)
+		if err != nil {
+			return resource.SubstratePlan{}, err
 		}
-		zones := spec.Zones
-		if len(zones) == 0 && acc != nil {
-			zones = acc.Regions[spec.Region]
-		}
-		acts, s := Preview(in, zones, now)
 		plan.Actions = append(plan.Actions, acts...)
 		last = &s
 	}
@@ -185,4 +145,24 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev store.PoolEve
 	v := last.View()
 	plan.Substrate = &resource.PlannedSubstrate{Substrate: v, ID: v.ID}
 	return plan, nil
+}
+
+// previewNew is the preview of a new substrate sub: the cluster it would
+// adopt read as its run would read it, the zones it would take its
+// account's (acc, nil when the tenant may not use it) when it names none.
+func (p *Previewer) previewNew(ctx context.Context, sub lifecycle.Substrate, acc *lifecycle.Account, now time.Time) ([]resource.PlanAction, lifecycle.Substrate, error) {
+	in := Input{Substrate: sub}
+	spec := sub.Spec
+	if spec.Mode == resource.SubstrateAdopt {
+		var err error
+		if in.Cluster, in.Pools, err = p.store.ReadAdoption(ctx, sub.TenantID, spec.AdoptClusterID); err != nil {
+			return nil, lifecycle.Substrate{}, err
+		}
+	}
+	zones := spec.Zones
+	if len(zones) == 0 && acc != nil {
+		zones = acc.Regions[spec.Region]
+	}
+	acts, s := Preview(in, zones, now)
+	return acts, s, nil
 }
