@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 func TestBackoff(t *testing.T) {
@@ -121,7 +123,7 @@ func TestScheduleTimeRealClock(t *testing.T) {
 	task := httpTask("", rec.URL())
 	task.ScheduleTime = timestamppb.New(at)
 	createTask(t, c, task)
-	waitUntil(t, "dispatch", func() bool { return srv.Stats().Succeeded == 1 })
+	wait.Until(t, "dispatch", func() bool { return srv.Stats().Succeeded == 1 })
 	if got := rec.Requests()[0].At; got.Before(at) {
 		t.Errorf("dispatched at %v, before its schedule time %v", got, at)
 	}
@@ -211,7 +213,7 @@ func TestMaxAttempts(t *testing.T) {
 	}})
 	rec := newRecorder(t, 500, 500, 500, 500, 500)
 	task := createTask(t, c, httpTask(testQueue+"/tasks/doomed", rec.URL()))
-	waitUntil(t, "the task to be dropped", func() bool { return srv.Stats().Dropped == 1 })
+	wait.Until(t, "the task to be dropped", func() bool { return srv.Stats().Dropped == 1 })
 	waitIdle(t, srv)
 	if got := len(rec.Requests()); got != 3 {
 		t.Errorf("requests = %d, want max_attempts = 3", got)
@@ -263,14 +265,14 @@ func TestMaxConcurrentDispatches(t *testing.T) {
 	for range tasks {
 		createTask(t, c, httpTask("", target.URL))
 	}
-	waitUntil(t, "the first wave to arrive", func() bool { return inflight.Load() >= limit })
+	wait.Until(t, "the first wave to arrive", func() bool { return inflight.Load() >= limit })
 	// With every request held, one more scan must not start another.
 	srv.GServer.dispatchDue()
 	if got := srv.Stats().Dispatched; got != limit {
 		t.Errorf("dispatched with %d requests held = %d, want %d", limit, got, limit)
 	}
 	unblock()
-	waitUntil(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	wait.Until(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
 	if got := peak.Load(); got != limit {
 		t.Errorf("peak concurrent requests = %d, want %d", got, limit)
 	}
@@ -288,7 +290,7 @@ func TestMaxDispatchesPerSecond(t *testing.T) {
 	for range tasks {
 		createTask(t, c, httpTask("", rec.URL()))
 	}
-	waitUntil(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	wait.Until(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
 	for i, r := range rec.Requests() {
 		// A token bucket of size rate admits at most rate + rate*elapsed.
 		allowed := rate + rate*r.At.Sub(begin).Seconds()
@@ -481,7 +483,7 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 		_ = srv.Close()
 		close(closed)
 	}()
-	waitUntil(t, "Close to begin", func() bool {
+	wait.Until(t, "Close to begin", func() bool {
 		srv.GServer.mu.Lock()
 		defer srv.GServer.mu.Unlock()
 		return srv.GServer.closed
@@ -652,7 +654,7 @@ func TestRunTaskInFlight(t *testing.T) {
 	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name}); err != nil {
 		t.Fatalf("RunTask(in flight): %v", err)
 	}
-	waitUntil(t, "the second attempt to fail", func() bool { return srv.Stats().Failed == 1 })
+	wait.Until(t, "the second attempt to fail", func() bool { return srv.Stats().Failed == 1 })
 	// The first attempt is still in flight, so the task does not wait for
 	// its retry yet.
 	checkWaiting(t, srv)

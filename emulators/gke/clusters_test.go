@@ -10,6 +10,8 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 func TestCreateClusterRefusals(t *testing.T) {
@@ -382,7 +384,7 @@ func TestRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateCluster: %v", err)
 	}
-	waitFor(t, "the operation DONE after its 5ms", func() (bool, string) {
+	wait.For(t, "the operation DONE after its 5ms", func() (bool, string) {
 		got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
 		if err != nil {
 			return false, "GetOperation: " + err.Error()

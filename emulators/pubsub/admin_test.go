@@ -37,18 +37,6 @@ func wantCode(t *testing.T, what string, err error, want codes.Code, msg string)
 	}
 }
 
-// waitFor polls cond until it holds, for up to waitTime.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(waitTime)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not after %v", what, waitTime)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestCreateTopic(t *testing.T) {
 	_, c := start(t)
 	ctx := context.Background()
