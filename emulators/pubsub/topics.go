@@ -26,7 +26,7 @@ func (s *Server) CreateTopic(_ context.Context, req *pb.Topic) (*pb.Topic, error
 	if _, ok := s.topics[req.Name]; ok {
 		return nil, exists(req.Name)
 	}
-	if err := s.checkSchemaSettings(req.GetSchemaSettings()); err != nil {
+	if err := checkSchemaSettings(req.GetSchemaSettings()); err != nil {
 		return nil, err
 	}
 	t := proto.Clone(req).(*pb.Topic)
@@ -76,7 +76,7 @@ func (s *Server) UpdateTopic(_ context.Context, req *pb.UpdateTopicRequest) (*pb
 		return nil, notFound(name)
 	}
 	if slices.Contains(req.UpdateMask.Paths, "schema_settings") {
-		if err := s.checkSchemaSettings(req.Topic.GetSchemaSettings()); err != nil {
+		if err := checkSchemaSettings(req.Topic.GetSchemaSettings()); err != nil {
 			return nil, err
 		}
 	}
