@@ -60,8 +60,9 @@
 // delivered again, in order.
 //
 // Snapshots: create (the subscription's unacknowledged messages, and
-// everything published to the topic afterwards), get, list, update (labels,
-// expire_time), delete; a snapshot expires 7 days after the publication of
+// everything published to the topic afterwards), list and delete (get,
+// update and a topic's list of snapshots, which no one calls, answer
+// UNIMPLEMENTED); a snapshot expires 7 days after the publication of
 // the oldest message it holds (7 days after its creation if none), as
 // Pub/Sub documents. Seek to a snapshot makes unacknowledged exactly what
 // the snapshot holds; seek to a time, the messages published at or after
@@ -91,8 +92,10 @@
 //
 // # Known differences from Pub/Sub
 //
-//   - Nothing is pushed: a push configuration is kept, and its messages
-//     wait to be pulled. BigQuery and Cloud Storage subscriptions,
+//   - Nothing is pushed: a subscription's push configuration (set at its
+//     creation or by UpdateSubscription; ModifyPushConfig, which no one
+//     calls, is not served) is kept, and its messages wait to be
+//     pulled. BigQuery and Cloud Storage subscriptions,
 //     ingestion settings and message transforms are kept and not applied.
 //     (What uses this emulator pulls, and pushing needs a reachable
 //     endpoint and a token service.)

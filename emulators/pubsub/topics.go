@@ -122,25 +122,6 @@ func (s *Server) ListTopicSubscriptions(_ context.Context, req *pb.ListTopicSubs
 	return &pb.ListTopicSubscriptionsResponse{Subscriptions: names, NextPageToken: next}, nil
 }
 
-func (s *Server) ListTopicSnapshots(_ context.Context, req *pb.ListTopicSnapshotsRequest) (*pb.ListTopicSnapshotsResponse, error) {
-	if _, err := parseName(req.GetTopic(), "topics"); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.topics[req.Topic]
-	if !ok {
-		return nil, notFound(req.Topic)
-	}
-	s.expireSnapshots()
-	var names []string
-	for n := range t.snapshots {
-		names = append(names, n)
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
-	return &pb.ListTopicSnapshotsResponse{Snapshots: names, NextPageToken: next}, nil
-}
-
 // DeleteTopic deletes a topic. Its subscriptions and snapshots stay, with
 // the topic _deleted-topic_: a subscription's backlog is kept, but it gets
 // nothing more.
