@@ -154,3 +154,15 @@ func (r *recorder) Requests() []received {
 	defer r.mu.Unlock()
 	return append([]received(nil), r.reqs...)
 }
+
+// storedQueue returns a copy of the queue the emulator holds under name,
+// nil if none.
+func storedQueue(srv *Server, name string) *cloudtaskspb.Queue {
+	g := srv.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if q, ok := g.queues[name]; ok {
+		return copyQueue(q.pb)
+	}
+	return nil
+}
