@@ -24,7 +24,7 @@ import (
 // auto-provisioning, desired_node_pool_auto_config_network_tags), which
 // applies the logging and monitoring services, cluster autoscaling, the
 // auto-provisioned pools' network tags, database encryption, addons and
-// node locations (which move every pool, as SetLocations) to what
+// node locations (which move every pool) to what
 // GetCluster shows and keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
 // update.", as in GKE. Node pool autoscaling or a master version together
@@ -74,6 +74,8 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		if err != nil {
 			return nil, err
 		}
+		// The rule keeps the name of the RPC that shared it, which saved
+		// states (Snapshot) still carry.
 		op.eff.rpc = "UpdateMaster"
 		return opOut(op), nil
 	}

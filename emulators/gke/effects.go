@@ -27,8 +27,9 @@ type effect struct {
 	// before is the status of the pools when the operation started, which
 	// a failure restores.
 	before []poolStatus
-	// version is the master version of UpdateMaster (and UpgradeMaster),
-	// the node version of UpdateNodePool.
+	// version is the master version of UpdateCluster's
+	// desired_master_version (rule "UpdateMaster") and UpgradeMaster, the
+	// node version of UpdateNodePool.
 	version string
 	// autoscaling is SetNodePoolAutoscaling's setting.
 	autoscaling *containerpb.NodePoolAutoscaling
