@@ -322,7 +322,7 @@ func (g *GServer) finish(a attempt, code int, retryAfter string, err error) {
 		g.stats.Failed++
 	}
 	if g.tasks[t.pb.Name] != t {
-		return // deleted or purged while in flight
+		return // its queue was deleted while it was in flight
 	}
 	now := g.now()
 	record := a.record

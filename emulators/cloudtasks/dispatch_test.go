@@ -19,6 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/kubernetes/shared/wait"
+	"google.golang.org/api/iterator"
 )
 
 func TestBackoff(t *testing.T) {
@@ -121,7 +124,7 @@ func TestScheduleTimeRealClock(t *testing.T) {
 	task := httpTask("", rec.URL())
 	task.ScheduleTime = timestamppb.New(at)
 	createTask(t, c, task)
-	waitUntil(t, "dispatch", func() bool { return srv.Stats().Succeeded == 1 })
+	wait.Until(t, "dispatch", func() bool { return srv.Stats().Succeeded == 1 })
 	if got := rec.Requests()[0].At; got.Before(at) {
 		t.Errorf("dispatched at %v, before its schedule time %v", got, at)
 	}
@@ -211,7 +214,7 @@ func TestMaxAttempts(t *testing.T) {
 	}})
 	rec := newRecorder(t, 500, 500, 500, 500, 500)
 	task := createTask(t, c, httpTask(testQueue+"/tasks/doomed", rec.URL()))
-	waitUntil(t, "the task to be dropped", func() bool { return srv.Stats().Dropped == 1 })
+	wait.Until(t, "the task to be dropped", func() bool { return srv.Stats().Dropped == 1 })
 	waitIdle(t, srv)
 	if got := len(rec.Requests()); got != 3 {
 		t.Errorf("requests = %d, want max_attempts = 3", got)
@@ -226,7 +229,8 @@ func TestMaxAttempts(t *testing.T) {
 }
 
 func TestExecutedNameIsTombstoned(t *testing.T) {
-	srv, c := start(t)
+	clock := newFakeClock()
+	srv, c := start(t, WithClock(clock))
 	createQueue(t, c, nil)
 	rec := newRecorder(t)
 	name := testQueue + "/tasks/once"
@@ -235,8 +239,20 @@ func TestExecutedNameIsTombstoned(t *testing.T) {
 	if len(rec.Requests()) != 1 {
 		t.Fatalf("requests = %d, want 1", len(rec.Requests()))
 	}
-	if _, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: httpTask(name, rec.URL())}); code(err) != codes.AlreadyExists {
-		t.Errorf("CreateTask(executed name) = %v, want AlreadyExists", err)
+	// The name stays reserved for the tombstone period, then is free again.
+	for _, step := range []struct {
+		advance time.Duration
+		want    codes.Code
+	}{
+		{0, codes.AlreadyExists},
+		{59 * time.Minute, codes.AlreadyExists},
+		{time.Minute, codes.OK},
+	} {
+		clock.Step(step.advance)
+		_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: httpTask(name, rec.URL())})
+		if code(err) != step.want {
+			t.Errorf("CreateTask(executed name) after +%v = %v, want %v", step.advance, err, step.want)
+		}
 	}
 }
 
@@ -263,14 +279,14 @@ func TestMaxConcurrentDispatches(t *testing.T) {
 	for range tasks {
 		createTask(t, c, httpTask("", target.URL))
 	}
-	waitUntil(t, "the first wave to arrive", func() bool { return inflight.Load() >= limit })
+	wait.Until(t, "the first wave to arrive", func() bool { return inflight.Load() >= limit })
 	// With every request held, one more scan must not start another.
 	srv.GServer.dispatchDue()
 	if got := srv.Stats().Dispatched; got != limit {
 		t.Errorf("dispatched with %d requests held = %d, want %d", limit, got, limit)
 	}
 	unblock()
-	waitUntil(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	wait.Until(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
 	if got := peak.Load(); got != limit {
 		t.Errorf("peak concurrent requests = %d, want %d", got, limit)
 	}
@@ -288,7 +304,7 @@ func TestMaxDispatchesPerSecond(t *testing.T) {
 	for range tasks {
 		createTask(t, c, httpTask("", rec.URL()))
 	}
-	waitUntil(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
+	wait.Until(t, "all tasks to complete", func() bool { return srv.Stats().Succeeded == tasks })
 	for i, r := range rec.Requests() {
 		// A token bucket of size rate admits at most rate + rate*elapsed.
 		allowed := rate + rate*r.At.Sub(begin).Seconds()
@@ -316,37 +332,6 @@ func TestPauseAndResume(t *testing.T) {
 	waitIdle(t, srv)
 	if got := len(rec.Requests()); got != 1 {
 		t.Errorf("requests after resume = %d, want 1", got)
-	}
-}
-
-func TestRunTask(t *testing.T) {
-	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock))
-	createQueue(t, c, nil)
-	if _, err := c.PauseQueue(ctx(t), &cloudtaskspb.PauseQueueRequest{Name: testQueue}); err != nil {
-		t.Fatalf("PauseQueue: %v", err)
-	}
-	rec := newRecorder(t)
-	task := httpTask(testQueue+"/tasks/later", rec.URL())
-	task.ScheduleTime = timestamppb.New(clock.Now().Add(time.Hour))
-	createTask(t, c, task)
-
-	got, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name})
-	if err != nil {
-		t.Fatalf("RunTask(%q): %v", task.Name, err)
-	}
-	if got.DispatchCount != 1 || !got.ScheduleTime.AsTime().Equal(clock.Now()) {
-		t.Errorf("RunTask = dispatch_count %d at %v, want 1 at %v", got.DispatchCount, got.ScheduleTime.AsTime(), clock.Now())
-	}
-	waitIdle(t, srv)
-	if n := len(rec.Requests()); n != 1 {
-		t.Errorf("requests = %d, want 1 (RunTask ignores pause and schedule)", n)
-	}
-	if _, err := c.GetTask(ctx(t), &cloudtaskspb.GetTaskRequest{Name: task.Name}); code(err) != codes.NotFound {
-		t.Errorf("GetTask(run) = %v, want NotFound", err)
-	}
-	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name}); code(err) != codes.NotFound {
-		t.Errorf("RunTask(completed) = %v, want NotFound", err)
 	}
 }
 
@@ -446,13 +431,13 @@ func TestFaultInjection(t *testing.T) {
 		t.Errorf("GetTask with injected PERMISSION_DENIED = %v, want PermissionDenied", err)
 	}
 	const latency = 100 * time.Millisecond
-	srv.SetLatency("GetQueue", latency)
+	srv.SetLatency("ListTasks", latency)
 	begin := time.Now()
-	if _, err := c.GetQueue(ctx(t), &cloudtaskspb.GetQueueRequest{Name: testQueue}); err != nil {
-		t.Errorf("delayed GetQueue = %v", err)
+	if _, err := c.ListTasks(ctx(t), &cloudtaskspb.ListTasksRequest{Parent: testQueue}).Next(); err != nil && err != iterator.Done {
+		t.Errorf("delayed ListTasks = %v", err)
 	}
 	if took := time.Since(begin); took < latency {
-		t.Errorf("delayed GetQueue took %v, want at least %v", took, latency)
+		t.Errorf("delayed ListTasks took %v, want at least %v", took, latency)
 	}
 }
 
@@ -481,7 +466,7 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 		_ = srv.Close()
 		close(closed)
 	}()
-	waitUntil(t, "Close to begin", func() bool {
+	wait.Until(t, "Close to begin", func() bool {
 		srv.GServer.mu.Lock()
 		defer srv.GServer.mu.Unlock()
 		return srv.GServer.closed
@@ -498,7 +483,7 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 	}
 }
 
-func TestDeleteTaskInFlight(t *testing.T) {
+func TestDeleteQueueInFlight(t *testing.T) {
 	srv, c := start(t)
 	createQueue(t, c, nil)
 	arrived, release := make(chan struct{}), make(chan struct{})
@@ -510,16 +495,16 @@ func TestDeleteTaskInFlight(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	task := createTask(t, c, httpTask(testQueue+"/tasks/gone", target.URL))
+	createTask(t, c, httpTask(testQueue+"/tasks/gone", target.URL))
 	<-arrived
-	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: task.Name}); err != nil {
-		t.Fatalf("DeleteTask(in flight): %v", err)
+	if err := c.DeleteQueue(ctx(t), &cloudtaskspb.DeleteQueueRequest{Name: testQueue}); err != nil {
+		t.Fatalf("DeleteQueue(a task in flight): %v", err)
 	}
 	releaseOnce.Do(func() { close(release) })
 	waitIdle(t, srv)
 	// The failed attempt must not bring the deleted task back for a retry.
 	if got := srv.Tasks(testQueue); len(got) != 0 {
-		t.Errorf("Tasks after deleting an in-flight task = %v, want none", got)
+		t.Errorf("Tasks after deleting the queue of an in-flight task = %v, want none", got)
 	}
 	if s := srv.Stats(); s != (Stats{Dispatched: 1, Failed: 1}) {
 		t.Errorf("Stats = %+v, want one failed dispatch", s)
@@ -585,11 +570,9 @@ func TestDispatchOrder(t *testing.T) {
 		{"d", 3 * time.Second},
 		{"c", time.Second},
 		{"a", 2 * time.Second},
-		{"gone", time.Second},
 		{"b", time.Second},
 		{"e", time.Second + time.Nanosecond},
 		{"first", 0},
-		{"run", time.Hour},
 		{"later", time.Hour},
 	} {
 		task := httpTask(testQueue+"/tasks/"+tk.id, rec.URL())
@@ -597,21 +580,12 @@ func TestDispatchOrder(t *testing.T) {
 		createTask(t, c, task)
 	}
 	checkWaiting(t, srv)
-	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: testQueue + "/tasks/gone"}); err != nil {
-		t.Fatalf("DeleteTask: %v", err)
-	}
-	checkWaiting(t, srv)
 	clock.Step(3 * time.Second)
 	if _, err := c.ResumeQueue(ctx(t), &cloudtaskspb.ResumeQueueRequest{Name: testQueue}); err != nil {
 		t.Fatalf("ResumeQueue: %v", err)
 	}
 	waitIdle(t, srv)
-	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: testQueue + "/tasks/run"}); err != nil {
-		t.Fatalf("RunTask: %v", err)
-	}
-	waitIdle(t, srv)
 	checkWaiting(t, srv)
-	// The task run early is not sent again at its schedule time.
 	clock.Step(time.Hour)
 	srv.Wake()
 	waitIdle(t, srv)
@@ -620,50 +594,10 @@ func TestDispatchOrder(t *testing.T) {
 	for _, r := range rec.Requests() {
 		got = append(got, r.Header.Get(HeaderTaskName))
 	}
-	// Schedule time first, then name; deleted tasks are never sent.
-	want := []string{"first", "b", "c", "e", "a", "d", "run", "later"}
+	// Schedule time first, then name.
+	want := []string{"first", "b", "c", "e", "a", "d", "later"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("dispatch order = %v, want %v", got, want)
-	}
-	checkWaiting(t, srv)
-}
-
-func TestRunTaskInFlight(t *testing.T) {
-	clock := newFakeClock()
-	srv, c := start(t, WithClock(clock))
-	createQueue(t, c, nil)
-	var calls atomic.Int32
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch calls.Add(1) {
-		case 1:
-			close(arrived)
-			<-release
-			w.WriteHeader(http.StatusInternalServerError)
-		case 2:
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	t.Cleanup(target.Close)
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	task := createTask(t, c, httpTask(testQueue+"/tasks/twice", target.URL))
-	<-arrived
-	if _, err := c.RunTask(ctx(t), &cloudtaskspb.RunTaskRequest{Name: task.Name}); err != nil {
-		t.Fatalf("RunTask(in flight): %v", err)
-	}
-	waitUntil(t, "the second attempt to fail", func() bool { return srv.Stats().Failed == 1 })
-	// The first attempt is still in flight, so the task does not wait for
-	// its retry yet.
-	checkWaiting(t, srv)
-	releaseOnce.Do(func() { close(release) })
-	waitIdle(t, srv)
-	checkWaiting(t, srv)
-	clock.Step(time.Hour)
-	srv.Wake()
-	waitIdle(t, srv)
-	if s := srv.Stats(); s != (Stats{Dispatched: 3, Succeeded: 1, Failed: 2}) {
-		t.Errorf("Stats = %+v, want 3 dispatched, 2 failed, 1 succeeded", s)
 	}
 	checkWaiting(t, srv)
 }

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -156,36 +155,14 @@ func (r *recorder) Requests() []received {
 	return append([]received(nil), r.reqs...)
 }
 
-// waitTimeout bounds every wait of these tests: generous, for a loaded
-// 2-core machine; a condition that holds returns as soon as it does.
-const waitTimeout = 2 * time.Minute
-
-// waitFor polls cond until it reports true, and otherwise fails t, after
-// waitTimeout or shortly before the test binary's own deadline, naming
-// what it waited for and what cond last saw. The emulators' tests wait
-// with apimachinery's poller rather than the product's shared/wait: an
-// emulator knows nothing of the product, its tests included.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	timeout := waitTimeout
-	if end, ok := t.Deadline(); ok {
-		timeout = min(timeout, time.Until(end)-10*time.Second)
+// storedQueue returns a copy of the queue the emulator holds under name,
+// nil if none.
+func storedQueue(srv *Server, name string) *cloudtaskspb.Queue {
+	g := srv.GServer
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if q, ok := g.queues[name]; ok {
+		return copyQueue(q.pb)
 	}
-	start := time.Now()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond()
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waited %v for %s; last: %s", time.Since(start).Round(time.Millisecond), what, last)
-	}
-}
-
-// waitUntil is waitFor for a condition with nothing to say but whether it
-// holds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitFor(t, what, func() (bool, string) { return cond(), "it did not hold" })
+	return nil
 }

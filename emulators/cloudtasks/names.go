@@ -29,7 +29,6 @@ const (
 	minDispatchTimeout = 15 * time.Second
 	maxDispatchTimeout = 30 * time.Minute
 	defaultDeadline    = 10 * time.Minute
-	maxQueuePage       = 9800
 	maxTaskPage        = 1000
 )
 

@@ -5,9 +5,10 @@
 // dispatches HTTP tasks to their URLs with the headers Cloud Tasks sends,
 // retrying failures with the queue's backoff.
 //
-// Supported RPCs: CreateQueue, GetQueue, ListQueues, UpdateQueue,
-// DeleteQueue, PauseQueue, ResumeQueue, PurgeQueue, CreateTask, GetTask,
-// ListTasks, DeleteTask and RunTask. Every other RPC returns UNIMPLEMENTED.
+// Supported RPCs: CreateQueue, DeleteQueue, PauseQueue, ResumeQueue,
+// CreateTask, GetTask and ListTasks, those that someone calls
+// (emulators/README.md). Every other RPC returns UNIMPLEMENTED: GetQueue,
+// ListQueues, UpdateQueue, PurgeQueue, DeleteTask and RunTask among them.
 //
 // How Cloud Tasks delivers, as its documentation says and the emulator
 // models it:
@@ -15,8 +16,7 @@
 //     executions do occur" (more than 99.999% of tasks run once). With
 //     WithDuplicateRate (or Server.SetDuplicateRate) that share of the
 //     attempts is delivered twice at the same moment, with the same
-//     headers; the task completes with the first success. RunTask starts
-//     an attempt even while one is running, so the two overlap.
+//     headers; the task completes with the first success.
 //   - A CreateTask that succeeded can look failed to its caller (a
 //     deadline, UNAVAILABLE), whose retry then meets ALREADY_EXISTS:
 //     Server.LoseNext and LoseShare (package faults) make the emulator
@@ -41,8 +41,7 @@
 // Differences from the real service:
 //   - Only HTTP tasks (HttpRequest) are supported; App Engine tasks, OAuth
 //     tokens and queue-level HttpTarget overrides return UNIMPLEMENTED.
-//   - ListQueues filters are not supported (UNIMPLEMENTED). Tasks are
-//     listed in name order, queues in lexicographic order.
+//   - Tasks are listed in name order.
 //   - Durations (backoffs, dispatch deadlines) are used as given, not
 //     truncated to seconds or milliseconds, so tests can run retries in
 //     milliseconds.
@@ -80,8 +79,8 @@
 // installs any Reactor, Calls counts the calls, and LoseNext and
 // LoseShare lose the answers of calls the emulator served. A call that
 // FailNext or a reactor answers changes nothing. The official client
-// retries some RPCs on UNAVAILABLE (GetTask, ListTasks, DeleteTask,
-// GetQueue, ListQueues, DeleteQueue) but not CreateTask; each attempt is a
+// retries some RPCs on UNAVAILABLE (GetTask, ListTasks, DeleteQueue) but
+// not CreateTask; each attempt is a
 // call. Faults of dispatch are the task handler's to make (its HTTP
 // status, its delay past the dispatch deadline), besides duplicates.
 package cloudtasks
@@ -195,7 +194,7 @@ type Server struct {
 
 // Stats counts dispatch outcomes since the server started.
 type Stats struct {
-	Dispatched int // HTTP attempts started, RunTask and duplicates included
+	Dispatched int // HTTP attempts started, duplicates included
 	Succeeded  int // attempts answered with a 2xx status
 	Failed     int // attempts that got another status, an error or timed out
 	Dropped    int // tasks deleted after exhausting their retries

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -180,37 +179,4 @@ func (g *GServer) ListTasks(_ context.Context, req *cloudtaskspb.ListTasksReques
 		resp.Tasks = append(resp.Tasks, viewTask(q.tasks[name].pb, req.ResponseView))
 	}
 	return resp, nil
-}
-
-// DeleteTask deletes a scheduled or running task and reserves its name for
-// the tombstone period. NOT_FOUND if it does not exist.
-func (g *GServer) DeleteTask(_ context.Context, req *cloudtaskspb.DeleteTaskRequest) (*emptypb.Empty, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	t, err := g.taskLocked(req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	g.removeTaskLocked(t)
-	g.notifyLocked()
-	return &emptypb.Empty{}, nil
-}
-
-// RunTask dispatches a task now, even if it is scheduled later, already
-// running, its queue is paused or at its rate limits. It returns the task
-// as dispatched; the outcome is handled like any attempt's.
-func (g *GServer) RunTask(_ context.Context, req *cloudtaskspb.RunTaskRequest) (*cloudtaskspb.Task, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	t, err := g.taskLocked(req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	if g.closed {
-		return nil, status.Errorf(codes.Unavailable, "emulator is shutting down")
-	}
-	now := g.now()
-	t.schedule(timestamppb.New(now))
-	g.startAttemptLocked(t, now)
-	return viewTask(t.pb, req.ResponseView), nil
 }

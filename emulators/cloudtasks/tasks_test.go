@@ -130,28 +130,6 @@ func TestTaskLifecycle(t *testing.T) {
 		t.Errorf("Tasks(%q) = %d tasks, want 2", testQueue, len(got))
 	}
 
-	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: named.Name}); err != nil {
-		t.Fatalf("DeleteTask(%q): %v", named.Name, err)
-	}
-	if err := c.DeleteTask(ctx(t), &cloudtaskspb.DeleteTaskRequest{Name: named.Name}); code(err) != codes.NotFound {
-		t.Errorf("DeleteTask(deleted) = %v, want NotFound", err)
-	}
-	// The name stays reserved for the tombstone period, then is free again.
-	for _, step := range []struct {
-		advance time.Duration
-		want    codes.Code
-	}{
-		{0, codes.AlreadyExists},
-		{59 * time.Minute, codes.AlreadyExists},
-		{time.Minute, codes.OK},
-	} {
-		clock.Step(step.advance)
-		named.ScheduleTime = timestamppb.New(clock.Now().Add(time.Hour))
-		_, err := c.CreateTask(ctx(t), &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: named})
-		if code(err) != step.want {
-			t.Errorf("CreateTask(deleted name) after +%v = %v, want %v", step.advance, err, step.want)
-		}
-	}
 }
 
 func TestDispatch(t *testing.T) {

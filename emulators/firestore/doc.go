@@ -19,15 +19,17 @@
 // Data is kept per database (projects/P/databases/D), so projects and
 // databases are isolated from each other.
 //
-// What it implements: GetDocument, BatchGetDocuments, ListDocuments (with
+// What it implements: BatchGetDocuments, ListDocuments (with
 // show_missing), ListCollectionIds, RunQuery (every filter operator,
 // composite AND/OR filters, orders with Firestore's implicit orders,
 // cursors, offset, limit, projections, collection groups),
 // vector search, RunAggregationQuery (count with up_to, sum, avg),
 // PartitionQuery, Listen, Commit
 // (preconditions, update masks, every field transform), BatchWrite,
-// CreateDocument, UpdateDocument, DeleteDocument, BeginTransaction and
-// Rollback. Documents are ordered by name as Firestore orders them: segment
+// BeginTransaction and Rollback: every RPC that the official Go and
+// Node.js clients call. GetDocument, CreateDocument, UpdateDocument and
+// DeleteDocument, which neither client calls (they read with
+// BatchGetDocuments and write with Commit), answer UNIMPLEMENTED. Documents are ordered by name as Firestore orders them: segment
 // by segment, numeric IDs (__id<n>__) first by value, then other IDs by
 // their UTF-8 bytes. Sum and avg read, as Firestore's index scans do, only
 // the documents holding every field they aggregate, in the order of those

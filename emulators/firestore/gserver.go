@@ -400,38 +400,6 @@ func (tx *txn) recordRead(name string, doc *pb.Document) {
 	}
 }
 
-// GetDocument implements the Firestore GetDocument RPC.
-func (s *GServer) GetDocument(ctx context.Context, req *pb.GetDocumentRequest) (*pb.Document, error) {
-	n, err := parseDocName(req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	mask, err := parseMask(req.GetMask())
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rc, err := s.consistency(n.db, req.GetTransaction(), nil, req.GetReadTime())
-	if err != nil {
-		return nil, err
-	}
-	if rc.tx != nil {
-		if err := s.lockDocs(ctx, rc.tx, []string{n.String()}); err != nil {
-			return nil, err
-		}
-	}
-	doc := rc.db.get(n.path, rc.at)
-	s.countReads(1)
-	if rc.tx != nil {
-		rc.tx.recordRead(n.String(), doc)
-	}
-	if doc == nil {
-		return nil, status.Errorf(codes.NotFound, "document %q not found", n.String())
-	}
-	return applyMask(cloneDoc(doc), mask, req.GetMask() != nil), nil
-}
-
 // BatchGetDocuments implements the Firestore BatchGetDocuments RPC. Results
 // come in request order, one per distinct document, as Firestore answers a
 // document requested twice once.

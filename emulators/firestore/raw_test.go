@@ -102,11 +102,11 @@ func TestInvalidRequests(t *testing.T) {
 		want codes.Code
 	}{
 		{"malformed document name", func() error {
-			_, err := raw.GetDocument(ctx, &pb.GetDocumentRequest{Name: "projects/p/documents/a/b"})
+			_, err := raw.Commit(ctx, &pb.CommitRequest{Database: testDB, Writes: []*pb.Write{{Operation: &pb.Write_Delete{Delete: "projects/p/documents/a/b"}}}})
 			return err
 		}, codes.InvalidArgument},
 		{"collection instead of document", func() error {
-			_, err := raw.GetDocument(ctx, &pb.GetDocumentRequest{Name: doc("a")})
+			_, err := raw.Commit(ctx, &pb.CommitRequest{Database: testDB, Writes: []*pb.Write{{Operation: &pb.Write_Delete{Delete: doc("a")}}}})
 			return err
 		}, codes.InvalidArgument},
 		{"document of another database", func() error {

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -478,81 +477,4 @@ func (s *GServer) BatchWrite(_ context.Context, req *pb.BatchWriteRequest) (*pb.
 	return resp, nil
 }
 
-// CreateDocument implements the Firestore CreateDocument RPC. An empty
-// document ID gets a generated one.
-func (s *GServer) CreateDocument(_ context.Context, req *pb.CreateDocumentRequest) (*pb.Document, error) {
-	id := req.GetDocumentId()
-	if id == "" {
-		id = newDocID()
-	}
-	name := req.GetParent() + "/" + req.GetCollectionId() + "/" + id
-	w := &pb.Write{
-		Operation:       &pb.Write_Update{Update: &pb.Document{Name: name, Fields: req.GetDocument().GetFields()}},
-		CurrentDocument: &pb.Precondition{ConditionType: &pb.Precondition_Exists{Exists: false}},
-	}
-	return s.writeOne(name, w, req.GetMask())
-}
-
-// UpdateDocument implements the Firestore UpdateDocument RPC.
-func (s *GServer) UpdateDocument(_ context.Context, req *pb.UpdateDocumentRequest) (*pb.Document, error) {
-	w := &pb.Write{
-		Operation:       &pb.Write_Update{Update: req.GetDocument()},
-		UpdateMask:      req.GetUpdateMask(),
-		CurrentDocument: req.GetCurrentDocument(),
-	}
-	return s.writeOne(req.GetDocument().GetName(), w, req.GetMask())
-}
-
-// DeleteDocument implements the Firestore DeleteDocument RPC.
-func (s *GServer) DeleteDocument(_ context.Context, req *pb.DeleteDocumentRequest) (*emptypb.Empty, error) {
-	w := &pb.Write{Operation: &pb.Write_Delete{Delete: req.GetName()}, CurrentDocument: req.GetCurrentDocument()}
-	if _, err := s.writeOne(req.GetName(), w, nil); err != nil {
-		return nil, err
-	}
-	return &emptypb.Empty{}, nil
-}
-
-// writeOne commits a single write and returns the document it left, masked.
-func (s *GServer) writeOne(name string, w *pb.Write, mask *pb.DocumentMask) (*pb.Document, error) {
-	n, err := parseDocName(name)
-	if err != nil {
-		return nil, err
-	}
-	pw, err := checkWrite(n.db, w)
-	if err != nil {
-		return nil, err
-	}
-	paths, err := parseMask(mask)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.database(n.db)
-	if _, err := s.applyWrites(d, []pendingWrite{pw}, s.commitTime()); err != nil {
-		return nil, err
-	}
-	return applyMask(cloneDoc(d.get(n.path, time.Time{})), paths, mask != nil), nil
-}
-
 const idChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-// newDocID makes a 20-character random ID like Firestore's auto IDs.
-func newDocID() string {
-	b := make([]byte, 20)
-	r := make([]byte, 20)
-	for {
-		readRandom(r)
-		ok := true
-		for i := range b {
-			if int(r[i]) >= 248 { // reject to keep the distribution uniform
-				ok = false
-				break
-			}
-			b[i] = idChars[int(r[i])%len(idChars)]
-		}
-		if ok {
-			return string(b)
-		}
-	}
-}

@@ -224,24 +224,6 @@ func (s *GServer) DeleteCluster(_ context.Context, req *containerpb.DeleteCluste
 	return opOut(op), nil
 }
 
-// UpdateMaster upgrades the control plane: RECONCILING until the
-// UPGRADE_MASTER operation ends, then at the new version. A downgrade is
-// refused.
-func (s *GServer) UpdateMaster(_ context.Context, req *containerpb.UpdateMasterRequest) (*containerpb.Operation, error) {
-	k, err := parseCluster(req.Name, req.ProjectId, req.Zone, req.ClusterId)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
-	op, err := s.upgradeMaster("UpdateMaster", k, req.MasterVersion)
-	if err != nil {
-		return nil, err
-	}
-	return opOut(op), nil
-}
-
 // upgradeMaster starts an UPGRADE_MASTER operation. Must be called with
 // the lock held.
 func (s *GServer) upgradeMaster(rpc string, k clusterKey, version string) (*operation, error) {

@@ -10,6 +10,8 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 func TestCreateClusterRefusals(t *testing.T) {
@@ -184,7 +186,7 @@ func TestConcurrency(t *testing.T) {
 			return err
 		}, codes.FailedPrecondition},
 		{"master upgrade", func() error {
-			_, err := e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
+			_, err := e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredMasterVersion: "latest"}})
 			return err
 		}, codes.FailedPrecondition},
 	}
@@ -252,61 +254,15 @@ func TestReleaseChannelUpgrade(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			op, err := e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: tt.version})
+			op, err := e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredMasterVersion: tt.version}})
 			if code(err) != tt.want {
-				t.Fatalf("UpdateMaster(%s) = %v, want %v", tt.version, err, tt.want)
+				t.Fatalf("UpdateCluster(desired master version %s) = %v, want %v", tt.version, err, tt.want)
 			}
 			if err == nil {
 				e.wait(t, op)
 				if c, _ := e.srv.Cluster(clusterN); c.CurrentMasterVersion != tt.version {
 					t.Errorf("CurrentMasterVersion = %q, want %q", c.CurrentMasterVersion, tt.version)
 				}
-			}
-		})
-	}
-}
-
-func TestCancelOperation(t *testing.T) {
-	tests := []struct {
-		name       string
-		start      func(e *env) (*containerpb.Operation, error)
-		wantStatus containerpb.NodePool_Status
-		wantNodes  int32
-	}{
-		{"create", func(e *env) (*containerpb.Operation, error) {
-			return e.client.CreateNodePool(e.ctx, &containerpb.CreateNodePoolRequest{Parent: clusterN, NodePool: pool("p1", "e2-medium", 3, zoneA)})
-		}, containerpb.NodePool_ERROR, 0},
-		{"resize", func(e *env) (*containerpb.Operation, error) {
-			return e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p0", NodeCount: 5})
-		}, containerpb.NodePool_RUNNING, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.createCluster(t)
-			op, err := tt.start(e)
-			if err != nil {
-				t.Fatalf("start: %v", err)
-			}
-			if err := e.client.CancelOperation(e.ctx, &containerpb.CancelOperationRequest{Name: parent + "/operations/" + op.Name}); err != nil {
-				t.Fatalf("CancelOperation: %v", err)
-			}
-			got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
-			if err != nil || got.Status != containerpb.Operation_DONE || codes.Code(got.GetError().GetCode()) != codes.Canceled {
-				t.Errorf("GetOperation after cancel = %v, %v; want DONE with CANCELLED", got, err)
-			}
-			np := e.srv.mustPool(t, op)
-			if np.Status != tt.wantStatus {
-				t.Errorf("pool status = %v, want %v", np.Status, tt.wantStatus)
-			}
-			e.clock.Step(opTime)
-			counts, _ := e.srv.NodeCounts(clusterN + "/nodePools/" + np.Name)
-			if counts[zoneA] != tt.wantNodes {
-				t.Errorf("NodeCounts = %v, want %d in %s", counts, tt.wantNodes, zoneA)
-			}
-			err = e.client.CancelOperation(e.ctx, &containerpb.CancelOperationRequest{Name: parent + "/operations/" + op.Name})
-			if code(err) != codes.FailedPrecondition {
-				t.Errorf("second CancelOperation = %v, want FailedPrecondition", err)
 			}
 		})
 	}
@@ -382,7 +338,7 @@ func TestRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateCluster: %v", err)
 	}
-	waitFor(t, "the operation DONE after its 5ms", func() (bool, string) {
+	wait.For(t, "the operation DONE after its 5ms", func() (bool, string) {
 		got, err := e.client.GetOperation(e.ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op.Name})
 		if err != nil {
 			return false, "GetOperation: " + err.Error()
@@ -474,6 +430,31 @@ func TestRecordedNodeDefaults(t *testing.T) {
 		}
 		if got := cfg.GetKubeletConfig().GetMaxParallelImagePulls(); got != tt.pulls {
 			t.Errorf("pool %s maxParallelImagePulls = %d, want %d", tt.pool, got, tt.pulls)
+		}
+	}
+}
+
+// TestUnservedRPCsAnswerUnimplemented: an RPC nobody calls is not served
+// (emulators/README.md), and says so rather than answering as if it
+// had done something.
+func TestUnservedRPCsAnswerUnimplemented(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster(t, pool("p1", "e2-medium", 1))
+	for name, call := range map[string]func() error{
+		"SetLegacyAbac": func() error {
+			_, err := e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN, Enabled: true})
+			return err
+		},
+		"CancelOperation": func() error {
+			return e.client.CancelOperation(e.ctx, &containerpb.CancelOperationRequest{Name: parent + "/operations/operation-1"})
+		},
+		"UpdateMaster": func() error {
+			_, err := e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
+			return err
+		},
+	} {
+		if err := call(); code(err) != codes.Unimplemented {
+			t.Errorf("%s = %v, want Unimplemented", name, err)
 		}
 	}
 }

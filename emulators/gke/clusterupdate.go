@@ -18,13 +18,13 @@ import (
 // UpdateCluster applies a change to a cluster: desired_node_pool_autoscaling
 // (of desired_node_pool_id, which may be left out when the cluster has one
 // pool), as SetNodePoolAutoscaling does and with the same UPDATE_CLUSTER
-// operation on the pool; desired_master_version, as UpdateMaster does; or
+// operation on the pool; desired_master_version, an UPGRADE_MASTER operation; or
 // any other change, an UPDATE_CLUSTER operation on the cluster, as GKE
 // answers (recorded: desired_cluster_autoscaling with node
 // auto-provisioning, desired_node_pool_auto_config_network_tags), which
 // applies the logging and monitoring services, cluster autoscaling, the
 // auto-provisioned pools' network tags, database encryption, addons and
-// node locations (which move every pool, as SetLocations) to what
+// node locations (which move every pool) to what
 // GetCluster shows and keeps the rest unmodelled (doc.go).
 // An update that sets nothing is INVALID_ARGUMENT "Must specify a field to
 // update.", as in GKE. Node pool autoscaling or a master version together
@@ -74,6 +74,8 @@ func (s *GServer) UpdateCluster(_ context.Context, req *containerpb.UpdateCluste
 		if err != nil {
 			return nil, err
 		}
+		// The rule keeps the name of the RPC that shared it, which saved
+		// states (Snapshot) still carry.
 		op.eff.rpc = "UpdateMaster"
 		return opOut(op), nil
 	}
@@ -175,4 +177,85 @@ func (s *GServer) SetMaintenancePolicy(_ context.Context, req *containerpb.SetMa
 	s.refresh(c)
 	s.log.Info("Setting the maintenance policy", "cluster", k.String())
 	return opOut(op), nil
+}
+
+// clusterChange runs the common shape of a cluster-level UPDATE_CLUSTER
+// operation started by rpc: resolve the cluster, refuse if it is busy,
+// and let plan check the request against the cluster and set the
+// operation's effect (a refusal of plan drops the operation). The
+// effect is UpdateCluster's unless plan names its own rule.
+func (s *GServer) clusterChange(rpc string, k clusterKey, plan func(*cluster, *operation) error) (*containerpb.Operation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	c, err := s.cluster(k)
+	if err != nil {
+		return nil, err
+	}
+	// The plan runs on a draft, before the busy check as the other
+	// updates check their requests, so that a refusal leaves no operation
+	// behind and consumes no injected fault.
+	draft := &operation{eff: effect{rpc: "UpdateCluster"}}
+	if err := plan(c, draft); err != nil {
+		return nil, err
+	}
+	if err := s.busy(c, ""); err != nil {
+		return nil, err
+	}
+	op := s.startOp(rpc, c, containerpb.Operation_UPDATE_CLUSTER, "")
+	op.eff = draft.eff
+	s.refresh(c)
+	s.log.Info("Updating cluster", "rpc", rpc, "cluster", k.String())
+	return opOut(op), nil
+}
+
+// planClusterUpdate sets op's effect to UpdateCluster's change u, checking
+// and planning what the simulator models of it ahead: the node locations.
+// Must be called with the lock held.
+func (s *GServer) planClusterUpdate(c *cluster, op *operation, u *containerpb.ClusterUpdate) error {
+	op.eff.cluster = proto.Clone(u).(*containerpb.ClusterUpdate)
+	if len(u.DesiredLocations) == 0 {
+		return nil
+	}
+	if err := checkLocations(c.key.cluster, c.region, u.DesiredLocations); err != nil {
+		return err
+	}
+	if _, isZone, _ := regionOf(c.key.location); isZone && !slices.Contains(u.DesiredLocations, c.key.location) {
+		return status.Errorf(codes.InvalidArgument, "Locations of zonal cluster %q must include its zone %q.", c.key.cluster, c.key.location)
+	}
+	op.eff.patch = &containerpb.Cluster{Locations: slices.Clone(u.DesiredLocations)}
+	for _, name := range c.order {
+		np := c.pools[name]
+		op.eff.fates = append(op.eff.fates, relocated(np, u.DesiredLocations))
+	}
+	return nil
+}
+
+// relocated is the fate of np moved to zones: a zone it keeps keeps its
+// nodes, a new one gets as many as its busiest zone has, as UpdateNodePool
+// spreads a pool to new zones.
+func relocated(np *nodePool, zones []string) fate {
+	var n int32
+	for _, z := range np.pb.Locations {
+		n = max(n, np.nodes[z])
+	}
+	f := fate{pool: np.pb.Name, uid: np.uid, status: containerpb.NodePool_RUNNING, nodes: map[string]int32{}}
+	for _, z := range zones {
+		f.nodes[z] = n
+		if old, ok := np.nodes[z]; ok {
+			f.nodes[z] = old
+		}
+	}
+	return f
+}
+
+// overlay sets in dst every field set in src, replacing what dst had
+// there (a message, list or map whole): a cluster patch, or the addons an
+// update configures over the cluster's.
+func overlay(dst, src proto.Message) {
+	d := dst.ProtoReflect()
+	proto.Clone(src).ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		d.Set(fd, v)
+		return true
+	})
 }

@@ -10,8 +10,8 @@
 //		option.WithoutAuthentication(),
 //		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 //
-// It serves every RPC of the API (none answers UNIMPLEMENTED; "Older and
-// rarer RPCs" below says what the less used ones answer). Requests may
+// It serves the RPCs someone calls ("RPCs not served" below names the
+// others, which answer UNIMPLEMENTED). Requests may
 // use the name/parent form (projects/P/locations/L/clusters/C
 // [/nodePools/NP]) or the deprecated project_id/zone/cluster_id/
 // node_pool_id fields.
@@ -178,7 +178,7 @@
 // message given, SetLatency delays its calls, AddReactor installs any
 // Reactor, and Calls counts the calls. They come first: a call they answer
 // is neither authenticated nor charged to a quota, and changes nothing.
-// ComputeServer embeds an Injector of its own, for the Compute calls, by
+// ComputeServer embeds a faults.Injector too, for the Compute calls, by
 // the names of the RPCs of Compute Engine's InstanceGroupManagers
 // service (AggregatedList, Get): a fault's gRPC code is answered as
 // Google's JSON APIs map it (UNAVAILABLE: 503, DEADLINE_EXCEEDED: 504),
@@ -335,104 +335,14 @@
 // Without WithKubernetes nothing of this runs: no listener or process per
 // cluster, and the endpoint is a documentation address (203.0.113.x).
 //
-// Older and rarer RPCs. Each answers as GKE would a call it accepts; a
-// missing cluster or pool is NOT_FOUND and a busy one FAILED_PRECONDITION
-// in the words above, and the words of the other refusals are the
-// simulator's unless a source is named.
-//   - SetLoggingService, SetMonitoringService, SetAddonsConfig and
-//     SetLocations are UpdateCluster with desired_logging_service,
-//     desired_monitoring_service, desired_addons_config and
-//     desired_locations, and take its path: an UPDATE_CLUSTER operation on
-//     the cluster, whose change reads back when it ends. An addon the
-//     request configures replaces the cluster's, the others stay (GKE's
-//     handling of addons left out is not recorded). New locations are
-//     checked as a create's (zones of the cluster's region; a zonal
-//     cluster's must include its zone, as gcloud documents) and, as GKE
-//     does, move every node pool: a zone a pool keeps keeps its nodes, a
-//     new one gets as many as the pool's busiest zone.
-//   - SetLegacyAbac, SetNetworkPolicy and SetMasterAuth: an UPDATE_CLUSTER
-//     operation (the API's Operation.Type says master auth and network
-//     policy changes use it), after which legacyAbac, networkPolicy and
-//     masterAuth read back. Whether the network policy addon is enabled
-//     is not checked. SetMasterAuth does as the API documents:
-//     SET_PASSWORD (which needs update.password), GENERATE_PASSWORD (16
-//     letters and digits) and SET_USERNAME (empty: basic authentication
-//     off, without a password; else a given or generated password); an
-//     UNKNOWN action is INVALID_ARGUMENT. Turning basic authentication on
-//     for a cluster at 1.19 or later is refused with INVALID_ARGUMENT as
-//     GKE refuses it at create, "Basic authentication was removed for GKE
-//     cluster versions >= 1.19. Instructions for choosing ..." (quoted in
-//     hashicorp/terraform-provider-google#8032,
-//     GoogleCloudPlatform/istio-samples#78; the create's middle sentence
-//     left out); so it succeeds only with WithVersions of 1.18.
-//   - StartIPRotation and CompleteIPRotation: UPDATE_CLUSTER operations
-//     (v1 has no type of its own for them). Between the end of a start and
-//     a complete the cluster is rotating (saved by Snapshot); a start
-//     while rotating and a complete while not are FAILED_PRECONDITION.
-//     Nothing shows the rotation in GetCluster, as v1 has no field for
-//     it; the endpoint and CA stay (rotate_credentials changes nothing).
-//   - SetNodePoolManagement: a SET_NODE_POOL_MANAGEMENT operation on the
-//     pool (PENDING, then RUNNING, the pool RECONCILING), after which
-//     management reads back; refused, as every pool operation, while
-//     another runs on the pool or the cluster, though the API says GKE
-//     runs it alongside most. In a cluster enrolled in a release channel,
-//     turning auto-upgrade or auto-repair off is INVALID_ARGUMENT in GKE's
-//     words for a create, "Auto_upgrade cannot be false when
-//     release_channel REGULAR is set." (nkoson/gke-tutorial#8) and
-//     "Auto_upgrade and auto_repair cannot be false ..."
-//     (rancher/rancher#32282); "Auto_repair cannot be false ..." alone is
-//     inferred.
-//   - RollbackNodePoolUpgrade: when the pool's last UPGRADE_NODES
-//     operation failed or was cancelled, an UPGRADE_NODES operation on the
-//     pool that leaves it RUNNING at what it had before that upgrade (the
-//     simulator applies an upgrade only when it succeeds, so nothing is
-//     undone); otherwise FAILED_PRECONDITION "Node pool "NP" has no failed
-//     or cancelled upgrade to roll back.", where the API says only that
-//     such a call makes no changes. respect_pdb changes nothing.
-//   - CompleteNodePoolUpgrade: while an upgrade (UPGRADE_NODES) runs on a
-//     pool whose upgradeSettings strategy is BLUE_GREEN, ends it at once,
-//     as when its soak is over, and answers Empty; otherwise
-//     FAILED_PRECONDITION. The blue-green phases (updateInfo) are not
-//     shown.
-//   - CompleteControlPlaneUpgrade: the simulator upgrades a control plane
-//     in one step, never leaving the rollback-safe state between the two
-//     steps this completes, so an idle cluster is FAILED_PRECONDITION
-//     "Cluster "C" has no rollback-safe control plane upgrade to
-//     complete."
-//   - FetchClusterUpgradeInfo and FetchNodePoolUpgradeInfo (also in the
-//     zones/ form): the target an auto-upgrade would reach, the release
-//     channel's default version for the control plane (REGULAR's without
-//     a channel) and the control plane's version for a pool, as
-//     patchTargetVersion within the minor release or minorTargetVersion
-//     beyond it (none when not newer); autoUpgradeStatus ACTIVE (a pool
-//     without auto-upgrade shows none), or paused by a maintenance
-//     exclusion in force: NO_UPGRADES pauses all (UPGRADE_PAUSED,
-//     MAINTENANCE_EXCLUSION_NO_UPGRADES), NO_MINOR_UPGRADES and, for the
-//     control plane, NO_MINOR_OR_NODE_UPGRADES pause minor upgrades
-//     (MINOR_UPGRADE_PAUSED, MAINTENANCE_EXCLUSION_NO_MINOR_UPGRADES),
-//     which for a pool pauses all. The simulator never upgrades
-//     automatically, keeps no support dates and no upgrade history, so
-//     endOfStandardSupportTimestamp, endOfExtendedSupportTimestamp and
-//     upgradeDetails are absent.
-//   - CheckAutopilotCompatibility: no issues and the summary "No
-//     compatibility issues found." (the simulator's words) for any
-//     cluster; GKE looks at the cluster's workloads, the simulator does
-//     not.
-//   - GetJSONWebKeys: one RS256 key, the public half of the key the
-//     cluster's Kubernetes API server signs service account tokens with
-//     (its sa.key, made first if the server has not run), with the kid
-//     Kubernetes puts in those tokens (the key's SHA-256, base64url), so
-//     that its tokens verify against it. Without WithKubernetes, a key
-//     made for the cluster on the first call, kept for the server's life
-//     and not saved by Snapshot.
-//   - ListUsableSubnetworks (parent projects/P): the project's default
-//     network as an auto mode VPC network, a subnet named default in each
-//     region of the catalog with Compute Engine's documented auto mode
-//     range (10.128.0.0/20 for us-central1, ...; northamerica-south1's
-//     10.224.0.0/20 is the one least sure), no secondary ranges, ordered
-//     by region. The filter is read only for networkProjectId=P: another
-//     project (Shared VPC) lists nothing; any other filter is ignored.
-//     page_size is 0 to 500 (0: 500); the page token is the simulator's.
+// RPCs not served. The simulator serves what someone calls: the product,
+// the official clients the repository runs against it, and the devstack's
+// users (emulators/README.md names who calls each RPC). The other RPCs of
+// ClusterManager (the older Set* forms of UpdateCluster, IP rotation,
+// node pool management, upgrade rollback and completion, upgrade info,
+// UpdateMaster, CancelOperation, GetJSONWebKeys, ListUsableSubnetworks,
+// CheckAutopilotCompatibility) answer UNIMPLEMENTED, once the faults,
+// IAM and the request quota, which apply to every RPC, have let them by.
 //
 // Differences from GKE:
 //   - Stockouts: which of its forms GKE chooses when is not recorded, so
@@ -511,9 +421,14 @@
 //     another field. Any other fields are accepted together, as GKE took
 //     desiredLoggingService with desiredMonitoringService
 //     (containercluster-zonal); which other pairs GKE refuses is not
-//     recorded. UpdateCluster's desired_locations
-//     and desired_addons_config are modelled as SetLocations' and
-//     SetAddonsConfig's (above). SetLabels refuses a label_fingerprint other than
+//     recorded. UpdateCluster's desired_locations are
+//     checked as a create's (zones of the cluster's region; a zonal
+//     cluster's must include its zone, as gcloud documents) and, as GKE
+//     does, move every node pool: a zone a pool keeps keeps its nodes, a
+//     new one gets as many as the pool's busiest zone. Its
+//     desired_addons_config replaces each addon it configures and keeps
+//     the others (GKE's handling of addons left out is not recorded).
+//     SetLabels refuses a label_fingerprint other than
 //     the cluster's with FAILED_PRECONDITION (GKE's wording for it is not
 //     recorded); fingerprints and etags are the simulator's own.
 //   - Read back, clusters and pools lack what the simulator does not

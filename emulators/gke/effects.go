@@ -27,8 +27,9 @@ type effect struct {
 	// before is the status of the pools when the operation started, which
 	// a failure restores.
 	before []poolStatus
-	// version is the master version of UpdateMaster (and UpgradeMaster),
-	// the node version of UpdateNodePool.
+	// version is the master version of UpdateCluster's
+	// desired_master_version (rule "UpdateMaster") and UpgradeMaster, the
+	// node version of UpdateNodePool.
 	version string
 	// autoscaling is SetNodePoolAutoscaling's setting.
 	autoscaling *containerpb.NodePoolAutoscaling
@@ -40,11 +41,8 @@ type effect struct {
 	cluster *containerpb.ClusterUpdate
 	// maintenance is SetMaintenancePolicy's policy.
 	maintenance *containerpb.MaintenancePolicy
-	// patch holds the cluster fields an UpdateCluster (or one of its
-	// older forms, SetLegacyAbac, SetMasterAuth, ...) sets, whole.
+	// patch holds the cluster fields an UpdateCluster sets, whole.
 	patch *containerpb.Cluster
-	// management is SetNodePoolManagement's.
-	management *containerpb.NodeManagement
 }
 
 // poolStatus is a node pool's status at some point.
@@ -81,6 +79,15 @@ func (c *cluster) livePool(pool, uid string) *nodePool {
 // complete applies op's effect, as a success or, with op.fail set, a
 // failure. Must be called with the lock held.
 func (s *GServer) complete(op *operation) {
+	if !s.completeCluster(op) {
+		s.completePool(op)
+	}
+}
+
+// completeCluster applies the effect of an operation on the cluster as a
+// whole and reports whether op was one; it leaves node pool operations to
+// completePool. Must be called with the lock held.
+func (s *GServer) completeCluster(op *operation) bool {
 	c, e := op.c, op.eff
 	failed := op.fail != nil
 	switch e.rpc {
@@ -101,81 +108,84 @@ func (s *GServer) complete(op *operation) {
 				np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_ERROR, op.fail.Message
 			}
 		}
-		return
 	case "DeleteCluster":
 		if !failed {
 			s.removeCluster(c)
-			return
+			return true
 		}
 		for _, b := range e.before {
 			b.restore(c)
 		}
-		return
 	case "UpdateMaster", "UpgradeMaster":
 		if !failed && !c.gone {
 			c.pb.CurrentMasterVersion = e.version
 		}
-		return
 	case "UpdateCluster":
 		if !failed && !c.gone {
-			if v := e.cluster.GetDesiredLoggingService(); v != "" {
-				c.pb.LoggingService = v
-			}
-			if v := e.cluster.GetDesiredMonitoringService(); v != "" {
-				c.pb.MonitoringService = v
-			}
-			if d := e.cluster.GetDesiredDatabaseEncryption(); d != nil {
-				c.pb.DatabaseEncryption = databaseEncryption(c.pb.DatabaseEncryption, d)
-			}
-			if a := e.cluster.GetDesiredClusterAutoscaling(); a != nil {
-				c.pb.Autoscaling = proto.Clone(a).(*containerpb.ClusterAutoscaling)
-			}
-			if t := e.cluster.GetDesiredNodePoolAutoConfigNetworkTags(); t != nil {
-				if c.pb.NodePoolAutoConfig == nil {
-					c.pb.NodePoolAutoConfig = &containerpb.NodePoolAutoConfig{}
-				}
-				c.pb.NodePoolAutoConfig.NetworkTags = proto.Clone(t).(*containerpb.NetworkTags)
-			}
-			if a := e.cluster.GetDesiredAddonsConfig(); a != nil {
-				if c.pb.AddonsConfig == nil {
-					c.pb.AddonsConfig = &containerpb.AddonsConfig{}
-				}
-				overlay(c.pb.AddonsConfig, a)
-			}
-			if e.patch != nil {
-				overlay(c.pb, e.patch)
-			}
-			if locs := e.patch.GetLocations(); len(locs) > 0 {
-				// Every pool takes the cluster's new zones.
-				for _, f := range e.fates {
-					if np := c.livePool(f.pool, f.uid); np != nil {
-						np.pb.Locations = slices.Clone(locs)
-					}
-				}
-				e.applyFates(c)
-			}
+			e.updateCluster(c)
 		}
-		return
-	case "StartIPRotation", "CompleteIPRotation":
-		if !failed && !c.gone {
-			c.rotating = e.rpc == "StartIPRotation"
-		}
-		return
 	case "SetMaintenancePolicy":
 		if !failed && !c.gone {
 			c.pb.MaintenancePolicy = proto.Clone(e.maintenance).(*containerpb.MaintenancePolicy)
 			c.pb.MaintenancePolicy.ResourceVersion = randomHex(4)
 		}
-		return
 	case "SetLabels":
 		if !failed && !c.gone {
 			c.pb.ResourceLabels = maps.Clone(e.labels)
 			c.pb.LabelFingerprint = labelFingerprint(e.labels)
 		}
-		return
+	default:
+		return false
 	}
+	return true
+}
 
-	// A node pool operation: nothing happens to a pool that has gone.
+// updateCluster applies UpdateCluster's change to c.
+func (e effect) updateCluster(c *cluster) {
+	if v := e.cluster.GetDesiredLoggingService(); v != "" {
+		c.pb.LoggingService = v
+	}
+	if v := e.cluster.GetDesiredMonitoringService(); v != "" {
+		c.pb.MonitoringService = v
+	}
+	if d := e.cluster.GetDesiredDatabaseEncryption(); d != nil {
+		c.pb.DatabaseEncryption = databaseEncryption(c.pb.DatabaseEncryption, d)
+	}
+	if a := e.cluster.GetDesiredClusterAutoscaling(); a != nil {
+		c.pb.Autoscaling = proto.Clone(a).(*containerpb.ClusterAutoscaling)
+	}
+	if t := e.cluster.GetDesiredNodePoolAutoConfigNetworkTags(); t != nil {
+		if c.pb.NodePoolAutoConfig == nil {
+			c.pb.NodePoolAutoConfig = &containerpb.NodePoolAutoConfig{}
+		}
+		c.pb.NodePoolAutoConfig.NetworkTags = proto.Clone(t).(*containerpb.NetworkTags)
+	}
+	if a := e.cluster.GetDesiredAddonsConfig(); a != nil {
+		if c.pb.AddonsConfig == nil {
+			c.pb.AddonsConfig = &containerpb.AddonsConfig{}
+		}
+		overlay(c.pb.AddonsConfig, a)
+	}
+	if e.patch != nil {
+		overlay(c.pb, e.patch)
+	}
+	if locs := e.patch.GetLocations(); len(locs) > 0 {
+		// Every pool takes the cluster's new zones.
+		for _, f := range e.fates {
+			if np := c.livePool(f.pool, f.uid); np != nil {
+				np.pb.Locations = slices.Clone(locs)
+			}
+		}
+		e.applyFates(c)
+	}
+}
+
+// completePool applies the effect of a node pool operation. Must be
+// called with the lock held.
+func (s *GServer) completePool(op *operation) {
+	c, e := op.c, op.eff
+	failed := op.fail != nil
+	// Nothing happens to a pool that has gone.
 	np := c.livePool(op.pool, op.uid)
 	if np == nil {
 		return
@@ -198,14 +208,6 @@ func (s *GServer) complete(op *operation) {
 		// own time (Server.Autoscale).
 		np.pb.Autoscaling = proto.Clone(e.autoscaling).(*containerpb.NodePoolAutoscaling)
 		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
-	case "SetNodePoolManagement":
-		np.pb.Management = proto.Clone(e.management).(*containerpb.NodeManagement)
-		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
-	case "RollbackNodePoolUpgrade":
-		// The simulator applies an upgrade only when it succeeds, so the
-		// nodes are at the version the failed upgrade started from.
-		np.pb.Status, np.pb.StatusMessage = containerpb.NodePool_RUNNING, ""
-		np.pb.Etag = randomHex(8)
 	case "SetNodePoolSize":
 		e.applyFates(c)
 		if !failed {
@@ -217,28 +219,33 @@ func (s *GServer) complete(op *operation) {
 			}
 		}
 	case "UpdateNodePool":
-		req := e.update
-		if e.version != "" {
-			np.pb.Version = e.version
-		}
-		if len(req.Locations) > 0 {
-			np.pb.Locations = slices.Clone(req.Locations)
-		}
-		if req.Labels != nil {
-			np.pb.Config.Labels = maps.Clone(req.Labels.Labels)
-		}
-		if req.Taints != nil {
-			np.pb.Config.Taints = nil
-			for _, t := range req.Taints.Taints {
-				np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
-			}
-		}
-		configFields(np.pb.Config, req)
-		e.applyFates(c)
-		np.pb.Etag = randomHex(8)
+		e.updatePool(c, np)
 	default: // CreateNodePool
 		e.applyFates(c)
 	}
+}
+
+// updatePool applies UpdateNodePool's request to np, of c.
+func (e effect) updatePool(c *cluster, np *nodePool) {
+	req := e.update
+	if e.version != "" {
+		np.pb.Version = e.version
+	}
+	if len(req.Locations) > 0 {
+		np.pb.Locations = slices.Clone(req.Locations)
+	}
+	if req.Labels != nil {
+		np.pb.Config.Labels = maps.Clone(req.Labels.Labels)
+	}
+	if req.Taints != nil {
+		np.pb.Config.Taints = nil
+		for _, t := range req.Taints.Taints {
+			np.pb.Config.Taints = append(np.pb.Config.Taints, proto.Clone(t).(*containerpb.NodeTaint))
+		}
+	}
+	configFields(np.pb.Config, req)
+	e.applyFates(c)
+	np.pb.Etag = randomHex(8)
 }
 
 func (e effect) applyFates(c *cluster) {

@@ -273,11 +273,11 @@ func TestOutOfBand(t *testing.T) {
 // cluster) is counted as any other.
 func TestRefusedCallsCounted(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.client.SetLegacyAbac(e.ctx, &containerpb.SetLegacyAbacRequest{Name: clusterN}); code(err) != codes.NotFound {
-		t.Errorf("SetLegacyAbac = %v, want NotFound", err)
+	if _, err := e.client.SetLabels(e.ctx, &containerpb.SetLabelsRequest{Name: clusterN}); code(err) != codes.NotFound {
+		t.Errorf("SetLabels = %v, want NotFound", err)
 	}
-	if got := e.srv.Calls("SetLegacyAbac"); got != 1 {
-		t.Errorf("Calls(SetLegacyAbac) = %d, want 1", got)
+	if got := e.srv.Calls("SetLabels"); got != 1 {
+		t.Errorf("Calls(SetLabels) = %d, want 1", got)
 	}
 }
 

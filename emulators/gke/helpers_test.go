@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -114,42 +113,3 @@ func (e *env) getPool(t *testing.T, name string) *containerpb.NodePool {
 }
 
 func code(err error) codes.Code { return status.Code(err) }
-
-// waitTimeout bounds every wait of these tests: generous, for a loaded
-// 2-core machine; a condition that holds returns as soon as it does.
-const waitTimeout = 2 * time.Minute
-
-// waitFor polls cond until it reports true, and otherwise fails t, after
-// waitTimeout or shortly before the test binary's own deadline, naming
-// what it waited for and what cond last saw. The emulators' tests wait
-// with apimachinery's poller rather than the product's shared/wait: an
-// emulator knows nothing of the product, its tests included.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	waitWithin(t, waitTimeout, what, cond)
-}
-
-// waitWithin is waitFor with its own bound.
-func waitWithin(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	if end, ok := t.Deadline(); ok {
-		timeout = min(timeout, time.Until(end)-10*time.Second)
-	}
-	start := time.Now()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond()
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waited %v for %s; last: %s", time.Since(start).Round(time.Millisecond), what, last)
-	}
-}
-
-// waitUntil is waitFor for a condition with nothing to say but whether it
-// holds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitFor(t, what, func() (bool, string) { return cond(), "it did not hold" })
-}

@@ -73,7 +73,6 @@ var permissions = map[string]struct{ perm, on string }{
 	"ListClusters":           {"container.clusters.list", "project"},
 	"GetCluster":             {"container.clusters.get", "cluster"},
 	"DeleteCluster":          {"container.clusters.delete", "cluster"},
-	"UpdateMaster":           {"container.clusters.update", "cluster"},
 	"CreateNodePool":         {"container.clusters.update", "cluster"},
 	"DeleteNodePool":         {"container.clusters.update", "cluster"},
 	"SetNodePoolSize":        {"container.clusters.update", "cluster"},
@@ -85,14 +84,6 @@ var permissions = map[string]struct{ perm, on string }{
 	"GetServerConfig":        {"container.clusters.list", "project"},
 	"SetMaintenancePolicy":   {"container.clusters.update", "cluster"},
 	"ListOperations":         {"container.operations.list", "project"},
-	"CancelOperation":        {"container.operations.get", "operation"},
-	// Of the RPCs that read, the permission to read a cluster; those
-	// that change one need container.clusters.update (the default).
-	"FetchClusterUpgradeInfo":     {"container.clusters.get", "cluster"},
-	"FetchNodePoolUpgradeInfo":    {"container.clusters.get", "cluster"},
-	"CheckAutopilotCompatibility": {"container.clusters.get", "cluster"},
-	"GetJSONWebKeys":              {"container.clusters.get", "cluster"},
-	"ListUsableSubnetworks":       {"container.clusters.list", "project"},
 }
 
 // authenticate returns the identity of a call's bearer token; "" when

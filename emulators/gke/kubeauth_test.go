@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestKubernetesAuthReviews checks the webhook's answers to the API
@@ -122,7 +124,7 @@ func TestKubernetesAuthenticatesAsGKE(t *testing.T) {
 
 	platform := kubeClient(t, c, "platform")
 	var who *authnv1.SelfSubjectReview
-	waitFor(t, "the cluster's API server, as the platform", func() (bool, string) {
+	wait.For(t, "the cluster's API server, as the platform", func() (bool, string) {
 		var err error
 		who, err = platform.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		return err == nil, errString(err)
@@ -162,7 +164,7 @@ func TestKubernetesAuthenticatesAsGKE(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := kubeClient(t, c, "tenant")
-	waitFor(t, "the platform refused and the tenant accepted", func() (bool, string) {
+	wait.For(t, "the platform refused and the tenant accepted", func() (bool, string) {
 		_, perr := platform.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		_, terr := tenant.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		return apierrors.IsUnauthorized(perr) && terr == nil, "platform: " + errString(perr) + "; tenant: " + errString(terr)

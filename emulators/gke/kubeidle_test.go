@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // startWait bounds the wait for an API server's start on a loaded
@@ -158,11 +160,11 @@ func expectAdded(t *testing.T, w watch.Interface, name string) {
 func waitIdleFor(t *testing.T, e *kubeEnv, d time.Duration) {
 	t.Helper()
 	until := time.Now().Add(d)
-	waitFor(t, d.String()+" without a connection", func() (bool, string) {
+	wait.For(t, d.String()+" without a connection", func() (bool, string) {
 		return time.Now().After(until), "waiting"
 	})
 	n := e.reaps.Load()
-	waitFor(t, "two passes of the reaper", func() (bool, string) {
+	wait.For(t, "two passes of the reaper", func() (bool, string) {
 		return e.reaps.Load() >= n+2, "the reaper makes no passes"
 	})
 }
@@ -181,7 +183,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	if first == nil {
 		t.Fatalf("no server runs after a connection")
 	}
-	waitFor(t, "the idle server stopped", func() (bool, string) {
+	wait.For(t, "the idle server stopped", func() (bool, string) {
 		return k.server() == nil, "the server still runs after " + idle.String() + " without a connection"
 	})
 	select {
@@ -189,7 +191,7 @@ func TestKubernetesIdleServerStops(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the stopped server's process has not exited")
 	}
-	waitFor(t, "every slot free", func() (bool, string) {
+	wait.For(t, "every slot free", func() (bool, string) {
 		running, _ := e.srv.GServer.kube.slots()
 		return running == 0, fmt.Sprintf("slots taken after the stop = %d, want 0", running)
 	})
@@ -302,7 +304,7 @@ func TestKubernetesMaxRunning(t *testing.T) {
 		defer done()
 		got <- getCM(cs, "c1")
 	}()
-	waitFor(t, "c1's start queued", func() (bool, string) {
+	wait.For(t, "c1's start queued", func() (bool, string) {
 		k1.mu.Lock()
 		defer k1.mu.Unlock()
 		return k1.busy != nil, "c1's start is not under way"

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // testToken is a static token of the test's clusters, as the devstack
@@ -85,7 +87,7 @@ func nodesByPool(ctx context.Context, cs kubernetes.Interface) (map[string][]cor
 func waitNodes(t *testing.T, cs kubernetes.Interface, want map[string]int) map[string][]corev1.Node {
 	t.Helper()
 	var got map[string][]corev1.Node
-	waitFor(t, "the Nodes of each pool", func() (bool, string) {
+	wait.For(t, "the Nodes of each pool", func() (bool, string) {
 		var err error
 		got, err = nodesByPool(context.Background(), cs)
 		if err != nil {
@@ -236,7 +238,7 @@ func TestKubernetesEndpointAndNodes(t *testing.T) {
 		t.Fatalf("DeleteCluster: %v", err)
 	}
 	e.wait(t, op)
-	waitFor(t, "the deleted cluster's directory removed", func() (bool, string) {
+	wait.For(t, "the deleted cluster's directory removed", func() (bool, string) {
 		_, err := os.Stat(clusterDir)
 		return os.IsNotExist(err), "the deleted cluster's directory is still there"
 	})
@@ -393,7 +395,7 @@ func TestKubernetesPlaysBCD(t *testing.T) {
 	if err := cs.CoreV1().Namespaces().Delete(ctx, "better-compute-system", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete namespace: %v", err)
 	}
-	waitFor(t, "the namespace deleted", func() (bool, string) {
+	wait.For(t, "the namespace deleted", func() (bool, string) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "better-compute-system", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "get deleted namespace: " + errString(err)
 	})
@@ -417,7 +419,7 @@ func waitJoined(t *testing.T, js *joinServer, want map[string][]string) {
 		got := js.joined()
 		return jsonString(got) == jsonString(want), "joins = " + jsonString(got) + ", want " + jsonString(want)
 	}
-	waitFor(t, "the nodes joined", check)
+	wait.For(t, "the nodes joined", check)
 	// No more calls come in the next passes: a node joins once per token.
 	waitPasses(t, js.srv, 3)
 	if ok, desc := check(); !ok {
@@ -541,7 +543,7 @@ func waitPasses(t *testing.T, srv *Server, n int64) {
 		return out
 	}
 	start := passes()
-	waitFor(t, "the sync loops' passes", func() (bool, string) {
+	wait.For(t, "the sync loops' passes", func() (bool, string) {
 		for k, p := range passes() {
 			if p < start[k]+n {
 				return false, "the sync loop of " + k.name + " makes no passes"

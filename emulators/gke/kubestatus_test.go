@@ -13,6 +13,8 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 
 	"github.com/better-compute/kubernetes/emulators/kubesim"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // kubeStatusOf is the server of the cluster named name in srv's
@@ -113,7 +115,7 @@ func TestKubernetesStatusDownIdleFailed(t *testing.T) {
 	}
 	// The failure is forgotten as a state once the next request may try
 	// again, not as the reason.
-	waitWithin(t, 2*startRetry+30*time.Second, "the failed server idle again", func() (bool, string) {
+	wait.Within(t, 2*startRetry+30*time.Second, "the failed server idle again", func() (bool, string) {
 		s, _ := kubeStatusOf(t, e.srv, "c1")
 		return s.State == KubernetesIdle && strings.Contains(s.Error, noBinary.Error()), string(s.State) + " " + s.Error
 	})
@@ -145,7 +147,7 @@ func TestKubernetesStatusRunningWaitingBound(t *testing.T) {
 	watchCtx, endWatch := context.WithCancel(e.ctx)
 	defer endWatch()
 	var watch *http.Response
-	waitWithin(t, startWait, "a watch on c1", func() (bool, string) {
+	wait.Within(t, startWait, "a watch on c1", func() (bool, string) {
 		resp, err := getEndpoint(watchCtx, c1, base1, token1, "/api/v1/namespaces?watch=true")
 		if err != nil {
 			return false, err.Error()
@@ -173,7 +175,7 @@ func TestKubernetesStatusRunningWaitingBound(t *testing.T) {
 		}
 		got <- code
 	}()
-	waitWithin(t, time.Minute, "c2 waiting for the slot", func() (bool, string) {
+	wait.Within(t, time.Minute, "c2 waiting for the slot", func() (bool, string) {
 		s, st := kubeStatusOf(t, e.srv, "c2")
 		return s.State == KubernetesWaiting && s.Queue == 0 && st.Waiting == 1, string(s.State)
 	})
@@ -183,7 +185,7 @@ func TestKubernetesStatusRunningWaitingBound(t *testing.T) {
 
 	endWatch()
 	watch.Body.Close()
-	waitWithin(t, startWait, "c2 running and c1 idle", func() (bool, string) {
+	wait.Within(t, startWait, "c2 running and c1 idle", func() (bool, string) {
 		s1, _ := kubeStatusOf(t, e.srv, "c1")
 		s2, st := kubeStatusOf(t, e.srv, "c2")
 		return s1.State == KubernetesIdle && s2.State == KubernetesRunning && st.Slots == 1 && st.Waiting == 0,

@@ -6,7 +6,6 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // GetOperation returns a copy of the operation, RUNNING or DONE by the
@@ -53,33 +52,4 @@ func (s *GServer) ListOperations(_ context.Context, req *containerpb.ListOperati
 		}
 	}
 	return resp, nil
-}
-
-// CancelOperation ends a running operation at once with CANCELLED and
-// without its effects: the resource returns to its status before the
-// operation, except that a cancelled create leaves the cluster or node
-// pool in ERROR. A finished operation cannot be cancelled
-// (FAILED_PRECONDITION).
-func (s *GServer) CancelOperation(_ context.Context, req *containerpb.CancelOperationRequest) (*emptypb.Empty, error) {
-	p, id, err := parseOperation(req.Name, req.ProjectId, req.Zone, req.OperationId)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
-	op, err := s.operation(p, id)
-	if err != nil {
-		return nil, err
-	}
-	if op.pb.Status == containerpb.Operation_DONE {
-		return nil, status.Errorf(codes.FailedPrecondition, "Operation %s is already done and cannot be cancelled.", id)
-	}
-	// A cancelled operation fails like an injected failure: a create
-	// leaves ERROR, anything else the status from before.
-	op.fail = rpcStatus(codes.Canceled, "Operation %s was cancelled.", id)
-	op.eff.own = false
-	op.end = s.now()
-	s.finish(op)
-	return &emptypb.Empty{}, nil
 }

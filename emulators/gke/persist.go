@@ -33,9 +33,7 @@ type savedCluster struct {
 	Cluster json.RawMessage `json:"cluster"` // without its node pools
 	Region  string          `json:"region"`
 	ErrMsg  string          `json:"errorMessage,omitempty"`
-	// IPRotation is set while the cluster rotates its IP.
-	IPRotation bool        `json:"ipRotation,omitempty"`
-	Pools      []savedPool `json:"nodePools"` // in creation order
+	Pools   []savedPool     `json:"nodePools"` // in creation order
 	// Kubernetes is the cluster's Kubernetes API (WithKubernetes): what
 	// keeps its endpoint, CA and admin token across a restart. Its objects
 	// are in Kubernetes.Dir.
@@ -106,7 +104,6 @@ type savedEffect struct {
 	Cluster     json.RawMessage   `json:"clusterUpdate,omitempty"`
 	Maintenance json.RawMessage   `json:"maintenancePolicy,omitempty"`
 	Patch       json.RawMessage   `json:"clusterPatch,omitempty"`
-	Management  json.RawMessage   `json:"management,omitempty"`
 }
 
 type savedFate struct {
@@ -203,7 +200,7 @@ func (s *GServer) save() (savedState, error) {
 	keys := slices.SortedFunc(maps.Keys(s.clusters), func(a, b clusterKey) int { return strings.Compare(a.String(), b.String()) })
 	for _, k := range keys {
 		c := s.clusters[k]
-		sc := savedCluster{Key: c.key.String(), Region: c.region, ErrMsg: c.errMsg, IPRotation: c.rotating, Pools: []savedPool{}}
+		sc := savedCluster{Key: c.key.String(), Region: c.region, ErrMsg: c.errMsg, Pools: []savedPool{}}
 		var err error
 		if sc.Cluster, err = protojson.Marshal(c.pb); err != nil {
 			return st, fmt.Errorf("cluster %s: %w", c.key, err)
@@ -258,9 +255,6 @@ func saveOp(op *operation) (savedOp, error) {
 		return so, err
 	}
 	if se.Patch, err = marshalOpt(e.patch); err != nil {
-		return so, err
-	}
-	if se.Management, err = marshalOpt(e.management); err != nil {
 		return so, err
 	}
 	for _, f := range e.fates {
@@ -323,7 +317,7 @@ func load(st savedState) (*restored, error) {
 		if r.clusters[k] != nil {
 			return nil, fmt.Errorf("cluster %s twice", k)
 		}
-		c := &cluster{key: k, region: sc.Region, errMsg: sc.ErrMsg, rotating: sc.IPRotation, pools: map[string]*nodePool{}}
+		c := &cluster{key: k, region: sc.Region, errMsg: sc.ErrMsg, pools: map[string]*nodePool{}}
 		if c.pb, err = unmarshalOpt[containerpb.Cluster](sc.Cluster); err != nil || c.pb == nil {
 			return nil, fmt.Errorf("cluster %s: %v", k, err)
 		}
@@ -408,12 +402,6 @@ func loadOp(r *restored, so savedOp) (*operation, error) {
 	}
 	if op.eff.patch, err = unmarshalOpt[containerpb.Cluster](se.Patch); err != nil {
 		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
-	}
-	if op.eff.management, err = unmarshalOpt[containerpb.NodeManagement](se.Management); err != nil {
-		return nil, fmt.Errorf("operation %s: %w", pb.Name, err)
-	}
-	if se.RPC == "SetNodePoolManagement" && op.eff.management == nil {
-		op.eff.management = &containerpb.NodeManagement{}
 	}
 	if (se.RPC == "SetNodePoolAutoscaling" && op.eff.autoscaling == nil) || (se.RPC == "UpdateNodePool" && op.eff.update == nil) {
 		return nil, fmt.Errorf("operation %s: %s without its request", pb.Name, se.RPC)

@@ -477,8 +477,8 @@ func TestReplayOperationInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
-	check("UpdateMaster", err, "Operation "+np.Name+" is currently creating a node pool for cluster c1. Please wait and try again once it is done.")
+	_, err = e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredMasterVersion: "latest"}})
+	check("UpdateCluster", err, "Operation "+np.Name+" is currently creating a node pool for cluster c1. Please wait and try again once it is done.")
 	_, err = e.client.SetNodePoolSize(e.ctx, &containerpb.SetNodePoolSizeRequest{Name: clusterN + "/nodePools/p1", NodeCount: 2})
 	check("SetNodePoolSize", err, "Operation "+np.Name+" is currently creating a node pool for cluster c1. Please wait and try again once it is done.")
 	e.wait(t, np)
@@ -491,16 +491,16 @@ func TestReplayOperationInProgress(t *testing.T) {
 	check("DeleteNodePool", err, "Cluster is running incompatible operation "+resize.Name+".")
 	_, err = e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
 	check("DeleteCluster", err, "Cluster is running incompatible operation "+resize.Name+".")
-	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
-	check("UpdateMaster", err, "Operation "+resize.Name+" is currently operating on cluster c1. Please wait and try again once it is done.")
+	_, err = e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredMasterVersion: "latest"}})
+	check("UpdateCluster", err, "Operation "+resize.Name+" is currently operating on cluster c1. Please wait and try again once it is done.")
 	e.wait(t, resize)
 
 	del, err := e.client.DeleteNodePool(e.ctx, &containerpb.DeleteNodePoolRequest{Name: clusterN + "/nodePools/p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.client.UpdateMaster(e.ctx, &containerpb.UpdateMasterRequest{Name: clusterN, MasterVersion: "latest"})
-	check("UpdateMaster", err, "Operation "+del.Name+" is currently deleting a node pool for cluster c1. Please wait and try again once it is done.")
+	_, err = e.client.UpdateCluster(e.ctx, &containerpb.UpdateClusterRequest{Name: clusterN, Update: &containerpb.ClusterUpdate{DesiredMasterVersion: "latest"}})
+	check("UpdateCluster", err, "Operation "+del.Name+" is currently deleting a node pool for cluster c1. Please wait and try again once it is done.")
 	_, err = e.client.DeleteCluster(e.ctx, &containerpb.DeleteClusterRequest{Name: clusterN})
 	check("DeleteCluster", err, "Cluster is running incompatible operation "+del.Name+".")
 }

@@ -2,7 +2,6 @@ package gke
 
 import (
 	"crypto/rand"
-	"crypto/rsa"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -36,12 +35,7 @@ type cluster struct {
 	running []*operation
 	// errMsg, when set, makes the cluster ERROR (a failed create).
 	errMsg string
-	// rotating is set between the ends of StartIPRotation and
-	// CompleteIPRotation.
-	rotating bool
-	// signingKey is GetJSONWebKeys' key without WithKubernetes.
-	signingKey *rsa.PublicKey
-	gone       bool
+	gone   bool
 	// kube is the cluster's Kubernetes API (WithKubernetes only).
 	kube *kubeCluster
 }

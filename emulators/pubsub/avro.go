@@ -8,9 +8,9 @@ import (
 )
 
 // An Avro schema (avro.apache.org/docs/current/specification) parsed from
-// its JSON form, enough to check a schema and a message in Avro's JSON
-// encoding against it. Logical types are checked as their underlying
-// types; defaults are not checked against their fields' types.
+// its JSON form, enough to check a schema as CreateSchema and
+// ValidateSchema do. Logical types are checked as their underlying types;
+// defaults are not checked against their fields' types.
 
 var avroPrimitives = map[string]bool{"null": true, "boolean": true, "int": true, "long": true,
 	"float": true, "double": true, "bytes": true, "string": true}
@@ -149,118 +149,4 @@ func avroParse(v any, named map[string]*avroType, ns string) (*avroType, error) 
 		return t, nil
 	}
 	return nil, fmt.Errorf("a schema is a string, an array or an object, not %T", v)
-}
-
-// checkAvroJSON checks a message in Avro's JSON encoding against t.
-func checkAvroJSON(t *avroType, data []byte) error {
-	var v any
-	d := json.NewDecoder(strings.NewReader(string(data)))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return fmt.Errorf("the message is not JSON: %v", err)
-	}
-	return avroCheck(t, v, "message")
-}
-
-func avroCheck(t *avroType, v any, at string) error {
-	bad := func() error { return fmt.Errorf("%s: %v is not a valid %s", at, v, t.kind) }
-	switch t.kind {
-	case "null":
-		if v != nil {
-			return bad()
-		}
-	case "boolean":
-		if _, ok := v.(bool); !ok {
-			return bad()
-		}
-	case "int", "long":
-		n, ok := v.(json.Number)
-		if !ok {
-			return bad()
-		}
-		if _, err := n.Int64(); err != nil {
-			return bad()
-		}
-	case "float", "double":
-		if _, ok := v.(json.Number); !ok {
-			return bad()
-		}
-	case "string", "bytes":
-		if _, ok := v.(string); !ok {
-			return bad()
-		}
-	case "fixed":
-		if s, ok := v.(string); !ok || len([]rune(s)) != t.size {
-			return bad()
-		}
-	case "enum":
-		s, _ := v.(string)
-		for _, sym := range t.symbols {
-			if s == sym {
-				return nil
-			}
-		}
-		return bad()
-	case "array":
-		a, ok := v.([]any)
-		if !ok {
-			return bad()
-		}
-		for i, x := range a {
-			if err := avroCheck(t.items, x, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-	case "map":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return bad()
-		}
-		for k, x := range m {
-			if err := avroCheck(t.items, x, at+"."+k); err != nil {
-				return err
-			}
-		}
-	case "record":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return bad()
-		}
-		for _, f := range t.fields {
-			x, ok := m[f.name]
-			if !ok {
-				if f.hasDefault {
-					continue
-				}
-				return fmt.Errorf("%s: field %s is missing", at, f.name)
-			}
-			if err := avroCheck(f.t, x, at+"."+f.name); err != nil {
-				return err
-			}
-		}
-	case "union":
-		// JSON encoding: null, or an object of one member, the branch's
-		// type name to its value.
-		if v == nil {
-			for _, b := range t.union {
-				if b.kind == "null" {
-					return nil
-				}
-			}
-			return bad()
-		}
-		m, ok := v.(map[string]any)
-		if !ok || len(m) != 1 {
-			return fmt.Errorf("%s: a union's value is null or {\"type\": value}", at)
-		}
-		for name, x := range m {
-			for _, b := range t.union {
-				if b.kind == name || (b.name != "" && (b.name == name || strings.HasSuffix(b.name, "."+name))) {
-					return avroCheck(b, x, at)
-				}
-			}
-			return fmt.Errorf("%s: %s is not a branch of the union", at, name)
-		}
-	}
-	return nil
 }

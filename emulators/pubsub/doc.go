@@ -60,8 +60,9 @@
 // delivered again, in order.
 //
 // Snapshots: create (the subscription's unacknowledged messages, and
-// everything published to the topic afterwards), get, list, update (labels,
-// expire_time), delete; a snapshot expires 7 days after the publication of
+// everything published to the topic afterwards), list and delete (get,
+// update and a topic's list of snapshots, which no one calls, answer
+// UNIMPLEMENTED); a snapshot expires 7 days after the publication of
 // the oldest message it holds (7 days after its creation if none), as
 // Pub/Sub documents. Seek to a snapshot makes unacknowledged exactly what
 // the snapshot holds; seek to a time, the messages published at or after
@@ -70,9 +71,12 @@
 // a seek, and ack IDs delivered before it settle nothing.
 //
 // Schemas: create, get, list (views: BASIC omits the definition; get's
-// default is FULL, the lists' BASIC, as the proto says), revisions
-// (commit, rollback, list, delete a revision), delete, ValidateSchema,
-// ValidateMessage.
+// default is FULL, the lists' BASIC, as the proto says), delete and
+// ValidateSchema, which the Node.js client's system tests call. What no
+// one calls is not served (emulators/README.md): revisions (commit,
+// rollback, list, delete a revision) and ValidateMessage answer
+// UNIMPLEMENTED, and a topic bound to a schema (schema_settings) is
+// refused with UNIMPLEMENTED, since nothing would check its publications.
 //
 // IAM: GetIamPolicy, SetIamPolicy and TestIamPermissions on topics,
 // subscriptions, snapshots and schemas keep a policy per resource, with an
@@ -88,22 +92,21 @@
 //
 // # Known differences from Pub/Sub
 //
-//   - Nothing is pushed: a push configuration is kept, and its messages
-//     wait to be pulled. BigQuery and Cloud Storage subscriptions,
+//   - Nothing is pushed: a subscription's push configuration (set at its
+//     creation or by UpdateSubscription; ModifyPushConfig, which no one
+//     calls, is not served) is kept, and its messages wait to be
+//     pulled. BigQuery and Cloud Storage subscriptions,
 //     ingestion settings and message transforms are kept and not applied.
 //     (What uses this emulator pulls, and pushing needs a reachable
 //     endpoint and a token service.)
 //   - The retry policy is kept and not applied: a nacked message is
 //     available again at once.
 //   - A subscription never expires, whatever its expiration policy.
-//   - Schema checks: a message in JSON encoding is checked against an
-//     Avro schema (types, fields without default present, unions in
-//     Avro's {"type": value} form; logical types as their underlying
-//     types); against a Protocol Buffer schema only that it is a JSON
-//     object. A message in BINARY encoding is not checked. A Protocol
-//     Buffer definition is checked for one top-level message and balanced
-//     braces only, without a compiler. (Decoding either in full needs an
-//     Avro library and a proto compiler this module does not have.)
+//   - Schemas: a schema has one revision, the one it was created with;
+//     topics cannot be bound to one, and no message is checked against
+//     one (above). An Avro definition is parsed and checked as a schema;
+//     a Protocol Buffer definition is checked for one top-level message
+//     and balanced braces only, without a compiler.
 //   - Seek to a time reaches back only to what this subscription received
 //     since its creation, unless a snapshot of the topic retains more; on
 //     Pub/Sub, a topic's message retention reaches back to before the

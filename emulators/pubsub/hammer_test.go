@@ -11,6 +11,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestHammer: several publishers publish at once over many ordering keys
@@ -89,7 +91,7 @@ func TestHammer(t *testing.T) {
 		}()
 	}
 	pubs.Wait()
-	waitFor(t, "every message acknowledged", func() bool {
+	wait.Until(t, "every message acknowledged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) == publishers*perPublisher

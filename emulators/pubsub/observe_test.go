@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/better-compute/kubernetes/shared/wait"
 )
 
 // TestOnPublish: an observer sees every message a publisher's call took,
@@ -56,7 +58,7 @@ func TestOnPublish(t *testing.T) {
 
 	// A pull answers what is available, which may not be all yet.
 	pulled := 0
-	waitFor(t, "the subscriber pulls all 3 messages", func() bool {
+	wait.Until(t, "the subscriber pulls all 3 messages", func() bool {
 		resp, err := c.SubscriptionAdminClient.Pull(ctx, &pb.PullRequest{Subscription: sub, MaxMessages: 10})
 		if err != nil {
 			t.Fatal(err)

@@ -15,10 +15,6 @@ import (
 // the age of the oldest unacknowledged message in the subscription".
 const snapshotLife = 7 * 24 * time.Hour
 
-// snapshotFields are the fields of a Snapshot that UpdateSnapshot may
-// change.
-var snapshotFields = []string{"labels", "expire_time"}
-
 func (s *Server) CreateSnapshot(_ context.Context, req *pb.CreateSnapshotRequest) (*pb.Snapshot, error) {
 	if _, err := parseName(req.GetName(), "snapshots"); err != nil {
 		return nil, err
@@ -100,16 +96,6 @@ func (s *Server) snapshot(name string) (*snapshot, error) {
 	return snap, nil
 }
 
-func (s *Server) GetSnapshot(_ context.Context, req *pb.GetSnapshotRequest) (*pb.Snapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap, err := s.snapshot(req.GetSnapshot())
-	if err != nil {
-		return nil, err
-	}
-	return proto.Clone(snap.pb).(*pb.Snapshot), nil
-}
-
 func (s *Server) ListSnapshots(_ context.Context, req *pb.ListSnapshotsRequest) (*pb.ListSnapshotsResponse, error) {
 	project, err := parseProject(req.GetProject())
 	if err != nil {
@@ -124,30 +110,6 @@ func (s *Server) ListSnapshots(_ context.Context, req *pb.ListSnapshotsRequest) 
 		resp.Snapshots = append(resp.Snapshots, proto.Clone(s.snapshots[n].pb).(*pb.Snapshot))
 	}
 	return resp, nil
-}
-
-func (s *Server) UpdateSnapshot(_ context.Context, req *pb.UpdateSnapshotRequest) (*pb.Snapshot, error) {
-	if len(req.GetUpdateMask().GetPaths()) == 0 {
-		return nil, errorf(codes.InvalidArgument, "The update_mask in the UpdateSnapshotRequest must be set.")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap, err := s.snapshot(req.GetSnapshot().GetName())
-	if err != nil {
-		return nil, err
-	}
-	next := proto.Clone(snap.pb).(*pb.Snapshot)
-	if err := applyMask(next, req.Snapshot, req.UpdateMask.Paths, snapshotFields); err != nil {
-		return nil, err
-	}
-	if slices.Contains(req.UpdateMask.Paths, "expire_time") {
-		limit := snap.created.Add(snapshotLife)
-		if next.ExpireTime == nil || next.ExpireTime.AsTime().After(limit) {
-			return nil, errorf(codes.InvalidArgument, "Invalid expire_time: a snapshot lives at most 7 days from its creation.")
-		}
-	}
-	snap.pb = next
-	return proto.Clone(next).(*pb.Snapshot), nil
 }
 
 func (s *Server) DeleteSnapshot(_ context.Context, req *pb.DeleteSnapshotRequest) (*emptypb.Empty, error) {

@@ -200,22 +200,3 @@ func (s *Server) DeleteSubscription(_ context.Context, req *pb.DeleteSubscriptio
 	sub.wake()
 	return &emptypb.Empty{}, nil
 }
-
-// ModifyPushConfig keeps the push configuration; the emulator pushes
-// nothing (see the package comment).
-func (s *Server) ModifyPushConfig(_ context.Context, req *pb.ModifyPushConfigRequest) (*emptypb.Empty, error) {
-	if _, err := parseName(req.GetSubscription(), "subscriptions"); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sub, ok := s.subs[req.Subscription]
-	if !ok {
-		return nil, notFound(req.Subscription)
-	}
-	sub.pb.PushConfig = &pb.PushConfig{}
-	if req.PushConfig != nil {
-		sub.pb.PushConfig = proto.Clone(req.PushConfig).(*pb.PushConfig)
-	}
-	return &emptypb.Empty{}, nil
-}

@@ -26,7 +26,7 @@ func (s *Server) CreateTopic(_ context.Context, req *pb.Topic) (*pb.Topic, error
 	if _, ok := s.topics[req.Name]; ok {
 		return nil, exists(req.Name)
 	}
-	if err := s.checkSchemaSettings(req.GetSchemaSettings()); err != nil {
+	if err := checkSchemaSettings(req.GetSchemaSettings()); err != nil {
 		return nil, err
 	}
 	t := proto.Clone(req).(*pb.Topic)
@@ -76,7 +76,7 @@ func (s *Server) UpdateTopic(_ context.Context, req *pb.UpdateTopicRequest) (*pb
 		return nil, notFound(name)
 	}
 	if slices.Contains(req.UpdateMask.Paths, "schema_settings") {
-		if err := s.checkSchemaSettings(req.Topic.GetSchemaSettings()); err != nil {
+		if err := checkSchemaSettings(req.Topic.GetSchemaSettings()); err != nil {
 			return nil, err
 		}
 	}
@@ -120,25 +120,6 @@ func (s *Server) ListTopicSubscriptions(_ context.Context, req *pb.ListTopicSubs
 	}
 	names, next := page(names, req.PageSize, req.PageToken)
 	return &pb.ListTopicSubscriptionsResponse{Subscriptions: names, NextPageToken: next}, nil
-}
-
-func (s *Server) ListTopicSnapshots(_ context.Context, req *pb.ListTopicSnapshotsRequest) (*pb.ListTopicSnapshotsResponse, error) {
-	if _, err := parseName(req.GetTopic(), "topics"); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.topics[req.Topic]
-	if !ok {
-		return nil, notFound(req.Topic)
-	}
-	s.expireSnapshots()
-	var names []string
-	for n := range t.snapshots {
-		names = append(names, n)
-	}
-	names, next := page(names, req.PageSize, req.PageToken)
-	return &pb.ListTopicSnapshotsResponse{Snapshots: names, NextPageToken: next}, nil
 }
 
 // DeleteTopic deletes a topic. Its subscriptions and snapshots stay, with
