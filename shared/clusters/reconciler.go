@@ -182,7 +182,7 @@ func (u *run) decode(snap *firestore.DocumentSnapshot) error {
 	return nil
 }
 
-// observe starts a steady run's provider reads, which Step waits for:
+// observe starts a steady run's provider reads, which Plan waits for:
 // the cluster (GetCluster, or the project's shared listing) and, with
 // node counts, the listing of the project's instance groups, all at once.
 // It reads only the cluster's spec. A spent budget puts the run off
@@ -274,11 +274,10 @@ type fetched struct {
 
 // run is one run of a cluster.
 type run struct {
-	r       *Reconciler
-	read    store.ClusterRun // as read; never changed
-	d       Decision
-	planned bool // d is the plan
-	retry   bool // the call failed and is retried after a backoff
+	r     *Reconciler
+	read  store.ClusterRun // as read; never changed
+	d     Decision
+	retry bool // the call failed and is retried after a backoff
 	// prefetch, when not nil, answers the GetCluster started by Load.
 	prefetch chan fetched
 	// steady: the cluster was ready with nothing in flight; allowed: the
@@ -319,55 +318,71 @@ func (u *run) provider(ctx context.Context) (GKE, error) {
 // GetCluster.
 var errNotListed = errors.New("not in the listing")
 
-// Step observes and plans once, then makes the planned call if it holds
-// the lease.
-func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+// Plan observes and plans, without the lease: a run whose decision calls
+// the provider asks for the lease (Act).
+func (u *run) Plan(ctx context.Context) (chain.Plan, error) {
 	ctx = withTenant(ctx, u.read.Cluster.TenantID)
 	if u.putOff > 0 {
-		return chain.Outcome{After: u.putOff, Hint: hintOf(&u.read.Cluster)}, nil
+		return chain.Plan{Outcome: chain.Outcome{Next: chain.Deferred, After: u.putOff, Hint: hintOf(&u.read.Cluster)}}, nil
 	}
 	if !u.allowed {
 		if ok, wait, share := u.r.budget.allow(u.read.Cluster.Spec.Project, u.read.Cluster.TenantID, u.steady); !ok {
 			if share && !u.steady {
-				return u.waitShare(ctx, wait), nil
+				return chain.Plan{Outcome: u.waitShare(ctx, wait)}, nil
 			}
 			logging.FromContext(ctx).Info("The provider project's request budget is spent; putting the run off", "project", u.read.Cluster.Spec.Project, "after", wait.String())
-			return chain.Outcome{After: wait}, nil
+			return chain.Plan{Outcome: chain.Outcome{Next: chain.Deferred, After: wait}}, nil
 		}
 		u.allowed = true
 	}
-	if !u.planned {
-		if err := u.plan(ctx); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return chain.Outcome{}, err
-			}
-			return u.failed(ctx, err), nil
+	if err := u.plan(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return chain.Plan{}, err
 		}
-		u.planned = true
+		return chain.Plan{Outcome: u.failed(ctx, err)}, nil
 	}
-	if u.d.Action != nil && !u.d.acted {
-		if l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
-		}
-		var err error
-		if u.retry, err = u.r.act(ctx, l, u.gke, namesOf(&u.read.Cluster), &u.d); err != nil {
-			return chain.Outcome{}, err
-		}
-		u.d.acted = true
-		if u.retry {
-			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
-		}
+	if u.d.Action != nil {
+		return chain.Plan{Act: true}, nil
 	}
-	return chain.Outcome{
+	return chain.Plan{Outcome: u.outcome()}, nil
+}
+
+// Act makes the planned call under the lease.
+func (u *run) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	ctx = withTenant(ctx, u.read.Cluster.TenantID)
+	var err error
+	if u.retry, err = u.r.act(ctx, l, u.gke, namesOf(&u.read.Cluster), &u.d); err != nil {
+		return chain.Outcome{}, err
+	}
+	if u.retry {
+		lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
+	}
+	return u.outcome(), nil
+}
+
+// outcome is the run's outcome once it planned, and acted if it had to.
+func (u *run) outcome() chain.Outcome {
+	out := chain.Outcome{
 		// A recorded intent is cleared or completed by the save.
-		Changed:    u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		Converging: u.d.Converging,
-		Retry:      u.retry,
-		Done:       u.d.Deleted,
-		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
-		Poll:       opPoll(&u.d, u.r.now()),
-		Hint:       u.hint(),
-	}, nil
+		Changed:   u.d.Action != nil || len(u.d.Events) > 0 || u.changed(),
+		Converged: converged(&u.read.Cluster, &u.d.Cluster),
+		Hint:      u.hint(),
+	}
+	switch {
+	case u.d.Deleted:
+		out.Next = chain.Done
+	case u.retry:
+		out.Next = chain.Retry
+	case u.d.Converging:
+		out.Next, out.After = chain.Converging, opPoll(&u.d, u.r.now())
+	}
+	return out
+}
+
+// changed reports whether the run's decision leaves statuses other than
+// those it read.
+func (u *run) changed() bool {
+	return !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})
 }
 
 // ShareWait is what a cluster's message says once its runs have been put
@@ -400,11 +415,8 @@ func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
 			}
 		}
 	}
-	u.d, u.planned = d, true
-	return chain.Outcome{
-		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		After:   wait,
-	}
+	u.d = d
+	return chain.Outcome{Next: chain.Deferred, Changed: u.changed(), After: wait}
 }
 
 // failures is the record of the failures before the run's: none when the
@@ -440,11 +452,8 @@ func (u *run) failed(ctx context.Context, err error) chain.Outcome {
 		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
 	}
 	lifecycle.RunFailed(&d.Cluster, d.Pools, u.failures(), reason(err), u.r.now().UTC().Truncate(time.Microsecond))
-	u.d, u.planned, u.retry = d, true, true
-	return chain.Outcome{
-		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		Retry:   true,
-	}
+	u.d, u.retry = d, true
+	return chain.Outcome{Next: chain.Retry, Changed: u.changed()}
 }
 
 // reason is a failure as the cluster's message says it: the error, with
@@ -536,7 +545,7 @@ func (u *run) plan(ctx context.Context) error {
 		}
 	}
 	u.d = Plan(in, u.r.now())
-	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})) {
+	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || u.changed()) {
 		// A listing only confirms: look at the cluster itself before
 		// deciding anything.
 		u.listed = false

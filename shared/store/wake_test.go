@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -180,11 +181,15 @@ func TestRecordJoinWakes(t *testing.T) {
 // deleting is a substrate's run that deletes it.
 type deleting struct{ *store.SubstrateRun }
 
-func (r deleting) Step(context.Context, *chain.Lease) (chain.Outcome, error) {
+func (r deleting) Plan(context.Context) (chain.Plan, error) {
 	s := r.Read.Substrate.Clone()
 	s.Active, s.Status.State = false, resource.StateDeleted
 	r.Leave = store.SubstrateLeave{Substrate: s}
-	return chain.Outcome{Changed: true, Done: true}, nil
+	return chain.Plan{Outcome: chain.Outcome{Changed: true, Next: chain.Done}}, nil
+}
+
+func (deleting) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
+	return chain.Outcome{}, errors.New("a deletion does not act")
 }
 
 type scheduledKicks struct{ kicks []chain.Kick }

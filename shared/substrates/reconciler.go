@@ -124,11 +124,30 @@ type run struct {
 // most flavors a pool may have, and a few more.
 const maxActions = 32
 
-// Step plans, reads what the plan needs and plans again, then carries out
-// the plan's actions one at a time, each followed by a plan of what it
-// left (Effect), until the plan has none for this run. Without a lease it
-// only reads: a plan that acts, or tears down, asks for the lease.
-func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
+// Plan plans, reads what the plan needs and plans again, without the
+// lease: a plan that acts, or tears down, asks for it (Act).
+func (u *run) Plan(ctx context.Context) (chain.Plan, error) {
+	out, err := u.step(ctx, nil)
+	if errors.Is(err, errNeedsLease) {
+		return chain.Plan{Act: true}, nil
+	}
+	return chain.Plan{Outcome: out}, err
+}
+
+// Act carries out the plan under the lease: its actions one at a time,
+// each followed by a plan of what it left (Effect), until the plan has
+// none for this run. It plans again from what Plan observed, which it
+// keeps.
+func (u *run) Act(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
+	return u.step(ctx, lease)
+}
+
+// errNeedsLease: the plan acts, and the run holds no lease.
+var errNeedsLease = errors.New("the plan needs the lease")
+
+// step plans, observes, and acts (under lease only) until the plan has
+// nothing more for this run.
+func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
 	ctx = logging.With(ctx, "substrateId", u.in.Substrate.ID, "poolId", u.in.Substrate.PoolID)
 	var d Decision
 	for i := range maxActions + 1 {
@@ -161,7 +180,7 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 			continue
 		}
 		if d.Lease && lease == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return chain.Outcome{}, errNeedsLease
 		}
 		if d.Action == nil {
 			break
@@ -189,13 +208,18 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	}
 	before := &u.Read.Substrate
 	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
-	return chain.Outcome{
+	out := chain.Outcome{
 		Changed: u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || d.Substrate.Active != before.Active ||
 			len(d.Events) > 0 || len(d.Left) > 0 || len(d.Revoked) > 0,
-		Converging: d.Converging,
-		Done:       d.Done,
-		Converged:  converged(before, &d.Substrate),
-	}, nil
+		Converged: converged(before, &d.Substrate),
+	}
+	switch {
+	case d.Done:
+		out.Next = chain.Done
+	case d.Converging:
+		out.Next = chain.Converging
+	}
+	return out, nil
 }
 
 // observe reads the substrate's joined nodes, and unless it is torn down,
