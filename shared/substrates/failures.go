@@ -88,8 +88,8 @@ func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
 		d.fail(msg)
 		out.Next = chain.Steady
 	}
-	before := &u.Read.Substrate
-	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Events: d.Events}
+	before := &u.read.Substrate
+	u.leave = store.SubstrateLeave{Substrate: d.Substrate, Events: d.Events}
 	out.Changed = u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || len(d.Events) > 0
 	return out, nil
 }

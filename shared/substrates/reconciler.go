@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -40,11 +41,11 @@ type Config struct {
 	JoinURL string
 }
 
-// Reconciler is the substrates' chain.Subject: the store reads a run's
-// documents and saves what it leaves (store.SubstrateSubject); a run
-// plans (Plan) and carries out the plan's actions.
+// Reconciler is the substrates' chain.Subject: a run reads its
+// documents through the store (store.LoadSubstrate), plans (Plan),
+// carries out the plan's actions, and saves what it leaves through the
+// store (store.SaveSubstrateRun).
 type Reconciler struct {
-	store.SubstrateSubject
 	store  *store.Store
 	kube   Connector
 	events EventSender
@@ -94,25 +95,37 @@ func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, 
 		return nil, errors.New("substrates: New needs bcd's image and the join URL")
 	}
 	now := clockOf(opts)
-	r := &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}
-	r.SubstrateSubject = store.SubstrateSubject{Store: s, NewRun: r.newRun}
-	return r, nil
+	return &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}, nil
 }
 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-func (r *Reconciler) newRun(sr *store.SubstrateRun) chain.Run {
-	rd := &sr.Read
-	in := Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
-	return &run{SubstrateRun: sr, r: r, in: in}
+// Ref is the document of the kick's substrate.
+func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
+	return r.store.SubstrateRef(k.TenantID, k.ID)
+}
+
+// Load reads the substrate's cluster and pools, and its previous
+// substrate while it waits for it.
+func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	read, err := r.store.LoadSubstrate(rd, snap)
+	if err != nil {
+		return nil, err
+	}
+	in := Input{Substrate: read.Substrate, PreviousGone: read.PreviousGone, Cluster: read.Cluster, Adopted: read.Adopted, Pools: read.Pools}
+	return &run{r: r, read: read, in: in}, nil
 }
 
 // run is one run of a substrate.
 type run struct {
-	*store.SubstrateRun
-	r  *Reconciler
-	in Input // as read, with what the run saw and the effects of what it did
+	r    *Reconciler
+	read store.SubstrateRead // as read; never changed
+	// leave is what the run leaves, for its Save.
+	leave store.SubstrateLeave
+	// woken are the kicks of the substrates the last Save woke.
+	woken []chain.Kick
+	in    Input // as read, with what the run saw and the effects of what it did
 	// acted: the run made an action (the store or the cluster changed).
 	acted bool
 	// minted is the join token the run recorded, if any: the store holds
@@ -206,8 +219,8 @@ func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		u.in = next
 	}
-	before := &u.Read.Substrate
-	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
+	before := &u.read.Substrate
+	u.leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
 	out := chain.Outcome{
 		Changed: u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || d.Substrate.Active != before.Active ||
 			len(d.Events) > 0 || len(d.Left) > 0 || len(d.Revoked) > 0,
@@ -221,6 +234,20 @@ func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	}
 	return out, nil
 }
+
+var _ chain.Waking = (*run)(nil)
+
+// Save writes the run's status, removes the nodes that left and the
+// revoked tokens, and wakes the pool's next substrate when the run
+// deletes the one it waits for.
+func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+	events, woken, err := u.r.store.SaveSubstrateRun(tx, now, u.read, u.leave)
+	u.woken = woken
+	return events, err
+}
+
+// Woken are the chains the last Save woke (chain.Waking).
+func (u *run) Woken() []chain.Kick { return u.woken }
 
 // observe reads the substrate's joined nodes, and unless it is torn down,
 // what its cluster's Kubernetes API holds: whether bcd's objects are as
