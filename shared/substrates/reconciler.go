@@ -171,25 +171,13 @@ func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		d = Plan(u.in, u.r.now())
 		if d.Observe {
-			seen, err := u.observe(ctx, &d)
-			if msg := accessRefused(u.in.Cluster, err); msg != "" {
-				// The grant is the tenant's to make: the substrate
-				// shows it, and a run at the steady pace looks again.
-				Refused(&d, msg)
-				d.Observe = false
-				break
-			}
-			if msg := invalidObjects(err); msg != "" {
-				// What the spec asks for cannot be applied, and never
-				// will be: only a new event of the pool changes it.
-				Refused(&d, msg)
-				d.Observe = false
-				break
-			}
+			refused, err := u.look(ctx, &d)
 			if err != nil {
 				return u.failed(ctx, err)
 			}
-			u.in.Seen = seen
+			if refused {
+				break
+			}
 			continue
 		}
 		if d.Lease && lease == nil {
@@ -219,6 +207,36 @@ func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		u.in = next
 	}
+	return u.leaveWith(&d), nil
+}
+
+// look observes what the decision d asks to see (observe) into the run's
+// input. refused: what it saw is the tenant's to change, and d says so.
+func (u *run) look(ctx context.Context, d *Decision) (refused bool, err error) {
+	seen, err := u.observe(ctx, d)
+	// A grant is the tenant's to make: the substrate shows it, and a run
+	// at the steady pace looks again. Objects the spec asks for that
+	// cannot be applied never will be: only a new event of the pool
+	// changes them.
+	msg := accessRefused(u.in.Cluster, err)
+	if msg == "" {
+		msg = invalidObjects(err)
+	}
+	if msg != "" {
+		Refused(d, msg)
+		d.Observe = false
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	u.in.Seen = seen
+	return false, nil
+}
+
+// leaveWith is the outcome of a run that leaves the substrate as d
+// does, which it keeps for its Save.
+func (u *run) leaveWith(d *Decision) chain.Outcome {
 	before := &u.read.Substrate
 	u.leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
 	out := chain.Outcome{
@@ -232,7 +250,7 @@ func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 	case d.Converging:
 		out.Next = chain.Converging
 	}
-	return out, nil
+	return out
 }
 
 var _ chain.Waking = (*run)(nil)
@@ -288,6 +306,36 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 // refused it, and the substrate is in error; or it waits). Any other
 // failure is returned, and the run is retried.
 func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (o Outcome, done bool, err error) {
+	switch d.Action.Kind {
+	case ApplyObjects:
+		return u.applyObjects(ctx, lease, d)
+	case RemoveObjects:
+		return u.removeObjects(ctx, d)
+	case ReleaseCluster:
+		s := &u.in.Substrate
+		if err := u.r.store.ReleaseCluster(ctx, auth.Substrate(s.TenantID, s.ID, s.PoolID), u.in.Cluster.ID); err != nil {
+			return Outcome{}, true, err
+		}
+		return Outcome{}, false, nil
+	}
+	o, c, err := u.change(ctx, d)
+	if err != nil {
+		return Outcome{}, true, u.refused(d, err)
+	}
+	u.afterCommit(ctx, c.events, c.kick)
+	return o, false, nil
+}
+
+// committed is what a change the store committed leaves to send: its
+// events, and the kick of the chain it restarted.
+type committed struct {
+	events []event.Event
+	kick   *chain.Kick
+}
+
+// change makes the decision's change to the substrate's cluster or pools
+// through the store, as the API's handlers do.
+func (u *run) change(ctx context.Context, d *Decision) (Outcome, committed, error) {
 	a := d.Action
 	s := &u.in.Substrate
 	caller := auth.Substrate(s.TenantID, s.ID, s.PoolID)
@@ -299,113 +347,117 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (o Outco
 			IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools}))}
 		res, err := u.r.store.CreateCluster(ctx, caller, req)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Created the substrate's cluster", "clusterId", res.Cluster.ID)
 		o := Outcome{ClusterID: res.Cluster.ID, Zones: res.Zones}
 		for _, np := range res.NodePools {
 			o.PoolIDs = append(o.PoolIDs, np.ID)
 		}
-		return o, false, nil
+		return o, committed{res.Events, res.Kick}, nil
 	case AdoptCluster:
-		if _, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID); err != nil {
-			return Outcome{}, true, u.refused(d, err)
-		}
-		return Outcome{}, false, nil
+		_, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID)
+		return Outcome{}, committed{}, err
 	case CreateNodePool, ReplaceNodePool:
-		spec := poolSpec(s, a)
-		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
-			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
-			RequestHash:    store.RequestHash(mustJSON(spec))}
-		res, err := u.r.store.CreateNodePool(ctx, caller, req)
-		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
-		}
-		u.afterCommit(ctx, res.Events, res.Kick)
-		if a.Kind == ReplaceNodePool {
-			log.Info("Created a substrate node pool to replace one", "nodePool", spec.Name, "replaces", u.in.Pools[a.Pool].Spec.Name)
-		} else {
-			log.Info("Created a substrate node pool", "nodePool", spec.Name)
-		}
-		return Outcome{PoolIDs: []string{res.NodePool.ID}}, false, nil
+		return u.createPool(ctx, caller, d)
 	case ResizeNodePool:
 		p := &u.in.Pools[a.Pool]
 		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, resizeTo(s.Spec.Flavors[a.Flavor].NodePool))
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Resized a substrate node pool", "nodePool", p.Spec.Name)
-		return Outcome{}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	case DeleteNodePool:
 		p := &u.in.Pools[a.Pool]
 		res, err := u.r.store.DeleteNodePool(ctx, caller, p.ClusterID, p.ID)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
-		return Outcome{}, false, nil
-	case ApplyObjects:
-		foreign, err := u.apply(ctx, lease, d)
-		if u.minted.Hash != "" {
-			// Whatever the apply did, the store holds the token now.
-			d.Substrate.Status.Token = u.minted
-		}
-		if msg := invalidObjects(err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if msg := accessRefused(u.in.Cluster, err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if errors.Is(err, kubeapply.ErrTerminating) {
-			// An earlier teardown's objects are still going: a wait,
-			// not a failure.
-			logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
-			d.Action = nil
-			d.progress()
-			d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
-			return Outcome{}, true, nil
-		}
-		if err != nil {
-			return Outcome{}, true, err
-		}
-		if foreign != "" {
-			Refused(d, foreign)
-			return Outcome{}, true, nil
-		}
-		return Outcome{Token: u.minted}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	case DeleteCluster:
 		res, err := u.r.store.DeleteCluster(ctx, caller, u.in.Cluster.ID)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
-		return Outcome{}, false, nil
-	case RemoveObjects:
-		api, err := u.connect()
-		if err != nil {
-			return Outcome{}, true, err
-		}
-		gone, err := api.Remove(ctx, s.PoolID)
-		if msg := accessRefused(u.in.Cluster, err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if err != nil {
-			return Outcome{}, true, fmt.Errorf("remove bcd's objects: %w", err)
-		}
-		return Outcome{Gone: gone}, false, nil
-	case ReleaseCluster:
-		if err := u.r.store.ReleaseCluster(ctx, caller, u.in.Cluster.ID); err != nil {
-			return Outcome{}, true, err
-		}
-		return Outcome{}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	}
-	return Outcome{}, true, fmt.Errorf("unknown action %q", a.Kind)
+	return Outcome{}, committed{}, fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// createPool creates a node pool of the substrate's, new or replacing
+// one.
+func (u *run) createPool(ctx context.Context, caller auth.Principal, d *Decision) (Outcome, committed, error) {
+	a := d.Action
+	s := &u.in.Substrate
+	spec := poolSpec(s, a)
+	req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
+		IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
+		RequestHash:    store.RequestHash(mustJSON(spec))}
+	res, err := u.r.store.CreateNodePool(ctx, caller, req)
+	if err != nil {
+		return Outcome{}, committed{}, err
+	}
+	log := logging.FromContext(ctx)
+	if a.Kind == ReplaceNodePool {
+		log.Info("Created a substrate node pool to replace one", "nodePool", spec.Name, "replaces", u.in.Pools[a.Pool].Spec.Name)
+	} else {
+		log.Info("Created a substrate node pool", "nodePool", spec.Name)
+	}
+	return Outcome{PoolIDs: []string{res.NodePool.ID}}, committed{res.Events, res.Kick}, nil
+}
+
+// applyObjects applies bcd's objects to the cluster (apply), and says
+// what it refused or waits for on the substrate.
+func (u *run) applyObjects(ctx context.Context, lease *chain.Lease, d *Decision) (Outcome, bool, error) {
+	foreign, err := u.apply(ctx, lease, d)
+	if u.minted.Hash != "" {
+		// Whatever the apply did, the store holds the token now.
+		d.Substrate.Status.Token = u.minted
+	}
+	if msg := invalidObjects(err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if msg := accessRefused(u.in.Cluster, err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if errors.Is(err, kubeapply.ErrTerminating) {
+		// An earlier teardown's objects are still going: a wait,
+		// not a failure.
+		logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
+		d.Action = nil
+		d.progress()
+		d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
+		return Outcome{}, true, nil
+	}
+	if err != nil {
+		return Outcome{}, true, err
+	}
+	if foreign != "" {
+		Refused(d, foreign)
+		return Outcome{}, true, nil
+	}
+	return Outcome{Token: u.minted}, false, nil
+}
+
+// removeObjects removes bcd's objects from the cluster.
+func (u *run) removeObjects(ctx context.Context, d *Decision) (Outcome, bool, error) {
+	api, err := u.connect()
+	if err != nil {
+		return Outcome{}, true, err
+	}
+	gone, err := api.Remove(ctx, u.in.Substrate.PoolID)
+	if msg := accessRefused(u.in.Cluster, err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if err != nil {
+		return Outcome{}, true, fmt.Errorf("remove bcd's objects: %w", err)
+	}
+	return Outcome{Gone: gone}, false, nil
 }
 
 // refused turns what the store refused into the substrate's error; any
