@@ -736,10 +736,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 		intent.NodeCount = p.Spec.NodeCount
 		log = log.With("nodePoolId", p.ID, "nodePool", p.Spec.Name)
 	}
-	err = l.Write(ctx, func(tx *firestore.Transaction) error {
-		return r.store.RecordIntent(tx, &d.Cluster, poolID, intent)
-	})
-	if err != nil {
+	if err := r.store.RecordIntent(ctx, l, &d.Cluster, poolID, intent); err != nil {
 		return false, fmt.Errorf("record intent: %w", err)
 	}
 	log.Info("Calling the provider", "call", a.Kind)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"time"
@@ -48,14 +49,17 @@ func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.No
 	return pools, nil
 }
 
-// RecordIntent writes, in tx, the provider call a run is about to make: on
-// the pool nodePoolID, or on the cluster when nodePoolID is empty.
-func (s *Store) RecordIntent(tx *firestore.Transaction, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error {
+// RecordIntent records, under the run's lease, the provider call the run
+// is about to make: on the pool nodePoolID, or on the cluster when
+// nodePoolID is empty.
+func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error {
 	ref := s.ClusterRef(c.TenantID, c.ID)
 	if nodePoolID != "" {
 		ref = s.NodePoolRef(c.TenantID, c.ID, nodePoolID)
 	}
-	return tx.Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	return lease.Write(ctx, func(tx *firestore.Transaction) error {
+		return tx.Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	})
 }
 
 // SaveClusterRun writes, in tx, the statuses a run leaves (after) over those
