@@ -473,6 +473,35 @@ func TestRunActsUnderTheLease(t *testing.T) {
 	}
 }
 
+// A run whose subject changed between its plan and its lease acts on the
+// subject as the lease read it: that run plans again, then acts.
+func TestRunReplansWhatChangedBeforeTheLease(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	var calls []string
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		if l != nil {
+			calls = append(calls, "act")
+			return chain.Outcome{Changed: true}, nil
+		}
+		calls = append(calls, "plan")
+		if len(calls) == 1 {
+			// Someone writes the thing after the run planned on it.
+			if _, err := e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: "saved", Value: 10}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return needLease()
+	}
+	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, k).Saved; fmt.Sprint(calls) != "[plan plan act]" || got != 11 {
+		t.Errorf("calls %v, saved %d; want plan, plan again under the lease, act, saving over the change (11)", calls, got)
+	}
+}
+
 // A run that saves without the lease fails if what it read changed, and
 // runs again from a fresh read.
 func TestRunSavesOnlyWhatItRead(t *testing.T) {

@@ -76,9 +76,6 @@ type peeked struct {
 	run     Run
 	state   State
 	version string
-	// replanned: run was loaded under the lease, after what the first
-	// read planned on changed; it has not planned yet.
-	replanned bool
 }
 
 // handedOver: the task's chain token is stale because the task's own run

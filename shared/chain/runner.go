@@ -308,6 +308,9 @@ type pass struct {
 	// lease is the run's, once it took it; nil for a run that does not
 	// act.
 	lease *Lease
+	// fresh: run was loaded under the lease, what the first read planned
+	// on having changed; it has not planned yet.
+	fresh bool
 	rep   *report
 }
 
@@ -315,16 +318,17 @@ type pass struct {
 // act when the plan calls the provider, save, schedule.
 func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.DocumentRef, k Kick, task string, now time.Time, p *peeked, rep *report) error {
 	ps := &pass{sub: sub, ref: ref, k: k, task: task, now: now, p: p, run: p.run, rep: rep}
-	out, err := r.plan(ctx, ps)
-	if err == nil && ps.lease == nil && out.act {
+	pl, err := ps.run.Plan(ctx)
+	out := pl.Outcome
+	if err == nil && pl.Act {
 		// The run acts: its work ends with its lease (on the injected
 		// clock, so that tests can move it).
 		if err = r.takeLease(ctx, ps); err != nil {
 			return err
 		}
-		var cancelLease context.CancelFunc
-		ctx, cancelLease = context.WithTimeout(ctx, ps.lease.Expiry.Sub(r.now()))
-		defer cancelLease()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ps.lease.Expiry.Sub(r.now()))
+		defer cancel()
 		out, err = r.act(ctx, ps)
 		if errors.Is(err, ErrLeaseLost) {
 			return err
@@ -333,25 +337,13 @@ func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.Docume
 	if err != nil {
 		return r.failed(ctx, ps, err)
 	}
-	rep.outcome = outcomeOf(out.Outcome)
-	next, failures := r.nextRun(out.Outcome, p.state)
-	current, err := r.save(ctx, ps, out.Outcome, next, failures)
+	rep.outcome = outcomeOf(out)
+	next, failures := r.nextRun(out, p.state)
+	current, err := r.save(ctx, ps, out, next, failures)
 	if err != nil {
 		return err
 	}
-	return r.scheduleNext(ctx, ps, out.Outcome, next, current)
-}
-
-// planned is a run's plan, or its outcome once it acted.
-type planned struct {
-	Outcome
-	act bool
-}
-
-// plan asks the run for its plan, without the lease.
-func (r *Runner) plan(ctx context.Context, ps *pass) (planned, error) {
-	pl, err := ps.run.Plan(ctx)
-	return planned{Outcome: pl.Outcome, act: pl.Act}, err
+	return r.scheduleNext(ctx, ps, out, next, current)
 }
 
 // takeLease takes the subject's lease for the run. When what it read
@@ -365,22 +357,21 @@ func (r *Runner) takeLease(ctx context.Context, ps *pass) error {
 	}
 	ps.lease = l
 	if version != ps.p.version {
-		ps.run, ps.p = fresh, &peeked{run: fresh, state: ps.p.state, version: ps.p.version, replanned: true}
+		ps.run, ps.fresh = fresh, true
 	}
 	return nil
 }
 
 // act carries out the run's plan under its lease: a run loaded under the
 // lease plans first, and acts only if its plan still does.
-func (r *Runner) act(ctx context.Context, ps *pass) (planned, error) {
-	if ps.p.replanned {
-		out, err := r.plan(ctx, ps)
-		if err != nil || !out.act {
-			return out, err
+func (r *Runner) act(ctx context.Context, ps *pass) (Outcome, error) {
+	if ps.fresh {
+		pl, err := ps.run.Plan(ctx)
+		if err != nil || !pl.Act {
+			return pl.Outcome, err
 		}
 	}
-	out, err := ps.run.Act(ctx, ps.lease)
-	return planned{Outcome: out}, err
+	return ps.run.Act(ctx, ps.lease)
 }
 
 // failed records a run that failed with err: its failure count and a
