@@ -49,7 +49,10 @@ type Prefetcher interface {
 // then Save when the outcome changed anything.
 type Run interface {
 	// Plan observes the provider and decides, without the lease: it
-	// must not act. A plan that would call the provider says so (Plan.Act)
+	// must not act. It compares what is wanted with what the provider
+	// reports now, never with what a run remembered: the loop plans
+	// every run afresh, so an intent recorded before a call whose answer
+	// was lost is settled by the next run's look. A plan that would call the provider says so (Plan.Act)
 	// and the loop takes the lease and calls Act on the same run, when
 	// what it read is unchanged (so it keeps what it observed); when it
 	// changed, the loop plans again on a run loaded under the lease. An
