@@ -175,9 +175,11 @@ func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader
 
 // decode reads the cluster's document into the run.
 func (u *run) decode(snap *firestore.DocumentSnapshot) error {
-	if err := snap.DataTo(&u.read.Cluster); err != nil {
-		return fmt.Errorf("decode cluster: %w", err)
+	c, err := store.DecodeCluster(snap)
+	if err != nil {
+		return err
 	}
+	u.read.Cluster = c
 	u.steady = steady(&u.read.Cluster)
 	return nil
 }

@@ -22,6 +22,16 @@ type ClusterRun struct {
 	Pools   []lifecycle.NodePool
 }
 
+// DecodeCluster decodes a cluster's document, as a run of it reads it
+// (chain.Subject.Load).
+func DecodeCluster(snap *firestore.DocumentSnapshot) (lifecycle.Cluster, error) {
+	var c lifecycle.Cluster
+	if err := snap.DataTo(&c); err != nil {
+		return c, fmt.Errorf("decode cluster: %w", err)
+	}
+	return c, nil
+}
+
 // LoadNodePools reads through r the pools of the cluster at ref that are
 // not deleted, by creation.
 func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
