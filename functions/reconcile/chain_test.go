@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -65,15 +66,20 @@ type run struct {
 	token string
 }
 
-// Step finds the subject steady: a change's chain hands it over.
-func (r *run) Step(context.Context, *chain.Lease) (chain.Outcome, error) {
+// Plan finds the subject steady: a change's chain hands it over.
+func (r *run) Plan(context.Context) (chain.Plan, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	if len(r.s.runs) == 0 && r.s.first != nil {
 		r.s.first()
 	}
 	r.s.runs = append(r.s.runs, thingRun{r.token, time.Now()})
-	return chain.Outcome{}, nil
+	return chain.Plan{}, nil
+}
+
+// Act is never called: the plan does not act.
+func (*run) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
+	return chain.Outcome{}, errors.New("a steady run does not act")
 }
 
 func (*run) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {

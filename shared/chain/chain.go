@@ -6,7 +6,10 @@
 // drains the outbox.
 //
 // A reconciler plugs in what differs (Subject): which documents a run reads,
-// what it decides and does, and how it saves the outcome. Every subject's
+// what it decides without the lease (Run.Plan), what it does under the
+// lease (Run.Act), and how it saves the outcome, a small value (Outcome:
+// what comes next, when, and whether anything changed). The loop is the
+// chain's: read, plan, take the lease, act, save, schedule. Every subject's
 // document lives at tenants/{tenantId}/{collection}/{id} (each ID as the
 // store encodes it) and carries two fields the chain owns: "active" (false
 // once the subject is gone for good) and "reconcile" (State), beside its

@@ -59,7 +59,23 @@ type thingRun struct {
 	read thing
 }
 
-func (r *thingRun) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+// errNeedsLease is what a step without the lease answers when it would
+// act (needLease): the run's plan is to act.
+var errNeedsLease = errors.New("the step needs the lease")
+
+func needLease() (chain.Outcome, error) { return chain.Outcome{}, errNeedsLease }
+
+// Plan is step without the lease.
+func (r *thingRun) Plan(ctx context.Context) (chain.Plan, error) {
+	out, err := r.s.step(ctx, nil)
+	if errors.Is(err, errNeedsLease) {
+		return chain.Plan{Act: true}, nil
+	}
+	return chain.Plan{Outcome: out}, err
+}
+
+// Act is step under the lease.
+func (r *thingRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 	return r.s.step(ctx, l)
 }
 
@@ -216,16 +232,16 @@ func TestRun(t *testing.T) {
 		wantDelivered int
 	}{
 		{name: "steady run that changed nothing writes its deadline a heartbeat ahead", out: chain.Outcome{}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
-		{name: "converging run saves", out: chain.Outcome{Changed: true, Converging: true}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
-		{name: "converging run polling an operation comes sooner", out: chain.Outcome{Changed: true, Converging: true, Poll: 2 * time.Second}, wantScheduled: 2 * time.Second, wantSaved: 1, wantNextAt: 32 * time.Second, wantDelivered: 1},
-		{name: "a poll later than the converging interval comes at it", out: chain.Outcome{Changed: true, Converging: true, Poll: time.Minute}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
-		{name: "a steady run does not poll", out: chain.Outcome{Poll: 2 * time.Second}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
+		{name: "converging run saves", out: chain.Outcome{Changed: true, Next: chain.Converging}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
+		{name: "converging run polling an operation comes sooner", out: chain.Outcome{Changed: true, Next: chain.Converging, After: 2 * time.Second}, wantScheduled: 2 * time.Second, wantSaved: 1, wantNextAt: 32 * time.Second, wantDelivered: 1},
+		{name: "a poll later than the converging interval comes at it", out: chain.Outcome{Changed: true, Next: chain.Converging, After: time.Minute}, wantScheduled: 30 * time.Second, wantSaved: 1, wantNextAt: time.Minute, wantDelivered: 1},
+		{name: "a steady run does not poll", out: chain.Outcome{After: 2 * time.Second}, wantScheduled: 5 * time.Minute, wantNextAt: 5*time.Minute + time.Hour},
 		{name: "stale token ends quietly", kick: "old", wantScheduled: -1},
 		{name: "busy lease", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, wantErr: chain.ErrBusy, wantScheduled: -1},
 		{name: "expired lease is taken", state: chain.State{LeaseOwner: "dead", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, out: chain.Outcome{Changed: true}, wantScheduled: 5 * time.Minute, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},
 		{name: "failed step backs off", state: chain.State{Failures: 2}, err: errors.New("provider down"), wantScheduled: 2 * time.Minute, wantFailures: 3, wantNextAt: 2*time.Minute + 30*time.Second},
-		{name: "retry outcome saves and backs off", state: chain.State{Failures: 1}, out: chain.Outcome{Changed: true, Retry: true}, wantScheduled: time.Minute, wantSaved: 1, wantFailures: 2, wantNextAt: time.Minute + 30*time.Second, wantDelivered: 1},
-		{name: "subject done ends the chain", out: chain.Outcome{Changed: true, Done: true}, wantScheduled: -1, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},
+		{name: "retry outcome saves and backs off", state: chain.State{Failures: 1}, out: chain.Outcome{Changed: true, Next: chain.Retry}, wantScheduled: time.Minute, wantSaved: 1, wantFailures: 2, wantNextAt: time.Minute + 30*time.Second, wantDelivered: 1},
+		{name: "subject done ends the chain", out: chain.Outcome{Changed: true, Next: chain.Done}, wantScheduled: -1, wantSaved: 1, wantNextAt: 5*time.Minute + time.Hour, wantDelivered: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -276,14 +292,14 @@ func TestRunLeaseLost(t *testing.T) {
 	}
 	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		if l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return needLease()
 		}
 		// The run stalls past its lease; another run takes the thing.
 		e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
 			if l == nil {
-				return chain.Outcome{NeedsLease: true}, nil
+				return needLease()
 			}
-			return chain.Outcome{Converging: true}, nil
+			return chain.Outcome{Next: chain.Converging}, nil
 		}
 		e.clk.Step(e.cfg.LeaseTTL + time.Second)
 		if err := other.Run(ctx, k, "task-2"); err != nil {
@@ -320,7 +336,7 @@ func TestRunKickedMidRun(t *testing.T) {
 			var kick chain.Kick
 			e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 				if acting && l == nil {
-					return chain.Outcome{NeedsLease: true}, nil
+					return needLease()
 				}
 				th := e.get(t, k)
 				kick = th.Reconcile.Restart("things", "acme", "t1", e.clk.Now())
@@ -377,7 +393,7 @@ func TestRunHandsOverToASteadyChain(t *testing.T) {
 			}
 			// The steady chain stays steady while it converges again.
 			e.sub.step = func(context.Context, *chain.Lease) (chain.Outcome, error) {
-				return chain.Outcome{Changed: true, Converging: true}, nil
+				return chain.Outcome{Changed: true, Next: chain.Converging}, nil
 			}
 			if err := e.runner.Run(ctx, next, "task-2"); err != nil {
 				t.Fatal(err)
@@ -441,12 +457,12 @@ func TestRunActsUnderTheLease(t *testing.T) {
 	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		calls++
 		if l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return needLease()
 		}
 		if got := e.get(t, k).Reconcile; got.LeaseOwner != l.Owner {
 			t.Errorf("lease while acting = %q, want the run's %q", got.LeaseOwner, l.Owner)
 		}
-		return chain.Outcome{Changed: true, Converging: true}, nil
+		return chain.Outcome{Changed: true, Next: chain.Converging}, nil
 	}
 	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
 		t.Fatal(err)
@@ -454,6 +470,35 @@ func TestRunActsUnderTheLease(t *testing.T) {
 	got := e.get(t, k)
 	if calls != 2 || got.Saved != 1 || got.Reconcile.LeaseOwner != "" {
 		t.Errorf("steps %d, saved %d, lease %q; want a step without then with the lease, saved once, no lease after", calls, got.Saved, got.Reconcile.LeaseOwner)
+	}
+}
+
+// A run whose subject changed between its plan and its lease acts on the
+// subject as the lease read it: that run plans again, then acts.
+func TestRunReplansWhatChangedBeforeTheLease(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	k := e.put(t, "t1", chain.State{})
+	var calls []string
+	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+		if l != nil {
+			calls = append(calls, "act")
+			return chain.Outcome{Changed: true}, nil
+		}
+		calls = append(calls, "plan")
+		if len(calls) == 1 {
+			// Someone writes the thing after the run planned on it.
+			if _, err := e.sub.Ref(k).Update(ctx, []firestore.Update{{Path: "saved", Value: 10}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return needLease()
+	}
+	if err := e.runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, k).Saved; fmt.Sprint(calls) != "[plan plan act]" || got != 11 {
+		t.Errorf("calls %v, saved %d; want plan, plan again under the lease, act, saving over the change (11)", calls, got)
 	}
 }
 
@@ -622,7 +667,7 @@ func TestRunNumbersEvents(t *testing.T) {
 	var runs int
 	e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
 		if runs >= 3 && l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return needLease()
 		}
 		return chain.Outcome{Changed: true}, nil
 	}

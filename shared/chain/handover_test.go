@@ -60,8 +60,8 @@ var lostCases = []lostCase{
 	{name: "hand-over to a steady chain", out: chain.Outcome{Changed: true}, interval: 5 * time.Minute, handsOver: true},
 	{name: "hand-over to a steady chain, nothing changed", out: chain.Outcome{}, interval: 5 * time.Minute, handsOver: true},
 	{name: "hand-over under the lease", lease: true, out: chain.Outcome{Changed: true}, interval: 5 * time.Minute, handsOver: true},
-	{name: "converging save", out: chain.Outcome{Changed: true, Converging: true}, interval: 30 * time.Second},
-	{name: "converging save under the lease", lease: true, out: chain.Outcome{Changed: true, Converging: true}, interval: 30 * time.Second},
+	{name: "converging save", out: chain.Outcome{Changed: true, Next: chain.Converging}, interval: 30 * time.Second},
+	{name: "converging save under the lease", lease: true, out: chain.Outcome{Changed: true, Next: chain.Converging}, interval: 30 * time.Second},
 }
 
 // checkNextRun checks that the chain of k's subject has one run due
@@ -123,7 +123,7 @@ func TestRunLostSaveAnswer(t *testing.T) {
 				lost := false
 				e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
 					if c.lease && l == nil {
-						return chain.Outcome{NeedsLease: true}, nil
+						return needLease()
 					}
 					if !lost {
 						// The next commit is the run's save.
@@ -172,7 +172,7 @@ func TestRunSuccessorEnqueueFails(t *testing.T) {
 				k := e.put(t, "t1", chain.State{})
 				e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
 					if c.lease && l == nil {
-						return chain.Outcome{NeedsLease: true}, nil
+						return needLease()
 					}
 					return c.out, nil
 				}
@@ -220,7 +220,10 @@ func TestRunDuplicateOfADeadHandOver(t *testing.T) {
 					t.Error("the first delivery, none of whose enqueues succeeded, = nil")
 				}
 				e.rec.fail = 0
-				return chain.Outcome{NeedsLease: lease}, nil
+				if lease {
+					return needLease()
+				}
+				return chain.Outcome{}, nil
 			}
 			start := e.clk.Now()
 			if err := e.runner.Run(ctx, k, "task-1"); err != nil && !errors.Is(err, chain.ErrBusy) {

@@ -65,7 +65,7 @@ func TestRunPrefetchesWithTheHint(t *testing.T) {
 	e.put(t, "t2", chain.State{})
 	e.sub.step = func(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 		if l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return needLease()
 		}
 		return chain.Outcome{Changed: true, Hint: "next-hint"}, nil
 	}

@@ -44,48 +44,75 @@ type Prefetcher interface {
 	Prefetch(r *Reader, k Kick) func(*Reader, *firestore.DocumentSnapshot) (Run, error)
 }
 
-// Run is one run's work on its subject, made by Subject.Load.
+// Run is one run's work on its subject, made by Subject.Load. The loop
+// calls Plan once; then, when the plan acts, Act once under the lease;
+// then Save when the outcome changed anything.
 type Run interface {
-	// Step observes and plans, then acts under the lease: it records what
-	// it is about to do at the provider through lease.Write first. Without
-	// a lease (nil) it must not act: a plan that would is answered
-	// NeedsLease, and Step is called again on the same run under the
-	// lease, when what it read is unchanged (so it can keep what it
-	// observed). An error is a transient failure of the whole run:
-	// nothing is saved and the run is retried with backoff.
-	Step(ctx context.Context, lease *Lease) (Outcome, error)
+	// Plan observes the provider and decides, without the lease: it
+	// must not act. It compares what is wanted with what the provider
+	// reports now, never with what a run remembered: the loop plans
+	// every run afresh, so an intent recorded before a call whose answer
+	// was lost is settled by the next run's look. A plan that would call the provider says so (Plan.Act)
+	// and the loop takes the lease and calls Act on the same run, when
+	// what it read is unchanged (so it keeps what it observed); when it
+	// changed, the loop plans again on a run loaded under the lease. An
+	// error is a transient failure of the whole run: nothing is saved and
+	// the run is retried with backoff.
+	Plan(ctx context.Context) (Plan, error)
+	// Act carries out the plan under the lease: it records what it is
+	// about to do at the provider through lease.Write first, and returns
+	// the run's outcome. Errors are as Plan's; ErrLeaseLost ends the run
+	// without a write.
+	Act(ctx context.Context, lease *Lease) (Outcome, error)
 	// Save writes the run's outcome in the transaction that ends the run,
 	// given the subject's document as it is now (the API may have changed
 	// it during the run), and returns the events to commit with it.
 	Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error)
 }
 
-// Outcome is what a step found.
-type Outcome struct {
-	// Changed: the run has something to save (Save is called).
-	Changed bool
-	// Converging: run again after the converging interval, not the
-	// steady one.
-	Converging bool
+// Plan is what a run decided without the lease.
+type Plan struct {
+	// Act: the plan calls the provider; the loop takes the lease and the
+	// run's outcome is Act's.
+	Act bool
+	// Outcome is the run's outcome when it does not act.
+	Outcome Outcome
+}
+
+// Next is what follows a run: when its successor comes, and whether the
+// chain goes on.
+type Next int
+
+const (
+	// Steady: nothing converges; the next run comes after the steady
+	// interval, and a change's chain hands the subject to a steady one.
+	Steady Next = iota
+	// Converging: the next run comes after the converging interval, or
+	// Outcome.After when that is sooner (a provider operation in flight
+	// may be done by then).
+	Converging
 	// Retry: a transient failure the outcome records (a provider call
 	// that failed); the next run comes after a backoff.
-	Retry bool
+	Retry
+	// Deferred: the run did nothing (the provider's budget is spent) and
+	// runs again after Outcome.After; its failure count stays.
+	Deferred
 	// Done: the subject is gone; its chain ends.
-	Done bool
-	// NeedsLease: the plan calls the provider; only a run holding the
-	// lease may.
-	NeedsLease bool
-	// After, when positive, puts the run off: it did nothing (the
-	// provider's budget is spent) and runs again after this long.
+	Done
+)
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Next Next
+	// Changed: the run has something to save (Save is called).
+	Changed bool
+	// After is how long a Deferred run is put off; for a Converging one,
+	// when positive, how soon its successor may come at the latest.
 	After time.Duration
 	// Converged, when set, is when the desired change that the run finds
 	// converged was asked (its spec's updatedAt): the runner records the
 	// reconcile lag from it once the run's outcome is saved.
 	Converged time.Time
-	// Poll, when positive, brings a converging run's successor forward to
-	// this long after it, if that is sooner than the converging interval:
-	// a provider operation in flight may be done by then.
-	Poll time.Duration
 	// Hint is the successor's Kick.Hint: what it may start reading before
 	// its document (Prefetcher). Empty for none.
 	Hint string
@@ -271,129 +298,210 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	return err
 }
 
-// proceed is the run after its first read (p): step, and what follows.
+// pass is one attempt of a run after its first read: what its steps
+// share.
+type pass struct {
+	sub  Subject
+	ref  *firestore.DocumentRef
+	k    Kick
+	task string
+	now  time.Time // when the attempt began
+	p    *peeked
+	run  Run
+	// lease is the run's, once it took it; nil for a run that does not
+	// act.
+	lease *Lease
+	// fresh: run was loaded under the lease, what the first read planned
+	// on having changed; it has not planned yet.
+	fresh bool
+	rep   *report
+}
+
+// proceed is the run after its first read (p): plan, take the lease and
+// act when the plan calls the provider, save, schedule.
 func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.DocumentRef, k Kick, task string, now time.Time, p *peeked, rep *report) error {
-	log := logging.FromContext(ctx)
-	run, state := p.run, p.state
-	out, err := run.Step(ctx, nil)
-	var l *Lease
-	if err == nil && out.NeedsLease {
-		// The run acts: take the lease, and keep what the read-only step
-		// observed when nothing changed in between.
-		deadline := now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
-		var fresh Run
-		var version string
-		l, fresh, version, err = take(ctx, r.fs, ref, k.Token, r.cfg.LeaseTTL, deadline, r.now, sub.Load)
-		if err != nil {
+	ps := &pass{sub: sub, ref: ref, k: k, task: task, now: now, p: p, run: p.run, rep: rep}
+	pl, err := ps.run.Plan(ctx)
+	out := pl.Outcome
+	if err == nil && pl.Act {
+		// The run acts: its work ends with its lease (on the injected
+		// clock, so that tests can move it).
+		if err = r.takeLease(ctx, ps); err != nil {
 			return err
 		}
-		if version != p.version {
-			run = fresh
-		}
 		var cancel context.CancelFunc
-		// The run's work ends with its lease (on the injected clock, so
-		// that tests can move it).
-		ctx, cancel = context.WithTimeout(ctx, l.Expiry.Sub(r.now()))
+		ctx, cancel = context.WithTimeout(ctx, ps.lease.Expiry.Sub(r.now()))
 		defer cancel()
-		out, err = run.Step(ctx, l)
+		out, err = r.act(ctx, ps)
 		if errors.Is(err, ErrLeaseLost) {
 			return err
 		}
 	}
 	if err != nil {
-		failures := state.Failures + 1
-		next := r.backoff(failures)
-		log.Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
-		w := r.writer(ctx, ref, k, sub, l, p.version)
-		if _, _, werr := w(now.Add(next+r.cfg.LeaseTTL), failures, "", nil); werr != nil {
-			return errors.Join(err, werr)
-		}
-		rep.outcome = OutcomeRetry
-		return r.schedule(ctx, k, now.Add(next), task)
+		return r.failed(ctx, ps, err)
 	}
 	rep.outcome = outcomeOf(out)
-
-	failures := 0
-	interval := r.cfg.SteadyInterval
-	if r.cfg.Jitter > 0 {
-		interval += time.Duration(rand.Float64() * r.cfg.Jitter * float64(interval))
+	next, failures := r.nextRun(out, p.state)
+	current, err := r.save(ctx, ps, out, next, failures)
+	if err != nil {
+		return err
 	}
-	switch {
-	case out.After > 0:
-		interval, failures = out.After, state.Failures
-	case out.Retry:
-		failures = state.Failures + 1
-		interval = r.backoff(failures)
-	case out.Converging:
-		interval = r.cfg.ConvergingInterval
-		if out.Poll > 0 {
-			interval = min(interval, out.Poll)
+	return r.scheduleNext(ctx, ps, out, next, current)
+}
+
+// takeLease takes the subject's lease for the run. When what it read
+// under the lease differs from what the run planned on, the run is the
+// one loaded under the lease, which plans again before it acts.
+func (r *Runner) takeLease(ctx context.Context, ps *pass) error {
+	deadline := ps.now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
+	l, fresh, version, err := take(ctx, r.fs, ps.ref, ps.k.Token, r.cfg.LeaseTTL, deadline, r.now, ps.sub.Load)
+	if err != nil {
+		return err
+	}
+	ps.lease = l
+	if version != ps.p.version {
+		ps.run, ps.fresh = fresh, true
+	}
+	return nil
+}
+
+// act carries out the run's plan under its lease: a run loaded under the
+// lease plans first, and acts only if its plan still does.
+func (r *Runner) act(ctx context.Context, ps *pass) (Outcome, error) {
+	if ps.fresh {
+		pl, err := ps.run.Plan(ctx)
+		if err != nil || !pl.Act {
+			return pl.Outcome, err
 		}
 	}
-	// An interval after this run ends, not after it began: a provider
-	// operation it started is then given the whole interval before the
-	// next run looks at it.
-	next := r.now().Add(interval)
+	return ps.run.Act(ctx, ps.lease)
+}
+
+// failed records a run that failed with err: its failure count and a
+// watchdog deadline past its backoff, and schedules its retry.
+func (r *Runner) failed(ctx context.Context, ps *pass, err error) error {
+	failures := ps.p.state.Failures + 1
+	next := r.backoff(failures)
+	logging.FromContext(ctx).Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
+	w := r.writer(ctx, ps.ref, ps.k, ps.sub, ps.lease, ps.p.version)
+	if _, _, werr := w(ps.now.Add(next+r.cfg.LeaseTTL), failures, "", nil); werr != nil {
+		return errors.Join(err, werr)
+	}
+	ps.rep.outcome = OutcomeRetry
+	return r.schedule(ctx, ps.k, ps.now.Add(next), ps.task)
+}
+
+// nextRun is when the run's successor comes, an interval after this run
+// ends (not after it began: a provider operation it started is then
+// given the whole interval before the next run looks at it), and the
+// chain's failure count after it.
+func (r *Runner) nextRun(out Outcome, state State) (time.Time, int) {
+	interval, failures := r.cfg.SteadyInterval, 0
+	switch out.Next {
+	case Deferred:
+		interval, failures = out.After, state.Failures
+	case Retry:
+		failures = state.Failures + 1
+		interval = r.backoff(failures)
+	case Converging:
+		interval = r.cfg.ConvergingInterval
+		if out.After > 0 {
+			interval = min(interval, out.After)
+		}
+	default:
+		if r.cfg.Jitter > 0 {
+			interval += time.Duration(rand.Float64() * r.cfg.Jitter * float64(interval))
+		}
+	}
+	return r.now().Add(interval), failures
+}
+
+// steady reports whether an outcome leaves its subject steady: its
+// successor is a steady chain's, at the steady pace.
+func steady(out Outcome) bool { return out.Next == Steady || out.Next == Done }
+
+// save writes the run's outcome when it has something to write
+// (mustWrite). It reports whether the run's chain is still the
+// subject's, and moves ps.k to the steady chain the run handed its
+// subject to.
+func (r *Runner) save(ctx context.Context, ps *pass, out Outcome, next time.Time, failures int) (bool, error) {
 	deadline := next.Add(r.cfg.LeaseTTL)
-	steady := !out.Converging && !out.Retry && out.After == 0
-	if steady {
+	if steady(out) {
 		deadline = next.Add(r.steadySlack())
 	}
 	// A change's chain that finds its subject steady hands it to a steady
 	// chain (Kick.Steady), under a new token written with the outcome:
 	// the task's own (handOverToken), so that the task knows it again.
 	token := ""
-	if steady && !out.Done && !k.Steady() {
-		token = handOverToken(k.Token, task)
+	if out.Next == Steady && !ps.k.Steady() {
+		token = handOverToken(ps.k.Token, ps.task)
 	}
-	current := true
-	var events []event.Event
-	var save func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error)
+	if !r.mustWrite(ps, out, next, failures, token) {
+		return true, nil
+	}
+	var save saveFunc
 	if out.Changed {
-		save = run.Save
+		save = ps.run.Save
 	}
-	// A run writes when it has something to save, a failure count to
-	// change, a lease to give up, a chain to hand over, or a watchdog
-	// deadline that its next run would miss; a steady run that found
-	// nothing to do writes nothing.
-	if out.Changed || l != nil || failures != state.Failures || token != "" || state.NextAt.Before(next.Add(r.cfg.LeaseTTL)) {
-		events, current, err = r.writer(ctx, ref, k, sub, l, p.version)(deadline, failures, token, save)
-		if err != nil && token != "" && r.handOverStored(ctx, ref, token, err) {
-			err, current = nil, true
-		}
-		if err != nil {
-			return fmt.Errorf("record run: %w", err)
-		}
-		if out.Changed && !out.Converged.IsZero() {
-			rep.lag, rep.converged = r.now().Sub(out.Converged), true
-		}
-		if current && token != "" {
-			k.Token = token
-		}
+	events, current, err := r.writer(ctx, ps.ref, ps.k, ps.sub, ps.lease, ps.p.version)(deadline, failures, token, save)
+	if err != nil && token != "" && r.handOverStored(ctx, ps.ref, token, err) {
+		err, current = nil, true
 	}
-	if w, ok := run.(Waking); ok && out.Changed {
+	if err != nil {
+		return false, fmt.Errorf("record run: %w", err)
+	}
+	if out.Changed && !out.Converged.IsZero() {
+		ps.rep.lag, ps.rep.converged = r.now().Sub(out.Converged), true
+	}
+	if current && token != "" {
+		ps.k.Token = token
+	}
+	r.afterSave(ctx, ps, out, events)
+	return current, nil
+}
+
+// mustWrite reports whether a run writes: it has something to save, a
+// failure count to change, a lease to give up, a chain to hand over, or a
+// watchdog deadline that its next run would miss. A steady run that
+// found nothing to do writes nothing.
+func (r *Runner) mustWrite(ps *pass, out Outcome, next time.Time, failures int, token string) bool {
+	state := ps.p.state
+	return out.Changed || ps.lease != nil || failures != state.Failures || token != "" || state.NextAt.Before(next.Add(r.cfg.LeaseTTL))
+}
+
+// afterSave sends what a committed save woke and publishes its events;
+// what fails is the watchdog's to retry.
+func (r *Runner) afterSave(ctx context.Context, ps *pass, out Outcome, events []event.Event) {
+	if w, ok := ps.run.(Waking); ok && out.Changed {
 		r.wake(ctx, w.Woken())
 	}
-	if len(events) > 0 {
-		if _, err := r.events.Deliver(ctx, events); err != nil {
-			log.Warn("Events wait in the outbox for the watchdog's drain", "error", err)
-		}
+	if len(events) == 0 {
+		return
 	}
-	if out.Done {
+	if _, err := r.events.Deliver(ctx, events); err != nil {
+		logging.FromContext(ctx).Warn("Events wait in the outbox for the watchdog's drain", "error", err)
+	}
+}
+
+// scheduleNext schedules the chain's next run at next, unless the
+// subject is gone or a newer chain took it over during the run.
+func (r *Runner) scheduleNext(ctx context.Context, ps *pass, out Outcome, next time.Time, current bool) error {
+	log := logging.FromContext(ctx)
+	k := ps.k
+	switch {
+	case out.Next == Done:
 		log.Info("Subject deleted; its chain ends")
 		return nil
-	}
-	if !current {
+	case !current:
 		log.Info("A newer chain took over the subject during the run")
 		return nil
-	}
-	if steady {
+	case out.Next == Steady:
 		// The work the link asked for is done; later runs are the
 		// chain's own.
 		k.Link = ""
 	}
 	k.Hint = out.Hint
-	return r.schedule(ctx, k, next, task)
+	return r.schedule(ctx, k, next, ps.task)
 }
 
 // writer returns how the run writes its outcome: under its lease when it

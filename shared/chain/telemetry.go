@@ -70,11 +70,11 @@ type report struct {
 // outcomeOf is the outcome of a run whose step found out.
 func outcomeOf(out Outcome) string {
 	switch {
-	case out.Done:
+	case out.Next == Done:
 		return OutcomeDone
-	case out.After > 0:
+	case out.Next == Deferred:
 		return OutcomeDeferred
-	case out.Retry:
+	case out.Next == Retry:
 		return OutcomeRetry
 	case out.Changed:
 		return OutcomeChanged

@@ -62,21 +62,22 @@ func TestRunTelemetry(t *testing.T) {
 		state     chain.State
 		kick      string // the kick's token; "tok" unless set
 		out       chain.Outcome
+		acts      bool // the run asks for the lease
 		err       error
 		converged time.Duration // before now; 0: none
 		want      string
 		wantLag   time.Duration // 0: none recorded
 		keepsLink bool          // the successor carries the link
 	}{
-		{name: "converging", out: chain.Outcome{Changed: true, Converging: true}, want: chain.OutcomeChanged, keepsLink: true},
+		{name: "converging", out: chain.Outcome{Changed: true, Next: chain.Converging}, want: chain.OutcomeChanged, keepsLink: true},
 		{name: "converged", out: chain.Outcome{Changed: true}, converged: 90 * time.Second, want: chain.OutcomeChanged, wantLag: 90 * time.Second},
 		{name: "steady", out: chain.Outcome{}, want: chain.OutcomeSteady},
-		{name: "retry", out: chain.Outcome{Changed: true, Retry: true}, want: chain.OutcomeRetry, keepsLink: true},
+		{name: "retry", out: chain.Outcome{Changed: true, Next: chain.Retry}, want: chain.OutcomeRetry, keepsLink: true},
 		{name: "failed step", err: errors.New("provider down"), want: chain.OutcomeRetry, keepsLink: true},
-		{name: "deferred", out: chain.Outcome{After: time.Minute}, want: chain.OutcomeDeferred, keepsLink: true},
-		{name: "done", out: chain.Outcome{Changed: true, Done: true}, converged: time.Second, want: chain.OutcomeDone, wantLag: time.Second},
+		{name: "deferred", out: chain.Outcome{Next: chain.Deferred, After: time.Minute}, want: chain.OutcomeDeferred, keepsLink: true},
+		{name: "done", out: chain.Outcome{Changed: true, Next: chain.Done}, converged: time.Second, want: chain.OutcomeDone, wantLag: time.Second},
 		{name: "stale", kick: "old", want: chain.OutcomeStale},
-		{name: "busy", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, out: chain.Outcome{NeedsLease: true}, want: chain.OutcomeBusy},
+		{name: "busy", state: chain.State{LeaseOwner: "other", LeaseExpiry: time.Date(2026, 1, 2, 3, 4, 20, 0, time.UTC)}, acts: true, want: chain.OutcomeBusy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,10 +96,10 @@ func TestRunTelemetry(t *testing.T) {
 				out.Converged = e.clk.Now().Add(-tt.converged)
 			}
 			e.sub.step = func(_ context.Context, l *chain.Lease) (chain.Outcome, error) {
-				if l == nil && !tt.out.NeedsLease {
+				if l == nil && !tt.acts {
 					return out, tt.err
 				}
-				return chain.Outcome{NeedsLease: true}, nil
+				return needLease()
 			}
 			k := e.put(t, "t1", tt.state)
 			if tt.kick != "" {

@@ -99,7 +99,7 @@ func TestRunWakes(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	w := &wakers{things: things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) {
-		return chain.Outcome{Changed: true, Converging: true}, nil
+		return chain.Outcome{Changed: true, Next: chain.Converging}, nil
 	}}, now: e.clk.Now}
 	rec := &recorder{}
 	runner, err := chain.NewRunner(e.fs, rec, rec, e.cfg, w)

@@ -11,6 +11,7 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -342,12 +343,12 @@ func TestShareWaitSaidAfterAMinute(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cl := clusterDoc(resource.StateProvisioning, func(cl *lifecycle.Cluster) { cl.Status.Retrying = c.retrying })
 			u := &run{r: r, read: store.ClusterRun{Cluster: cl, Pools: []lifecycle.NodePool{pending}}}
-			out, err := u.Step(ctx, nil)
+			pl, err := u.Plan(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.After <= 0 || !out.Changed && c.retrying == nil {
-				t.Fatalf("Step() = %+v, want put off, the wait recorded", out)
+			if out := pl.Outcome; pl.Act || out.Next != chain.Deferred || out.After <= 0 || !out.Changed && c.retrying == nil {
+				t.Fatalf("Plan() = %+v, want put off, the wait recorded", pl)
 			}
 			got := u.d.Cluster.Status
 			since := now
@@ -375,7 +376,7 @@ func TestShareWaitSaidAfterAMinute(t *testing.T) {
 	ledger.shards[memKey{"p", start, 0}] = &store.BudgetShard{Taken: 10, Tenants: map[string]int{"globex": 10}}
 	b2 := &Budget{PerMinute: 10, Batch: 1, Fair: true, Ledger: ledger, Clock: clk}
 	u := &run{r: &Reconciler{now: clk.Now, budget: b2}, read: store.ClusterRun{Cluster: clusterDoc(resource.StateProvisioning)}}
-	if out, err := u.Step(ctx, nil); err != nil || out.After <= 0 || out.Changed {
-		t.Errorf("Step() with the minute spent = %+v, %v; want put off, nothing changed", out, err)
+	if pl, err := u.Plan(ctx); err != nil || pl.Outcome.Next != chain.Deferred || pl.Outcome.After <= 0 || pl.Outcome.Changed {
+		t.Errorf("Plan() with the minute spent = %+v, %v; want put off, nothing changed", pl, err)
 	}
 }

@@ -156,8 +156,6 @@ type Decision struct {
 	Converging bool
 	// Deleted is true when the cluster is now deleted: no further run.
 	Deleted bool
-	// acted is true once the call was made (or refused).
-	acted bool
 	// failure is why the call failed, when it is retried.
 	failure string
 	// sizeDrift: a pool that was ready shows the provider's size per

@@ -175,14 +175,16 @@ func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader
 
 // decode reads the cluster's document into the run.
 func (u *run) decode(snap *firestore.DocumentSnapshot) error {
-	if err := snap.DataTo(&u.read.Cluster); err != nil {
-		return fmt.Errorf("decode cluster: %w", err)
+	c, err := store.DecodeCluster(snap)
+	if err != nil {
+		return err
 	}
+	u.read.Cluster = c
 	u.steady = steady(&u.read.Cluster)
 	return nil
 }
 
-// observe starts a steady run's provider reads, which Step waits for:
+// observe starts a steady run's provider reads, which Plan waits for:
 // the cluster (GetCluster, or the project's shared listing) and, with
 // node counts, the listing of the project's instance groups, all at once.
 // It reads only the cluster's spec. A spent budget puts the run off
@@ -274,11 +276,10 @@ type fetched struct {
 
 // run is one run of a cluster.
 type run struct {
-	r       *Reconciler
-	read    store.ClusterRun // as read; never changed
-	d       Decision
-	planned bool // d is the plan
-	retry   bool // the call failed and is retried after a backoff
+	r     *Reconciler
+	read  store.ClusterRun // as read; never changed
+	d     Decision
+	retry bool // the call failed and is retried after a backoff
 	// prefetch, when not nil, answers the GetCluster started by Load.
 	prefetch chan fetched
 	// steady: the cluster was ready with nothing in flight; allowed: the
@@ -319,55 +320,71 @@ func (u *run) provider(ctx context.Context) (GKE, error) {
 // GetCluster.
 var errNotListed = errors.New("not in the listing")
 
-// Step observes and plans once, then makes the planned call if it holds
-// the lease.
-func (u *run) Step(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+// Plan observes and plans, without the lease: a run whose decision calls
+// the provider asks for the lease (Act).
+func (u *run) Plan(ctx context.Context) (chain.Plan, error) {
 	ctx = withTenant(ctx, u.read.Cluster.TenantID)
 	if u.putOff > 0 {
-		return chain.Outcome{After: u.putOff, Hint: hintOf(&u.read.Cluster)}, nil
+		return chain.Plan{Outcome: chain.Outcome{Next: chain.Deferred, After: u.putOff, Hint: hintOf(&u.read.Cluster)}}, nil
 	}
 	if !u.allowed {
 		if ok, wait, share := u.r.budget.allow(u.read.Cluster.Spec.Project, u.read.Cluster.TenantID, u.steady); !ok {
 			if share && !u.steady {
-				return u.waitShare(ctx, wait), nil
+				return chain.Plan{Outcome: u.waitShare(ctx, wait)}, nil
 			}
 			logging.FromContext(ctx).Info("The provider project's request budget is spent; putting the run off", "project", u.read.Cluster.Spec.Project, "after", wait.String())
-			return chain.Outcome{After: wait}, nil
+			return chain.Plan{Outcome: chain.Outcome{Next: chain.Deferred, After: wait}}, nil
 		}
 		u.allowed = true
 	}
-	if !u.planned {
-		if err := u.plan(ctx); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return chain.Outcome{}, err
-			}
-			return u.failed(ctx, err), nil
+	if err := u.plan(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return chain.Plan{}, err
 		}
-		u.planned = true
+		return chain.Plan{Outcome: u.failed(ctx, err)}, nil
 	}
-	if u.d.Action != nil && !u.d.acted {
-		if l == nil {
-			return chain.Outcome{NeedsLease: true}, nil
-		}
-		var err error
-		if u.retry, err = u.r.act(ctx, l, u.gke, namesOf(&u.read.Cluster), &u.d); err != nil {
-			return chain.Outcome{}, err
-		}
-		u.d.acted = true
-		if u.retry {
-			lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
-		}
+	if u.d.Action != nil {
+		return chain.Plan{Act: true}, nil
 	}
-	return chain.Outcome{
+	return chain.Plan{Outcome: u.outcome()}, nil
+}
+
+// Act makes the planned call under the lease.
+func (u *run) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
+	ctx = withTenant(ctx, u.read.Cluster.TenantID)
+	var err error
+	if u.retry, err = u.r.act(ctx, l, u.gke, namesOf(&u.read.Cluster), &u.d); err != nil {
+		return chain.Outcome{}, err
+	}
+	if u.retry {
+		lifecycle.RunFailed(&u.d.Cluster, u.d.Pools, u.failures(), u.d.failure, u.r.now().UTC().Truncate(time.Microsecond))
+	}
+	return u.outcome(), nil
+}
+
+// outcome is the run's outcome once it planned, and acted if it had to.
+func (u *run) outcome() chain.Outcome {
+	out := chain.Outcome{
 		// A recorded intent is cleared or completed by the save.
-		Changed:    u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		Converging: u.d.Converging,
-		Retry:      u.retry,
-		Done:       u.d.Deleted,
-		Converged:  converged(&u.read.Cluster, &u.d.Cluster),
-		Poll:       opPoll(&u.d, u.r.now()),
-		Hint:       u.hint(),
-	}, nil
+		Changed:   u.d.Action != nil || len(u.d.Events) > 0 || u.changed(),
+		Converged: converged(&u.read.Cluster, &u.d.Cluster),
+		Hint:      u.hint(),
+	}
+	switch {
+	case u.d.Deleted:
+		out.Next = chain.Done
+	case u.retry:
+		out.Next = chain.Retry
+	case u.d.Converging:
+		out.Next, out.After = chain.Converging, opPoll(&u.d, u.r.now())
+	}
+	return out
+}
+
+// changed reports whether the run's decision leaves statuses other than
+// those it read.
+func (u *run) changed() bool {
+	return !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})
 }
 
 // ShareWait is what a cluster's message says once its runs have been put
@@ -400,11 +417,8 @@ func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
 			}
 		}
 	}
-	u.d, u.planned = d, true
-	return chain.Outcome{
-		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		After:   wait,
-	}
+	u.d = d
+	return chain.Outcome{Next: chain.Deferred, Changed: u.changed(), After: wait}
 }
 
 // failures is the record of the failures before the run's: none when the
@@ -440,11 +454,8 @@ func (u *run) failed(ctx context.Context, err error) chain.Outcome {
 		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
 	}
 	lifecycle.RunFailed(&d.Cluster, d.Pools, u.failures(), reason(err), u.r.now().UTC().Truncate(time.Microsecond))
-	u.d, u.planned, u.retry = d, true, true
-	return chain.Outcome{
-		Changed: !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}),
-		Retry:   true,
-	}
+	u.d, u.retry = d, true
+	return chain.Outcome{Next: chain.Retry, Changed: u.changed()}
 }
 
 // reason is a failure as the cluster's message says it: the error, with
@@ -459,89 +470,138 @@ func reason(err error) string {
 	return msg
 }
 
-// plan observes the cluster at the provider and plans.
+// plan observes the cluster at the provider and plans. A plan made on a
+// listing that would change anything is made again on the cluster itself:
+// a listing only confirms.
 func (u *run) plan(ctx context.Context) error {
-	log := logging.FromContext(ctx)
-	n := namesOf(&u.read.Cluster)
+	o, err := u.observeAndPlan(ctx)
+	if err != nil || o == nil {
+		return err
+	}
+	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || u.changed()) {
+		u.listed = false
+		if o, err = u.observeAndPlan(ctx); err != nil || o == nil {
+			return err
+		}
+	}
+	u.refine(ctx, o)
+	return nil
+}
+
+// observation is what a run observed at the provider, and planned on.
+type observation struct {
+	g      GKE
+	n      names
+	in     Input
+	pc     *containerpb.Cluster // nil when the provider has none
+	opName string               // the operation in flight, if any
+}
+
+// observeAndPlan observes the cluster once (its intents, its operation in
+// flight, the cluster) and plans on it. A run that cannot act in the
+// cluster's project plans on that (planDenied) and returns no
+// observation.
+func (u *run) observeAndPlan(ctx context.Context) (*observation, error) {
+	o := &observation{n: namesOf(&u.read.Cluster), in: u.input()}
+	var err error
+	if o.g, err = u.provider(ctx); err != nil {
+		return nil, u.planDenied(ctx, o.in, err)
+	}
+	resolved, err := u.r.resolveIntents(ctx, o.g, o.n, &o.in)
+	if err != nil {
+		return nil, u.planDenied(ctx, o.in, err)
+	}
+	if denied, err := u.observeOperation(ctx, o); denied || err != nil {
+		return nil, err
+	}
+	pc, readErr, err := u.readCluster(ctx, o, o.opName != "" || resolved)
+	switch {
+	case err != nil:
+		return nil, err
+	case status.Code(readErr) == codes.NotFound:
+	case readErr != nil:
+		return nil, u.planDenied(ctx, o.in, fmt.Errorf("get cluster: %w", readErr))
+	default:
+		o.pc, o.in.Observed = pc, observe(pc)
+		u.readNodes(ctx, pc, o.in.Observed, o.in.Op != nil && (o.in.Op.Done || o.in.Op.Lost))
+		// Only a change can wait: a steady refresh of a busy cluster
+		// lists nothing.
+		if o.opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {
+			o.in.Observed.Operations = u.r.providerOperations(ctx, o.g, o.n, &u.read.Cluster)
+		}
+	}
+	u.d = Plan(o.in, u.r.now())
+	return o, nil
+}
+
+// input is the planner's input as the run read it, before it observes.
+func (u *run) input() Input {
 	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]lifecycle.NodePool, len(u.read.Pools)), RetryEvery: u.r.retryEvery}
 	for i, p := range u.read.Pools {
 		in.Pools[i] = p.Clone()
 	}
-	g, err := u.provider(ctx)
-	if err != nil {
-		return u.planDenied(ctx, in, err)
-	}
-	resolved, err := u.r.resolveIntents(ctx, g, n, &in)
-	if err != nil {
-		return u.planDenied(ctx, in, err)
-	}
-	// At most one operation is in flight; the cluster's comes first, as
-	// in Plan.
-	opName := in.Cluster.Status.Provider.Operation
-	for _, p := range in.Pools {
-		if opName == "" {
-			opName = p.Status.Provider.Operation
+	return in
+}
+
+// observeOperation reads the operation in flight, if any (at most one
+// is; the cluster's comes first, as in Plan), into o. denied: the read
+// was refused in the cluster's project, and the run planned on that
+// (planDenied).
+func (u *run) observeOperation(ctx context.Context, o *observation) (denied bool, err error) {
+	o.opName = o.in.Cluster.Status.Provider.Operation
+	for _, p := range o.in.Pools {
+		if o.opName == "" {
+			o.opName = p.Status.Provider.Operation
 		}
 	}
-	if opName != "" {
-		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
-			return err
-		}
-		op, err := g.GetOperation(ctx, &containerpb.GetOperationRequest{Name: n.operation(opName)})
-		switch {
-		case status.Code(err) == codes.NotFound:
-			log.Warn("The provider lost an operation; planning from what it shows", "operation", opName)
-			in.Op = &OpOutcome{Lost: true}
-		case err != nil:
-			return u.planDenied(ctx, in, fmt.Errorf("get operation %s: %w", opName, err))
-		default:
-			in.Op = outcome(op)
-		}
+	if o.opName == "" {
+		return false, nil
 	}
-	var pc *containerpb.Cluster
+	if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
+		return false, err
+	}
+	op, err := o.g.GetOperation(ctx, &containerpb.GetOperationRequest{Name: o.n.operation(o.opName)})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		logging.FromContext(ctx).Warn("The provider lost an operation; planning from what it shows", "operation", o.opName)
+		o.in.Op = &OpOutcome{Lost: true}
+	case err != nil:
+		err = u.planDenied(ctx, o.in, fmt.Errorf("get operation %s: %w", o.opName, err))
+		return err == nil, err
+	default:
+		o.in.Op = outcome(op)
+	}
+	return false, nil
+}
+
+// readCluster reads the cluster at the provider: the answer the run
+// prefetched, unless it must read again (reread: the cluster was read
+// before its operation or an intent), or the listing it came from
+// failed or lacks the cluster, which says nothing. readErr is the
+// provider's answer; err the run's failure (its budget).
+func (u *run) readCluster(ctx context.Context, o *observation, reread bool) (pc *containerpb.Cluster, readErr, err error) {
 	if u.prefetch != nil {
 		f := <-u.prefetch
 		u.prefetch = nil
-		pc, err = f.cluster, f.err
-		// The cluster was read before its operation: read it again. A
-		// listing that failed or lacks the cluster says nothing: look at
-		// the cluster itself.
-		reread := opName != "" || resolved
-		if u.listed && err != nil {
+		if u.listed && f.err != nil {
 			u.listed, reread = false, true
 		}
-		if reread {
-			if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
-				return err
-			}
-			pc, err = g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
-		}
-	} else {
-		if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
-			return err
-		}
-		pc, err = g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: n.cluster})
-	}
-	switch {
-	case status.Code(err) == codes.NotFound:
-	case err != nil:
-		return u.planDenied(ctx, in, fmt.Errorf("get cluster: %w", err))
-	default:
-		in.Observed = observe(pc)
-		u.readNodes(ctx, pc, in.Observed, in.Op != nil && (in.Op.Done || in.Op.Lost))
-		// Only a change can wait: a steady refresh of a busy cluster
-		// lists nothing.
-		if opName == "" && !steady(&u.read.Cluster) && providerBusy(pc) {
-			in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
+		if !reread {
+			return f.cluster, f.err, nil
 		}
 	}
-	u.d = Plan(in, u.r.now())
-	if u.listed && (u.d.Action != nil || len(u.d.Events) > 0 || !reflect.DeepEqual(u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools})) {
-		// A listing only confirms: look at the cluster itself before
-		// deciding anything.
-		u.listed = false
-		return u.plan(ctx)
+	if err := u.r.budget.take(ctx, u.read.Cluster.Spec.Project); err != nil {
+		return nil, nil, err
 	}
+	pc, readErr = o.g.GetCluster(ctx, &containerpb.GetClusterRequest{Name: o.n.cluster})
+	return pc, readErr, nil
+}
+
+// refine plans again on what the first plan asks to look at more
+// closely: the pools' own instance groups before a resize, and the
+// provider's own operations before a change to a cluster it shows busy.
+func (u *run) refine(ctx context.Context, o *observation) {
+	in := &o.in
 	if u.d.sizeDrift && !u.nodesFresh && in.Observed != nil {
 		// So does the project's shared listing of instance groups,
 		// which may predate the pool's last resize: read the pools'
@@ -552,18 +612,17 @@ func (u *run) plan(ctx context.Context) error {
 			op.Nodes = nil
 			in.Observed.Pools[name] = op
 		}
-		u.readNodes(ctx, pc, in.Observed, true)
-		u.d = Plan(in, u.r.now())
+		u.readNodes(ctx, o.pc, in.Observed, true)
+		u.d = Plan(*in, u.r.now())
 	}
-	if u.d.Action != nil && in.Observed != nil && in.Observed.Operations == nil && opName == "" && steady(&u.read.Cluster) && providerBusy(pc) {
+	if u.d.Action != nil && in.Observed != nil && in.Observed.Operations == nil && o.opName == "" && steady(&u.read.Cluster) && providerBusy(o.pc) {
 		// A cluster recorded steady lists no operation of the
 		// provider's, but one changed at the provider meanwhile has a
 		// change to make: it waits for them, as any change does,
 		// rather than have its call refused.
-		in.Observed.Operations = u.r.providerOperations(ctx, g, n, &u.read.Cluster)
-		u.d = Plan(in, u.r.now())
+		in.Observed.Operations = u.r.providerOperations(ctx, o.g, o.n, &u.read.Cluster)
+		u.d = Plan(*in, u.r.now())
 	}
-	return nil
 }
 
 // providerBusy reports whether the provider shows the cluster or one of
@@ -679,10 +738,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 		intent.NodeCount = p.Spec.NodeCount
 		log = log.With("nodePoolId", p.ID, "nodePool", p.Spec.Name)
 	}
-	err = l.Write(ctx, func(tx *firestore.Transaction) error {
-		return r.store.RecordIntent(tx, &d.Cluster, poolID, intent)
-	})
-	if err != nil {
+	if err := r.store.RecordIntent(ctx, l, &d.Cluster, poolID, intent); err != nil {
 		return false, fmt.Errorf("record intent: %w", err)
 	}
 	log.Info("Calling the provider", "call", a.Kind)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"time"
@@ -19,6 +20,16 @@ import (
 type ClusterRun struct {
 	Cluster lifecycle.Cluster
 	Pools   []lifecycle.NodePool
+}
+
+// DecodeCluster decodes a cluster's document, as a run of it reads it
+// (chain.Subject.Load).
+func DecodeCluster(snap *firestore.DocumentSnapshot) (lifecycle.Cluster, error) {
+	var c lifecycle.Cluster
+	if err := snap.DataTo(&c); err != nil {
+		return c, fmt.Errorf("decode cluster: %w", err)
+	}
+	return c, nil
 }
 
 // LoadNodePools reads through r the pools of the cluster at ref that are
@@ -48,14 +59,17 @@ func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.No
 	return pools, nil
 }
 
-// RecordIntent writes, in tx, the provider call a run is about to make: on
-// the pool nodePoolID, or on the cluster when nodePoolID is empty.
-func (s *Store) RecordIntent(tx *firestore.Transaction, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error {
+// RecordIntent records, under the run's lease, the provider call the run
+// is about to make: on the pool nodePoolID, or on the cluster when
+// nodePoolID is empty.
+func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error {
 	ref := s.ClusterRef(c.TenantID, c.ID)
 	if nodePoolID != "" {
 		ref = s.NodePoolRef(c.TenantID, c.ID, nodePoolID)
 	}
-	return tx.Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	return lease.Write(ctx, func(tx *firestore.Transaction) error {
+		return tx.Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	})
 }
 
 // SaveClusterRun writes, in tx, the statuses a run leaves (after) over those

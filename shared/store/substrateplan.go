@@ -22,11 +22,11 @@ func (s *Store) ReadSubstrate(ctx context.Context, tenantID, id string) (*Substr
 	if snap == nil || !snap.Exists() {
 		return nil, nil
 	}
-	r, err := s.loadSubstrateRun(chain.NewReader(ctx, nil), snap)
+	r, err := s.LoadSubstrate(chain.NewReader(ctx, nil), snap)
 	if err != nil {
 		return nil, storageErr("read substrate", err)
 	}
-	return &r.Read, nil
+	return &r, nil
 }
 
 // ReadAdoption reads a cluster to adopt and its node pools as a new

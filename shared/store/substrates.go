@@ -131,64 +131,33 @@ type SubstrateLeave struct {
 	Events  []event.Event
 }
 
-// SubstrateRun is one run of a substrate as the store reads and saves it;
-// it is the chain.Run's Save (the reconciler's run embeds it).
-type SubstrateRun struct {
-	store *Store
-	Read  SubstrateRead
-	// Leave is set by the run's step.
-	Leave SubstrateLeave
-	// woken are the kicks of the substrates the last Save woke.
-	woken []chain.Kick
+// SubstrateRef is the document of a tenant's substrate: its run's
+// subject (chain.Subject.Ref).
+func (s *Store) SubstrateRef(tenantID, id string) *firestore.DocumentRef {
+	return s.substrateRef(tenantID, id)
 }
 
-var _ chain.Waking = (*SubstrateRun)(nil)
-
-// Woken are the chains the last Save woke (chain.Waking): the pool's next
-// substrate, when it waited for this one to be deleted.
-func (r *SubstrateRun) Woken() []chain.Kick { return r.woken }
-
-// SubstrateSubject is the part of the substrates' chain.Subject that is
-// the store's: where a substrate is and what its run reads. The
-// reconciler embeds it, with NewRun making its run of what was read.
-type SubstrateSubject struct {
-	Store  *Store
-	NewRun func(*SubstrateRun) chain.Run
-}
-
-// Ref is the document of the kick's substrate.
-func (u SubstrateSubject) Ref(k chain.Kick) *firestore.DocumentRef {
-	return u.Store.substrateRef(k.TenantID, k.ID)
-}
-
-// Load reads the substrate's cluster and pools, and its previous
+// LoadSubstrate reads through rd what a substrate's run reads, snap being
+// the substrate's document: its cluster and pools, and its previous
 // substrate while it waits for it.
-func (u SubstrateSubject) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	r, err := u.Store.loadSubstrateRun(rd, snap)
-	if err != nil {
-		return nil, err
+func (s *Store) LoadSubstrate(rd *chain.Reader, snap *firestore.DocumentSnapshot) (SubstrateRead, error) {
+	r := SubstrateRead{PreviousGone: true}
+	if err := snap.DataTo(&r.Substrate); err != nil {
+		return r, fmt.Errorf("decode substrate: %w", err)
 	}
-	return u.NewRun(r), nil
-}
-
-func (s *Store) loadSubstrateRun(rd *chain.Reader, snap *firestore.DocumentSnapshot) (*SubstrateRun, error) {
-	r := &SubstrateRun{store: s, Read: SubstrateRead{PreviousGone: true}}
-	if err := snap.DataTo(&r.Read.Substrate); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
-	}
-	sub := &r.Read.Substrate
+	sub := &r.Substrate
 	if sub.Spec.After != "" && !sub.Spec.Deleting {
 		prev, err := rd.Get(s.substrateRef(sub.TenantID, sub.Spec.After))
 		if err != nil {
-			return nil, fmt.Errorf("read previous substrate: %w", err)
+			return r, fmt.Errorf("read previous substrate: %w", err)
 		}
 		var p lifecycle.Substrate
 		if prev.Exists() {
 			if err := prev.DataTo(&p); err != nil {
-				return nil, fmt.Errorf("decode previous substrate: %w", err)
+				return r, fmt.Errorf("decode previous substrate: %w", err)
 			}
 		}
-		r.Read.PreviousGone = !prev.Exists() || !p.Active
+		r.PreviousGone = !prev.Exists() || !p.Active
 	}
 	clusterID := sub.ClusterID()
 	if clusterID == "" {
@@ -196,41 +165,43 @@ func (s *Store) loadSubstrateRun(rd *chain.Reader, snap *firestore.DocumentSnaps
 	}
 	cs, err := rd.Get(s.ClusterRef(sub.TenantID, clusterID))
 	if err != nil {
-		return nil, fmt.Errorf("read cluster %s: %w", clusterID, err)
+		return r, fmt.Errorf("read cluster %s: %w", clusterID, err)
 	}
 	if !cs.Exists() {
 		return r, nil
 	}
 	var c clusterDoc
 	if err := cs.DataTo(&c); err != nil {
-		return nil, fmt.Errorf("decode cluster %s: %w", clusterID, err)
+		return r, fmt.Errorf("decode cluster %s: %w", clusterID, err)
 	}
-	r.Read.Cluster = &c.Cluster
-	r.Read.Adopted = c.AdoptedBy[sub.ID] == sub.PoolID
-	if r.Read.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
-		return nil, err
+	r.Cluster = &c.Cluster
+	r.Adopted = c.AdoptedBy[sub.ID] == sub.PoolID
+	if r.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
+		return r, err
 	}
 	return r, nil
 }
 
-// Save writes the run's status whole, removes the nodes that left and the
-// revoked tokens, and returns the events to commit. The substrate's state
-// events are dropped when its spec changed during the run (a new event of
-// its pool came): they announce a state it no longer shows.
-func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+// SaveSubstrateRun writes, in tx, what a substrate's run that read read
+// leaves (l): the run's status whole; it removes the nodes that left and
+// the revoked tokens, and returns the events to commit. The substrate's
+// state events are dropped when its spec changed during the run (a new
+// event of its pool came): they announce a state it no longer shows. now
+// is the substrate's document as it is now. When the run deletes the
+// substrate, the pool's next substrate, waiting for that, is woken in tx:
+// the kicks returned are to be sent once it commits.
+func (s *Store) SaveSubstrateRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, read SubstrateRead, l SubstrateLeave) ([]event.Event, []chain.Kick, error) {
 	var cur lifecycle.Substrate
 	if err := now.DataTo(&cur); err != nil {
-		return nil, fmt.Errorf("decode substrate: %w", err)
+		return nil, nil, fmt.Errorf("decode substrate: %w", err)
 	}
-	l := &r.Leave
 	sub := &l.Substrate
-	r.woken = nil
 	var next []*firestore.DocumentSnapshot
 	if !sub.Active && cur.Active {
 		// Every read before the first write.
 		var err error
-		if next, err = r.waiting(tx, sub); err != nil {
-			return nil, err
+		if next, err = s.waiting(tx, sub); err != nil {
+			return nil, nil, err
 		}
 	}
 	updates := statusUpdates(sub.Status, sub.Active, sub.ExpireAt)
@@ -238,24 +209,23 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 		updates = append(updates, firestore.Update{Path: "joined", Value: firestore.Increment(-len(l.Left))})
 	}
 	if err := tx.Update(now.Ref, updates); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, n := range l.Left {
-		if err := tx.Delete(r.store.substrateNodes(sub.TenantID, sub.ID).Doc(docpath.ID(n))); err != nil {
-			return nil, err
+		if err := tx.Delete(s.substrateNodes(sub.TenantID, sub.ID).Doc(docpath.ID(n))); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, h := range l.Revoked {
-		if err := tx.Delete(r.store.joinTokenRef(h)); err != nil {
-			return nil, err
+		if err := tx.Delete(s.joinTokenRef(h)); err != nil {
+			return nil, nil, err
 		}
 	}
-	kicks, err := r.store.wakeSubstrates(tx, next, r.store.timestamp())
+	kicks, err := s.wakeSubstrates(tx, next, s.timestamp())
 	if err != nil {
-		return nil, fmt.Errorf("wake the pool's next substrate: %w", err)
+		return nil, nil, fmt.Errorf("wake the pool's next substrate: %w", err)
 	}
-	r.woken = kicks
-	stale := cur.Spec.Generation != r.Read.Substrate.Spec.Generation
+	stale := cur.Spec.Generation != read.Substrate.Spec.Generation
 	var events []event.Event
 	for _, e := range l.Events {
 		if stale && e.Type != event.SubstrateNodeLeft {
@@ -263,13 +233,13 @@ func (r *SubstrateRun) Save(tx *firestore.Transaction, now *firestore.DocumentSn
 		}
 		events = append(events, e)
 	}
-	return events, nil
+	return events, kicks, nil
 }
 
 // waiting reads, in tx, the pool's current substrate when it waits for
 // sub to be deleted (its Spec.After); none otherwise.
-func (r *SubstrateRun) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]*firestore.DocumentSnapshot, error) {
-	snap, err := tx.Get(r.store.substratePoolRef(sub.TenantID, sub.PoolID))
+func (s *Store) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]*firestore.DocumentSnapshot, error) {
+	snap, err := tx.Get(s.substratePoolRef(sub.TenantID, sub.PoolID))
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read the pool's index: %w", err)
 	}
@@ -277,7 +247,7 @@ func (r *SubstrateRun) waiting(tx *firestore.Transaction, sub *lifecycle.Substra
 	if err != nil || idx.SubstrateID == "" || idx.SubstrateID == sub.ID {
 		return nil, err
 	}
-	ns, err := tx.Get(r.store.substrateRef(sub.TenantID, idx.SubstrateID))
+	ns, err := tx.Get(s.substrateRef(sub.TenantID, idx.SubstrateID))
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read the pool's next substrate: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 // transaction, in that transaction (chain.State.Wake), as a tenant's
 // change restarts its cluster's chain: its cluster's or pools' states
 // (SaveClusterRun), a node joining it while it converges (RecordJoin),
-// the deletion of the substrate it waits for (SubstrateRun.Save). No
+// the deletion of the substrate it waits for (SaveSubstrateRun). No
 // phase of it waits for its next run.
 
 // usersOf are the substrates whose runs read the cluster: the one that

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -177,15 +178,45 @@ func TestRecordJoinWakes(t *testing.T) {
 	}
 }
 
-// deleting is a substrate's run that deletes it.
-type deleting struct{ *store.SubstrateRun }
+// deletings is a substrates' subject whose runs delete their substrate,
+// reading and saving through the store as the substrates' reconciler does.
+type deletings struct{ st *store.Store }
 
-func (r deleting) Step(context.Context, *chain.Lease) (chain.Outcome, error) {
-	s := r.Read.Substrate.Clone()
-	s.Active, s.Status.State = false, resource.StateDeleted
-	r.Leave = store.SubstrateLeave{Substrate: s}
-	return chain.Outcome{Changed: true, Done: true}, nil
+func (deletings) Kind() string { return store.SubstratesKind }
+
+func (d deletings) Ref(k chain.Kick) *firestore.DocumentRef {
+	return d.st.SubstrateRef(k.TenantID, k.ID)
 }
+
+func (d deletings) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	read, err := d.st.LoadSubstrate(rd, snap)
+	return &deleting{st: d.st, read: read}, err
+}
+
+// deleting is a substrate's run that deletes it.
+type deleting struct {
+	st    *store.Store
+	read  store.SubstrateRead
+	woken []chain.Kick
+}
+
+func (*deleting) Plan(context.Context) (chain.Plan, error) {
+	return chain.Plan{Outcome: chain.Outcome{Changed: true, Next: chain.Done}}, nil
+}
+
+func (*deleting) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
+	return chain.Outcome{}, errors.New("a deletion does not act")
+}
+
+func (r *deleting) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+	s := r.read.Substrate.Clone()
+	s.Active, s.Status.State = false, resource.StateDeleted
+	events, woken, err := r.st.SaveSubstrateRun(tx, now, r.read, store.SubstrateLeave{Substrate: s})
+	r.woken = woken
+	return events, err
+}
+
+func (r *deleting) Woken() []chain.Kick { return r.woken }
 
 type scheduledKicks struct{ kicks []chain.Kick }
 
@@ -212,9 +243,7 @@ func TestSubstrateDeletedWakesTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := &scheduledKicks{}
-	sub := &store.SubstrateSubject{Store: e.st}
-	sub.NewRun = func(r *store.SubstrateRun) chain.Run { return deleting{r} }
-	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, substrateSubject{sub})
+	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, deletings{e.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +255,3 @@ func TestSubstrateDeletedWakesTheNext(t *testing.T) {
 		t.Errorf("kicks %+v, next substrate's chain %+v; want one kick of its new chain", sched.kicks, next)
 	}
 }
-
-// substrateSubject is the store's part of the substrates' subject with
-// their kind.
-type substrateSubject struct{ *store.SubstrateSubject }
-
-func (substrateSubject) Kind() string { return store.SubstratesKind }

@@ -72,7 +72,7 @@ func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
 		r.Since = prev.Since
 	}
 	d.Substrate.Status.Retrying = &r
-	out := chain.Outcome{Retry: true}
+	out := chain.Outcome{Next: chain.Retry}
 	switch {
 	case now.Sub(r.Since) <= lifecycle.RetryShownAfter:
 		log.Warn("Substrate run failed; retrying with backoff", "error", err)
@@ -81,15 +81,15 @@ func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
 		// the substrate says what holds it up.
 		log.Warn("Substrate teardown runs keep failing; retried at the steady pace", "error", err, "since", r.Since)
 		d.setState(resource.StateDeleting, lifecycle.RetryMessage(r))
-		out.Retry = false
+		out.Next = chain.Steady
 	default:
 		log.Warn("Substrate runs keep failing; the substrate shows the error and is retried at the steady pace",
 			"error", err, "since", r.Since)
 		d.fail(msg)
-		out.Retry = false
+		out.Next = chain.Steady
 	}
-	before := &u.Read.Substrate
-	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Events: d.Events}
+	before := &u.read.Substrate
+	u.leave = store.SubstrateLeave{Substrate: d.Substrate, Events: d.Events}
 	out.Changed = u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || len(d.Events) > 0
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -40,11 +41,11 @@ type Config struct {
 	JoinURL string
 }
 
-// Reconciler is the substrates' chain.Subject: the store reads a run's
-// documents and saves what it leaves (store.SubstrateSubject); a run
-// plans (Plan) and carries out the plan's actions.
+// Reconciler is the substrates' chain.Subject: a run reads its
+// documents through the store (store.LoadSubstrate), plans (Plan),
+// carries out the plan's actions, and saves what it leaves through the
+// store (store.SaveSubstrateRun).
 type Reconciler struct {
-	store.SubstrateSubject
 	store  *store.Store
 	kube   Connector
 	events EventSender
@@ -94,25 +95,37 @@ func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, 
 		return nil, errors.New("substrates: New needs bcd's image and the join URL")
 	}
 	now := clockOf(opts)
-	r := &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}
-	r.SubstrateSubject = store.SubstrateSubject{Store: s, NewRun: r.newRun}
-	return r, nil
+	return &Reconciler{store: s, kube: kube, events: events, kick: kick, cfg: cfg, now: now}, nil
 }
 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-func (r *Reconciler) newRun(sr *store.SubstrateRun) chain.Run {
-	rd := &sr.Read
-	in := Input{Substrate: rd.Substrate, PreviousGone: rd.PreviousGone, Cluster: rd.Cluster, Adopted: rd.Adopted, Pools: rd.Pools}
-	return &run{SubstrateRun: sr, r: r, in: in}
+// Ref is the document of the kick's substrate.
+func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
+	return r.store.SubstrateRef(k.TenantID, k.ID)
+}
+
+// Load reads the substrate's cluster and pools, and its previous
+// substrate while it waits for it.
+func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	read, err := r.store.LoadSubstrate(rd, snap)
+	if err != nil {
+		return nil, err
+	}
+	in := Input{Substrate: read.Substrate, PreviousGone: read.PreviousGone, Cluster: read.Cluster, Adopted: read.Adopted, Pools: read.Pools}
+	return &run{r: r, read: read, in: in}, nil
 }
 
 // run is one run of a substrate.
 type run struct {
-	*store.SubstrateRun
-	r  *Reconciler
-	in Input // as read, with what the run saw and the effects of what it did
+	r    *Reconciler
+	read store.SubstrateRead // as read; never changed
+	// leave is what the run leaves, for its Save.
+	leave store.SubstrateLeave
+	// woken are the kicks of the substrates the last Save woke.
+	woken []chain.Kick
+	in    Input // as read, with what the run saw and the effects of what it did
 	// acted: the run made an action (the store or the cluster changed).
 	acted bool
 	// minted is the join token the run recorded, if any: the store holds
@@ -124,11 +137,30 @@ type run struct {
 // most flavors a pool may have, and a few more.
 const maxActions = 32
 
-// Step plans, reads what the plan needs and plans again, then carries out
-// the plan's actions one at a time, each followed by a plan of what it
-// left (Effect), until the plan has none for this run. Without a lease it
-// only reads: a plan that acts, or tears down, asks for the lease.
-func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
+// Plan plans, reads what the plan needs and plans again, without the
+// lease: a plan that acts, or tears down, asks for it (Act).
+func (u *run) Plan(ctx context.Context) (chain.Plan, error) {
+	out, err := u.step(ctx, nil)
+	if errors.Is(err, errNeedsLease) {
+		return chain.Plan{Act: true}, nil
+	}
+	return chain.Plan{Outcome: out}, err
+}
+
+// Act carries out the plan under the lease: its actions one at a time,
+// each followed by a plan of what it left (Effect), until the plan has
+// none for this run. It plans again from what Plan observed, which it
+// keeps.
+func (u *run) Act(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
+	return u.step(ctx, lease)
+}
+
+// errNeedsLease: the plan acts, and the run holds no lease.
+var errNeedsLease = errors.New("the plan needs the lease")
+
+// step plans, observes, and acts (under lease only) until the plan has
+// nothing more for this run.
+func (u *run) step(ctx context.Context, lease *chain.Lease) (chain.Outcome, error) {
 	ctx = logging.With(ctx, "substrateId", u.in.Substrate.ID, "poolId", u.in.Substrate.PoolID)
 	var d Decision
 	for i := range maxActions + 1 {
@@ -139,29 +171,17 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		d = Plan(u.in, u.r.now())
 		if d.Observe {
-			seen, err := u.observe(ctx, &d)
-			if msg := accessRefused(u.in.Cluster, err); msg != "" {
-				// The grant is the tenant's to make: the substrate
-				// shows it, and a run at the steady pace looks again.
-				Refused(&d, msg)
-				d.Observe = false
-				break
-			}
-			if msg := invalidObjects(err); msg != "" {
-				// What the spec asks for cannot be applied, and never
-				// will be: only a new event of the pool changes it.
-				Refused(&d, msg)
-				d.Observe = false
-				break
-			}
+			refused, err := u.look(ctx, &d)
 			if err != nil {
 				return u.failed(ctx, err)
 			}
-			u.in.Seen = seen
+			if refused {
+				break
+			}
 			continue
 		}
 		if d.Lease && lease == nil {
-			return chain.Outcome{NeedsLease: true}, nil
+			return chain.Outcome{}, errNeedsLease
 		}
 		if d.Action == nil {
 			break
@@ -187,16 +207,65 @@ func (u *run) Step(ctx context.Context, lease *chain.Lease) (chain.Outcome, erro
 		}
 		u.in = next
 	}
-	before := &u.Read.Substrate
-	u.Leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
-	return chain.Outcome{
+	return u.leaveWith(&d), nil
+}
+
+// look observes what the decision d asks to see (observe) into the run's
+// input. refused: what it saw is the tenant's to change, and d says so.
+func (u *run) look(ctx context.Context, d *Decision) (refused bool, err error) {
+	seen, err := u.observe(ctx, d)
+	// A grant is the tenant's to make: the substrate shows it, and a run
+	// at the steady pace looks again. Objects the spec asks for that
+	// cannot be applied never will be: only a new event of the pool
+	// changes them.
+	msg := accessRefused(u.in.Cluster, err)
+	if msg == "" {
+		msg = invalidObjects(err)
+	}
+	if msg != "" {
+		Refused(d, msg)
+		d.Observe = false
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	u.in.Seen = seen
+	return false, nil
+}
+
+// leaveWith is the outcome of a run that leaves the substrate as d
+// does, which it keeps for its Save.
+func (u *run) leaveWith(d *Decision) chain.Outcome {
+	before := &u.read.Substrate
+	u.leave = store.SubstrateLeave{Substrate: d.Substrate, Left: d.Left, Revoked: d.Revoked, Events: d.Events}
+	out := chain.Outcome{
 		Changed: u.acted || !reflect.DeepEqual(d.Substrate.Status, before.Status) || d.Substrate.Active != before.Active ||
 			len(d.Events) > 0 || len(d.Left) > 0 || len(d.Revoked) > 0,
-		Converging: d.Converging,
-		Done:       d.Done,
-		Converged:  converged(before, &d.Substrate),
-	}, nil
+		Converged: converged(before, &d.Substrate),
+	}
+	switch {
+	case d.Done:
+		out.Next = chain.Done
+	case d.Converging:
+		out.Next = chain.Converging
+	}
+	return out
 }
+
+var _ chain.Waking = (*run)(nil)
+
+// Save writes the run's status, removes the nodes that left and the
+// revoked tokens, and wakes the pool's next substrate when the run
+// deletes the one it waits for.
+func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+	events, woken, err := u.r.store.SaveSubstrateRun(tx, now, u.read, u.leave)
+	u.woken = woken
+	return events, err
+}
+
+// Woken are the chains the last Save woke (chain.Waking).
+func (u *run) Woken() []chain.Kick { return u.woken }
 
 // observe reads the substrate's joined nodes, and unless it is torn down,
 // what its cluster's Kubernetes API holds: whether bcd's objects are as
@@ -237,6 +306,36 @@ func (u *run) observe(ctx context.Context, d *Decision) (*Seen, error) {
 // refused it, and the substrate is in error; or it waits). Any other
 // failure is returned, and the run is retried.
 func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (o Outcome, done bool, err error) {
+	switch d.Action.Kind {
+	case ApplyObjects:
+		return u.applyObjects(ctx, lease, d)
+	case RemoveObjects:
+		return u.removeObjects(ctx, d)
+	case ReleaseCluster:
+		s := &u.in.Substrate
+		if err := u.r.store.ReleaseCluster(ctx, auth.Substrate(s.TenantID, s.ID, s.PoolID), u.in.Cluster.ID); err != nil {
+			return Outcome{}, true, err
+		}
+		return Outcome{}, false, nil
+	}
+	o, c, err := u.change(ctx, d)
+	if err != nil {
+		return Outcome{}, true, u.refused(d, err)
+	}
+	u.afterCommit(ctx, c.events, c.kick)
+	return o, false, nil
+}
+
+// committed is what a change the store committed leaves to send: its
+// events, and the kick of the chain it restarted.
+type committed struct {
+	events []event.Event
+	kick   *chain.Kick
+}
+
+// change makes the decision's change to the substrate's cluster or pools
+// through the store, as the API's handlers do.
+func (u *run) change(ctx context.Context, d *Decision) (Outcome, committed, error) {
 	a := d.Action
 	s := &u.in.Substrate
 	caller := auth.Substrate(s.TenantID, s.ID, s.PoolID)
@@ -248,113 +347,117 @@ func (u *run) act(ctx context.Context, lease *chain.Lease, d *Decision) (o Outco
 			IdempotencyKey: s.ID + "-cluster", RequestHash: store.RequestHash(mustJSON([]any{spec, pools}))}
 		res, err := u.r.store.CreateCluster(ctx, caller, req)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Created the substrate's cluster", "clusterId", res.Cluster.ID)
 		o := Outcome{ClusterID: res.Cluster.ID, Zones: res.Zones}
 		for _, np := range res.NodePools {
 			o.PoolIDs = append(o.PoolIDs, np.ID)
 		}
-		return o, false, nil
+		return o, committed{res.Events, res.Kick}, nil
 	case AdoptCluster:
-		if _, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID); err != nil {
-			return Outcome{}, true, u.refused(d, err)
-		}
-		return Outcome{}, false, nil
+		_, err := u.r.store.AdoptCluster(ctx, caller, s.Spec.AdoptClusterID, s.Spec.AccountID)
+		return Outcome{}, committed{}, err
 	case CreateNodePool, ReplaceNodePool:
-		spec := poolSpec(s, a)
-		req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
-			IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
-			RequestHash:    store.RequestHash(mustJSON(spec))}
-		res, err := u.r.store.CreateNodePool(ctx, caller, req)
-		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
-		}
-		u.afterCommit(ctx, res.Events, res.Kick)
-		if a.Kind == ReplaceNodePool {
-			log.Info("Created a substrate node pool to replace one", "nodePool", spec.Name, "replaces", u.in.Pools[a.Pool].Spec.Name)
-		} else {
-			log.Info("Created a substrate node pool", "nodePool", spec.Name)
-		}
-		return Outcome{PoolIDs: []string{res.NodePool.ID}}, false, nil
+		return u.createPool(ctx, caller, d)
 	case ResizeNodePool:
 		p := &u.in.Pools[a.Pool]
 		res, err := u.r.store.UpdateNodePool(ctx, caller, p.ClusterID, p.ID, resizeTo(s.Spec.Flavors[a.Flavor].NodePool))
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Resized a substrate node pool", "nodePool", p.Spec.Name)
-		return Outcome{}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	case DeleteNodePool:
 		p := &u.in.Pools[a.Pool]
 		res, err := u.r.store.DeleteNodePool(ctx, caller, p.ClusterID, p.ID)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
 		log.Info("Deleting a substrate node pool", "nodePool", p.Spec.Name)
-		return Outcome{}, false, nil
-	case ApplyObjects:
-		foreign, err := u.apply(ctx, lease, d)
-		if u.minted.Hash != "" {
-			// Whatever the apply did, the store holds the token now.
-			d.Substrate.Status.Token = u.minted
-		}
-		if msg := invalidObjects(err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if msg := accessRefused(u.in.Cluster, err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if errors.Is(err, kubeapply.ErrTerminating) {
-			// An earlier teardown's objects are still going: a wait,
-			// not a failure.
-			logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
-			d.Action = nil
-			d.progress()
-			d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
-			return Outcome{}, true, nil
-		}
-		if err != nil {
-			return Outcome{}, true, err
-		}
-		if foreign != "" {
-			Refused(d, foreign)
-			return Outcome{}, true, nil
-		}
-		return Outcome{Token: u.minted}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	case DeleteCluster:
 		res, err := u.r.store.DeleteCluster(ctx, caller, u.in.Cluster.ID)
 		if err != nil {
-			return Outcome{}, true, u.refused(d, err)
+			return Outcome{}, committed{}, err
 		}
-		u.afterCommit(ctx, res.Events, res.Kick)
-		return Outcome{}, false, nil
-	case RemoveObjects:
-		api, err := u.connect()
-		if err != nil {
-			return Outcome{}, true, err
-		}
-		gone, err := api.Remove(ctx, s.PoolID)
-		if msg := accessRefused(u.in.Cluster, err); msg != "" {
-			Refused(d, msg)
-			return Outcome{}, true, nil
-		}
-		if err != nil {
-			return Outcome{}, true, fmt.Errorf("remove bcd's objects: %w", err)
-		}
-		return Outcome{Gone: gone}, false, nil
-	case ReleaseCluster:
-		if err := u.r.store.ReleaseCluster(ctx, caller, u.in.Cluster.ID); err != nil {
-			return Outcome{}, true, err
-		}
-		return Outcome{}, false, nil
+		return Outcome{}, committed{res.Events, res.Kick}, nil
 	}
-	return Outcome{}, true, fmt.Errorf("unknown action %q", a.Kind)
+	return Outcome{}, committed{}, fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// createPool creates a node pool of the substrate's, new or replacing
+// one.
+func (u *run) createPool(ctx context.Context, caller auth.Principal, d *Decision) (Outcome, committed, error) {
+	a := d.Action
+	s := &u.in.Substrate
+	spec := poolSpec(s, a)
+	req := store.CreateNodePoolRequest{ClusterID: u.in.Cluster.ID, Spec: spec,
+		IdempotencyKey: fmt.Sprintf("%s-%s-%d", s.ID, spec.Name, s.Spec.Generation),
+		RequestHash:    store.RequestHash(mustJSON(spec))}
+	res, err := u.r.store.CreateNodePool(ctx, caller, req)
+	if err != nil {
+		return Outcome{}, committed{}, err
+	}
+	log := logging.FromContext(ctx)
+	if a.Kind == ReplaceNodePool {
+		log.Info("Created a substrate node pool to replace one", "nodePool", spec.Name, "replaces", u.in.Pools[a.Pool].Spec.Name)
+	} else {
+		log.Info("Created a substrate node pool", "nodePool", spec.Name)
+	}
+	return Outcome{PoolIDs: []string{res.NodePool.ID}}, committed{res.Events, res.Kick}, nil
+}
+
+// applyObjects applies bcd's objects to the cluster (apply), and says
+// what it refused or waits for on the substrate.
+func (u *run) applyObjects(ctx context.Context, lease *chain.Lease, d *Decision) (Outcome, bool, error) {
+	foreign, err := u.apply(ctx, lease, d)
+	if u.minted.Hash != "" {
+		// Whatever the apply did, the store holds the token now.
+		d.Substrate.Status.Token = u.minted
+	}
+	if msg := invalidObjects(err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if msg := accessRefused(u.in.Cluster, err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if errors.Is(err, kubeapply.ErrTerminating) {
+		// An earlier teardown's objects are still going: a wait,
+		// not a failure.
+		logging.FromContext(ctx).Info("Waiting for bcd's objects of an earlier teardown to be deleted", "error", err)
+		d.Action = nil
+		d.progress()
+		d.setState(d.Substrate.Status.State, "waiting for bcd's objects of an earlier teardown to be deleted")
+		return Outcome{}, true, nil
+	}
+	if err != nil {
+		return Outcome{}, true, err
+	}
+	if foreign != "" {
+		Refused(d, foreign)
+		return Outcome{}, true, nil
+	}
+	return Outcome{Token: u.minted}, false, nil
+}
+
+// removeObjects removes bcd's objects from the cluster.
+func (u *run) removeObjects(ctx context.Context, d *Decision) (Outcome, bool, error) {
+	api, err := u.connect()
+	if err != nil {
+		return Outcome{}, true, err
+	}
+	gone, err := api.Remove(ctx, u.in.Substrate.PoolID)
+	if msg := accessRefused(u.in.Cluster, err); msg != "" {
+		Refused(d, msg)
+		return Outcome{}, true, nil
+	}
+	if err != nil {
+		return Outcome{}, true, fmt.Errorf("remove bcd's objects: %w", err)
+	}
+	return Outcome{Gone: gone}, false, nil
 }
 
 // refused turns what the store refused into the substrate's error; any

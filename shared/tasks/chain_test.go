@@ -41,7 +41,9 @@ func (s *things) Load(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, er
 
 type thingRun struct{ out chain.Outcome }
 
-func (r thingRun) Step(context.Context, *chain.Lease) (chain.Outcome, error) { return r.out, nil }
+func (r thingRun) Plan(context.Context) (chain.Plan, error) { return chain.Plan{Outcome: r.out}, nil }
+
+func (r thingRun) Act(context.Context, *chain.Lease) (chain.Outcome, error) { return r.out, nil }
 
 func (thingRun) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {
 	return nil, nil
@@ -77,7 +79,7 @@ func TestChainSurvivesAFailedEnqueue(t *testing.T) {
 		interval time.Duration
 	}{
 		{"hand-over to a steady chain", chain.Outcome{}, 5 * time.Minute},
-		{"converging", chain.Outcome{Converging: true}, 30 * time.Second},
+		{"converging", chain.Outcome{Next: chain.Converging}, 30 * time.Second},
 	}
 	for _, o := range outcomes {
 		for _, f := range faults {
