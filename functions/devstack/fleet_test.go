@@ -329,21 +329,18 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	})
 	took := make([]time.Duration, len(changed))
 	tookCommit := make([]time.Duration, len(changed))
-	for end := time.Now().Add(30*time.Second + time.Duration(len(changed))*20*time.Millisecond); ; time.Sleep(100 * time.Millisecond) {
-		n := 0
-		for i, id := range poolIDs {
-			if at, made, ok := readyAt(id); ok {
-				took[i], tookCommit[i] = at.Sub(changedAt[i]), made.Sub(changedAt[i])
-				n++
-			} else {
-				took[i], tookCommit[i] = time.Hour, time.Hour
+	wait.WithinEvery(t, max(wait.Timeout, 30*time.Second+time.Duration(len(changed))*20*time.Millisecond), 100*time.Millisecond,
+		"every changed pool's ready event", func() (bool, string) {
+			n := 0
+			for i, id := range poolIDs {
+				if at, made, ok := readyAt(id); ok {
+					took[i], tookCommit[i] = at.Sub(changedAt[i]), made.Sub(changedAt[i])
+					n++
+				}
 			}
-		}
-		rep.converged = n
-		if n == len(changed) || time.Now().After(end) {
-			break
-		}
-	}
+			rep.converged = n
+			return n == len(changed), fmt.Sprintf("%d of %d changes converged", n, len(changed))
+		})
 	slices.Sort(took)
 	slices.Sort(tookCommit)
 	rep.p50, rep.p99 = took[len(took)/2], took[min(len(took)-1, len(took)*99/100)]

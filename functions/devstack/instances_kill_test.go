@@ -161,16 +161,17 @@ func (p *loadPool) count() int { return p.counts[len(p.counts)-1] }
 // try calls method until it answers something else than UNAVAILABLE or
 // a broken connection: what a kill of the instance serving it answers.
 func (l *load) try(method string, body, out any) error {
-	deadline := time.Now().Add(wait.Timeout)
-	for {
-		err := l.api.call(method, body, out)
+	var err error
+	wait.Poll(wait.Timeout, 50*time.Millisecond, func() bool {
+		err = l.api.call(method, body, out)
 		var ae *apiError
-		if err == nil || errors.As(err, &ae) && ae.Code != "UNAVAILABLE" || time.Now().After(deadline) {
-			return err
+		if err == nil || errors.As(err, &ae) && ae.Code != "UNAVAILABLE" {
+			return true
 		}
 		l.retried.Add(1)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return err
 }
 
 // poolID is the ID of the pool named name of a cluster, listed as every
