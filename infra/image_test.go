@@ -27,7 +27,7 @@ type stage struct {
 
 func readDockerfile(t *testing.T) dockerfile {
 	t.Helper()
-	b, err := os.ReadFile("../Dockerfile")
+	b, err := os.ReadFile("../functions/Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestDockerfileGoVersionIsGoMod(t *testing.T) {
 }
 
 // TestImageBuildsFromDockerfile runs the build stage's go build command
-// on the files the build context holds (.dockerignore applied), and
+// on the files the build context holds (its ignore file applied), and
 // checks that the binary is the one the final stage runs, static, and
 // free of this machine's paths.
 func TestImageBuildsFromDockerfile(t *testing.T) {
@@ -232,11 +232,12 @@ func TestImageBuildsFromDockerfile(t *testing.T) {
 	}
 }
 
-// copyContext copies the files of root that .dockerignore lets into the
+// copyContext copies the files of root that functions/Dockerfile.dockerignore
+// (the Dockerfile's own ignore file, which BuildKit reads) lets into the
 // build context to dir.
 func copyContext(t *testing.T, root, dir string) {
 	t.Helper()
-	ignore, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	ignore, err := os.ReadFile(filepath.Join(root, "functions", "Dockerfile.dockerignore"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // requires, an event type without its topic, a query without its index, a
 // service account with a role its code does not need or without one it
 // does, an alert on a log line the code no longer writes. They also build
-// the image's binary as the Dockerfile does.
+// the image's binary as functions/Dockerfile does.
 package infra
 
 import (

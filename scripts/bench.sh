@@ -23,7 +23,9 @@ bench() {
   fi
 }
 
-bench -bench=. -skip='BenchmarkSubstrateJoined|^BenchmarkNeighbourFlood$' -benchtime=300x \
+# The fleet and memory measurements have scripts of their own (fleet.sh,
+# memory.sh): a whole fleet, or many API servers, an iteration.
+bench -bench=. -skip='BenchmarkSubstrateJoined|^BenchmarkNeighbourFlood$|^BenchmarkFleet$|^BenchmarkMemoryOfSubstrates$' -benchtime=300x \
   ./shared/store/ ./shared/chain/ ./shared/clusters/ ./functions/devstack/ ./emulators/firestore/
 # A substrate from its pool's event to its nodes joined takes seconds
 # (a simulated provider operation, a Kubernetes API server): a few

@@ -2,7 +2,7 @@
 // functions: it builds them from a Config and serves them behind one edge.
 // The container image deployed to Cloud Run (one service per function,
 // chosen by FUNCTION_TARGET) serves them with the Functions Framework:
-// the twelve API methods under their function names
+// every API method (api.Methods, thirteen) under its function name
 // (kubernetesNodePools-create, ...), "reconcile" (the Cloud Tasks target),
 // "watchdog" (the Cloud Scheduler target) and the pool events' consumer
 // (pushed by Pub/Sub). The handlers are the edge's (functions/api,

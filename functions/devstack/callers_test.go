@@ -45,7 +45,8 @@ var callerModes = []struct {
 // stack's own callers keep working with the tokens they send as Google's
 // services do: the Cloud Tasks emulator's dispatches (a cluster gets
 // ready), the pool delivery (a substrate appears) and the watchdog's
-// schedule (no pass fails).
+// scheduler (a pass with its token is made, and none of the stack's
+// scheduled passes failed meanwhile).
 func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 	t.Parallel()
 	for _, mode := range callerModes {
@@ -123,8 +124,17 @@ func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 			acceptedPool := fmt.Sprintf("pool-callers-%d", poolSeq.Add(1))
 			putPool(t, e, createPolicy(acceptedPool, 1, flavor("cpu", 1)))
 			e.api.waitSubstrate(t, acceptedPool, "recorded", func(resource.Substrate) bool { return true })
-			// A few of the watchdog's passes, every 300 ms.
-			time.Sleep(time.Second)
+			// The watchdog takes the scheduler's token, through the same
+			// front end as the stack's schedule calls it: a pass is made.
+			schedTok, err := e.Issuer.ServiceAccountToken(fc.SchedulerServiceAccount, fc.ReconcileAudience, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status, body := postRaw(t, e.URL+pathOf(cloudrun.WatchdogFunction), "Bearer "+schedTok, nil, strings.NewReader(`{}`)); status != http.StatusOK || !json.Valid([]byte(body)) {
+				t.Errorf("POST %s with the scheduler's token = %d %s, want 200 and a pass", pathOf(cloudrun.WatchdogFunction), status, body)
+			}
+			// Meanwhile, the cluster ready and the substrate recorded, the
+			// stack's schedule made a pass every 300 ms.
 			if strings.Contains(logs.String(), "Watchdog pass incomplete") || strings.Contains(logs.String(), "Pool event delivery failed") {
 				t.Errorf("the stack's own callers were refused:\n%s", logs.String())
 			}

@@ -453,30 +453,29 @@ func unsure(err error) bool {
 // sent again. A key makes sending it again safe, so keyed requests pass
 // no took.
 func (c *chaos) definite(t *testing.T, method string, body, out any, took func() bool) error {
-	deadline := time.Now().Add(wait.Timeout)
-	for {
-		err := c.call(t, method, body, out)
-		if !unsure(err) || time.Now().After(deadline) {
-			return err
+	var err error
+	wait.Poll(wait.Timeout, 20*time.Millisecond, func() bool {
+		if err = c.call(t, method, body, out); !unsure(err) {
+			return true
 		}
 		c.unknown.Add(1)
 		if took != nil && took() {
-			return nil
+			err = nil
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return err
 }
 
 // read calls a reading method until it answers something definite.
 func (c *chaos) read(t *testing.T, method string, body, out any) error {
-	deadline := time.Now().Add(wait.Timeout)
-	for {
-		err := c.call(t, method, body, out)
-		if !unsure(err) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var err error
+	wait.Poll(wait.Timeout, 20*time.Millisecond, func() bool {
+		err = c.call(t, method, body, out)
+		return !unsure(err)
+	})
+	return err
 }
 
 func (c *chaos) createCluster(t *testing.T, cl *chaosCluster, pool string) {

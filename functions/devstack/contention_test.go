@@ -1,9 +1,9 @@
 package devstack_test
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,15 +16,15 @@ import (
 // delete of node pools on 5 clusters, as a busy tenant's tools do, and
 // reports the latency of each kind of call: medians and tails, and the
 // ratio of the mutations' p99 to their p50 (scripts/contention.sh).
+// contentionConverging, when set, is BenchmarkContention's converging
+// interval instead of the suite's (scripts/contention.sh).
+var contentionConverging = flag.Duration("contention.converging", 0, "BenchmarkContention: the converging interval (0: the suite's)")
+
 func BenchmarkContention(b *testing.B) {
 	const clients, clusters = 20, 5
 	cfg := fastConfig()
-	if v := os.Getenv("CONTENTION_CONVERGING"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg.ConvergingInterval = d
+	if *contentionConverging > 0 {
+		cfg.ConvergingInterval = *contentionConverging
 	}
 	e := startEnv(b, cfg)
 	c := e.api

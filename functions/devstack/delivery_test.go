@@ -67,8 +67,11 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 		_, err := c.getCluster(gone)
 		return err != nil, fmt.Sprintf("still there (%v)", err)
 	})
-	// Steady chains meet the same deliveries for a few refreshes.
-	time.Sleep(3 * cfg.SteadyInterval)
+	// Steady chains meet the same deliveries for a few refreshes: each
+	// live cluster's chain schedules three more runs.
+	live := ids[:n-1]
+	runs := newRunsSeen(e, live)
+	wait.For(t, "three more runs of each live cluster's chain under the faults", runs.atLeast(3))
 
 	stats := e.Tasks.Stats()
 	lost := e.Tasks.Lost("CreateTask")
@@ -134,12 +137,59 @@ func TestDuplicateDeliveryAndLostCreates(t *testing.T) {
 		}
 		return len(names) == 0, fmt.Sprintf("tasks %v", names)
 	})
-	for end := time.Now().Add(2 * cfg.SteadyInterval); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		for _, id := range ids[:n-1] {
+	// Over two more steady runs of each, looked at as often as a wait
+	// looks, no cluster ever has two.
+	runs = newRunsSeen(e, live)
+	wait.For(t, "two more runs of each live cluster's chain, none forked", func() (bool, string) {
+		for _, id := range live {
 			if w, _ := current(id); len(w) > 1 {
 				t.Fatalf("cluster %s has %d waiting tasks of its chain (%v), want one: the chain forked", id, len(w), w)
 			}
 		}
+		return runs.atLeast(2)()
+	})
+}
+
+// runsSeen counts the runs of clusters' chains that have been scheduled
+// since it began: the distinct tasks of each seen waiting, the first look's
+// aside.
+type runsSeen struct {
+	e     *env
+	ids   []string
+	first map[string]bool
+	seen  map[string]map[string]bool
+}
+
+func newRunsSeen(e *env, ids []string) *runsSeen {
+	r := &runsSeen{e: e, ids: ids, first: map[string]bool{}, seen: map[string]map[string]bool{}}
+	for _, id := range ids {
+		r.seen[id] = map[string]bool{}
+	}
+	for _, tk := range e.pendingTasks() {
+		r.first[tk.GetName()] = true
+	}
+	return r
+}
+
+// atLeast is a wait's condition: k new tasks of each cluster's seen.
+func (r *runsSeen) atLeast(k int) func() (bool, string) {
+	return func() (bool, string) {
+		for _, tk := range r.e.pendingTasks() {
+			var p tasks.Payload
+			if r.first[tk.GetName()] || json.Unmarshal(tk.GetHttpRequest().GetBody(), &p) != nil {
+				continue
+			}
+			if seen, ok := r.seen[p.ID]; ok {
+				seen[tk.GetName()] = true
+			}
+		}
+		var counts []string
+		done := true
+		for _, id := range r.ids {
+			counts = append(counts, fmt.Sprintf("%s: %d", id, len(r.seen[id])))
+			done = done && len(r.seen[id]) >= k
+		}
+		return done, fmt.Sprintf("new tasks seen %s, want %d each", strings.Join(counts, ", "), k)
 	}
 }
 

@@ -3,13 +3,12 @@ package devstack_test
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +33,14 @@ const (
 	minKills  = 3
 )
 
+// TestInstancesUnderKills' instances and kills: -instances-kill.n=1 runs
+// the same load in the stack's own process, with no kills, for
+// comparison; -instances-kill.kills bounds the kills (0: none).
+var (
+	instancesKillN = flag.Int("instances-kill.n", 3, "TestInstancesUnderKills: the instances serving the functions (1: the stack's own process, no kills)")
+	instancesKills = flag.Int("instances-kill.kills", maxKills, "TestInstancesUnderKills: the most kills (0: none)")
+)
+
 // TestInstancesUnderKills runs the functions in three processes and kills
 // them with SIGKILL at random (INSTANCES_KILL_SEED repeats a run) while
 // clients on several clusters mix creates, resizes and deletes of
@@ -55,17 +62,7 @@ func TestInstancesUnderKills(t *testing.T) {
 	rng := seededRand(t, "INSTANCES_KILL_SEED")
 	begin := time.Now()
 
-	// INSTANCES_KILL_N=1 runs the same load in the stack's own process,
-	// with no kills, for comparison.
-	n := 3
-	if v, err := strconv.Atoi(os.Getenv("INSTANCES_KILL_N")); err == nil {
-		n = v
-	}
-	// INSTANCES_KILLS bounds the kills instead of maxKills (0: none).
-	most := maxKills
-	if v, err := strconv.Atoi(os.Getenv("INSTANCES_KILLS")); err == nil {
-		most = v
-	}
+	n, most := *instancesKillN, *instancesKills
 	cfg := instancesConfig(n)
 	// Operations and runs long enough that kills land in the middle of
 	// them.
@@ -164,16 +161,17 @@ func (p *loadPool) count() int { return p.counts[len(p.counts)-1] }
 // try calls method until it answers something else than UNAVAILABLE or
 // a broken connection: what a kill of the instance serving it answers.
 func (l *load) try(method string, body, out any) error {
-	deadline := time.Now().Add(wait.Timeout)
-	for {
-		err := l.api.call(method, body, out)
+	var err error
+	wait.Poll(wait.Timeout, 50*time.Millisecond, func() bool {
+		err = l.api.call(method, body, out)
 		var ae *apiError
-		if err == nil || errors.As(err, &ae) && ae.Code != "UNAVAILABLE" || time.Now().After(deadline) {
-			return err
+		if err == nil || errors.As(err, &ae) && ae.Code != "UNAVAILABLE" {
+			return true
 		}
 		l.retried.Add(1)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return err
 }
 
 // poolID is the ID of the pool named name of a cluster, listed as every

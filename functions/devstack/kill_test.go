@@ -468,10 +468,11 @@ func (k *killTest) waitPoolReady(cluster, name string) {
 // after, holds a running GKE operation, and says how long it waited.
 func (k *killTest) waitRunningOperation(path string, after time.Time) string {
 	start := time.Now()
-	for time.Since(start) < 5*time.Second {
+	var found string
+	// The kill lands after 5 s whether or not an operation was seen.
+	wait.Poll(5*time.Second, 20*time.Millisecond, func() bool {
 		if fi, err := os.Stat(path); err != nil || !fi.ModTime().After(after) {
-			time.Sleep(20 * time.Millisecond)
-			continue
+			return false
 		}
 		b, _ := os.ReadFile(path)
 		var d struct {
@@ -481,17 +482,22 @@ func (k *killTest) waitRunningOperation(path string, after time.Time) string {
 				}
 			}
 		}
-		if json.Unmarshal(b, &d) == nil {
-			for _, op := range d.GKE.Operations {
-				if op.Operation.Status == "RUNNING" {
-					return fmt.Sprintf(", then %v until the data file held the running %s of %s",
-						time.Since(start).Round(time.Millisecond), op.Operation.OperationType, op.Operation.TargetLink[strings.LastIndex(op.Operation.TargetLink, "/clusters/")+1:])
-				}
+		if json.Unmarshal(b, &d) != nil {
+			return false
+		}
+		for _, op := range d.GKE.Operations {
+			if op.Operation.Status == "RUNNING" {
+				found = fmt.Sprintf(", then %v until the data file held the running %s of %s",
+					time.Since(start).Round(time.Millisecond), op.Operation.OperationType, op.Operation.TargetLink[strings.LastIndex(op.Operation.TargetLink, "/clusters/")+1:])
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	if found == "" {
+		return ", then 5s: the data file held no running operation"
 	}
-	return ", then 5s: the data file held no running operation"
+	return found
 }
 
 // killAndRestart kills the process, starts it again with the same data

@@ -2,10 +2,9 @@ package devstack_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -27,18 +26,20 @@ import (
 // both times, their ratio (the goal: at most 1.5), and each tenant's share
 // of the project's budget in the minutes that globex's cluster was
 // converging, read from the budget's shards. The flood is 150 clusters
-// (NEIGHBOUR_FLOOD sets it), the changing chains on four queues by tenant
-// (NEIGHBOUR_QUEUES sets how many); each iteration runs on a stack of its
+// (-neighbour.flood sets it), the changing chains on four queues by tenant
+// (-neighbour.queues sets how many); each iteration runs on a stack of its
 // own, which is closed, the flood unfinished, once globex's cluster is
 // ready: about 20 s, and as long again to start and close the stack.
+// BenchmarkNeighbourFlood's sizes.
+var (
+	neighbourFloodSize = flag.Int("neighbour.flood", 150, "BenchmarkNeighbourFlood: the flood's clusters")
+	neighbourQueues    = flag.Int("neighbour.queues", 4, "BenchmarkNeighbourFlood: the tenants' queues of changing chains")
+)
+
 func BenchmarkNeighbourFlood(b *testing.B) {
-	flood := 150
-	if v := os.Getenv("NEIGHBOUR_FLOOD"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			b.Fatalf("NEIGHBOUR_FLOOD=%q: want a positive number", v)
-		}
-		flood = n
+	flood := *neighbourFloodSize
+	if flood <= 0 || *neighbourQueues <= 0 {
+		b.Fatalf("-neighbour.flood %d, -neighbour.queues %d: want positive numbers", flood, *neighbourQueues)
 	}
 	var alone, beside, ratio, victimShare, floodShare []float64
 	for i := 0; i < b.N; i++ {
@@ -73,15 +74,8 @@ func neighbourFlood(b *testing.B, flood int) floodRun {
 	cfg.GKEOperationTime = 10 * time.Second
 	// Each tenant's changing chains on a queue of their own (acme's and
 	// globex's IDs hash to two of the four), as infra's README says to
-	// deploy many tenants: NEIGHBOUR_QUEUES=1 puts them on one.
-	cfg.TenantQueues = 4
-	if v := os.Getenv("NEIGHBOUR_QUEUES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			b.Fatalf("NEIGHBOUR_QUEUES=%q: want a positive number", v)
-		}
-		cfg.TenantQueues = n
-	}
+	// deploy many tenants: -neighbour.queues=1 puts them on one.
+	cfg.TenantQueues = *neighbourQueues
 	// The functions' own steady pace, lease and watchdog, not the
 	// suite's short ones.
 	cfg.SteadyInterval, cfg.LeaseTTL, cfg.WatchdogInterval, cfg.WatchdogGrace = 0, 0, 0, 0

@@ -3,11 +3,10 @@ package devstack_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,19 +18,19 @@ import (
 
 // BenchmarkStreamsBesideList opens a console stream on each cluster of a
 // fleet of another tenant (1,000 clusters with a node pool each, written
-// to Firestore as the store does; STREAMS_FLEET changes the size) and
+// to Firestore as the store does; -streams.fleet changes the size) and
 // measures a tenant's list of its clusters beside them: the p99 with the
 // streams open and with none (before they open and after they close),
 // and their ratio to the larger of the two without (goal: within 2). Idle
 // streams should cost nothing: they are pushed by the console's watchers,
 // never read again per stream per poll.
+// streamsFleet is BenchmarkStreamsBesideList's fleet.
+var streamsFleet = flag.Int("streams.fleet", 1000, "BenchmarkStreamsBesideList: the other tenant's clusters, a stream open on each")
+
 func BenchmarkStreamsBesideList(b *testing.B) {
-	n := 1000
-	if v := os.Getenv("STREAMS_FLEET"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
+	n := *streamsFleet
+	if n <= 0 {
+		b.Fatalf("-streams.fleet %d: want a positive number", n)
 	}
 	const lists = 500
 	cfg := fastConfig()

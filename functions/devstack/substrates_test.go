@@ -41,17 +41,12 @@ func kubeEnv(t *testing.T, configure func(*devstack.Config)) *env {
 		configure(&cfg)
 	}
 	e := startEnv(t, cfg)
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
+	// The API server's first build takes minutes (once per machine).
+	wait.WithinEvery(t, 15*time.Minute, 100*time.Millisecond, "/healthz/kubernetes ready", func() (bool, string) {
 		status, h := healthzKubernetes(t, e.URL)
-		if status == http.StatusOK && h.Ready {
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz/kubernetes not ready: %s", h.Progress)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return status == http.StatusOK && h.Ready, fmt.Sprintf("%d: %s", status, h.Progress)
+	})
+	return e
 }
 
 var poolSeq atomic.Int64

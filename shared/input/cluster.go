@@ -8,11 +8,9 @@ import (
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// Release channels, and the one a cluster gets when the body names none.
+// The release channel a cluster gets when the body names none.
 const (
-	ChannelRapid   = "rapid"
 	ChannelRegular = "regular"
-	ChannelStable  = "stable"
 
 	DefaultReleaseChannel = ChannelRegular
 )

@@ -89,3 +89,22 @@ func deadlineOf(t testing.TB, start time.Time, timeout time.Duration) time.Time 
 	}
 	return deadline
 }
+
+// Poll asks cond after pauses that double from a millisecond up to pause,
+// until it holds or timeout has passed, and reports whether it held. It
+// fails nothing: it is for the waits whose end is not the test's to judge,
+// such as a client asking again while a killed server restarts (the
+// caller returns the last answer) or a moment a test would rather act at
+// but can act without.
+func Poll(timeout, pause time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for p := min(time.Millisecond, pause); ; p = min(2*p, pause) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(p)
+	}
+}

@@ -79,3 +79,17 @@ func TestWithinEveryPaces(t *testing.T) {
 		t.Errorf("failure = %q, want the condition and its last description named", r.failed)
 	}
 }
+
+func TestPoll(t *testing.T) {
+	calls := 0
+	if !Poll(time.Minute, 10*time.Millisecond, func() bool { calls++; return calls == 3 }) || calls != 3 {
+		t.Errorf("Poll of a condition that holds at the third call: %d calls, want true after 3", calls)
+	}
+	start := time.Now()
+	if Poll(50*time.Millisecond, 10*time.Millisecond, func() bool { return false }) {
+		t.Errorf("Poll of a condition that never holds = true, want false")
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Errorf("Poll gave up after %v, want its timeout of 50ms at least", took)
+	}
+}

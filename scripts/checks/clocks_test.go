@@ -1,4 +1,4 @@
-package kubernetes_test
+package checks
 
 import (
 	"go/ast"

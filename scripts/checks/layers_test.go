@@ -1,4 +1,4 @@
-package kubernetes_test
+package checks
 
 import (
 	"maps"
@@ -11,7 +11,9 @@ import (
 const layerModule = "github.com/better-compute/kubernetes"
 
 // layerTable is every package of shared/ and functions/ in its layer, from
-// the top. A package imports, in its code and in its tests, only packages
+// the top: ARCHITECTURE.md's Layers (functions and the edge, the domain,
+// the store, the clients), made finer, but for the two layers whose
+// comments say where they differ from it and why. A package imports, in its code and in its tests, only packages
 // of the layers below its own, and of its own layer only where
 // layerSideways says why. A name ending in "/..." holds every package
 // under it.
@@ -49,10 +51,16 @@ var layerTable = []struct {
 	// subject (chain) and their queue (tasks), the outbox's relay.
 	{"store", []string{"shared/store", "shared/chain", "shared/outbox", "shared/tasks"}},
 	// The stored types and their state machine, and the events the state
-	// changes make: plain values and rules, no I/O.
+	// changes make: plain values and rules, no I/O. ARCHITECTURE.md puts
+	// lifecycle and the domain's event type in the domain, above the
+	// store; they sit below it because the store imports both (it keeps
+	// lifecycle's types as its documents, applies its rules and writes
+	// the events in its transactions), as chain and outbox import event.
 	{"model", []string{"shared/lifecycle", "shared/event"}},
 	// The clients of other services, and the one authorizer, which the
-	// store calls in its transactions.
+	// store calls in its transactions. ARCHITECTURE.md's flow has the
+	// function authorize before its transaction, at the edge; auth sits
+	// below the store because the store imports it.
 	{"clients", []string{
 		"shared/auth", "shared/impersonate", "shared/kubeapply", "shared/telemetry", "shared/telemetry/telemetrytest",
 	}},
@@ -60,7 +68,8 @@ var layerTable = []struct {
 	// vocabulary, document paths, logging, test waits.
 	{"vocabulary", []string{"shared/resource", "shared/errs", "shared/docpath", "shared/logging", "shared/wait"}},
 	// The simulated services. They import nothing of the product
-	// (emulators_test.go holds it), so anything may use them in tests.
+	// (emulators_test.go, beside this file, holds it), so anything may
+	// use them in tests.
 	{"emulators", []string{"emulators/..."}},
 }
 
