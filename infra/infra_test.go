@@ -526,7 +526,10 @@ func consumerNeeds() (firestore, kicks, publishes bool) {
 	for k := range ctor.NumIn() {
 		in := ctor.In(k)
 		switch {
-		case in == reflect.TypeFor[*gfirestore.Client]() || in == reflect.TypeFor[*store.Store]():
+		case in == reflect.TypeFor[*gfirestore.Client]() || in == reflect.TypeFor[*store.Store]() ||
+			// A store interface declared by the consumer: the store is what
+			// the composition root gives it.
+			in.Kind() == reflect.Interface && reflect.TypeFor[*store.Store]().Implements(in) && in.NumMethod() > 0:
 			firestore = true
 		case in.Implements(kicker) || in == kicker:
 			kicks = true
