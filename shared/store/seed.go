@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"cloud.google.com/go/firestore"
 
@@ -24,17 +23,11 @@ type Seed struct {
 
 // Tenant is a tenant's entry of the seed: its quota (API.md §10). A
 // tenant that no entry names has no quota.
-type Tenant struct {
-	ID    string          `json:"id"`
-	Quota lifecycle.Quota `json:"quota"`
-}
-
-// serviceAccountRE matches a service account's email: a user-managed one
-// (name@project.iam.gserviceaccount.com) or a Google-managed one.
-var serviceAccountRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}@[a-z0-9.:-]+\.gserviceaccount\.com$`)
+type Tenant = lifecycle.SeedTenant
 
 // ParseSeed decodes a seed file strictly: an unknown field is an error, so
-// a typo never silently drops a binding.
+// a typo never silently drops a binding. Its accounts, pools and tenants
+// are checked by lifecycle's rules, its role bindings by auth's.
 func ParseSeed(b []byte) (*Seed, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -42,47 +35,14 @@ func ParseSeed(b []byte) (*Seed, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("parse seed: %w", err)
 	}
-	accounts := map[string]Account{}
-	for i, a := range s.Accounts {
-		if a.ID == "" || a.Provider == "" {
-			return nil, fmt.Errorf("parse seed: accounts[%d] needs an id and a provider", i)
-		}
-		for field, email := range map[string]string{"impersonate": a.Impersonate, "nodeServiceAccount": a.NodeServiceAccount} {
-			if email == "" {
-				continue
-			}
-			if !a.ManagedKubernetes() {
-				return nil, fmt.Errorf("parse seed: accounts[%d].%s: provider %q has no service accounts", i, field, a.Provider)
-			}
-			if !serviceAccountRE.MatchString(email) {
-				return nil, fmt.Errorf("parse seed: accounts[%d].%s: %q is not a service account email", i, field, email)
-			}
-		}
-		accounts[a.ID] = a
-	}
-	for i, p := range s.Pools {
-		a, ok := accounts[p.AccountID]
-		if p.ID == "" || p.TenantID == "" || !ok {
-			return nil, fmt.Errorf("parse seed: pools[%d] needs an id, a tenantId and an accountId among the accounts", i)
-		}
-		if !a.UsableBy(p.TenantID) {
-			return nil, fmt.Errorf("parse seed: pools[%d]: %s", i, lifecycle.Unusable(a.ID, p.TenantID))
-		}
+	if err := lifecycle.CheckSeedPools(s.Accounts, s.Pools); err != nil {
+		return nil, fmt.Errorf("parse seed: %w", err)
 	}
 	if _, err := auth.MembersFromBindings(s.RoleBindings); err != nil {
 		return nil, fmt.Errorf("parse seed: roleBindings: %w", err)
 	}
-	tenants := map[string]bool{}
-	for i, t := range s.Tenants {
-		switch {
-		case t.ID == "":
-			return nil, fmt.Errorf("parse seed: tenants[%d] needs an id", i)
-		case tenants[t.ID]:
-			return nil, fmt.Errorf("parse seed: tenants[%d]: tenant %s is named twice", i, t.ID)
-		case t.Quota.Clusters != nil && *t.Quota.Clusters < 0:
-			return nil, fmt.Errorf("parse seed: tenants[%d].quota.clusters: %d is negative", i, *t.Quota.Clusters)
-		}
-		tenants[t.ID] = true
+	if err := lifecycle.CheckSeedTenants(s.Tenants); err != nil {
+		return nil, fmt.Errorf("parse seed: %w", err)
 	}
 	return &s, nil
 }

@@ -271,7 +271,7 @@ func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string)
 }
 
 // AdoptCluster records that the calling substrate uses the tenant's
-// cluster (auth.PermAdopt, then lifecycle.MayAdopt), in one transaction:
+// cluster (auth.PermAdopt, then lifecycle.DecideAdoption), in one transaction:
 // of two substrates adopting one cluster at once, exactly one wins. An
 // adoption left by a substrate that is gone (deleted without releasing
 // the cluster, its run killed) is dropped. The cluster's spec is not
@@ -288,28 +288,29 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(cl)); err != nil {
 			return err
 		}
-		var updates []firestore.Update
-		for id := range cl.AdoptedBy {
-			if id == c.ID() {
-				continue
-			}
+		r := lifecycle.AdoptionRequest{Substrate: c.ID(), Pool: c.Pool(), AccountID: accountID, Cluster: &cl.Cluster, Adopters: map[string]*lifecycle.Substrate{}}
+		for _, id := range lifecycle.OtherAdopters(&cl.Cluster, c.ID()) {
 			other, err := s.readSubstrateTx(tx, c.TenantID(), id)
 			if err != nil {
 				return err
 			}
-			if other == nil || !other.Active {
-				delete(cl.AdoptedBy, id)
-				updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", id}, Value: firestore.Delete})
+			if other != nil {
+				r.Adopters[id] = &other.Substrate
 			}
 		}
-		if err := lifecycle.MayAdopt(&cl.Cluster, c.ID(), accountID); err != nil {
+		a, err := lifecycle.DecideAdoption(r)
+		if err != nil {
 			return err
 		}
-		if cl.AdoptedBy[c.ID()] != c.Pool() {
-			updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: c.Pool()})
-		}
-		if len(updates) == 0 {
+		if !a.Changes() {
 			return unchanged
+		}
+		var updates []firestore.Update
+		for _, id := range a.Drop {
+			updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", id}, Value: firestore.Delete})
+		}
+		if a.Record {
+			updates = append(updates, firestore.Update{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: c.Pool()})
 		}
 		return tx.Update(ref, updates)
 	})
@@ -343,7 +344,7 @@ func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID 
 		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(&cl)); err != nil {
 			return err
 		}
-		if _, ok := cl.AdoptedBy[c.ID()]; !ok {
+		if !lifecycle.Releases(&cl.Cluster, c.ID()) {
 			return unchanged
 		}
 		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: firestore.Delete}})
