@@ -23,6 +23,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -158,7 +159,11 @@ func TestChainGoesOnWithoutTheWatchdog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runner, err := chain.NewRunner(fs, q, noEvents{}, chain.Config{ConvergingInterval: steady / 4, SteadyInterval: steady, LeaseTTL: time.Second}, sub)
+			st, err := store.New(fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runner, err := chain.NewRunner(st, q, noEvents{}, chain.Config{ConvergingInterval: steady / 4, SteadyInterval: steady, LeaseTTL: time.Second}, sub)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,6 +83,8 @@ var layerSideways = map[[2]string]string{
 	{"shared/store", "shared/chain"}:                       "the store's transactions restart and save the chains of the subjects it holds",
 	{"shared/store", "shared/outbox"}:                      "the store writes the events of a transaction to the outbox in that transaction",
 	{"shared/chain", "shared/outbox"}:                      "a run's save writes its events to the outbox, numbered in its chain",
+	{"shared/chain", "shared/store"}:                       "the chain's tests keep their chains in the store, its Storage",
+	{"shared/tasks", "shared/store"}:                       "the queue's tests run chains kept in the store",
 	{"shared/tasks", "shared/chain"}:                       "the Cloud Tasks queue carries chain.Kicks (chain.Kicker)",
 	{"shared/lifecycle", "shared/event"}:                   "a transition returns the events it makes",
 	{"shared/telemetry/telemetrytest", "shared/telemetry"}: "the test reader collects what its parent exports",

@@ -131,19 +131,6 @@ const steadyPrefix = "s"
 // twice cannot leave a live chain on each.
 func (k Kick) Steady() bool { return strings.HasPrefix(k.Token, steadyPrefix) }
 
-// header is the chain's part of a subject's document.
-type header struct {
-	// TenantID and ID are the subject's own: its path holds them as the
-	// store encoded them, which may differ.
-	TenantID  string `firestore:"tenantId"`
-	ID        string `firestore:"id"`
-	Active    bool   `firestore:"active"`
-	Reconcile State  `firestore:"reconcile"`
-	// Sequence is the last ce-sequence given to the subject's events
-	// (outbox.SequenceField).
-	Sequence int64 `firestore:"sequence"`
-}
-
 // handOverToken is the token of the steady chain that the run of task, a
 // task of the chain of token, hands its subject to. It derives from both,
 // so that the task, delivered again after its hand-over committed (a lost

@@ -18,12 +18,23 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 func newFirestore(t *testing.T) *firestore.Client {
 	t.Helper()
 	fs := fsemu.ForTest(t, "chain")
 	return fs
+}
+
+// newStore is the store that keeps the chains over fs.
+func newStore(t *testing.T, fs *firestore.Client) *store.Store {
+	t.Helper()
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // thing is the subject of these tests: a document with a counter its
@@ -143,6 +154,7 @@ func (r *recorder) Deliver(_ context.Context, events []event.Event) (int, error)
 
 type env struct {
 	fs     *firestore.Client
+	st     *store.Store
 	clk    *testingclock.FakeClock
 	sub    *things
 	rec    *recorder
@@ -158,11 +170,11 @@ func newEnv(t *testing.T) *env {
 // newEnvOn is newEnv over the Firestore client fs.
 func newEnvOn(t *testing.T, fs *firestore.Client) *env {
 	t.Helper()
-	e := &env{fs: fs, clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
+	e := &env{fs: fs, st: newStore(t, fs), clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
 	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
 	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk}
 	var err error
-	if e.runner, err = chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub); err != nil {
+	if e.runner, err = chain.NewRunner(e.st, e.rec, e.rec, e.cfg, e.sub); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -286,7 +298,7 @@ func TestRunLeaseLost(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	k := e.put(t, "t1", chain.State{})
-	other, err := chain.NewRunner(e.fs, &recorder{}, &recorder{}, e.cfg, e.sub)
+	other, err := chain.NewRunner(e.st, &recorder{}, &recorder{}, e.cfg, e.sub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +581,7 @@ func TestWatchdog(t *testing.T) {
 	put("gone", false, now.Add(-time.Hour))
 	k := &fakeKicker{}
 	d := &fakeDrainer{n: 3}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Clock: e.clk}
 
 	res, err := w.Tick(ctx)
 	if err != nil {
@@ -622,7 +634,7 @@ func TestWatchdogRestartAll(t *testing.T) {
 		}
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Clock: e.clk}
 	res, err := w.RestartAll(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -649,7 +661,7 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

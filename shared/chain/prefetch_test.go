@@ -57,7 +57,7 @@ func TestRunPrefetchesWithTheHint(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	p := &prefetching{things: e.sub}
-	runner, err := chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, p)
+	runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}

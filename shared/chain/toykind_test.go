@@ -112,7 +112,7 @@ func TestToyKind(t *testing.T) {
 	e := newEnv(t)
 	p := &toyProvider{lose: true}
 	sub := &toys{fs: e.fs, p: p}
-	runner, err := chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, sub)
+	runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, sub)
 	if err != nil {
 		t.Fatal(err)
 	}

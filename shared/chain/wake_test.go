@@ -102,7 +102,7 @@ func TestRunWakes(t *testing.T) {
 		return chain.Outcome{Changed: true, Next: chain.Converging}, nil
 	}}, now: e.clk.Now}
 	rec := &recorder{}
-	runner, err := chain.NewRunner(e.fs, rec, rec, e.cfg, w)
+	runner, err := chain.NewRunner(e.st, rec, rec, e.cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestRunWakesOnlyOnCommit(t *testing.T) {
 		return chain.Outcome{Changed: true}, nil
 	}}, now: e.clk.Now}
 	rec := &recorder{}
-	runner, err := chain.NewRunner(e.fs, rec, rec, e.cfg, w)
+	runner, err := chain.NewRunner(e.st, rec, rec, e.cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}

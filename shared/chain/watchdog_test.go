@@ -102,7 +102,7 @@ func TestWatchdogSlowPublish(t *testing.T) {
 	e.putDead(t, "dead1", "dead2")
 	ps.SetLatency("Publish", 20*time.Second)
 	k := &timedKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: relay, Grace: time.Minute, DrainAge: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: relay, Grace: time.Minute, DrainAge: time.Minute, Clock: e.clk}
 
 	// Cloud Scheduler gives a pass 60 s; the test gives it 45.
 	pctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -142,7 +142,7 @@ func TestWatchdogSlowKick(t *testing.T) {
 	e := newEnv(t)
 	e.putDead(t, "slow", "dead1", "dead2")
 	k := &timedKicker{slow: map[string]bool{"slow": true}}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	pctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -170,7 +170,7 @@ func TestWatchdogLostRestartAnswer(t *testing.T) {
 	srv, e := faultyEnv(t)
 	e.putDead(t, "dead")
 	k := &timedKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	srv.LoseNext("Commit", 1, codes.DeadlineExceeded, "the answer was lost")
 	res, err := w.Tick(ctx)
 	if srv.Lost("Commit") != 1 {

@@ -140,7 +140,7 @@ func newEnvFor(t *testing.T, options func(*env) []clusters.Option) *env {
 	}
 	e.sched = &kickRecorder{}
 	e.events = &eventRecorder{}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, e.events, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, e.sched, e.events, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

@@ -243,7 +243,7 @@ func TestSubstrateDeletedWakesTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := &scheduledKicks{}
-	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, deletings{e.st})
+	runner, err := chain.NewRunner(e.st, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, deletings{e.st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, e.sched, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Clock: e.clk,
 	}, r)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
@@ -88,7 +89,11 @@ func TestChainSurvivesAFailedEnqueue(t *testing.T) {
 				q, srv, _ := setup(t)
 				fs := fsemu.ForTest(t, "tasks")
 				sub := &things{fs: fs, out: o.out}
-				runner, err := chain.NewRunner(fs, q, noEvents{}, chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second}, sub)
+				st, err := store.New(fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runner, err := chain.NewRunner(st, q, noEvents{}, chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second}, sub)
 				if err != nil {
 					t.Fatal(err)
 				}
