@@ -238,7 +238,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		return nil, fmt.Errorf("reconcile queue: %w", err)
 	}
 	k.pub = outbox.NewPubSub(k.ps)
-	if k.relay, err = outbox.NewRelay(k.fs, k.pub, c.log, outbox.WithMetrics(c.tel.Metrics())); err != nil {
+	if k.relay, err = outbox.NewRelay(k.store, k.pub, c.log, outbox.WithMetrics(c.tel.Metrics())); err != nil {
 		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
 	k.relay.Start()

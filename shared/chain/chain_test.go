@@ -27,6 +27,11 @@ func newFirestore(t *testing.T) *firestore.Client {
 	return fs
 }
 
+// outboxRef is the outbox document of ev.
+func outboxRef(fs *firestore.Client, ev event.Event) *firestore.DocumentRef {
+	return fs.Collection("tenants").Doc(ev.TenantID).Collection(outbox.Collection).Doc(ev.ID)
+}
+
 // newStore is the store that keeps the chains over fs.
 func newStore(t *testing.T, fs *firestore.Client) *store.Store {
 	t.Helper()
@@ -706,7 +711,7 @@ func TestRunNumbersEvents(t *testing.T) {
 		t.Errorf("subject's sequence = %v (%v), want 5", v, err)
 	}
 	for _, ev := range e.rec.delivered {
-		snap, err := outbox.Ref(e.fs, ev).Get(ctx)
+		snap, err := outboxRef(e.fs, ev).Get(ctx)
 		if err != nil {
 			t.Fatalf("outbox %s: %v", ev.ID, err)
 		}

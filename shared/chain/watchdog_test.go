@@ -87,14 +87,14 @@ func TestWatchdogSlowPublish(t *testing.T) {
 	pub := outbox.NewPubSub(client)
 	// Stop waits for the publishes the pass left delayed.
 	t.Cleanup(pub.Stop)
-	relay, err := outbox.NewRelay(e.fs, pub, logging.New(t.Output(), slog.LevelInfo))
+	relay, err := outbox.NewRelay(e.st, pub, logging.New(t.Output(), slog.LevelInfo))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var events []event.Event
 	for i := range 3 {
 		ev := event.Event{ID: fmt.Sprintf("evt-%d", i), Type: "things.saved", TenantID: "acme", ClusterID: fmt.Sprintf("c%d", i), Time: time.Now().Add(-time.Hour).UTC()}
-		if _, err := outbox.Ref(e.fs, ev).Create(ctx, ev); err != nil {
+		if _, err := outboxRef(e.fs, ev).Create(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
 		events = append(events, ev)
@@ -129,7 +129,7 @@ func TestWatchdogSlowPublish(t *testing.T) {
 		published[m.Attributes["ce-id"]] = true
 	}
 	for _, ev := range events {
-		if _, err := outbox.Ref(e.fs, ev).Get(ctx); err != nil && !published[ev.ID] {
+		if _, err := outboxRef(e.fs, ev).Get(ctx); err != nil && !published[ev.ID] {
 			t.Errorf("outbox event %s after the pass: %v, and not published; want it kept for a later drain", ev.ID, err)
 		}
 	}
