@@ -54,7 +54,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func (*run) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
 	return chain.Outcome{}, errors.New("a steady run does not act")
 }
 
-func (*run) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (*run) Save(chain.Tx, chain.Doc) ([]event.Event, error) {
 	return nil, nil
 }
 

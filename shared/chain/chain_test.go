@@ -27,6 +27,11 @@ func newFirestore(t *testing.T) *firestore.Client {
 	return fs
 }
 
+// The store's transactions and documents are Firestore's: the test
+// kinds write through them as the store's functions do.
+func fsTx(tx chain.Tx) *firestore.Transaction       { return tx.(*firestore.Transaction) }
+func fsDoc(d chain.Doc) *firestore.DocumentSnapshot { return d.(*firestore.DocumentSnapshot) }
+
 // outboxRef is the outbox document of ev.
 func outboxRef(fs *firestore.Client, ev event.Event) *firestore.DocumentRef {
 	return fs.Collection("tenants").Doc(ev.TenantID).Collection(outbox.Collection).Doc(ev.ID)
@@ -62,7 +67,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -95,9 +100,9 @@ func (r *thingRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, erro
 	return r.s.step(ctx, l)
 }
 
-func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
-	e := event.Event{ID: fmt.Sprintf("evt-%s-%d", now.Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
-	return []event.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
+func (r *thingRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
+	e := event.Event{ID: fmt.Sprintf("evt-%s-%d", fsDoc(now).Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: fsDoc(now).Ref.ID, Time: time.Now()}
+	return []event.Event{e}, fsTx(tx).Update(fsDoc(now).Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
 }
 
 type scheduled struct {
@@ -323,7 +328,7 @@ func TestRunLeaseLost(t *testing.T) {
 			t.Errorf("the other run = %v", err)
 		}
 		// Its intent, written under the lost lease, is refused.
-		err := l.Write(ctx, func(tx *firestore.Transaction) error { return nil })
+		err := l.Write(ctx, func(tx chain.Tx) error { return nil })
 		if !errors.Is(err, chain.ErrLeaseLost) {
 			t.Errorf("Write under a lost lease = %v, want ErrLeaseLost", err)
 		}

@@ -3,16 +3,19 @@ package chain
 import (
 	"context"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/better-compute/kubernetes/shared/event"
 )
 
-// Doc is a subject's document as a run reads it (Subject.Load, Run.Save).
-type Doc = *firestore.DocumentSnapshot
+// Doc is a subject's document as the store read it (Subject.Load,
+// Run.Save): the kind decodes it into its own type.
+type Doc interface {
+	DataTo(v any) error
+}
 
-// Tx is the transaction a run's writes go through (Run.Save, Lease.Write).
-type Tx = *firestore.Transaction
+// Tx is the store's transaction that a run's writes go through (Run.Save,
+// Lease.Write). It is opaque to the chain and to the kinds, which hand it
+// to the store's functions: only the store knows what it holds.
+type Tx any
 
 // Subject is one kind of reconciled document: the part of a reconciler
 // that differs from the others.

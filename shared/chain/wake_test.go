@@ -54,7 +54,7 @@ type wakers struct {
 	now func() time.Time
 }
 
-func (s *wakers) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *wakers) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -70,10 +70,10 @@ type wakerRun struct {
 
 var _ chain.Waking = (*wakerRun)(nil)
 
-func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (r *wakerRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	r.woken = nil
 	other := r.s.Ref(chain.Kick{TenantID: "acme", ID: "t2"})
-	snap, err := tx.Get(other)
+	snap, err := fsTx(tx).Get(other)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapsh
 	}
 	if k := o.Reconcile.Wake("things", "acme", "t2", r.now()); k != nil {
 		r.woken = append(r.woken, *k)
-		if err := tx.Update(other, []firestore.Update{{Path: chain.Field, Value: o.Reconcile}}); err != nil {
+		if err := fsTx(tx).Update(other, []firestore.Update{{Path: chain.Field, Value: o.Reconcile}}); err != nil {
 			return nil, err
 		}
 	}

@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/docpath"
@@ -25,7 +28,7 @@ func (s *Store) subjectRef(k chain.Key) *firestore.DocumentRef {
 // chain's part of it (chain.Storage).
 func (s *Store) ReadChain(r *chain.Reader, k chain.Key) (chain.Header, chain.Doc, error) {
 	var h chain.Header
-	snap, err := r.Get(s.subjectRef(k))
+	snap, err := get(r, s.subjectRef(k))
 	if err != nil {
 		return h, nil, fmt.Errorf("read subject: %w", err)
 	}
@@ -58,6 +61,82 @@ func (s *Store) UpdateChain(ctx context.Context, k chain.Key, fn func(*chain.Rea
 		}
 		return s.createEvents(tx, w.Events)
 	})
+}
+
+// txOf is the Firestore transaction a chain.Tx holds: the store made it
+// (UpdateChain). Nil for none.
+func txOf(t chain.Tx) *firestore.Transaction {
+	if t == nil {
+		return nil
+	}
+	return t.(*firestore.Transaction)
+}
+
+// snapOf is the Firestore document a chain.Doc is: the store read it
+// (ReadChain).
+func snapOf(d chain.Doc) *firestore.DocumentSnapshot { return d.(*firestore.DocumentSnapshot) }
+
+// get returns the document at ref, which may not exist, read through r
+// (in its transaction, if any), and notes its version in r.
+func get(r *chain.Reader, ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
+	var snap *firestore.DocumentSnapshot
+	var err error
+	if tx := txOf(r.Tx()); tx != nil {
+		snap, err = tx.Get(ref)
+	} else {
+		snap, err = ref.Get(r.Context())
+	}
+	if err != nil && status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	note(r, snap)
+	return snap, nil
+}
+
+// beginRead starts q's read through r now and returns what waits for its
+// documents, which it notes in r when it returns them: so a run's reads
+// overlap, and its versions are noted in the order it waits for them. In
+// a transaction the read is made at the wait. The wait is called once.
+func beginRead(r *chain.Reader, q firestore.Query) func() ([]*firestore.DocumentSnapshot, error) {
+	if tx := txOf(r.Tx()); tx != nil {
+		return func() ([]*firestore.DocumentSnapshot, error) {
+			snaps, err := tx.Documents(q).GetAll()
+			return noted(r, snaps, err)
+		}
+	}
+	type result struct {
+		snaps []*firestore.DocumentSnapshot
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snaps, err := q.Documents(r.Context()).GetAll()
+		done <- result{snaps, err}
+	}()
+	return func() ([]*firestore.DocumentSnapshot, error) {
+		res := <-done
+		return noted(r, res.snaps, res.err)
+	}
+}
+
+func noted(r *chain.Reader, snaps []*firestore.DocumentSnapshot, err error) ([]*firestore.DocumentSnapshot, error) {
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		note(r, s)
+	}
+	return snaps, nil
+}
+
+// note notes in r the version of the document snap: its path and update
+// time, or its absence.
+func note(r *chain.Reader, snap *firestore.DocumentSnapshot) {
+	if !snap.Exists() {
+		r.Note(snap.Ref.Path + "@none")
+		return
+	}
+	r.Note(snap.Ref.Path + "@" + strconv.FormatInt(snap.UpdateTime.UnixNano(), 10))
 }
 
 // overduePage is how many overdue subjects one query reads.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -101,14 +100,9 @@ func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-// Ref is the document of the kick's substrate.
-func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
-	return r.store.SubstrateRef(k.TenantID, k.ID)
-}
-
 // Load reads the substrate's cluster and pools, and its previous
 // substrate while it waits for it.
-func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (r *Reconciler) Load(rd *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	read, err := r.store.LoadSubstrate(rd, snap)
 	if err != nil {
 		return nil, err
@@ -258,7 +252,7 @@ var _ chain.Waking = (*run)(nil)
 // Save writes the run's status, removes the nodes that left and the
 // revoked tokens, and wakes the pool's next substrate when the run
 // deletes the one it waits for.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (u *run) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	events, woken, err := u.r.store.SaveSubstrateRun(tx, now, u.read, u.leave)
 	u.woken = woken
 	return events, err

@@ -36,7 +36,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(*chain.Reader, chain.Doc) (chain.Run, error) {
 	return thingRun{s.out}, nil
 }
 
@@ -46,7 +46,7 @@ func (r thingRun) Plan(context.Context) (chain.Plan, error) { return chain.Plan{
 
 func (r thingRun) Act(context.Context, *chain.Lease) (chain.Outcome, error) { return r.out, nil }
 
-func (thingRun) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (thingRun) Save(chain.Tx, chain.Doc) ([]event.Event, error) {
 	return nil, nil
 }
 
