@@ -38,11 +38,20 @@ type GKE interface {
 	ListClusters(ctx context.Context, req *containerpb.ListClustersRequest, opts ...gax.CallOption) (*containerpb.ListClustersResponse, error)
 }
 
+// Store is what a cluster's run reads and writes (store.Store): its pools
+// with its document, the intent of a provider call under its lease, and
+// the statuses it leaves.
+type Store interface {
+	BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]lifecycle.NodePool, error)
+	RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error
+	SaveClusterRun(tx chain.Tx, now chain.Doc, before, after store.ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error)
+}
+
 // Reconciler is the clusters' chain.Subject: a run of one cluster observes
 // it at the provider, plans, makes at most one provider call and saves the
 // statuses.
 type Reconciler struct {
-	store  *store.Store
+	store  Store
 	gke    GKE
 	now    func() time.Time
 	budget *Budget
@@ -91,7 +100,7 @@ func WithNodeServiceAccount(email string) Option {
 // New returns the clusters' reconciler; gke calls the provider as the
 // reconciler's own identity (platform accounts; WithImpersonation for
 // tenants').
-func New(s *store.Store, gke GKE, opts ...Option) (*Reconciler, error) {
+func New(s Store, gke GKE, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
 	}

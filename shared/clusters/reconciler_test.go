@@ -78,6 +78,9 @@ func (r *eventRecorder) since(n int, poolID string) ([]string, int) {
 	return out, len(r.events)
 }
 
+// The store is what the reconciler reads and writes through.
+var _ clusters.Store = (*store.Store)(nil)
+
 type env struct {
 	clk    *testingclock.FakeClock
 	fs     *firestore.Client

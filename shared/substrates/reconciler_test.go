@@ -44,6 +44,9 @@ type kubeAPI struct {
 	nodes []kubeapply.Node
 }
 
+// The store is what the reconciler reads and writes through.
+var _ Store = (*store.Store)(nil)
+
 func (k *kubeAPI) failure() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
