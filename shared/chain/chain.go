@@ -13,8 +13,12 @@
 // document lives at tenants/{tenantId}/{collection}/{id} (each ID as the
 // store encodes it) and carries two fields the chain owns: "active" (false
 // once the subject is gone for good) and "reconcile" (State), beside its
-// own "tenantId" and "id". Only this package writes State's lease fields;
-// the API restarts the chain (Restart) in its own transactions.
+// own "tenantId" and "id". Only this package decides State's lease
+// fields; the API restarts the chain (Restart) in its own transactions.
+// The chain reads and writes through the store (Storage), which owns the
+// documents: a subject is named by its Key, its document reaches the kind
+// as a Doc, and the kind's writes go through the store's functions in the
+// store's transaction (Tx).
 //
 // An error is not a no. A run's save can commit and its answer be lost,
 // and its successor's enqueue can fail, or make the task and lose its
