@@ -38,7 +38,7 @@ func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]li
 	return s.BeginNodePools(r, ref)()
 }
 
-// BeginNodePools starts LoadNodePools' read (chain.Reader.Begin) and
+// BeginNodePools starts LoadNodePools' read (beginRead) and
 // returns what waits for its pools: a run reads them with its cluster's
 // document, not after it.
 func (s *Store) BeginNodePools(r *chain.Reader, ref *firestore.DocumentRef) func() ([]lifecycle.NodePool, error) {
