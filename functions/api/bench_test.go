@@ -333,7 +333,7 @@ func BenchmarkCreateOverhead(b *testing.B) {
 				tx.Create(nameRef, map[string]any{"id": id}),
 				tx.Update(cref, []firestore.Update{{Path: "spec", Value: c.Spec}}),
 				tx.Set(idem, map[string]any{"requestHash": "x", "resourceId": id, "expireAt": now}),
-				tx.Create(outbox.Ref(e.fs, ev), ev),
+				tx.Create(e.fs.Collection("tenants").Doc(ev.TenantID).Collection(outbox.Collection).Doc(ev.ID), ev),
 			} {
 				if err != nil {
 					return err

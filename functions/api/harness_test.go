@@ -178,7 +178,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	}
 	slog.SetDefault(log)
 	hs.pub = outbox.NewPubSub(hs.psc)
-	if hs.relay, err = outbox.NewRelay(hs.fs, hs.pub, log); err != nil {
+	if hs.relay, err = outbox.NewRelay(hs.store, hs.pub, log); err != nil {
 		return nil, err
 	}
 	hs.relay.Start()

@@ -238,7 +238,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		return nil, fmt.Errorf("reconcile queue: %w", err)
 	}
 	k.pub = outbox.NewPubSub(k.ps)
-	if k.relay, err = outbox.NewRelay(k.fs, k.pub, c.log, outbox.WithMetrics(c.tel.Metrics())); err != nil {
+	if k.relay, err = outbox.NewRelay(k.store, k.pub, c.log, outbox.WithMetrics(c.tel.Metrics())); err != nil {
 		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
 	k.relay.Start()
@@ -334,7 +334,7 @@ func (c *cloud) newReconciler(ctx context.Context) (*chain.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return chain.NewRunner(k.fs, k.queue, k.relay, chain.Config{
+	return chain.NewRunner(k.store, k.queue, k.relay, chain.Config{
 		ConvergingInterval: c.cfg.ConvergingInterval,
 		SteadyInterval:     c.cfg.SteadyInterval,
 		LeaseTTL:           c.cfg.LeaseTTL,
@@ -401,7 +401,7 @@ func (c *cloud) newWatchdog(ctx context.Context) (*chain.Watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &chain.Watchdog{FS: k.fs, Kinds: []string{store.ClustersKind, substrates.Kind}, Kicker: k.queue, Events: k.relay,
+	return &chain.Watchdog{Store: k.store, Kinds: []string{store.ClustersKind, substrates.Kind}, Kicker: k.queue, Events: k.relay,
 		Grace: c.cfg.WatchdogGrace, DrainAge: c.cfg.WatchdogGrace, Metrics: c.tel.Metrics()}, nil
 }
 

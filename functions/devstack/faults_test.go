@@ -42,7 +42,7 @@ func newRunner(e *env, gke clusters.GKE, sched chain.Scheduler, cfg chain.Config
 	if err != nil {
 		return nil, err
 	}
-	return chain.NewRunner(e.FirestoreClient, sched, e.Relay, cfg, cr)
+	return chain.NewRunner(e.Store, sched, e.Relay, cfg, cr)
 }
 
 // storedCluster is a cluster's document: the object and its chain.

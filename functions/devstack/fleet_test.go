@@ -295,7 +295,9 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	}
 	defer wfs.Close()
 	w := *s.Watchdog
-	w.FS = wfs
+	if w.Store, err = store.New(wfs); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
 	pass, err := w.Tick(context.Background())
 	if err != nil {

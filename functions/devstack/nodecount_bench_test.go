@@ -72,7 +72,7 @@ func BenchmarkNoopRefreshNodeCounts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counted, err := chain.NewRunner(rb.e.FirestoreClient, rb.sched, rb.e.Relay, cfg, cr)
+	counted, err := chain.NewRunner(rb.e.Store, rb.sched, rb.e.Relay, cfg, cr)
 	if err != nil {
 		b.Fatal(err)
 	}

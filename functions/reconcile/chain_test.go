@@ -23,6 +23,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -53,7 +54,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (*run) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
 	return chain.Outcome{}, errors.New("a steady run does not act")
 }
 
-func (*run) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (*run) Save(chain.Tx, chain.Doc) ([]event.Event, error) {
 	return nil, nil
 }
 
@@ -158,7 +159,11 @@ func TestChainGoesOnWithoutTheWatchdog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runner, err := chain.NewRunner(fs, q, noEvents{}, chain.Config{ConvergingInterval: steady / 4, SteadyInterval: steady, LeaseTTL: time.Second}, sub)
+			st, err := store.New(fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runner, err := chain.NewRunner(st, q, noEvents{}, chain.Config{ConvergingInterval: steady / 4, SteadyInterval: steady, LeaseTTL: time.Second}, sub)
 			if err != nil {
 				t.Fatal(err)
 			}

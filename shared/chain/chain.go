@@ -13,8 +13,12 @@
 // document lives at tenants/{tenantId}/{collection}/{id} (each ID as the
 // store encodes it) and carries two fields the chain owns: "active" (false
 // once the subject is gone for good) and "reconcile" (State), beside its
-// own "tenantId" and "id". Only this package writes State's lease fields;
-// the API restarts the chain (Restart) in its own transactions.
+// own "tenantId" and "id". Only this package decides State's lease
+// fields; the API restarts the chain (Restart) in its own transactions.
+// The chain reads and writes through the store (Storage), which owns the
+// documents: a subject is named by its Key, its document reaches the kind
+// as a Doc, and the kind's writes go through the store's functions in the
+// store's transaction (Tx).
 //
 // An error is not a no. A run's save can commit and its answer be lost,
 // and its successor's enqueue can fail, or make the task and lose its
@@ -130,19 +134,6 @@ const steadyPrefix = "s"
 // from one to the other only with a new token, so that a task delivered
 // twice cannot leave a live chain on each.
 func (k Kick) Steady() bool { return strings.HasPrefix(k.Token, steadyPrefix) }
-
-// header is the chain's part of a subject's document.
-type header struct {
-	// TenantID and ID are the subject's own: its path holds them as the
-	// store encoded them, which may differ.
-	TenantID  string `firestore:"tenantId"`
-	ID        string `firestore:"id"`
-	Active    bool   `firestore:"active"`
-	Reconcile State  `firestore:"reconcile"`
-	// Sequence is the last ce-sequence given to the subject's events
-	// (outbox.SequenceField).
-	Sequence int64 `firestore:"sequence"`
-}
 
 // handOverToken is the token of the steady chain that the run of task, a
 // task of the chain of token, hands its subject to. It derives from both,

@@ -18,12 +18,33 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 func newFirestore(t *testing.T) *firestore.Client {
 	t.Helper()
 	fs := fsemu.ForTest(t, "chain")
 	return fs
+}
+
+// The store's transactions and documents are Firestore's: the test
+// kinds write through them as the store's functions do.
+func fsTx(tx chain.Tx) *firestore.Transaction       { return tx.(*firestore.Transaction) }
+func fsDoc(d chain.Doc) *firestore.DocumentSnapshot { return d.(*firestore.DocumentSnapshot) }
+
+// outboxRef is the outbox document of ev.
+func outboxRef(fs *firestore.Client, ev event.Event) *firestore.DocumentRef {
+	return fs.Collection("tenants").Doc(ev.TenantID).Collection(outbox.Collection).Doc(ev.ID)
+}
+
+// newStore is the store that keeps the chains over fs.
+func newStore(t *testing.T, fs *firestore.Client) *store.Store {
+	t.Helper()
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // thing is the subject of these tests: a document with a counter its
@@ -46,7 +67,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -79,9 +100,9 @@ func (r *thingRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, erro
 	return r.s.step(ctx, l)
 }
 
-func (r *thingRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
-	e := event.Event{ID: fmt.Sprintf("evt-%s-%d", now.Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: now.Ref.ID, Time: time.Now()}
-	return []event.Event{e}, tx.Update(now.Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
+func (r *thingRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
+	e := event.Event{ID: fmt.Sprintf("evt-%s-%d", fsDoc(now).Ref.ID, r.read.Saved+1), Type: "things.saved", TenantID: "acme", ClusterID: fsDoc(now).Ref.ID, Time: time.Now()}
+	return []event.Event{e}, fsTx(tx).Update(fsDoc(now).Ref, []firestore.Update{{Path: "saved", Value: r.read.Saved + 1}})
 }
 
 type scheduled struct {
@@ -143,6 +164,7 @@ func (r *recorder) Deliver(_ context.Context, events []event.Event) (int, error)
 
 type env struct {
 	fs     *firestore.Client
+	st     *store.Store
 	clk    *testingclock.FakeClock
 	sub    *things
 	rec    *recorder
@@ -158,11 +180,11 @@ func newEnv(t *testing.T) *env {
 // newEnvOn is newEnv over the Firestore client fs.
 func newEnvOn(t *testing.T, fs *firestore.Client) *env {
 	t.Helper()
-	e := &env{fs: fs, clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
+	e := &env{fs: fs, st: newStore(t, fs), clk: testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), rec: &recorder{}}
 	e.sub = &things{fs: e.fs, step: func(context.Context, *chain.Lease) (chain.Outcome, error) { return chain.Outcome{}, nil }}
 	e.cfg = chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk}
 	var err error
-	if e.runner, err = chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub); err != nil {
+	if e.runner, err = chain.NewRunner(e.st, e.rec, e.rec, e.cfg, e.sub); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -286,7 +308,7 @@ func TestRunLeaseLost(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	k := e.put(t, "t1", chain.State{})
-	other, err := chain.NewRunner(e.fs, &recorder{}, &recorder{}, e.cfg, e.sub)
+	other, err := chain.NewRunner(e.st, &recorder{}, &recorder{}, e.cfg, e.sub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +328,7 @@ func TestRunLeaseLost(t *testing.T) {
 			t.Errorf("the other run = %v", err)
 		}
 		// Its intent, written under the lost lease, is refused.
-		err := l.Write(ctx, func(tx *firestore.Transaction) error { return nil })
+		err := l.Write(ctx, func(tx chain.Tx) error { return nil })
 		if !errors.Is(err, chain.ErrLeaseLost) {
 			t.Errorf("Write under a lost lease = %v, want ErrLeaseLost", err)
 		}
@@ -569,7 +591,7 @@ func TestWatchdog(t *testing.T) {
 	put("gone", false, now.Add(-time.Hour))
 	k := &fakeKicker{}
 	d := &fakeDrainer{n: 3}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: d, Grace: time.Minute, DrainAge: 2 * time.Minute, Clock: e.clk}
 
 	res, err := w.Tick(ctx)
 	if err != nil {
@@ -622,7 +644,7 @@ func TestWatchdogRestartAll(t *testing.T) {
 		}
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Clock: e.clk}
 	res, err := w.RestartAll(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -649,7 +671,7 @@ func TestWatchdogKicksTheDocumentsIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := &fakeKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -694,7 +716,7 @@ func TestRunNumbersEvents(t *testing.T) {
 		t.Errorf("subject's sequence = %v (%v), want 5", v, err)
 	}
 	for _, ev := range e.rec.delivered {
-		snap, err := outbox.Ref(e.fs, ev).Get(ctx)
+		snap, err := outboxRef(e.fs, ev).Get(ctx)
 		if err != nil {
 			t.Fatalf("outbox %s: %v", ev.ID, err)
 		}

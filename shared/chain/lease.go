@@ -6,12 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
 // Errors of a run's lease.
@@ -28,8 +23,8 @@ var (
 
 // Lease is a run's hold on one subject.
 type Lease struct {
-	fs    *firestore.Client
-	ref   *firestore.DocumentRef
+	st    Storage
+	key   Key
 	now   func() time.Time
 	Owner string
 	Token string
@@ -40,28 +35,12 @@ type Lease struct {
 }
 
 // loader is Subject.Load.
-type loader func(*Reader, *firestore.DocumentSnapshot) (Run, error)
-
-// readHeader decodes the chain's part of a subject's document, ErrStale
-// when the document is gone.
-func readHeader(snap *firestore.DocumentSnapshot, err error) (header, error) {
-	var h header
-	if status.Code(err) == codes.NotFound || (err == nil && !snap.Exists()) {
-		return h, ErrStale
-	}
-	if err != nil {
-		return h, fmt.Errorf("read subject: %w", err)
-	}
-	if err := snap.DataTo(&h); err != nil {
-		return h, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
-	}
-	return h, nil
-}
+type loader func(*Reader, Doc) (Run, error)
 
 // check is the chain's admission of a run of token at t: the subject is
 // active and token is its chain's (ErrStale), and no other run holds an
 // unexpired lease on it (ErrBusy).
-func check(h header, token, owner string, t time.Time) error {
+func check(h Header, token, owner string, t time.Time) error {
 	switch s := h.Reconcile; {
 	case !h.Active || s.Token != token:
 		return ErrStale
@@ -85,18 +64,17 @@ type handedOver struct{ state State }
 
 func (*handedOver) Error() string { return "the task handed its subject over to a steady chain" }
 
-// peek reads k's subject at ref and what its run needs without a
-// transaction (a point read and the subject's own queries, which a
-// Prefetcher starts with the point read), and checks that the run may go
-// on. A task whose own hand-over is stored gets *handedOver.
-func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, now time.Time, sub Subject) (*peeked, error) {
+// peek reads k's subject and what its run needs without a transaction (a
+// point read and the subject's own queries, which a Prefetcher starts
+// with the point read), and checks that the run may go on. A task whose
+// own hand-over is stored gets *handedOver.
+func peek(ctx context.Context, st Storage, k Kick, task string, now time.Time, sub Subject) (*peeked, error) {
 	r := NewReader(ctx, nil)
 	load := sub.Load
 	if p, ok := sub.(Prefetcher); ok {
 		load = p.Prefetch(r, k)
 	}
-	snap, err := ref.Get(ctx)
-	h, err := readHeader(snap, err)
+	h, snap, err := st.ReadChain(r, k.Key())
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +84,6 @@ func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, 
 	if err := check(h, k.Token, "", now); err != nil {
 		return nil, err
 	}
-	r.note(snap)
 	run, err := load(r, snap)
 	if err != nil {
 		return nil, err
@@ -114,38 +91,35 @@ func peek(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, 
 	return &peeked{run: run, state: h.Reconcile, version: r.version()}, nil
 }
 
-// take starts a run of the chain token on the subject at ref: in one
+// take starts a run of the chain token on the subject key: in one
 // transaction it checks the token and that no other run holds the lease,
 // takes the lease for ttl, sets the watchdog's deadline, and calls load to
 // read the rest of what the run needs. It returns the version of what it
 // read (Reader).
-func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token string, ttl time.Duration,
+func take(ctx context.Context, st Storage, key Key, token string, ttl time.Duration,
 	deadline time.Time, now func() time.Time, load loader) (*Lease, Run, string, error) {
 	owner := newOwner()
 	var l *Lease
 	var run Run
 	var version string
-	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := st.UpdateChain(ctx, key, func(r *Reader, _ Tx) (*Write, error) {
 		l, run = nil, nil
-		snap, err := tx.Get(ref)
-		h, err := readHeader(snap, err)
+		h, snap, err := st.ReadChain(r, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		t := now().UTC().Truncate(time.Microsecond)
 		if err := check(h, token, owner, t); err != nil {
-			return err
+			return nil, err
 		}
-		r := NewReader(ctx, tx)
-		r.note(snap)
 		if run, err = load(r, snap); err != nil {
-			return err
+			return nil, err
 		}
 		version = r.version()
 		s := h.Reconcile
 		s.LeaseOwner, s.LeaseExpiry, s.NextAt = owner, t.Add(ttl), deadline
-		l = &Lease{fs: fs, ref: ref, now: now, Owner: owner, Token: token, Expiry: s.LeaseExpiry, State: h.Reconcile}
-		return tx.Update(ref, []firestore.Update{{Path: Field, Value: s}})
+		l = &Lease{st: st, key: key, now: now, Owner: owner, Token: token, Expiry: s.LeaseExpiry, State: h.Reconcile}
+		return &Write{State: s}, nil
 	})
 	if err != nil {
 		return nil, nil, "", err
@@ -159,31 +133,28 @@ func take(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef,
 // the lease. A successor token, when not empty, takes over the chain. It
 // returns the events committed and whether the run's token was still the
 // subject's.
-func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRef, token, version string, now func() time.Time, load loader,
+func commit(ctx context.Context, st Storage, key Key, token, version string, now func() time.Time, load loader,
 	nextAt time.Time, failures int, successor string, save saveFunc) ([]event.Event, bool, error) {
 	var committed []event.Event
 	current := false
-	err := fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := st.UpdateChain(ctx, key, func(r *Reader, tx Tx) (*Write, error) {
 		committed, current = nil, false
-		snap, err := tx.Get(ref)
-		h, err := readHeader(snap, err)
+		h, snap, err := st.ReadChain(r, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := check(h, token, "", now()); err != nil {
-			return err
+			return nil, err
 		}
-		r := NewReader(ctx, tx)
-		r.note(snap)
 		if _, err := load(r, snap); err != nil {
-			return err
+			return nil, err
 		}
 		if r.version() != version {
-			return errChanged
+			return nil, errChanged
 		}
 		if save != nil {
 			if committed, err = save(tx, snap); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		current = true
@@ -197,10 +168,7 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 			// that died.
 			s.LeaseOwner, s.LeaseExpiry = "", time.Time{}
 		}
-		if err := tx.Update(ref, chainUpdates(s, h.Sequence, committed)); err != nil {
-			return err
-		}
-		return writeEvents(tx, fs, committed)
+		return &Write{State: s, Sequence: h.Sequence, Events: committed}, nil
 	})
 	if err != nil {
 		return committed, false, err
@@ -208,38 +176,23 @@ func commit(ctx context.Context, fs *firestore.Client, ref *firestore.DocumentRe
 	return committed, current, nil
 }
 
-// chainUpdates writes the chain s and, when a run commits events, numbers
-// them after last, the subject's sequence read in the same transaction.
-func chainUpdates(s State, last int64, events []event.Event) []firestore.Update {
-	updates := []firestore.Update{{Path: Field, Value: s}}
-	if len(events) > 0 {
-		updates = append(updates, firestore.Update{Path: outbox.SequenceField, Value: outbox.Number(events, last)})
-	}
-	return updates
-}
+// errGone: the subject's document is gone while a run holds its lease.
+// Not ErrStale: the task is retried, as for any failed write.
+var errGone = errors.New("the subject's document is gone")
 
-func writeEvents(tx *firestore.Transaction, fs *firestore.Client, events []event.Event) error {
-	for _, e := range events {
-		if err := tx.Create(outbox.Ref(fs, e), e); err != nil {
-			return err
-		}
+// hold checks through r, in the transaction of a write, that l still
+// holds its subject's lease, and returns the subject's document and its
+// chain's part as stored now.
+func (l *Lease) hold(r *Reader) (Doc, Header, error) {
+	h, snap, err := l.st.ReadChain(r, l.key)
+	if errors.Is(err, ErrStale) {
+		err = errGone
 	}
-	return nil
-}
-
-// hold checks in tx that l still holds its subject's lease, and returns the
-// subject's document and its chain's part as stored now.
-func (l *Lease) hold(tx *firestore.Transaction) (*firestore.DocumentSnapshot, header, error) {
-	snap, err := tx.Get(l.ref)
 	if err != nil {
-		return nil, header{}, fmt.Errorf("read %s: %w", l.ref.Path, err)
-	}
-	var h header
-	if err := snap.DataTo(&h); err != nil {
-		return nil, header{}, fmt.Errorf("decode %s: %w", l.ref.Path, err)
+		return nil, Header{}, fmt.Errorf("read %s %s/%s: %w", l.key.Kind, l.key.TenantID, l.key.ID, err)
 	}
 	if h.Reconcile.LeaseOwner != l.Owner || !h.Reconcile.LeaseExpiry.After(l.now()) {
-		return nil, header{}, ErrLeaseLost
+		return nil, Header{}, ErrLeaseLost
 	}
 	return snap, h, nil
 }
@@ -247,12 +200,12 @@ func (l *Lease) hold(tx *firestore.Transaction) (*firestore.DocumentSnapshot, he
 // Write runs write in a transaction that first checks that the lease is
 // still held (ErrLeaseLost otherwise): a run records what it is about to do
 // at the provider through it.
-func (l *Lease) Write(ctx context.Context, write func(*firestore.Transaction) error) error {
-	return l.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		if _, _, err := l.hold(tx); err != nil {
-			return err
+func (l *Lease) Write(ctx context.Context, write func(Tx) error) error {
+	return l.st.UpdateChain(ctx, l.key, func(r *Reader, tx Tx) (*Write, error) {
+		if _, _, err := l.hold(r); err != nil {
+			return nil, err
 		}
-		return write(tx)
+		return nil, write(tx)
 	})
 }
 
@@ -264,15 +217,15 @@ func (l *Lease) Write(ctx context.Context, write func(*firestore.Transaction) er
 func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
 	var committed []event.Event
 	current := false
-	err := l.fs.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := l.st.UpdateChain(ctx, l.key, func(r *Reader, tx Tx) (*Write, error) {
 		committed, current = nil, false
-		snap, h, err := l.hold(tx)
+		snap, h, err := l.hold(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if save != nil {
 			if committed, err = save(tx, snap); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		s := h.Reconcile
@@ -281,10 +234,7 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, toke
 		if current && token != "" {
 			s.Token = token
 		}
-		if err := tx.Update(l.ref, chainUpdates(s, h.Sequence, committed)); err != nil {
-			return err
-		}
-		return writeEvents(tx, l.fs, committed)
+		return &Write{State: s, Sequence: h.Sequence, Events: committed}, nil
 	})
 	if err != nil {
 		return committed, false, err

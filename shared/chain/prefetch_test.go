@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -21,23 +22,64 @@ type prefetching struct {
 
 // Load reads what Prefetch's load reads, as a Prefetcher must: a run's
 // save compares the two.
-func (p *prefetching) Load(r *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	if _, err := r.Query(p.query(snap.Ref.Parent.Parent.ID)); err != nil {
+func (p *prefetching) Load(r *chain.Reader, snap chain.Doc) (chain.Run, error) {
+	if _, err := readAll(r, p.query(fsDoc(snap).Ref.Parent.Parent.ID)); err != nil {
 		return nil, err
 	}
 	return p.things.Load(r, snap)
+}
+
+// readAll reads q's documents through r, in its transaction if any, and
+// notes their versions, as the store's reads do.
+func readAll(r *chain.Reader, q firestore.Query) ([]*firestore.DocumentSnapshot, error) {
+	var snaps []*firestore.DocumentSnapshot
+	var err error
+	if r.InTransaction() {
+		snaps, err = fsTx(r.Tx()).Documents(q).GetAll()
+	} else {
+		snaps, err = q.Documents(r.Context()).GetAll()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		r.Note(s.Ref.Path + "@" + strconv.FormatInt(s.UpdateTime.UnixNano(), 10))
+	}
+	return snaps, nil
+}
+
+// beginAll starts readAll outside a transaction and returns what waits
+// for it; the versions are noted at the wait.
+func beginAll(r *chain.Reader, q firestore.Query) func() ([]*firestore.DocumentSnapshot, error) {
+	done := make(chan []*firestore.DocumentSnapshot, 1)
+	errs := make(chan error, 1)
+	go func() {
+		snaps, err := q.Documents(r.Context()).GetAll()
+		done <- snaps
+		errs <- err
+	}()
+	return func() ([]*firestore.DocumentSnapshot, error) {
+		snaps, err := <-done, <-errs
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range snaps {
+			r.Note(s.Ref.Path + "@" + strconv.FormatInt(s.UpdateTime.UnixNano(), 10))
+		}
+		return snaps, nil
+	}
 }
 
 func (p *prefetching) query(tenantID string) firestore.Query {
 	return p.fs.Collection("tenants").Doc(tenantID).Collection("things").Query
 }
 
-func (p *prefetching) Prefetch(r *chain.Reader, k chain.Kick) func(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, error) {
+func (p *prefetching) Prefetch(r *chain.Reader, k chain.Kick) func(*chain.Reader, chain.Doc) (chain.Run, error) {
 	p.mu.Lock()
 	p.kicks = append(p.kicks, k)
 	p.mu.Unlock()
-	wait := r.Begin(p.query(k.TenantID))
-	return func(r *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	wait := beginAll(r, p.query(k.TenantID))
+	return func(r *chain.Reader, snap chain.Doc) (chain.Run, error) {
 		snaps, err := wait()
 		if err != nil {
 			return nil, err
@@ -57,7 +99,7 @@ func TestRunPrefetchesWithTheHint(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	p := &prefetching{things: e.sub}
-	runner, err := chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, p)
+	runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}

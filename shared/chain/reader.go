@@ -2,26 +2,24 @@ package chain
 
 import (
 	"context"
-	"strconv"
 	"strings"
-
-	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// Reader reads a subject's documents for Subject.Load: in the transaction
-// that takes the lease, or directly for a run that only reads and confirms.
-// It notes the version of every document it returns, so that the runner
-// can tell whether a plan made on a read without the lease still holds.
+// Reader is how a run reads a subject's documents for Subject.Load: in
+// the transaction that takes the lease (or saves), or directly for a run's
+// first read. The store's functions read through it (it holds the store's
+// transaction, if any) and note the version of every document they
+// return, so that the runner can tell whether a plan made on a read
+// without the lease still holds.
 type Reader struct {
 	ctx      context.Context
-	tx       *firestore.Transaction
+	tx       Tx
 	versions []string
 }
 
-// NewReader returns a reader through tx, or directly when tx is nil.
-func NewReader(ctx context.Context, tx *firestore.Transaction) *Reader {
+// NewReader returns a reader in the store's transaction tx, or outside
+// any when tx is nil.
+func NewReader(ctx context.Context, tx Tx) *Reader {
 	return &Reader{ctx: ctx, tx: tx}
 }
 
@@ -32,77 +30,14 @@ func (r *Reader) InTransaction() bool { return r.tx != nil }
 // Context is the run's context.
 func (r *Reader) Context() context.Context { return r.ctx }
 
-// Query returns the documents of q.
-func (r *Reader) Query(q firestore.Query) ([]*firestore.DocumentSnapshot, error) {
-	var snaps []*firestore.DocumentSnapshot
-	var err error
-	if r.tx != nil {
-		snaps, err = r.tx.Documents(q).GetAll()
-	} else {
-		snaps, err = q.Documents(r.ctx).GetAll()
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range snaps {
-		r.note(s)
-	}
-	return snaps, nil
-}
+// Tx is the store's transaction the reader reads in; nil for none.
+func (r *Reader) Tx() Tx { return r.tx }
 
-// Begin starts q's read now and returns what waits for its documents,
-// which it notes when it returns them, as Query does: so a run's reads
-// overlap, and its versions are noted in the order it waits for them. In
-// a transaction the read is made at the wait, as Query makes it. The wait
-// is called once.
-func (r *Reader) Begin(q firestore.Query) func() ([]*firestore.DocumentSnapshot, error) {
-	if r.tx != nil {
-		return func() ([]*firestore.DocumentSnapshot, error) { return r.Query(q) }
-	}
-	type result struct {
-		snaps []*firestore.DocumentSnapshot
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		snaps, err := q.Documents(r.ctx).GetAll()
-		done <- result{snaps, err}
-	}()
-	return func() ([]*firestore.DocumentSnapshot, error) {
-		res := <-done
-		if res.err != nil {
-			return nil, res.err
-		}
-		for _, s := range res.snaps {
-			r.note(s)
-		}
-		return res.snaps, nil
-	}
-}
-
-func (r *Reader) note(s *firestore.DocumentSnapshot) {
-	if !s.Exists() {
-		r.versions = append(r.versions, s.Ref.Path+"@none")
-		return
-	}
-	r.versions = append(r.versions, s.Ref.Path+"@"+strconv.FormatInt(s.UpdateTime.UnixNano(), 10))
-}
+// Note records the version of a document read (its path and update time,
+// or its absence): the runner compares the versions a run read without
+// the lease with those read again before its save. A run notes in the
+// order it waits for its reads, from one goroutine.
+func (r *Reader) Note(version string) { r.versions = append(r.versions, version) }
 
 // version identifies everything read: the same documents, unchanged.
 func (r *Reader) version() string { return strings.Join(r.versions, ",") }
-
-// Get returns the document at ref, which may not exist.
-func (r *Reader) Get(ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
-	var snap *firestore.DocumentSnapshot
-	var err error
-	if r.tx != nil {
-		snap, err = r.tx.Get(ref)
-	} else {
-		snap, err = ref.Get(r.ctx)
-	}
-	if err != nil && status.Code(err) != codes.NotFound {
-		return nil, err
-	}
-	r.note(snap)
-	return snap, nil
-}

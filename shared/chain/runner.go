@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -16,59 +15,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 )
-
-// Subject is one kind of reconciled document: the part of a reconciler
-// that differs from the others.
-type Subject interface {
-	// Kind is the subject's collection ("clusters"), also its Kick.Kind.
-	Kind() string
-	// Ref is the document of a kick's subject.
-	Ref(k Kick) *firestore.DocumentRef
-	// Load reads through r what a run needs besides the subject's
-	// document (snap), and returns the run.
-	Load(r *Reader, snap *firestore.DocumentSnapshot) (Run, error)
-}
-
-// Prefetcher is a Subject whose runs can start reading before their
-// document arrives: the reads that need only the kick (its queries, by
-// the document's path) and those its Hint names (the provider's view of a
-// steady subject). Prefetch starts them through r, without waiting, and
-// returns the Load that finishes the run's first read with them once the
-// document is read. It serves only the first read of a run, which is
-// outside a transaction; the reads in the lease's or a save's
-// transaction go through Load, and the load Prefetch returns must read
-// what Load reads (a run that saves without the lease compares the two
-// reads). What a run that ends at its first read (a stale token, a held
-// lease) prefetched finishes unused.
-type Prefetcher interface {
-	Prefetch(r *Reader, k Kick) func(*Reader, *firestore.DocumentSnapshot) (Run, error)
-}
-
-// Run is one run's work on its subject, made by Subject.Load. The loop
-// calls Plan once; then, when the plan acts, Act once under the lease;
-// then Save when the outcome changed anything.
-type Run interface {
-	// Plan observes the provider and decides, without the lease: it
-	// must not act. It compares what is wanted with what the provider
-	// reports now, never with what a run remembered: the loop plans
-	// every run afresh, so an intent recorded before a call whose answer
-	// was lost is settled by the next run's look. A plan that would call the provider says so (Plan.Act)
-	// and the loop takes the lease and calls Act on the same run, when
-	// what it read is unchanged (so it keeps what it observed); when it
-	// changed, the loop plans again on a run loaded under the lease. An
-	// error is a transient failure of the whole run: nothing is saved and
-	// the run is retried with backoff.
-	Plan(ctx context.Context) (Plan, error)
-	// Act carries out the plan under the lease: it records what it is
-	// about to do at the provider through lease.Write first, and returns
-	// the run's outcome. Errors are as Plan's; ErrLeaseLost ends the run
-	// without a write.
-	Act(ctx context.Context, lease *Lease) (Outcome, error)
-	// Save writes the run's outcome in the transaction that ends the run,
-	// given the subject's document as it is now (the API may have changed
-	// it during the run), and returns the events to commit with it.
-	Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error)
-}
 
 // Plan is what a run decided without the lease.
 type Plan struct {
@@ -170,7 +116,7 @@ type Config struct {
 
 // Runner runs the chains of its subjects.
 type Runner struct {
-	fs       *firestore.Client
+	st       Storage
 	subjects map[string]Subject
 	sched    Scheduler
 	events   Deliverer
@@ -178,10 +124,10 @@ type Runner struct {
 	now      func() time.Time // cfg.Clock's
 }
 
-// NewRunner returns a runner of the subjects' chains.
-func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Config, subjects ...Subject) (*Runner, error) {
-	if fs == nil || sched == nil || events == nil || len(subjects) == 0 {
-		return nil, errors.New("chain: NewRunner needs a Firestore client, a scheduler, a deliverer and subjects")
+// NewRunner returns a runner of the subjects' chains, kept in st.
+func NewRunner(st Storage, sched Scheduler, events Deliverer, cfg Config, subjects ...Subject) (*Runner, error) {
+	if st == nil || sched == nil || events == nil || len(subjects) == 0 {
+		return nil, errors.New("chain: NewRunner needs a storage, a scheduler, a deliverer and subjects")
 	}
 	if cfg.ConvergingInterval <= 0 || cfg.SteadyInterval <= 0 || cfg.LeaseTTL <= 0 {
 		return nil, errors.New("chain: intervals and lease TTL must be positive")
@@ -198,7 +144,7 @@ func NewRunner(fs *firestore.Client, sched Scheduler, events Deliverer, cfg Conf
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	r := &Runner{fs: fs, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg, now: cfg.Clock.Now}
+	r := &Runner{st: st, subjects: map[string]Subject{}, sched: sched, events: events, cfg: cfg, now: cfg.Clock.Now}
 	for _, s := range subjects {
 		r.subjects[s.Kind()] = s
 	}
@@ -279,8 +225,7 @@ var errChanged = errors.New("the subject changed during the run")
 // the run ended and the reconcile lag its save recorded.
 func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, rep *report) error {
 	now := r.now()
-	ref := sub.Ref(k)
-	p, err := peek(ctx, ref, k, task, now, sub)
+	p, err := peek(ctx, r.st, k, task, now, sub)
 	if ho := (*handedOver)(nil); errors.As(err, &ho) {
 		rep.outcome = OutcomeStale
 		return r.resume(ctx, k, ho.state, task)
@@ -288,12 +233,12 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 	if err != nil {
 		return err
 	}
-	err = r.proceed(ctx, sub, ref, k, task, now, p, rep)
+	err = r.proceed(ctx, sub, k, task, now, p, rep)
 	if errors.Is(err, ErrStale) && !k.Steady() {
 		// The token changed during the run: perhaps to this task's own
 		// hand-over, made by a duplicate delivery that may die before it
 		// enqueues the steady chain's run.
-		return r.ownHandOver(ctx, ref, k, task, rep, err)
+		return r.ownHandOver(ctx, k, task, rep, err)
 	}
 	return err
 }
@@ -302,7 +247,6 @@ func (r *Runner) attempt(ctx context.Context, sub Subject, k Kick, task string, 
 // share.
 type pass struct {
 	sub  Subject
-	ref  *firestore.DocumentRef
 	k    Kick
 	task string
 	now  time.Time // when the attempt began
@@ -319,8 +263,8 @@ type pass struct {
 
 // proceed is the run after its first read (p): plan, take the lease and
 // act when the plan calls the provider, save, schedule.
-func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.DocumentRef, k Kick, task string, now time.Time, p *peeked, rep *report) error {
-	ps := &pass{sub: sub, ref: ref, k: k, task: task, now: now, p: p, run: p.run, rep: rep}
+func (r *Runner) proceed(ctx context.Context, sub Subject, k Kick, task string, now time.Time, p *peeked, rep *report) error {
+	ps := &pass{sub: sub, k: k, task: task, now: now, p: p, run: p.run, rep: rep}
 	pl, err := ps.run.Plan(ctx)
 	out := pl.Outcome
 	if err == nil && pl.Act {
@@ -354,7 +298,7 @@ func (r *Runner) proceed(ctx context.Context, sub Subject, ref *firestore.Docume
 // one loaded under the lease, which plans again before it acts.
 func (r *Runner) takeLease(ctx context.Context, ps *pass) error {
 	deadline := ps.now.Add(r.cfg.SteadyInterval + r.cfg.LeaseTTL)
-	l, fresh, version, err := take(ctx, r.fs, ps.ref, ps.k.Token, r.cfg.LeaseTTL, deadline, r.now, ps.sub.Load)
+	l, fresh, version, err := take(ctx, r.st, ps.k.Key(), ps.k.Token, r.cfg.LeaseTTL, deadline, r.now, ps.sub.Load)
 	if err != nil {
 		return err
 	}
@@ -383,7 +327,7 @@ func (r *Runner) failed(ctx context.Context, ps *pass, err error) error {
 	failures := ps.p.state.Failures + 1
 	next := r.backoff(failures)
 	logging.FromContext(ctx).Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
-	w := r.writer(ctx, ps.ref, ps.k, ps.sub, ps.lease, ps.p.version)
+	w := r.writer(ctx, ps.k, ps.sub, ps.lease, ps.p.version)
 	if _, _, werr := w(ps.now.Add(next+r.cfg.LeaseTTL), failures, "", nil); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -443,8 +387,8 @@ func (r *Runner) save(ctx context.Context, ps *pass, out Outcome, next time.Time
 	if out.Changed {
 		save = ps.run.Save
 	}
-	events, current, err := r.writer(ctx, ps.ref, ps.k, ps.sub, ps.lease, ps.p.version)(deadline, failures, token, save)
-	if err != nil && token != "" && r.handOverStored(ctx, ps.ref, token, err) {
+	events, current, err := r.writer(ctx, ps.k, ps.sub, ps.lease, ps.p.version)(deadline, failures, token, save)
+	if err != nil && token != "" && r.handOverStored(ctx, ps.k.Key(), token, err) {
 		err, current = nil, true
 	}
 	if err != nil {
@@ -510,19 +454,19 @@ func (r *Runner) scheduleNext(ctx context.Context, ps *pass, out Outcome, next t
 //
 // The outcome sets the chain's watchdog deadline (nextAt) and failure
 // count and, when token is not empty, hands the chain to that token.
-func (r *Runner) writer(ctx context.Context, ref *firestore.DocumentRef, k Kick, sub Subject, l *Lease, version string) writeFunc {
+func (r *Runner) writer(ctx context.Context, k Kick, sub Subject, l *Lease, version string) writeFunc {
 	if l != nil {
 		return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
 			return l.finish(ctx, nextAt, failures, token, save)
 		}
 	}
 	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
-		return commit(ctx, r.fs, ref, k.Token, version, r.now, sub.Load, nextAt, failures, token, save)
+		return commit(ctx, r.st, k.Key(), k.Token, version, r.now, sub.Load, nextAt, failures, token, save)
 	}
 }
 
 // saveFunc is Run.Save.
-type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error)
+type saveFunc = func(Tx, Doc) ([]event.Event, error)
 
 // writeFunc writes a run's outcome; it returns the events committed and
 // whether the run's chain is still the subject's. On an error it returns
@@ -530,7 +474,7 @@ type saveFunc = func(*firestore.Transaction, *firestore.DocumentSnapshot) ([]eve
 // after all (a lost answer).
 type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error)
 
-// handOverStored finds out whether the hand-over of the subject at ref to
+// handOverStored finds out whether the hand-over of the subject key to
 // the steady chain of token is stored, though the save that would have
 // made it answered err. An error is not a no: an answer lost after the
 // commit reads, to the client, as UNAVAILABLE (then, its retry, as a
@@ -542,7 +486,7 @@ type writeFunc = func(nextAt time.Time, failures int, token string, save saveFun
 // run goes on to schedule its run. When the read fails too, the task is
 // retried, and its next attempt finds the hand-over, if stored, as its
 // own (resume).
-func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef, token string, err error) bool {
+func (r *Runner) handOverStored(ctx context.Context, key Key, token string, err error) bool {
 	if errors.Is(err, errChanged) || errors.Is(err, ErrBusy) || errors.Is(err, ErrStale) {
 		// The chain's token was this run's own, unchanged; or not, and
 		// the run looks again (ownHandOver).
@@ -551,8 +495,7 @@ func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef,
 	log := logging.FromContext(ctx)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	snap, rerr := ref.Get(rctx)
-	h, rerr := readHeader(snap, rerr)
+	h, _, rerr := r.st.ReadChain(NewReader(rctx, nil), key)
 	switch {
 	case rerr != nil:
 		log.Warn("The hand-over's save failed and reading it back failed too; retrying the task to find out", "error", err, "readError", rerr)
@@ -573,11 +516,10 @@ func (r *Runner) handOverStored(ctx context.Context, ref *firestore.DocumentRef,
 // and the run schedules the steady chain's run (resume), since Cloud
 // Tasks ends the task with this delivery's success whatever became of the
 // other. Otherwise the task is stale.
-func (r *Runner) ownHandOver(ctx context.Context, ref *firestore.DocumentRef, k Kick, task string, rep *report, err error) error {
+func (r *Runner) ownHandOver(ctx context.Context, k Kick, task string, rep *report, err error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	snap, rerr := ref.Get(rctx)
-	h, rerr := readHeader(snap, rerr)
+	h, _, rerr := r.st.ReadChain(NewReader(rctx, nil), k.Key())
 	switch {
 	case errors.Is(rerr, ErrStale):
 		return err

@@ -87,7 +87,7 @@ func TestRunTelemetry(t *testing.T) {
 			m := &metrics{}
 			e := newEnv(t)
 			e.cfg.Tracer, e.cfg.Metrics = tp.Tracer("chain"), m
-			runner, err := chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, e.sub)
+			runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, e.sub)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestWatchdogCountsRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &metrics{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk, Metrics: m}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: &fakeKicker{}, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk, Metrics: m}
 	if _, err := w.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}

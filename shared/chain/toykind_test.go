@@ -35,8 +35,8 @@ func (s *toys) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("toys").Doc(k.ID)
 }
 
-func (s *toys) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
-	u := &toyRun{s: s, ref: snap.Ref}
+func (s *toys) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
+	u := &toyRun{s: s, ref: fsDoc(snap).Ref}
 	return u, snap.DataTo(&u.read)
 }
 
@@ -60,8 +60,8 @@ func (u *toyRun) Plan(context.Context) (chain.Plan, error) {
 // Act records its intent under the lease, then calls the provider.
 func (u *toyRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
 	u.intent = u.read.Want
-	if err := l.Write(ctx, func(tx *firestore.Transaction) error {
-		return tx.Update(u.ref, []firestore.Update{{Path: "intent", Value: u.intent}})
+	if err := l.Write(ctx, func(tx chain.Tx) error {
+		return fsTx(tx).Update(u.ref, []firestore.Update{{Path: "intent", Value: u.intent}})
 	}); err != nil {
 		return chain.Outcome{}, err
 	}
@@ -72,8 +72,8 @@ func (u *toyRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error)
 	return chain.Outcome{Changed: true}, nil
 }
 
-func (u *toyRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
-	return nil, tx.Update(now.Ref, []firestore.Update{{Path: "intent", Value: u.intent}})
+func (u *toyRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
+	return nil, fsTx(tx).Update(fsDoc(now).Ref, []firestore.Update{{Path: "intent", Value: u.intent}})
 }
 
 // toyProvider is the toys' provider, in memory; lose makes its next
@@ -112,7 +112,7 @@ func TestToyKind(t *testing.T) {
 	e := newEnv(t)
 	p := &toyProvider{lose: true}
 	sub := &toys{fs: e.fs, p: p}
-	runner, err := chain.NewRunner(e.fs, e.rec, e.rec, e.cfg, sub)
+	runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, sub)
 	if err != nil {
 		t.Fatal(err)
 	}

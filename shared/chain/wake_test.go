@@ -54,7 +54,7 @@ type wakers struct {
 	now func() time.Time
 }
 
-func (s *wakers) Load(_ *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *wakers) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	var t thing
 	if err := snap.DataTo(&t); err != nil {
 		return nil, err
@@ -70,10 +70,10 @@ type wakerRun struct {
 
 var _ chain.Waking = (*wakerRun)(nil)
 
-func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (r *wakerRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	r.woken = nil
 	other := r.s.Ref(chain.Kick{TenantID: "acme", ID: "t2"})
-	snap, err := tx.Get(other)
+	snap, err := fsTx(tx).Get(other)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (r *wakerRun) Save(tx *firestore.Transaction, now *firestore.DocumentSnapsh
 	}
 	if k := o.Reconcile.Wake("things", "acme", "t2", r.now()); k != nil {
 		r.woken = append(r.woken, *k)
-		if err := tx.Update(other, []firestore.Update{{Path: chain.Field, Value: o.Reconcile}}); err != nil {
+		if err := fsTx(tx).Update(other, []firestore.Update{{Path: chain.Field, Value: o.Reconcile}}); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +102,7 @@ func TestRunWakes(t *testing.T) {
 		return chain.Outcome{Changed: true, Next: chain.Converging}, nil
 	}}, now: e.clk.Now}
 	rec := &recorder{}
-	runner, err := chain.NewRunner(e.fs, rec, rec, e.cfg, w)
+	runner, err := chain.NewRunner(e.st, rec, rec, e.cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestRunWakesOnlyOnCommit(t *testing.T) {
 		return chain.Outcome{Changed: true}, nil
 	}}, now: e.clk.Now}
 	rec := &recorder{}
-	runner, err := chain.NewRunner(e.fs, rec, rec, e.cfg, w)
+	runner, err := chain.NewRunner(e.st, rec, rec, e.cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}

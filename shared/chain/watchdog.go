@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/logging"
@@ -38,7 +37,8 @@ type Drainer interface {
 // (CallTimeout) and several run at once, and the drain has a deadline
 // (DrainTimeout) besides its publishes' own (outbox.Relay).
 type Watchdog struct {
-	FS *firestore.Client
+	// Store keeps the chains (store.Store).
+	Store Storage
 	// Kinds are the subjects' kinds (Subject.Kind): their collections.
 	Kinds  []string
 	Kicker Kicker
@@ -99,18 +99,18 @@ func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 	var wg sync.WaitGroup
 	for _, kind := range w.Kinds {
 		qctx, cancel := context.WithTimeout(ctx, w.callTimeout())
-		docs, err := w.overdue(kind, before).Limit(overdueLimit).Documents(qctx).GetAll()
+		keys, err := w.Store.OverdueChains(qctx, kind, before, overdueLimit)
 		cancel()
 		if err != nil {
 			fail(fmt.Errorf("query overdue %s: %w", kind, err))
 			continue
 		}
-		for _, d := range docs {
+		for _, key := range keys {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				ok, err := w.restartOne(ctx, kind, d.Ref, before, now)
+				ok, err := w.restartOne(ctx, key, before, now)
 				if err != nil {
 					fail(err)
 				}
@@ -131,31 +131,30 @@ func (w *Watchdog) Tick(ctx context.Context) (Pass, error) {
 	return res, errors.Join(errList...)
 }
 
-// restartOne restarts the chain of the subject at ref, if still overdue,
+// restartOne restarts the chain of the subject key, if still overdue,
 // and kicks it, each within the watchdog's deadline of a call. It reports
 // whether it kicked a new chain. A restart whose commit answered an error
 // is read back before it is given up: if its token is stored, the chain
 // is kicked; otherwise, as after a failed kick, the chain is due now, and
 // overdue for a later pass.
-func (w *Watchdog) restartOne(ctx context.Context, kind string, ref *firestore.DocumentRef, before time.Time, now func() time.Time) (bool, error) {
+func (w *Watchdog) restartOne(ctx context.Context, key Key, before time.Time, now func() time.Time) (bool, error) {
 	log := logging.FromContext(ctx)
 	cctx, cancel := context.WithTimeout(ctx, w.callTimeout())
 	defer cancel()
-	k, err := w.restart(cctx, kind, ref, before, now)
+	k, err := w.restart(cctx, key, before, now)
 	if err != nil && k != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), w.callTimeout())
-		snap, rerr := ref.Get(rctx)
+		h, _, rerr := w.Store.ReadChain(NewReader(rctx, nil), key)
 		rcancel()
-		h, rerr := readHeader(snap, rerr)
 		if rerr != nil || h.Reconcile.Token != k.Token {
-			log.Warn("Restart of a dead reconcile chain failed; a later pass restarts it", "path", ref.Path, "error", err)
-			return false, fmt.Errorf("restart chain of %s: %w", ref.Path, err)
+			log.Warn("Restart of a dead reconcile chain failed; a later pass restarts it", "subject", key, "error", err)
+			return false, fmt.Errorf("restart chain of %v: %w", key, err)
 		}
-		log.Warn("Restart of a dead reconcile chain answered an error but committed; kicking it", "path", ref.Path, "error", err)
+		log.Warn("Restart of a dead reconcile chain answered an error but committed; kicking it", "subject", key, "error", err)
 		err = nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("restart chain of %s: %w", ref.Path, err)
+		return false, fmt.Errorf("restart chain of %v: %w", key, err)
 	}
 	if k == nil {
 		return false, nil
@@ -165,10 +164,10 @@ func (w *Watchdog) restartOne(ctx context.Context, kind string, ref *firestore.D
 	defer kcancel()
 	if err := w.Kicker.Kick(kctx, *k); err != nil {
 		log.Warn("Kick of a restarted reconcile chain failed; a later pass restarts it", "kind", k.Kind, "tenantId", k.TenantID, "id", k.ID, "error", err)
-		return false, fmt.Errorf("kick %s: %w", ref.Path, err)
+		return false, fmt.Errorf("kick %v: %w", key, err)
 	}
 	if w.Metrics != nil {
-		w.Metrics.ChainRestarted(ctx, kind)
+		w.Metrics.ChainRestarted(ctx, key.Kind)
 	}
 	return true, nil
 }
@@ -182,45 +181,24 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// overdue is the query of the active subjects of kind whose next run is
-// before before, the earliest first.
-func (w *Watchdog) overdue(kind string, before time.Time) firestore.Query {
-	return w.FS.CollectionGroup(kind).
-		Where("active", "==", true).
-		Where(Field+".nextAt", "<", before).
-		OrderBy(Field+".nextAt", firestore.Asc)
-}
-
 // restart starts a new chain for a subject whose chain died, unless its
 // next run is no longer overdue (a run or a kick got there first). On an
 // error it returns the kick its transaction last wrote, if any, which may
 // have committed (a lost answer).
-func (w *Watchdog) restart(ctx context.Context, kind string, ref *firestore.DocumentRef, before time.Time, now func() time.Time) (*Kick, error) {
+func (w *Watchdog) restart(ctx context.Context, key Key, before time.Time, now func() time.Time) (*Kick, error) {
 	var k *Kick
-	err := w.FS.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err := w.Store.UpdateChain(ctx, key, func(r *Reader, _ Tx) (*Write, error) {
 		k = nil
-		snap, err := tx.Get(ref)
+		h, _, err := w.Store.ReadChain(r, key)
 		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		var h header
-		if err := snap.DataTo(&h); err != nil {
-			return fmt.Errorf("decode: %w", err)
+			return nil, fmt.Errorf("read: %w", err)
 		}
 		if !h.Active || !h.Reconcile.NextAt.Before(before) {
-			return nil
+			return nil, nil
 		}
-		// Subjects live at tenants/{tenantId}/{kind}/{id}, with the IDs
-		// encoded where Firestore could not take them as they are: the
-		// kick carries the IDs the document holds, which its subject's
-		// Ref encodes again.
-		tenantID, id := h.TenantID, h.ID
-		if tenantID == "" || id == "" {
-			tenantID, id = ref.Parent.Parent.ID, ref.ID
-		}
-		kick := h.Reconcile.Restart(kind, tenantID, id, now().UTC().Truncate(time.Microsecond))
+		kick := h.Reconcile.Restart(key.Kind, key.TenantID, key.ID, now().UTC().Truncate(time.Microsecond))
 		k = &kick
-		return tx.Update(ref, []firestore.Update{{Path: Field, Value: h.Reconcile}})
+		return &Write{State: h.Reconcile, Sequence: h.Sequence}, nil
 	})
 	return k, err
 }
@@ -237,28 +215,20 @@ func (w *Watchdog) RestartAll(ctx context.Context) (Pass, error) {
 	for _, kind := range w.Kinds {
 		// Every subject is read before any is restarted: a restart moves
 		// its chain's next run, and so its place in the query.
-		var docs []*firestore.DocumentSnapshot
-		for q := w.overdue(kind, end); ; {
-			page, err := q.Limit(500).Documents(ctx).GetAll()
-			if err != nil {
-				return res, fmt.Errorf("read %s: %w", kind, err)
-			}
-			docs = append(docs, page...)
-			if len(page) < 500 {
-				break
-			}
-			q = w.overdue(kind, end).StartAfter(page[len(page)-1])
+		keys, err := w.Store.OverdueChains(ctx, kind, end, 0)
+		if err != nil {
+			return res, fmt.Errorf("read %s: %w", kind, err)
 		}
-		for _, d := range docs {
-			k, err := w.restart(ctx, kind, d.Ref, end, now)
+		for _, key := range keys {
+			k, err := w.restart(ctx, key, end, now)
 			if err != nil {
-				return res, fmt.Errorf("restart chain of %s: %w", d.Ref.Path, err)
+				return res, fmt.Errorf("restart chain of %v: %w", key, err)
 			}
 			if k == nil {
 				continue
 			}
 			if err := w.Kicker.Kick(ctx, *k); err != nil {
-				return res, fmt.Errorf("kick %s: %w", d.Ref.Path, err)
+				return res, fmt.Errorf("kick %v: %w", key, err)
 			}
 			res.Restarted++
 		}

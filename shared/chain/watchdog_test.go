@@ -87,14 +87,14 @@ func TestWatchdogSlowPublish(t *testing.T) {
 	pub := outbox.NewPubSub(client)
 	// Stop waits for the publishes the pass left delayed.
 	t.Cleanup(pub.Stop)
-	relay, err := outbox.NewRelay(e.fs, pub, logging.New(t.Output(), slog.LevelInfo))
+	relay, err := outbox.NewRelay(e.st, pub, logging.New(t.Output(), slog.LevelInfo))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var events []event.Event
 	for i := range 3 {
 		ev := event.Event{ID: fmt.Sprintf("evt-%d", i), Type: "things.saved", TenantID: "acme", ClusterID: fmt.Sprintf("c%d", i), Time: time.Now().Add(-time.Hour).UTC()}
-		if _, err := outbox.Ref(e.fs, ev).Create(ctx, ev); err != nil {
+		if _, err := outboxRef(e.fs, ev).Create(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
 		events = append(events, ev)
@@ -102,7 +102,7 @@ func TestWatchdogSlowPublish(t *testing.T) {
 	e.putDead(t, "dead1", "dead2")
 	ps.SetLatency("Publish", 20*time.Second)
 	k := &timedKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: relay, Grace: time.Minute, DrainAge: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: relay, Grace: time.Minute, DrainAge: time.Minute, Clock: e.clk}
 
 	// Cloud Scheduler gives a pass 60 s; the test gives it 45.
 	pctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -129,7 +129,7 @@ func TestWatchdogSlowPublish(t *testing.T) {
 		published[m.Attributes["ce-id"]] = true
 	}
 	for _, ev := range events {
-		if _, err := outbox.Ref(e.fs, ev).Get(ctx); err != nil && !published[ev.ID] {
+		if _, err := outboxRef(e.fs, ev).Get(ctx); err != nil && !published[ev.ID] {
 			t.Errorf("outbox event %s after the pass: %v, and not published; want it kept for a later drain", ev.ID, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestWatchdogSlowKick(t *testing.T) {
 	e := newEnv(t)
 	e.putDead(t, "slow", "dead1", "dead2")
 	k := &timedKicker{slow: map[string]bool{"slow": true}}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	pctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -170,7 +170,7 @@ func TestWatchdogLostRestartAnswer(t *testing.T) {
 	srv, e := faultyEnv(t)
 	e.putDead(t, "dead")
 	k := &timedKicker{}
-	w := &chain.Watchdog{FS: e.fs, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
+	w := &chain.Watchdog{Store: e.st, Kinds: []string{"things"}, Kicker: k, Events: &fakeDrainer{}, Grace: time.Minute, Clock: e.clk}
 	srv.LoseNext("Commit", 1, codes.DeadlineExceeded, "the answer was lost")
 	res, err := w.Tick(ctx)
 	if srv.Lost("Commit") != 1 {

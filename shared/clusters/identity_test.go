@@ -101,7 +101,7 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 		t.Fatal(err)
 	}
 	e.sched = &kickRecorder{}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, &eventRecorder{}, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, e.sched, &eventRecorder{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
-	"cloud.google.com/go/firestore"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,11 +38,20 @@ type GKE interface {
 	ListClusters(ctx context.Context, req *containerpb.ListClustersRequest, opts ...gax.CallOption) (*containerpb.ListClustersResponse, error)
 }
 
+// Store is what a cluster's run reads and writes (store.Store): its pools
+// with its document, the intent of a provider call under its lease, and
+// the statuses it leaves.
+type Store interface {
+	BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]lifecycle.NodePool, error)
+	RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error
+	SaveClusterRun(tx chain.Tx, now chain.Doc, before, after store.ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error)
+}
+
 // Reconciler is the clusters' chain.Subject: a run of one cluster observes
 // it at the provider, plans, makes at most one provider call and saves the
 // statuses.
 type Reconciler struct {
-	store  *store.Store
+	store  Store
 	gke    GKE
 	now    func() time.Time
 	budget *Budget
@@ -92,7 +100,7 @@ func WithNodeServiceAccount(email string) Option {
 // New returns the clusters' reconciler; gke calls the provider as the
 // reconciler's own identity (platform accounts; WithImpersonation for
 // tenants').
-func New(s *store.Store, gke GKE, opts ...Option) (*Reconciler, error) {
+func New(s Store, gke GKE, opts ...Option) (*Reconciler, error) {
 	if s == nil || gke == nil {
 		return nil, errors.New("clusters: New needs a store and a GKE client")
 	}
@@ -115,16 +123,11 @@ func New(s *store.Store, gke GKE, opts ...Option) (*Reconciler, error) {
 // Kind is the chain kind of clusters.
 func (r *Reconciler) Kind() string { return store.ClustersKind }
 
-// Ref is the document of the kick's cluster.
-func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
-	return r.store.ClusterRef(k.TenantID, k.ID)
-}
-
 // Load reads the cluster's pools. A steady cluster read outside the
 // lease's transaction (a refresh that will most likely find nothing to do)
 // is observed at the provider meanwhile, so that the refresh costs about
 // the time of its reads.
-func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (r *Reconciler) Load(rd *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	u := &run{r: r}
 	if err := u.decode(snap); err != nil {
 		return nil, err
@@ -135,7 +138,8 @@ func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (c
 			return u, nil
 		}
 	}
-	return u.loadPools(rd.Context(), u.r.store.BeginNodePools(rd, snap.Ref))
+	c := &u.read.Cluster
+	return u.loadPools(rd.Context(), u.r.store.BeginClusterPools(rd, c.TenantID, c.ID))
 }
 
 var _ chain.Prefetcher = (*Reconciler)(nil)
@@ -147,15 +151,15 @@ var _ chain.Prefetcher = (*Reconciler)(nil)
 // same coordinates; otherwise the run observes as Load does, and what
 // the hint started is wasted (one GKE read), which only a cluster that
 // changed since its last run can cost.
-func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, error) {
-	pools := r.store.BeginNodePools(rd, r.Ref(k))
+func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader, chain.Doc) (chain.Run, error) {
+	pools := r.store.BeginClusterPools(rd, k.TenantID, k.ID)
 	var early *run
 	if spec, ok := parseHint(k.Hint); ok {
 		early = &run{r: r, steady: true}
 		early.read.Cluster.Spec = spec
 		early.observe(rd.Context())
 	}
-	return func(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+	return func(rd *chain.Reader, snap chain.Doc) (chain.Run, error) {
 		u := &run{r: r}
 		if err := u.decode(snap); err != nil {
 			return nil, err
@@ -174,7 +178,7 @@ func (r *Reconciler) Prefetch(rd *chain.Reader, k chain.Kick) func(*chain.Reader
 }
 
 // decode reads the cluster's document into the run.
-func (u *run) decode(snap *firestore.DocumentSnapshot) error {
+func (u *run) decode(snap chain.Doc) error {
 	c, err := store.DecodeCluster(snap)
 	if err != nil {
 		return err
@@ -714,7 +718,7 @@ func (u *run) planDenied(ctx context.Context, in Input, err error) error {
 
 // Save writes the statuses the run leaves, and wakes the cluster's
 // substrates when it changes what they read of it.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (u *run) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	events, woken, err := u.r.store.SaveClusterRun(tx, now, u.read, store.ClusterRun{Cluster: u.d.Cluster, Pools: u.d.Pools}, u.d.Events)
 	u.woken = woken
 	return events, err

@@ -78,6 +78,9 @@ func (r *eventRecorder) since(n int, poolID string) ([]string, int) {
 	return out, len(r.events)
 }
 
+// The store is what the reconciler reads and writes through.
+var _ clusters.Store = (*store.Store)(nil)
+
 type env struct {
 	clk    *testingclock.FakeClock
 	fs     *firestore.Client
@@ -140,7 +143,7 @@ func newEnvFor(t *testing.T, options func(*env) []clusters.Option) *env {
 	}
 	e.sched = &kickRecorder{}
 	e.events = &eventRecorder{}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, e.events, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, e.sched, e.events, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: 30 * time.Second, Clock: e.clk,
 	}, rec)
 	if err != nil {

@@ -92,7 +92,7 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := &schedules{}
-	runner, err := chain.NewRunner(fs, sched, &eventRecorder{}, chain.Config{
+	runner, err := chain.NewRunner(st, sched, &eventRecorder{}, chain.Config{
 		ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second, Clock: clk,
 	}, rec)
 	if err != nil {

@@ -1,9 +1,9 @@
-// Package docpath spells the Firestore paths that more than one package
-// builds: the tenant's document and its outbox, and ID, the one encoding
-// of every external string that becomes a document ID. The rest of the
-// data model's paths are the store's (shared/store); the outbox is here
-// because the chain and the relay write and clear events, and the store
-// depends on them.
+// Package docpath spells ID, the one encoding of every external string
+// that becomes a Firestore document ID, and the tenant's document under
+// which all of a tenant's documents live. The store (shared/store) builds
+// every path of the data model with them; tests that seed or inspect
+// Firestore directly build theirs with them too, so that they meet the
+// store's paths.
 package docpath
 
 import (
@@ -71,7 +71,8 @@ func safeID(s string) bool {
 const (
 	TenantsCollection = "tenants"
 	// OutboxCollection holds each tenant's events not yet published
-	// (tenants/{t}/outbox/{eventId}).
+	// (tenants/{t}/outbox/{eventId}), as the store writes them
+	// (outbox.Collection).
 	OutboxCollection = "outbox"
 )
 
@@ -79,9 +80,4 @@ const (
 // live.
 func Tenant(fs *firestore.Client, tenantID string) *firestore.DocumentRef {
 	return fs.Collection(TenantsCollection).Doc(ID(tenantID))
-}
-
-// Outbox returns the outbox document of a tenant's event.
-func Outbox(fs *firestore.Client, tenantID, eventID string) *firestore.DocumentRef {
-	return Tenant(fs, tenantID).Collection(OutboxCollection).Doc(ID(eventID))
 }

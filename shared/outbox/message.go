@@ -18,20 +18,14 @@ package outbox
 import (
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
 
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
 )
 
-// Collection is the name of the outbox collection under each tenant.
-const Collection = docpath.OutboxCollection
-
-// Ref returns the outbox document of e.
-func Ref(fs *firestore.Client, e event.Event) *firestore.DocumentRef {
-	return docpath.Outbox(fs, e.TenantID, e.ID)
-}
+// Collection is the name of the outbox collection under each tenant
+// (tenants/{t}/outbox/{eventId}); the store keeps it (Store).
+const Collection = "outbox"
 
 // Source is the ce-source of the tenant's events.
 func Source(tenantID string) string {

@@ -9,9 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
-	"google.golang.org/api/iterator"
 
 	"github.com/better-compute/kubernetes/shared/event"
 )
@@ -21,11 +19,21 @@ type Publisher interface {
 	Publish(ctx context.Context, e event.Event) error
 }
 
+// Store keeps the outbox (store.Store): the events committed with the
+// changes they announce and not yet published.
+type Store interface {
+	// OutboxEvents returns the events of every tenant's outbox whose
+	// time is at or before before, the oldest first, at most limit.
+	OutboxEvents(ctx context.Context, before time.Time, limit int) ([]event.Event, error)
+	// ClearOutbox deletes the events from the outbox.
+	ClearOutbox(ctx context.Context, events []event.Event) error
+}
+
 // Relay moves events from the outbox to Pub/Sub: publish, then delete the
 // outbox document. Everything it fails to publish stays in the outbox for a
 // later Drain.
 type Relay struct {
-	fs  *firestore.Client
+	st  Store
 	pub Publisher
 	log *slog.Logger
 	now func() time.Time
@@ -74,13 +82,13 @@ const DefaultPublishTimeout = 5 * time.Second
 // that one cluster whose publish hangs holds only its own.
 const drainWorkers = 8
 
-// NewRelay returns a relay publishing through pub and clearing fs's outbox.
+// NewRelay returns a relay publishing through pub and clearing st's outbox.
 // Call Start to deliver Send's events in the background, and Close to stop.
-func NewRelay(fs *firestore.Client, pub Publisher, log *slog.Logger, opts ...RelayOption) (*Relay, error) {
-	if fs == nil || pub == nil || log == nil {
-		return nil, errors.New("outbox: NewRelay needs a Firestore client, a publisher and a logger")
+func NewRelay(st Store, pub Publisher, log *slog.Logger, opts ...RelayOption) (*Relay, error) {
+	if st == nil || pub == nil || log == nil {
+		return nil, errors.New("outbox: NewRelay needs a store, a publisher and a logger")
 	}
-	r := &Relay{fs: fs, pub: pub, log: log, now: time.Now, publishTimeout: DefaultPublishTimeout}
+	r := &Relay{st: st, pub: pub, log: log, now: time.Now, publishTimeout: DefaultPublishTimeout}
 	for range relayWorkers {
 		r.queues = append(r.queues, make(chan []event.Event, 1024/relayWorkers))
 	}
@@ -163,28 +171,13 @@ func (r *Relay) Deliver(ctx context.Context, events []event.Event) (int, error) 
 		// otherwise a drain would publish it again.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := r.clear(cctx, done); err != nil {
+		if err := r.st.ClearOutbox(cctx, done); err != nil {
 			// Published but still in the outbox: a drain publishes them
 			// again with the same ce-id, which at-least-once allows.
 			return len(done), errors.Join(pubErr, err)
 		}
 	}
 	return len(done), pubErr
-}
-
-func (r *Relay) clear(ctx context.Context, events []event.Event) error {
-	for len(events) > 0 {
-		n := min(len(events), 500) // Firestore's limit of writes per commit
-		b := r.fs.Batch()
-		for _, e := range events[:n] {
-			b.Delete(Ref(r.fs, e))
-		}
-		if _, err := b.Commit(ctx); err != nil {
-			return fmt.Errorf("clear %d outbox events: %w", n, err)
-		}
-		events = events[n:]
-	}
-	return nil
 }
 
 // Drain publishes the events of every tenant's outbox written at least
@@ -194,30 +187,9 @@ func (r *Relay) clear(ctx context.Context, events []event.Event) error {
 // delivered anyway (a run does not drain; that would cost every run a
 // query).
 func (r *Relay) Drain(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
-	q := r.fs.CollectionGroup(Collection).
-		Where("time", "<=", r.now().Add(-olderThan)).
-		OrderBy("time", firestore.Asc).
-		Limit(limit)
-	return r.drain(ctx, q)
-}
-
-func (r *Relay) drain(ctx context.Context, q firestore.Query) (int, error) {
-	it := q.Documents(ctx)
-	defer it.Stop()
-	var events []event.Event
-	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("read outbox: %w", err)
-		}
-		var e event.Event
-		if err := snap.DataTo(&e); err != nil {
-			return 0, fmt.Errorf("decode outbox event %s: %w", snap.Ref.Path, err)
-		}
-		events = append(events, e)
+	events, err := r.st.OutboxEvents(ctx, r.now().Add(-olderThan), limit)
+	if err != nil {
+		return 0, fmt.Errorf("read outbox: %w", err)
 	}
 	if r.metrics != nil {
 		// Oldest first (the query's order).

@@ -10,12 +10,30 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
+
+// newStore is the store that keeps the outbox over fs.
+func newStore(t *testing.T, fs *firestore.Client) *store.Store {
+	t.Helper()
+	st, err := store.New(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// outboxRef is the outbox document of e.
+func outboxRef(fs *firestore.Client, e event.Event) *firestore.DocumentRef {
+	return fs.Collection("tenants").Doc(e.TenantID).Collection(outbox.Collection).Doc(e.ID)
+}
 
 type backlog struct {
 	mu     sync.Mutex
@@ -40,14 +58,14 @@ func TestDrainRecordsTheBacklog(t *testing.T) {
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "outbox")
 	m := &backlog{}
-	relay, err := outbox.NewRelay(fs, publisher{}, logging.New(t.Output(), slog.LevelInfo), outbox.WithMetrics(m))
+	relay, err := outbox.NewRelay(newStore(t, fs), publisher{}, logging.New(t.Output(), slog.LevelInfo), outbox.WithMetrics(m))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	for i, age := range []time.Duration{5 * time.Minute, 3 * time.Minute, 10 * time.Second} {
 		e := event.Event{ID: string(rune('a' + i)), Type: event.ClusterReady, TenantID: "acme", ClusterID: "kcl_1", Time: start.Add(-age).UTC()}
-		if _, err := outbox.Ref(fs, e).Create(ctx, e); err != nil {
+		if _, err := outboxRef(fs, e).Create(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +131,7 @@ func (g *gate) Publish(context.Context, event.Event) error {
 func TestSendPublishesOnEightWorkersAtOnce(t *testing.T) {
 	fs := fsemu.ForTest(t, "outbox")
 	g := newGate(t, 8)
-	relay, err := outbox.NewRelay(fs, g, logging.New(t.Output(), slog.LevelWarn))
+	relay, err := outbox.NewRelay(newStore(t, fs), g, logging.New(t.Output(), slog.LevelWarn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +176,7 @@ func (r *recorder) Publish(_ context.Context, e event.Event) error {
 func TestSendKeepsEachClustersOrder(t *testing.T) {
 	fs := fsemu.ForTest(t, "outbox")
 	rec := &recorder{published: map[string][]string{}}
-	relay, err := outbox.NewRelay(fs, rec, logging.New(t.Output(), slog.LevelInfo))
+	relay, err := outbox.NewRelay(newStore(t, fs), rec, logging.New(t.Output(), slog.LevelInfo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +223,7 @@ func TestDrainIsNotHeldByAHungPublish(t *testing.T) {
 	fs := fsemu.ForTest(t, "outbox")
 	pub := &hanging{hang: map[string]bool{"kcl_0": true}, recorder: recorder{published: map[string][]string{}}}
 	const timeout = 500 * time.Millisecond
-	relay, err := outbox.NewRelay(fs, pub, logging.New(t.Output(), slog.LevelInfo), outbox.WithPublishTimeout(timeout))
+	relay, err := outbox.NewRelay(newStore(t, fs), pub, logging.New(t.Output(), slog.LevelInfo), outbox.WithPublishTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +233,7 @@ func TestDrainIsNotHeldByAHungPublish(t *testing.T) {
 		for i := range 3 {
 			e := event.Event{ID: fmt.Sprintf("evt_%d_%d", c, i), Type: event.ClusterUpdated, TenantID: "acme", ClusterID: fmt.Sprintf("kcl_%d", c),
 				Time: old.Add(time.Duration(i) * time.Second)}
-			if _, err := outbox.Ref(fs, e).Create(ctx, e); err != nil {
+			if _, err := outboxRef(fs, e).Create(ctx, e); err != nil {
 				t.Fatal(err)
 			}
 			if c != 0 {
@@ -242,7 +260,7 @@ func TestDrainIsNotHeldByAHungPublish(t *testing.T) {
 	}
 	for i := range 3 {
 		e := event.Event{ID: fmt.Sprintf("evt_0_%d", i), TenantID: "acme", ClusterID: "kcl_0"}
-		if _, err := outbox.Ref(fs, e).Get(ctx); err != nil {
+		if _, err := outboxRef(fs, e).Get(ctx); err != nil {
 			t.Errorf("the hung cluster's event %s: %v, want it kept in the outbox", e.ID, err)
 		}
 	}

@@ -22,7 +22,8 @@ import (
 // holds, and the next run finds the Secret missing and mints again.
 func (s *Store) RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error {
 	old := sub.Status.Token.Hash
-	err := lease.Write(ctx, func(tx *firestore.Transaction) error {
+	err := lease.Write(ctx, func(ltx chain.Tx) error {
+		tx := txOf(ltx)
 		grant := JoinGrant{TenantID: sub.TenantID, SubstrateID: sub.ID, PoolID: sub.PoolID}
 		if err := tx.Set(s.joinTokenRef(t.Hash), grant); err != nil {
 			return err

@@ -161,16 +161,6 @@ func (s *Store) writeClusterSpec(tx *firestore.Transaction, c *clusterDoc, now t
 	return &k, nil
 }
 
-// createEvents writes numbered events to the outbox.
-func (s *Store) createEvents(tx *firestore.Transaction, events []event.Event) error {
-	for _, e := range events {
-		if err := tx.Create(outbox.Ref(s.fs, e), e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ListNodePools returns the cluster's pools that are not deleted, deleting
 // ones included, ordered by creation.
 func (s *Store) ListNodePools(ctx context.Context, c auth.Principal, clusterID string) ([]resource.NodePool, error) {

@@ -24,9 +24,9 @@ type ClusterRun struct {
 
 // DecodeCluster decodes a cluster's document, as a run of it reads it
 // (chain.Subject.Load).
-func DecodeCluster(snap *firestore.DocumentSnapshot) (lifecycle.Cluster, error) {
+func DecodeCluster(doc chain.Doc) (lifecycle.Cluster, error) {
 	var c lifecycle.Cluster
-	if err := snap.DataTo(&c); err != nil {
+	if err := doc.DataTo(&c); err != nil {
 		return c, fmt.Errorf("decode cluster: %w", err)
 	}
 	return c, nil
@@ -38,12 +38,18 @@ func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]li
 	return s.BeginNodePools(r, ref)()
 }
 
-// BeginNodePools starts LoadNodePools' read (chain.Reader.Begin) and
+// BeginNodePools starts LoadNodePools' read (beginRead) and
 // returns what waits for its pools: a run reads them with its cluster's
 // document, not after it.
 func (s *Store) BeginNodePools(r *chain.Reader, ref *firestore.DocumentRef) func() ([]lifecycle.NodePool, error) {
-	wait := r.Begin(s.activePools(ref))
+	wait := beginRead(r, s.activePools(ref))
 	return func() ([]lifecycle.NodePool, error) { return decodePools(wait()) }
+}
+
+// BeginClusterPools is BeginNodePools of the cluster clusterID of the
+// tenant: a run names its cluster by its IDs.
+func (s *Store) BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]lifecycle.NodePool, error) {
+	return s.BeginNodePools(r, s.ClusterRef(tenantID, clusterID))
 }
 
 func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.NodePool, error) {
@@ -67,8 +73,8 @@ func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecyc
 	if nodePoolID != "" {
 		ref = s.NodePoolRef(c.TenantID, c.ID, nodePoolID)
 	}
-	return lease.Write(ctx, func(tx *firestore.Transaction) error {
-		return tx.Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
+	return lease.Write(ctx, func(tx chain.Tx) error {
+		return txOf(tx).Update(ref, []firestore.Update{{Path: "status.provider.intent", Value: in}})
 	})
 }
 
@@ -83,7 +89,8 @@ func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecyc
 // When the run changes what the cluster's substrates read of it (its
 // state, its pools'), their chains are woken in tx: the kicks returned
 // are to be sent once it commits.
-func (s *Store) SaveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, before, after ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error) {
+func (s *Store) SaveClusterRun(t chain.Tx, doc chain.Doc, before, after ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error) {
+	tx, now := txOf(t), snapOf(doc)
 	var stored lifecycle.Cluster
 	if err := now.DataTo(&stored); err != nil {
 		return nil, nil, fmt.Errorf("decode cluster: %w", err)

@@ -140,14 +140,14 @@ func (s *Store) SubstrateRef(tenantID, id string) *firestore.DocumentRef {
 // LoadSubstrate reads through rd what a substrate's run reads, snap being
 // the substrate's document: its cluster and pools, and its previous
 // substrate while it waits for it.
-func (s *Store) LoadSubstrate(rd *chain.Reader, snap *firestore.DocumentSnapshot) (SubstrateRead, error) {
+func (s *Store) LoadSubstrate(rd *chain.Reader, snap chain.Doc) (SubstrateRead, error) {
 	r := SubstrateRead{PreviousGone: true}
 	if err := snap.DataTo(&r.Substrate); err != nil {
 		return r, fmt.Errorf("decode substrate: %w", err)
 	}
 	sub := &r.Substrate
 	if sub.Spec.After != "" && !sub.Spec.Deleting {
-		prev, err := rd.Get(s.substrateRef(sub.TenantID, sub.Spec.After))
+		prev, err := get(rd, s.substrateRef(sub.TenantID, sub.Spec.After))
 		if err != nil {
 			return r, fmt.Errorf("read previous substrate: %w", err)
 		}
@@ -163,7 +163,7 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap *firestore.DocumentSnapshot
 	if clusterID == "" {
 		return r, nil
 	}
-	cs, err := rd.Get(s.ClusterRef(sub.TenantID, clusterID))
+	cs, err := get(rd, s.ClusterRef(sub.TenantID, clusterID))
 	if err != nil {
 		return r, fmt.Errorf("read cluster %s: %w", clusterID, err)
 	}
@@ -190,7 +190,8 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap *firestore.DocumentSnapshot
 // is the substrate's document as it is now. When the run deletes the
 // substrate, the pool's next substrate, waiting for that, is woken in tx:
 // the kicks returned are to be sent once it commits.
-func (s *Store) SaveSubstrateRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, read SubstrateRead, l SubstrateLeave) ([]event.Event, []chain.Kick, error) {
+func (s *Store) SaveSubstrateRun(t chain.Tx, doc chain.Doc, read SubstrateRead, l SubstrateLeave) ([]event.Event, []chain.Kick, error) {
+	tx, now := txOf(t), snapOf(doc)
 	var cur lifecycle.Substrate
 	if err := now.DataTo(&cur); err != nil {
 		return nil, nil, fmt.Errorf("decode substrate: %w", err)

@@ -188,7 +188,7 @@ func (d deletings) Ref(k chain.Kick) *firestore.DocumentRef {
 	return d.st.SubstrateRef(k.TenantID, k.ID)
 }
 
-func (d deletings) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (d deletings) Load(rd *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	read, err := d.st.LoadSubstrate(rd, snap)
 	return &deleting{st: d.st, read: read}, err
 }
@@ -208,7 +208,7 @@ func (*deleting) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
 	return chain.Outcome{}, errors.New("a deletion does not act")
 }
 
-func (r *deleting) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (r *deleting) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	s := r.read.Substrate.Clone()
 	s.Active, s.Status.State = false, resource.StateDeleted
 	events, woken, err := r.st.SaveSubstrateRun(tx, now, r.read, store.SubstrateLeave{Substrate: s})
@@ -243,7 +243,7 @@ func TestSubstrateDeletedWakesTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := &scheduledKicks{}
-	runner, err := chain.NewRunner(e.fs, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, deletings{e.st})
+	runner, err := chain.NewRunner(e.st, sched, sched, chain.Config{ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: time.Minute, Clock: e.clk}, deletings{e.st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/auth"
@@ -41,12 +40,29 @@ type Config struct {
 	JoinURL string
 }
 
+// Store is what a substrate's run reads and writes (store.Store): its
+// documents, the clusters and pools it makes as the API's callers do, its
+// nodes and join token, and what it leaves.
+type Store interface {
+	LoadSubstrate(rd *chain.Reader, snap chain.Doc) (store.SubstrateRead, error)
+	SaveSubstrateRun(tx chain.Tx, now chain.Doc, read store.SubstrateRead, l store.SubstrateLeave) ([]event.Event, []chain.Kick, error)
+	JoinedNodes(ctx context.Context, tenantID, substrateID, after string, limit int) ([]resource.SubstrateNode, error)
+	RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error
+	CreateCluster(ctx context.Context, c auth.Principal, req store.CreateClusterRequest) (store.ClusterResult, error)
+	AdoptCluster(ctx context.Context, c auth.Principal, clusterID, accountID string) (resource.Cluster, error)
+	ReleaseCluster(ctx context.Context, c auth.Principal, clusterID string) error
+	DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (store.ClusterResult, error)
+	CreateNodePool(ctx context.Context, c auth.Principal, req store.CreateNodePoolRequest) (store.NodePoolResult, error)
+	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (store.NodePoolResult, error)
+	DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (store.NodePoolResult, error)
+}
+
 // Reconciler is the substrates' chain.Subject: a run reads its
 // documents through the store (store.LoadSubstrate), plans (Plan),
 // carries out the plan's actions, and saves what it leaves through the
 // store (store.SaveSubstrateRun).
 type Reconciler struct {
-	store  *store.Store
+	store  Store
 	kube   Connector
 	events EventSender
 	kick   chain.Kicker
@@ -87,7 +103,7 @@ func clockOf(opts []Option) func() time.Time {
 // New returns the substrates' reconciler. The clusters and pools it makes
 // go through s, as the API's do; events and kicks of those changes go to
 // events and kick.
-func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, opts ...Option) (*Reconciler, error) {
+func New(s Store, kube Connector, events EventSender, kick chain.Kicker, cfg Config, opts ...Option) (*Reconciler, error) {
 	if s == nil || kube == nil || events == nil || kick == nil {
 		return nil, errors.New("substrates: New needs a store, a Kubernetes connector, an event sender and a kicker")
 	}
@@ -101,14 +117,9 @@ func New(s *store.Store, kube Connector, events EventSender, kick chain.Kicker, 
 // Kind is the chain kind of substrates.
 func (r *Reconciler) Kind() string { return Kind }
 
-// Ref is the document of the kick's substrate.
-func (r *Reconciler) Ref(k chain.Kick) *firestore.DocumentRef {
-	return r.store.SubstrateRef(k.TenantID, k.ID)
-}
-
 // Load reads the substrate's cluster and pools, and its previous
 // substrate while it waits for it.
-func (r *Reconciler) Load(rd *chain.Reader, snap *firestore.DocumentSnapshot) (chain.Run, error) {
+func (r *Reconciler) Load(rd *chain.Reader, snap chain.Doc) (chain.Run, error) {
 	read, err := r.store.LoadSubstrate(rd, snap)
 	if err != nil {
 		return nil, err
@@ -258,7 +269,7 @@ var _ chain.Waking = (*run)(nil)
 // Save writes the run's status, removes the nodes that left and the
 // revoked tokens, and wakes the pool's next substrate when the run
 // deletes the one it waits for.
-func (u *run) Save(tx *firestore.Transaction, now *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (u *run) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
 	events, woken, err := u.r.store.SaveSubstrateRun(tx, now, u.read, u.leave)
 	u.woken = woken
 	return events, err

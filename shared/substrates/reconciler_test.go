@@ -44,6 +44,9 @@ type kubeAPI struct {
 	nodes []kubeapply.Node
 }
 
+// The store is what the reconciler reads and writes through.
+var _ Store = (*store.Store)(nil)
+
 func (k *kubeAPI) failure() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -194,7 +197,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runner, err = chain.NewRunner(e.fs, e.sched, nopDeliverer{}, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, e.sched, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Clock: e.clk,
 	}, r)
 	if err != nil {

@@ -74,7 +74,7 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 		t.Fatal(err)
 	}
 	r.trace = func(a Action, in Input) { e.taken = append(e.taken, describe(a, in)) }
-	e.runner, err = chain.NewRunner(e.fs, &scheduler{}, nopDeliverer{}, chain.Config{
+	e.runner, err = chain.NewRunner(e.st, &scheduler{}, nopDeliverer{}, chain.Config{
 		ConvergingInterval: time.Second, SteadyInterval: time.Minute, LeaseTTL: leaseTTL, Clock: e.clk,
 	}, r)
 	if err != nil {

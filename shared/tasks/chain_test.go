@@ -14,6 +14,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
 
@@ -35,7 +36,7 @@ func (s *things) Ref(k chain.Kick) *firestore.DocumentRef {
 	return s.fs.Collection("tenants").Doc(k.TenantID).Collection("things").Doc(k.ID)
 }
 
-func (s *things) Load(*chain.Reader, *firestore.DocumentSnapshot) (chain.Run, error) {
+func (s *things) Load(*chain.Reader, chain.Doc) (chain.Run, error) {
 	return thingRun{s.out}, nil
 }
 
@@ -45,7 +46,7 @@ func (r thingRun) Plan(context.Context) (chain.Plan, error) { return chain.Plan{
 
 func (r thingRun) Act(context.Context, *chain.Lease) (chain.Outcome, error) { return r.out, nil }
 
-func (thingRun) Save(*firestore.Transaction, *firestore.DocumentSnapshot) ([]event.Event, error) {
+func (thingRun) Save(chain.Tx, chain.Doc) ([]event.Event, error) {
 	return nil, nil
 }
 
@@ -88,7 +89,11 @@ func TestChainSurvivesAFailedEnqueue(t *testing.T) {
 				q, srv, _ := setup(t)
 				fs := fsemu.ForTest(t, "tasks")
 				sub := &things{fs: fs, out: o.out}
-				runner, err := chain.NewRunner(fs, q, noEvents{}, chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second}, sub)
+				st, err := store.New(fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runner, err := chain.NewRunner(st, q, noEvents{}, chain.Config{ConvergingInterval: 30 * time.Second, SteadyInterval: 5 * time.Minute, LeaseTTL: 30 * time.Second}, sub)
 				if err != nil {
 					t.Fatal(err)
 				}
