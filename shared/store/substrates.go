@@ -131,8 +131,8 @@ type SubstrateLeave struct {
 	Events  []event.Event
 }
 
-// SubstrateRef is the document of a tenant's substrate: its run's
-// subject (chain.Subject.Ref).
+// SubstrateRef is the document of a tenant's substrate, the subject of
+// its chain (chain.Key names it).
 func (s *Store) SubstrateRef(tenantID, id string) *firestore.DocumentRef {
 	return s.substrateRef(tenantID, id)
 }
@@ -175,7 +175,7 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap chain.Doc) (SubstrateRead, 
 		return r, fmt.Errorf("decode cluster %s: %w", clusterID, err)
 	}
 	r.Cluster = &c.Cluster
-	r.Adopted = c.AdoptedBy[sub.ID] == sub.PoolID
+	r.Adopted = lifecycle.Adopts(&c.Cluster, sub.ID, sub.PoolID)
 	if r.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
 		return r, err
 	}
