@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -109,17 +108,7 @@ func snake(field string) string {
 	if field == "diskGiB" {
 		return "disk_gib"
 	}
-	var b strings.Builder
-	for i, r := range field {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return snakeCase(field)
 }
 
 // tfNode is an attribute or block of a provider schema, with its nested ones.
