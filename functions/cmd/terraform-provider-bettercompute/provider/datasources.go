@@ -62,6 +62,21 @@ func configureDataSource(req datasource.ConfigureRequest, resp *datasource.Confi
 	return c
 }
 
+// configTenant reads a data source's configuration into m, and the tenant
+// its tenant_id (one of m's fields) names, or the provider's.
+func configTenant(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse, api *apiClient, m any, tenantID *types.String) (string, bool) {
+	resp.Diagnostics.Append(req.Config.Get(ctx, m)...)
+	if resp.Diagnostics.HasError() {
+		return "", false
+	}
+	tenant, err := api.tenantOf(*tenantID)
+	if err != nil {
+		resp.Diagnostics.AddError("No tenant", err.Error())
+		return "", false
+	}
+	return tenant, true
+}
+
 // clusterDataSource is bettercompute_kubernetes_cluster: a cluster by ID.
 type clusterDataSource struct{ api *apiClient }
 
@@ -82,13 +97,8 @@ func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 
 func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m clusterAttrs
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	cl, err := d.api.GetCluster(ctx, tenant, m.ID.ValueString())
@@ -131,13 +141,8 @@ func (d *nodePoolsDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *nodePoolsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodePoolsModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	pools, err := d.api.ListNodePools(ctx, tenant, m.ClusterID.ValueString())
@@ -208,13 +213,8 @@ func (d *substrateDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *substrateDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m substrateModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	s, err := d.api.GetSubstrate(ctx, tenant, m.ID.ValueString())
