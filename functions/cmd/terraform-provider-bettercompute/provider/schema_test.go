@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -160,14 +159,7 @@ func attributeNode(a *tfprotov6.SchemaAttribute) *tfNode {
 // OpenTofu gets them, over the plugin protocol.
 func providerSchemas(t *testing.T) (resources, dataSources map[string]*tfNode) {
 	t.Helper()
-	server, err := providerserver.NewProtocol6WithError(New("test")())()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, resp := testServer(t)
 	for _, d := range resp.Diagnostics {
 		t.Errorf("GetProviderSchema: %s: %s", d.Summary, d.Detail)
 	}
