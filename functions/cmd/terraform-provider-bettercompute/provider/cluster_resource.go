@@ -199,13 +199,8 @@ func (r *clusterResource) poolErrors(ctx context.Context, tenant, clusterID stri
 
 func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state clusterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := r.api.tenantOf(state.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.State, &resp.Diagnostics, r.api, &state, &state.TenantID)
+	if !ok {
 		return
 	}
 	cl, err := r.api.GetCluster(ctx, tenant, state.ID.ValueString())

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/better-compute/kubernetes/shared/client"
@@ -62,16 +63,22 @@ func configureDataSource(req datasource.ConfigureRequest, resp *datasource.Confi
 	return c
 }
 
-// configTenant reads a data source's configuration into m, and the tenant
-// its tenant_id (one of m's fields) names, or the provider's.
-func configTenant(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse, api *apiClient, m any, tenantID *types.String) (string, bool) {
-	resp.Diagnostics.Append(req.Config.Get(ctx, m)...)
-	if resp.Diagnostics.HasError() {
+// getter is a request's configuration, plan or state (tfsdk.Config,
+// tfsdk.Plan, tfsdk.State).
+type getter interface {
+	Get(ctx context.Context, target any) diag.Diagnostics
+}
+
+// readTenant reads src into m, and the tenant its tenant_id (one of m's
+// fields) names, or the provider's; false when either failed (in diags).
+func readTenant(ctx context.Context, src getter, diags *diag.Diagnostics, api *apiClient, m any, tenantID *types.String) (string, bool) {
+	diags.Append(src.Get(ctx, m)...)
+	if diags.HasError() {
 		return "", false
 	}
 	tenant, err := api.tenantOf(*tenantID)
 	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+		diags.AddError("No tenant", err.Error())
 		return "", false
 	}
 	return tenant, true
@@ -97,7 +104,7 @@ func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 
 func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m clusterAttrs
-	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
 	if !ok {
 		return
 	}
@@ -141,7 +148,7 @@ func (d *nodePoolsDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *nodePoolsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodePoolsModel
-	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
 	if !ok {
 		return
 	}
@@ -213,7 +220,7 @@ func (d *substrateDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *substrateDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m substrateModel
-	tenant, ok := configTenant(ctx, req, resp, d.api, &m, &m.TenantID)
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
 	if !ok {
 		return
 	}

@@ -300,13 +300,8 @@ func addWaitError(diags *diag.Diagnostics, kind, id string, target client.State,
 
 func (r *nodePoolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state nodePoolModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := r.api.tenantOf(state.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.State, &resp.Diagnostics, r.api, &state, &state.TenantID)
+	if !ok {
 		return
 	}
 	// There is no kubernetesNodePools.get: the pool is read from its
