@@ -292,41 +292,39 @@ func TestInPlaceIsWhatUpdateTakes(t *testing.T) {
 	}
 }
 
+// describer is a plan modifier of any attribute type.
+type describer interface {
+	Description(context.Context) string
+}
+
+// describers are the plan modifiers of one attribute type as describers.
+func describers[M describer](mods []M) []describer {
+	out := make([]describer, len(mods))
+	for i, m := range mods {
+		out[i] = m
+	}
+	return out
+}
+
 // forcesReplacement says whether one of the attribute's plan modifiers is
 // a RequiresReplace.
 func forcesReplacement(a rschema.Attribute) bool {
-	var mods []interface {
-		Description(context.Context) string
-	}
+	var mods []describer
 	switch a := a.(type) {
 	case rschema.StringAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.Int64Attribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.BoolAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.ListAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.ListNestedAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.MapAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.SingleNestedAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	}
 	want := stringplanmodifier.RequiresReplace().Description(context.Background())
 	for _, m := range mods {
