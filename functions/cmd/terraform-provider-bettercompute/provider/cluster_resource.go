@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -130,20 +129,6 @@ func clusterCreate(ctx context.Context, tenant string, m clusterModel) (client.C
 	return req, diags
 }
 
-// canonicalCluster is the API's canonical form of a create request.
-func canonicalCluster(req client.CreateClusterRequest) ([]byte, error) {
-	req.IdempotencyKey = ""
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	d, err := input.DecodeCreateCluster(body)
-	if err != nil {
-		return nil, err
-	}
-	return d.Canonical(), nil
-}
-
 func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan clusterModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -164,36 +149,27 @@ func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	canonical, err := canonicalCluster(creq)
+	canonical, err := canonicalForm(creq, input.DecodeCreateCluster)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid cluster", err.Error())
 		return
 	}
-	cl, err := createOnce("cluster", canonical, func(key string) (answer[client.Cluster], error) {
-		creq.IdempotencyKey = key
-		c, err := r.api.CreateCluster(ctx, creq)
-		if err != nil {
-			return answer[client.Cluster]{}, err
-		}
-		return answer[client.Cluster]{c, c.ID, string(c.State)}, nil
-	})
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot create the cluster", err.Error())
-		return
-	}
-	// Tracked before the wait, so a failed wait leaves it tainted, not
-	// orphaned.
-	save := func(c *client.Cluster) {
-		resp.Diagnostics.Append(resp.State.Set(ctx, clusterModel{clusterAttrs: clusterFrom(c), NodePools: plan.NodePools, Timeouts: plan.Timeouts})...)
-	}
-	save(cl)
-	got, err := r.api.WaitCluster(ctx, tenant, cl.ID, client.StateReady, nil)
-	if got != nil {
-		save(got)
-	}
-	if err != nil {
-		addWaitError(&resp.Diagnostics, "cluster", cl.ID, client.StateReady, r.poolErrors(ctx, tenant, cl.ID, err))
-	}
+	createAndWait(&resp.Diagnostics, "cluster", "cluster", canonical,
+		func(key string) (answer[client.Cluster], error) {
+			creq.IdempotencyKey = key
+			c, err := r.api.CreateCluster(ctx, creq)
+			if err != nil {
+				return answer[client.Cluster]{}, err
+			}
+			return answer[client.Cluster]{c, c.ID, string(c.State)}, nil
+		},
+		func(c *client.Cluster) {
+			resp.Diagnostics.Append(resp.State.Set(ctx, clusterModel{clusterAttrs: clusterFrom(c), NodePools: plan.NodePools, Timeouts: plan.Timeouts})...)
+		},
+		func(c *client.Cluster) (*client.Cluster, error) {
+			got, err := r.api.WaitCluster(ctx, tenant, c.ID, client.StateReady, nil)
+			return got, r.poolErrors(ctx, tenant, c.ID, err)
+		})
 }
 
 // poolErrors adds to a cluster's FailedError the messages of its pools in
@@ -223,13 +199,8 @@ func (r *clusterResource) poolErrors(ctx context.Context, tenant, clusterID stri
 
 func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state clusterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := r.api.tenantOf(state.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.State, &resp.Diagnostics, r.api, &state, &state.TenantID)
+	if !ok {
 		return
 	}
 	cl, err := r.api.GetCluster(ctx, tenant, state.ID.ValueString())
@@ -325,16 +296,9 @@ func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tenant, id := state.TenantID.ValueString(), state.ID.ValueString()
-	if _, err := r.api.DeleteCluster(ctx, tenant, id); err != nil {
-		if client.IsCode(err, client.CodeNotFound) {
-			return
-		}
-		resp.Diagnostics.AddError("Cannot delete the cluster", err.Error())
-		return
-	}
-	if _, err := r.api.WaitCluster(ctx, tenant, id, client.StateDeleted, nil); err != nil && !client.IsCode(err, client.CodeNotFound) {
-		addWaitError(&resp.Diagnostics, "cluster", id, client.StateDeleted, err)
-	}
+	deleteAndWait(&resp.Diagnostics, "cluster", id,
+		func() error { _, err := r.api.DeleteCluster(ctx, tenant, id); return err },
+		func() error { _, err := r.api.WaitCluster(ctx, tenant, id, client.StateDeleted, nil); return err })
 }
 
 func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -343,12 +307,8 @@ func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportSt
 		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: want CLUSTER_ID or TENANT/CLUSTER_ID (kcl_...)", req.ID))
 		return
 	}
-	tenant := ref.tenant
-	if tenant == "" && r.api != nil {
-		tenant = r.api.tenant
-	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), ref.clusterID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("tenant_id"), tenant)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("tenant_id"), r.api.importTenant(ref))...)
 }
 
 func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/better-compute/kubernetes/shared/client"
@@ -62,6 +63,27 @@ func configureDataSource(req datasource.ConfigureRequest, resp *datasource.Confi
 	return c
 }
 
+// getter is a request's configuration, plan or state (tfsdk.Config,
+// tfsdk.Plan, tfsdk.State).
+type getter interface {
+	Get(ctx context.Context, target any) diag.Diagnostics
+}
+
+// readTenant reads src into m, and the tenant its tenant_id (one of m's
+// fields) names, or the provider's; false when either failed (in diags).
+func readTenant(ctx context.Context, src getter, diags *diag.Diagnostics, api *apiClient, m any, tenantID *types.String) (string, bool) {
+	diags.Append(src.Get(ctx, m)...)
+	if diags.HasError() {
+		return "", false
+	}
+	tenant, err := api.tenantOf(*tenantID)
+	if err != nil {
+		diags.AddError("No tenant", err.Error())
+		return "", false
+	}
+	return tenant, true
+}
+
 // clusterDataSource is bettercompute_kubernetes_cluster: a cluster by ID.
 type clusterDataSource struct{ api *apiClient }
 
@@ -82,13 +104,8 @@ func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest
 
 func (d *clusterDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m clusterAttrs
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	cl, err := d.api.GetCluster(ctx, tenant, m.ID.ValueString())
@@ -131,13 +148,8 @@ func (d *nodePoolsDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *nodePoolsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodePoolsModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	pools, err := d.api.ListNodePools(ctx, tenant, m.ClusterID.ValueString())
@@ -208,13 +220,8 @@ func (d *substrateDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 
 func (d *substrateDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m substrateModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := d.api.tenantOf(m.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.Config, &resp.Diagnostics, d.api, &m, &m.TenantID)
+	if !ok {
 		return
 	}
 	s, err := d.api.GetSubstrate(ctx, tenant, m.ID.ValueString())

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/better-compute/kubernetes/shared/client"
+	"github.com/better-compute/kubernetes/shared/input"
 )
 
 func TestParseImportIDs(t *testing.T) {
@@ -55,7 +56,7 @@ func TestIdempotencyKey(t *testing.T) {
 		Name: "web", MachineType: "e2-standard-4", NodeCount: 2, Labels: map[string]string{"a": "1", "b": "2"}}}
 	key := func(r client.CreateNodePoolRequest, after ...string) string {
 		t.Helper()
-		c, err := canonicalNodePool(r)
+		c, err := canonicalForm(r, input.DecodeCreateNodePool)
 		if err != nil {
 			t.Fatal(err)
 		}

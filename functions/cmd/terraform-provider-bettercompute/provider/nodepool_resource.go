@@ -192,14 +192,15 @@ func nodePoolCreate(ctx context.Context, tenant string, m nodePoolModel) (client
 	return client.CreateNodePoolRequest{TenantID: tenant, ClusterID: m.ClusterID.ValueString(), NodePoolSpec: spec}, diags
 }
 
-// canonicalNodePool is the API's canonical form of a create request.
-func canonicalNodePool(req client.CreateNodePoolRequest) ([]byte, error) {
-	req.IdempotencyKey = ""
+// canonicalForm is the API's canonical form of a create request (the
+// cluster's or the node pool's), decoded as the API decodes it: what the
+// idempotency key is made of (the form leaves the key out).
+func canonicalForm[Req any, D interface{ Canonical() []byte }](req Req, decode func([]byte) (D, error)) ([]byte, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	d, err := input.DecodeCreateNodePool(body)
+	d, err := decode(body)
 	if err != nil {
 		return nil, err
 	}
@@ -226,32 +227,49 @@ func (r *nodePoolResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	canonical, err := canonicalNodePool(creq)
+	canonical, err := canonicalForm(creq, input.DecodeCreateNodePool)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid node pool", err.Error())
 		return
 	}
-	pool, err := createOnce("nodepool", canonical, func(key string) (answer[client.NodePool], error) {
-		creq.IdempotencyKey = key
-		p, err := r.api.CreateNodePool(ctx, creq)
-		if err != nil {
-			return answer[client.NodePool]{}, err
-		}
-		return answer[client.NodePool]{p, p.ID, string(p.State)}, nil
+	createAndWait(&resp.Diagnostics, "node pool", "nodepool", canonical,
+		func(key string) (answer[client.NodePool], error) {
+			creq.IdempotencyKey = key
+			p, err := r.api.CreateNodePool(ctx, creq)
+			if err != nil {
+				return answer[client.NodePool]{}, err
+			}
+			return answer[client.NodePool]{p, p.ID, string(p.State)}, nil
+		},
+		func(p *client.NodePool) { r.save(ctx, &resp.State, &resp.Diagnostics, p, plan.Timeouts) },
+		func(p *client.NodePool) (*client.NodePool, error) {
+			return r.api.WaitNodePool(ctx, tenant, p.ClusterID, p.ID, client.StateReady, nil)
+		})
+}
+
+// createAndWait makes a resource of kind once (createOnce, its keys made
+// with keyKind), then waits until it is ready. It is tracked (save) before
+// the wait, so a wait that fails or times out leaves a resource OpenTofu
+// knows (tainted), not an orphan; and again with what the wait last saw.
+func createAndWait[T any](diags *diag.Diagnostics, kind, keyKind string, canonical []byte,
+	create func(key string) (answer[T], error), save func(*T), wait func(*T) (*T, error)) {
+	var id string // the ID of what create last answered: the one made
+	made, err := createOnce(keyKind, canonical, func(key string) (answer[T], error) {
+		a, err := create(key)
+		id = a.id
+		return a, err
 	})
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot create the node pool", err.Error())
+		diags.AddError("Cannot create the "+kind, err.Error())
 		return
 	}
-	// Tracked before the wait: a wait that fails or times out leaves a
-	// resource OpenTofu knows (tainted), not an orphan.
-	r.save(ctx, &resp.State, &resp.Diagnostics, pool, plan.Timeouts)
-	got, err := r.api.WaitNodePool(ctx, tenant, pool.ClusterID, pool.ID, client.StateReady, nil)
+	save(made)
+	got, err := wait(made)
 	if got != nil {
-		r.save(ctx, &resp.State, &resp.Diagnostics, got, plan.Timeouts)
+		save(got)
 	}
 	if err != nil {
-		addWaitError(&resp.Diagnostics, "node pool", pool.ID, "ready", err)
+		addWaitError(diags, kind, id, client.StateReady, err)
 	}
 }
 
@@ -282,13 +300,8 @@ func addWaitError(diags *diag.Diagnostics, kind, id string, target client.State,
 
 func (r *nodePoolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state nodePoolModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	tenant, err := r.api.tenantOf(state.TenantID)
-	if err != nil {
-		resp.Diagnostics.AddError("No tenant", err.Error())
+	tenant, ok := readTenant(ctx, req.State, &resp.Diagnostics, r.api, &state, &state.TenantID)
+	if !ok {
 		return
 	}
 	// There is no kubernetesNodePools.get: the pool is read from its
@@ -368,15 +381,26 @@ func (r *nodePoolResource) Delete(ctx context.Context, req resource.DeleteReques
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tenant, cluster, id := state.TenantID.ValueString(), state.ClusterID.ValueString(), state.ID.ValueString()
-	if _, err := r.api.DeleteNodePool(ctx, tenant, cluster, id); err != nil {
+	deleteAndWait(&resp.Diagnostics, "node pool", id,
+		func() error { _, err := r.api.DeleteNodePool(ctx, tenant, cluster, id); return err },
+		func() error {
+			_, err := r.api.WaitNodePool(ctx, tenant, cluster, id, client.StateDeleted, nil)
+			return err
+		})
+}
+
+// deleteAndWait deletes a resource of kind and waits until it is gone: a
+// resource already gone is deleted, not an error.
+func deleteAndWait(diags *diag.Diagnostics, kind, id string, del, wait func() error) {
+	if err := del(); err != nil {
 		if client.IsCode(err, client.CodeNotFound) {
 			return
 		}
-		resp.Diagnostics.AddError("Cannot delete the node pool", err.Error())
+		diags.AddError("Cannot delete the "+kind, err.Error())
 		return
 	}
-	if _, err := r.api.WaitNodePool(ctx, tenant, cluster, id, client.StateDeleted, nil); err != nil && !client.IsCode(err, client.CodeNotFound) {
-		addWaitError(&resp.Diagnostics, "node pool", id, client.StateDeleted, err)
+	if err := wait(); err != nil && !client.IsCode(err, client.CodeNotFound) {
+		addWaitError(diags, kind, id, client.StateDeleted, err)
 	}
 }
 
@@ -387,13 +411,9 @@ func (r *nodePoolResource) ImportState(ctx context.Context, req resource.ImportS
 			fmt.Sprintf("%q: want CLUSTER_ID/NODE_POOL_ID or TENANT/CLUSTER_ID/NODE_POOL_ID (kcl_.../knp_...)", req.ID))
 		return
 	}
-	tenant := ref.tenant
-	if tenant == "" && r.api != nil {
-		tenant = r.api.tenant
-	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), ref.nodePoolID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster_id"), ref.clusterID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("tenant_id"), tenant)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("tenant_id"), r.api.importTenant(ref))...)
 }
 
 func (r *nodePoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

@@ -185,6 +185,15 @@ func (c *apiClient) tenantOf(v types.String) (string, error) {
 	return c.tenant, nil
 }
 
+// importTenant is the tenant of an imported resource: the import ID's, or
+// else the provider's (none when the provider is not configured yet).
+func (c *apiClient) importTenant(ref importRef) string {
+	if ref.tenant == "" && c != nil {
+		return c.tenant
+	}
+	return ref.tenant
+}
+
 // planTenant shows the provider's tenant in the plan of a resource that
 // names none, rather than "known after apply": the create sends it.
 func planTenant(ctx context.Context, api *apiClient, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

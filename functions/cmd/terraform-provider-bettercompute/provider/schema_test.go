@@ -7,9 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -109,17 +107,7 @@ func snake(field string) string {
 	if field == "diskGiB" {
 		return "disk_gib"
 	}
-	var b strings.Builder
-	for i, r := range field {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return snakeCase(field)
 }
 
 // tfNode is an attribute or block of a provider schema, with its nested ones.
@@ -171,14 +159,7 @@ func attributeNode(a *tfprotov6.SchemaAttribute) *tfNode {
 // OpenTofu gets them, over the plugin protocol.
 func providerSchemas(t *testing.T) (resources, dataSources map[string]*tfNode) {
 	t.Helper()
-	server, err := providerserver.NewProtocol6WithError(New("test")())()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, resp := testServer(t)
 	for _, d := range resp.Diagnostics {
 		t.Errorf("GetProviderSchema: %s: %s", d.Summary, d.Detail)
 	}
@@ -311,41 +292,39 @@ func TestInPlaceIsWhatUpdateTakes(t *testing.T) {
 	}
 }
 
+// describer is a plan modifier of any attribute type.
+type describer interface {
+	Description(context.Context) string
+}
+
+// describers are the plan modifiers of one attribute type as describers.
+func describers[M describer](mods []M) []describer {
+	out := make([]describer, len(mods))
+	for i, m := range mods {
+		out[i] = m
+	}
+	return out
+}
+
 // forcesReplacement says whether one of the attribute's plan modifiers is
 // a RequiresReplace.
 func forcesReplacement(a rschema.Attribute) bool {
-	var mods []interface {
-		Description(context.Context) string
-	}
+	var mods []describer
 	switch a := a.(type) {
 	case rschema.StringAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.Int64Attribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.BoolAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.ListAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.ListNestedAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.MapAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	case rschema.SingleNestedAttribute:
-		for _, m := range a.PlanModifiers {
-			mods = append(mods, m)
-		}
+		mods = describers(a.PlanModifiers)
 	}
 	want := stringplanmodifier.RequiresReplace().Description(context.Background())
 	for _, m := range mods {

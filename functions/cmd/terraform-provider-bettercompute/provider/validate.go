@@ -200,6 +200,11 @@ func attrName(field string) string {
 	if n, ok := nameExceptions[field]; ok {
 		return n
 	}
+	return snakeCase(field)
+}
+
+// snakeCase is camelCase in snake_case.
+func snakeCase(field string) string {
 	var b strings.Builder
 	for i, r := range field {
 		if unicode.IsUpper(r) {

@@ -68,7 +68,8 @@ func TestValidateConfig(t *testing.T) {
 		{"standard with no pool", "bettercompute_kubernetes_cluster", cluster(map[string]any{"node_pool": []any{}}), []string{"node_pool"}, ""},
 		{"bad release channel", "bettercompute_kubernetes_cluster", cluster(map[string]any{"release_channel": "nightly"}), []string{"release_channel"}, ""},
 	}
-	server, schemas := testServer(t)
+	server, all := testServer(t)
+	schemas := all.ResourceSchemas
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			typ := schemas[c.resource].ValueType()
@@ -118,9 +119,9 @@ func attributeString(p *tftypes.AttributePath) string {
 	return b.String()
 }
 
-// testServer is the provider over the plugin protocol, and its resource
-// schemas.
-func testServer(t *testing.T) (tfprotov6.ProviderServer, map[string]*tfprotov6.Schema) {
+// testServer is the provider over the plugin protocol, and its schemas as
+// OpenTofu gets them.
+func testServer(t *testing.T) (tfprotov6.ProviderServer, *tfprotov6.GetProviderSchemaResponse) {
 	t.Helper()
 	server, err := providerserver.NewProtocol6WithError(New("test")())()
 	if err != nil {
@@ -130,7 +131,7 @@ func testServer(t *testing.T) (tfprotov6.ProviderServer, map[string]*tfprotov6.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	return server, resp.ResourceSchemas
+	return server, resp
 }
 
 // objectValue is a configuration of type typ with the attributes of m
