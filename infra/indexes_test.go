@@ -50,9 +50,9 @@ import (
 var queryClauses = map[string]int{
 	// CollectionGroup, Where, Where, OrderBy: the watchdog's overdue
 	// chains (the watchdog function).
-	"shared/chain/watchdog.go": 4,
+	"shared/store/chain.go": 4,
 	// CollectionGroup, Where, OrderBy: the outbox drain (the watchdog).
-	"shared/outbox/relay.go": 3,
+	"shared/store/outbox.go": 3,
 	// Where, Where (poolId), OrderBy, OrderBy: kubernetesClusters-list,
 	// with and without poolId.
 	"shared/store/clusters.go": 4,
