@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -83,10 +82,10 @@ func TestHostileSubjects(t *testing.T) {
 	c := newCluster(t, tn)
 	p := listPools(t, tn, c.ID)[0]
 	// "~YS9i" is the stored form of "a/b": binding one binds not the other.
-	bind(t, auth.Binding{TenantID: tn.ID, Principal: docpath.ID("a/b"), Role: auth.RoleAdmin})
+	bind(t, auth.Binding{TenantID: tn.ID, Principal: store.DocID("a/b"), Role: auth.RoleAdmin})
 	n := 0
 	for _, sub := range hostileSubjects {
-		if sub == docpath.ID("a/b") {
+		if sub == store.DocID("a/b") {
 			continue
 		}
 		for _, method := range allMethods {
@@ -136,7 +135,7 @@ func TestHostileIDsServed(t *testing.T) {
 		t.Errorf("deleted cluster is %s, want deleting", c.State)
 	}
 	// Its neighbours in the path are other principals.
-	for _, other := range []string{"alice/..", "alice/../bob/", "alice/../bo", "~" + sub, docpath.ID(sub)} {
+	for _, other := range []string{"alice/..", "alice/../bob/", "alice/../bo", "~" + sub, store.DocID(sub)} {
 		wantError(t, call(t, other, "kubernetesClusters/delete", obj{"tenantId": tn.ID, "clusterId": c.ID}), http.StatusForbidden, "PERMISSION_DENIED")
 	}
 

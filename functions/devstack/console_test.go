@@ -24,10 +24,10 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -395,7 +395,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	fsc := fsemu.ForTest(t, "bc-dev")
 	bg := context.Background()
 	now := time.Now()
-	acme := docpath.Tenant(fsc, "acme")
+	acme := store.TenantDoc(fsc, "acme")
 	putCluster := func(i int, created time.Time) {
 		t.Helper()
 		id := fmt.Sprintf("kcl-%04d", i)

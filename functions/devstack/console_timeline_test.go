@@ -17,9 +17,9 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // TestConsoleTimelineInBrowser resizes a node pool while its cluster's
@@ -116,7 +116,7 @@ func TestConsoleRunningBarGrowsInBrowser(t *testing.T) {
 		Spec: lifecycle.ClusterSpec{Name: "bc-grow", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev",
 			ProviderName: "bc-grow", Generation: 2},
 		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
-	if _, err := docpath.Tenant(fsc, "acme").Collection("clusters").Doc(cl.ID).Set(context.Background(), cl); err != nil {
+	if _, err := store.TenantDoc(fsc, "acme").Collection("clusters").Doc(cl.ID).Set(context.Background(), cl); err != nil {
 		t.Fatal(err)
 	}
 	op := &containerpb.Operation{Name: "operation-grow", OperationType: containerpb.Operation_UPGRADE_MASTER,

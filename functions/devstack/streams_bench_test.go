@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // BenchmarkStreamsBesideList opens a console stream on each cluster of a
@@ -45,7 +45,7 @@ func BenchmarkStreamsBesideList(b *testing.B) {
 	now := time.Now()
 	for i := range n {
 		id := fmt.Sprintf("kcl_bulk%05d", i)
-		ref := docpath.Tenant(e.FirestoreClient, "bulk").Collection("clusters").Doc(docpath.ID(id))
+		ref := store.TenantDoc(e.FirestoreClient, "bulk").Collection("clusters").Doc(store.DocID(id))
 		c := lifecycle.Cluster{ID: id, TenantID: "bulk", CreatedAt: now, Active: true,
 			Spec:   lifecycle.ClusterSpec{Name: fmt.Sprintf("bulk-%d", i), Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-" + id},
 			Status: lifecycle.ClusterStatus{State: resource.StateReady, KubernetesVersion: "1.33.1-gke.100"}}
@@ -55,7 +55,7 @@ func BenchmarkStreamsBesideList(b *testing.B) {
 		p := lifecycle.NodePool{ID: "knp_" + id[4:], TenantID: "bulk", ClusterID: id, CreatedAt: now, Active: true,
 			Spec:   lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", NodeCount: 1},
 			Status: lifecycle.NodePoolStatus{State: resource.StateReady}}
-		if _, err := bw.Create(ref.Collection("nodePools").Doc(docpath.ID(p.ID)), p); err != nil {
+		if _, err := bw.Create(ref.Collection("nodePools").Doc(store.DocID(p.ID)), p); err != nil {
 			b.Fatal(err)
 		}
 	}

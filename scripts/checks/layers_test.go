@@ -65,8 +65,8 @@ var layerTable = []struct {
 		"shared/auth", "shared/impersonate", "shared/kubeapply", "shared/telemetry", "shared/telemetry/telemetrytest",
 	}},
 	// The words everything above speaks: the public resources, the error
-	// vocabulary, document paths, logging, test waits.
-	{"vocabulary", []string{"shared/resource", "shared/errs", "shared/docpath", "shared/logging", "shared/wait"}},
+	// vocabulary, logging, test waits.
+	{"vocabulary", []string{"shared/resource", "shared/errs", "shared/logging", "shared/wait"}},
 	// The simulated services. They import nothing of the product
 	// (emulators_test.go, beside this file, holds it), so anything may
 	// use them in tests.

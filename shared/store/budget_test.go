@@ -37,7 +37,7 @@ func TestLeaseBudget(t *testing.T) {
 			if i%2 == 0 {
 				floor = 10 // a steady run's reserve
 			}
-			// A project's ID goes through docpath.ID: any is stored.
+			// A project's ID goes through store.DocID: any is stored.
 			got, left, err := lease(ctx, st, "projects/p 1", fmt.Sprint("t", i%3), minute.Add(30*time.Second), 0, capacity, want, floor)
 			if err != nil {
 				errs <- err

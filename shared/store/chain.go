@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/outbox"
 )
 
@@ -21,7 +20,7 @@ var _ chain.Storage = (*Store)(nil)
 // subjectRef is the document of a chain's subject:
 // tenants/{tenantId}/{kind}/{id}.
 func (s *Store) subjectRef(k chain.Key) *firestore.DocumentRef {
-	return s.tenant(k.TenantID).Collection(k.Kind).Doc(docpath.ID(k.ID))
+	return s.tenant(k.TenantID).Collection(k.Kind).Doc(DocID(k.ID))
 }
 
 // ReadChain reads the subject's document through r and decodes the
@@ -171,7 +170,7 @@ func (s *Store) OverdueChains(ctx context.Context, kind string, before time.Time
 }
 
 // subjectKey names the subject of snap by the IDs its document holds. Its
-// path holds them encoded (docpath.ID): a document without them is named
+// path holds them encoded (DocID): a document without them is named
 // by its path's IDs, which a store that encoded nothing wrote.
 func subjectKey(kind string, snap *firestore.DocumentSnapshot) chain.Key {
 	var ids struct {

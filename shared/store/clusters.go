@@ -12,7 +12,6 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -291,7 +290,7 @@ func (s *Store) ListClusters(ctx context.Context, c auth.Principal, req ListClus
 		if err != nil || tok.TenantID != c.TenantID() || tok.PoolID != req.PoolID {
 			return nil, "", errs.InvalidFields([]errs.FieldError{{Field: "pageToken", Reason: "is not a page token of this list"}})
 		}
-		q = q.StartAfter(tok.CreatedAt, docpath.ID(tok.ID))
+		q = q.StartAfter(tok.CreatedAt, DocID(tok.ID))
 	}
 	// Clusters the caller may not read are skipped, so a page may take
 	// more than one query; one extra document tells whether a next page
@@ -321,7 +320,7 @@ func (s *Store) ListClusters(ctx context.Context, c auth.Principal, req ListClus
 		if len(docs) <= req.PageSize {
 			return out, "", nil
 		}
-		q = q.StartAfter(examined.CreatedAt, docpath.ID(examined.ID))
+		q = q.StartAfter(examined.CreatedAt, DocID(examined.ID))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
@@ -146,10 +145,10 @@ func (s *Store) NodePoolsOfClusters(ctx context.Context, clusterIDs []string) ([
 }
 
 // TenantIDs are the tenants that hold documents. A tenant's document need
-// not exist for its clusters to (docpath.Tenant); one whose ID was hashed
-// (docpath.ID), which cannot be read back, is left out.
+// not exist for its clusters to (TenantDoc); one whose ID was hashed
+// (DocID), which cannot be read back, is left out.
 func (s *Store) TenantIDs(ctx context.Context) ([]string, error) {
-	refs, err := s.fs.Collection(docpath.TenantsCollection).DocumentRefs(ctx).GetAll()
+	refs, err := s.fs.Collection(TenantsCollection).DocumentRefs(ctx).GetAll()
 	if err != nil {
 		return nil, storageErr("list tenants", err)
 	}
@@ -162,7 +161,7 @@ func (s *Store) TenantIDs(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// tenantOf is the tenant ID of a tenant's document ID (docpath.ID); false
+// tenantOf is the tenant ID of a tenant's document ID (DocID); false
 // for a hashed one.
 func tenantOf(id string) (string, bool) {
 	enc, ok := strings.CutPrefix(id, "~")

@@ -12,7 +12,6 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -31,7 +30,7 @@ func consoleFleet(t *testing.T, fs *firestore.Client, base time.Time, n int, ten
 			id := fmt.Sprintf("kcl-%s-%03d", tenant[:1], i)
 			cl := lifecycle.Cluster{ID: id, TenantID: tenant, CreatedAt: base.Add(time.Duration(i) * time.Minute), Active: i%3 != 2,
 				Spec: lifecycle.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Project: "p", Region: "r", ProviderName: "bc-" + id}}
-			ref := docpath.Tenant(fs, tenant).Collection("clusters").Doc(docpath.ID(id))
+			ref := store.TenantDoc(fs, tenant).Collection("clusters").Doc(store.DocID(id))
 			if _, err := bw.Set(ref, cl); err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +44,7 @@ func consoleFleet(t *testing.T, fs *firestore.Client, base time.Time, n int, ten
 		}
 		sb := lifecycle.Substrate{ID: "ksb-" + tenant[:1], TenantID: tenant, CreatedAt: base, Active: true,
 			Status: lifecycle.SubstrateStatus{State: resource.StateReady, ClusterID: fmt.Sprintf("kcl-%s-000", tenant[:1])}}
-		if _, err := bw.Set(docpath.Tenant(fs, tenant).Collection("substrates").Doc(sb.ID), sb); err != nil {
+		if _, err := bw.Set(store.TenantDoc(fs, tenant).Collection("substrates").Doc(sb.ID), sb); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +61,7 @@ func clusterIDs(cls []lifecycle.Cluster) []string {
 
 // TestConsoleFleetReads reads the fleet as the console does: pages in
 // the fleet's order, counts, clusters by key and by ID alone, node pools
-// of many clusters, the tenants (one whose ID docpath encodes) and
+// of many clusters, the tenants (one whose ID DocID encodes) and
 // their substrates.
 func TestConsoleFleetReads(t *testing.T) {
 	ctx := context.Background()
@@ -74,7 +73,7 @@ func TestConsoleFleetReads(t *testing.T) {
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	// 40 clusters in "acme": their pools take two "in" queries.
 	consoleFleet(t, fs, base, 40, "acme")
-	consoleFleet(t, fs, base, 4, "zeta/x") // encoded: docpath.ID("zeta/x") is "~..."
+	consoleFleet(t, fs, base, 4, "zeta/x") // encoded: store.DocID("zeta/x") is "~..."
 
 	tests := []struct {
 		name       string
@@ -149,7 +148,7 @@ func TestConsoleFleetReads(t *testing.T) {
 }
 
 // TestConsoleTenantIDsLeaveOutHashed checks that a tenant whose ID is
-// too long to encode whole (docpath.ID hashes it) is left out, and the
+// too long to encode whole (DocID hashes it) is left out, and the
 // others are read back.
 func TestConsoleTenantIDsLeaveOutHashed(t *testing.T) {
 	ctx := context.Background()
@@ -160,7 +159,7 @@ func TestConsoleTenantIDsLeaveOutHashed(t *testing.T) {
 	}
 	long := strings.Repeat("t", 2000)
 	for _, tenant := range []string{"acme", "__x__", "~tilde", long} {
-		if _, err := docpath.Tenant(fs, tenant).Set(ctx, map[string]any{"x": 1}); err != nil {
+		if _, err := store.TenantDoc(fs, tenant).Set(ctx, map[string]any{"x": 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,7 +223,7 @@ func TestConsoleListeners(t *testing.T) {
 		}
 		return chs[0]
 	}
-	ref := docpath.Tenant(fs, "acme").Collection("clusters").Doc("kcl-a-001")
+	ref := store.TenantDoc(fs, "acme").Collection("clusters").Doc("kcl-a-001")
 	nextAt := base.Add(time.Hour)
 	if _, err := ref.Update(ctx, []firestore.Update{{Path: "reconcile", Value: chain.State{LeaseOwner: "run-1", NextAt: nextAt}}}); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -72,7 +71,7 @@ func (s *Store) JoinGrant(ctx context.Context, hash string) (*JoinGrant, error) 
 // meanwhile is UNAUTHENTICATED. A substrate that converges (joinWakes) is
 // woken in the same transaction: kick, when not nil, is to be sent.
 func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n resource.SubstrateNode) (events []event.Event, kick *chain.Kick, err error) {
-	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(docpath.ID(n.Name))
+	nodeRef := s.substrateNodes(g.TenantID, g.SubstrateID).Doc(DocID(n.Name))
 	subRef := s.substrateRef(g.TenantID, g.SubstrateID)
 	err = s.transact(ctx, g.TenantID, func(ctx context.Context, tx *firestore.Transaction) error {
 		events, kick = nil, nil

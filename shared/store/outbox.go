@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
 
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/outbox"
 )
@@ -19,7 +18,7 @@ var _ outbox.Store = (*Store)(nil)
 
 // outboxRef is the outbox document of e: tenants/{t}/outbox/{eventId}.
 func (s *Store) outboxRef(e event.Event) *firestore.DocumentRef {
-	return s.tenant(e.TenantID).Collection(outbox.Collection).Doc(docpath.ID(e.ID))
+	return s.tenant(e.TenantID).Collection(outbox.Collection).Doc(DocID(e.ID))
 }
 
 // createEvents writes events to the outbox in tx, with the change they

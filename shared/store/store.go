@@ -50,14 +50,14 @@
 //	                                                  budgetShard: the GKE
 //	                                                  calls taken (budget.go)
 //
-// Each {...} is docpath.ID of the value: the value itself unless
-// Firestore could not store it as it stands.
+// Each {...} is DocID of the value: the value itself unless Firestore
+// could not store it as it stands (docid.go).
 //
 // Every document path is built by the path functions of this file, on
-// the tenant's document of shared/docpath; no other package spells a
-// collection's name but docpath, which spells the tenants and their
-// outbox (the chain and the relay write and clear events there, and the
-// store cannot be their dependency).
+// the tenant's document (TenantDoc); no other package opens the
+// product's documents: the chain, the outbox's relay and the devstack's
+// console read and write them through the store (chain.go, outbox.go,
+// console.go).
 package store
 
 import (
@@ -74,7 +74,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
@@ -139,19 +138,19 @@ type idempotencyRecord struct {
 }
 
 // The refs below are the store's paths: every element that comes from
-// outside goes through docpath.ID, so that any ID the contract accepts can be
+// outside goes through DocID, so that any ID the contract accepts can be
 // stored.
 
 func (s *Store) accountRef(id string) *firestore.DocumentRef {
-	return s.fs.Collection("accounts").Doc(docpath.ID(id))
+	return s.fs.Collection("accounts").Doc(DocID(id))
 }
 
 func (s *Store) poolRef(id string) *firestore.DocumentRef {
-	return s.fs.Collection("pools").Doc(docpath.ID(id))
+	return s.fs.Collection("pools").Doc(DocID(id))
 }
 
 func (s *Store) tenant(t string) *firestore.DocumentRef {
-	return docpath.Tenant(s.fs, t)
+	return TenantDoc(s.fs, t)
 }
 
 // tenantRef is the tenant's own document (lifecycle.Tenant): its quota
@@ -161,25 +160,25 @@ func (s *Store) tenantRef(t string) *firestore.DocumentRef {
 }
 
 func (s *Store) memberRef(t, principal string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("members").Doc(docpath.ID(principal))
+	return s.tenant(t).Collection("members").Doc(DocID(principal))
 }
 
 // ClusterRef returns the document of a cluster.
 func (s *Store) ClusterRef(t, clusterID string) *firestore.DocumentRef {
-	return s.clusters(t).Doc(docpath.ID(clusterID))
+	return s.clusters(t).Doc(DocID(clusterID))
 }
 
 // NodePoolRef returns the document of a node pool.
 func (s *Store) NodePoolRef(t, clusterID, nodePoolID string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(docpath.ID(nodePoolID))
+	return s.ClusterRef(t, clusterID).Collection("nodePools").Doc(DocID(nodePoolID))
 }
 
 func (s *Store) poolNameRef(t, clusterID, name string) *firestore.DocumentRef {
-	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(docpath.ID(name))
+	return s.ClusterRef(t, clusterID).Collection("nodePoolNames").Doc(DocID(name))
 }
 
 func (s *Store) clusterNameRef(t, name string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("clusterNames").Doc(docpath.ID(name))
+	return s.tenant(t).Collection("clusterNames").Doc(DocID(name))
 }
 
 func (s *Store) clusters(t string) *firestore.CollectionRef {
@@ -195,7 +194,7 @@ func (s *Store) substrates(t string) *firestore.CollectionRef {
 }
 
 func (s *Store) substrateRef(t, id string) *firestore.DocumentRef {
-	return s.substrates(t).Doc(docpath.ID(id))
+	return s.substrates(t).Doc(DocID(id))
 }
 
 func (s *Store) substrateNodes(t, substrateID string) *firestore.CollectionRef {
@@ -203,23 +202,23 @@ func (s *Store) substrateNodes(t, substrateID string) *firestore.CollectionRef {
 }
 
 func (s *Store) substratePoolRef(t, poolID string) *firestore.DocumentRef {
-	return s.tenant(t).Collection("substratePools").Doc(docpath.ID(poolID))
+	return s.tenant(t).Collection("substratePools").Doc(DocID(poolID))
 }
 
 func (s *Store) joinTokenRef(hash string) *firestore.DocumentRef {
-	return s.fs.Collection("joinTokens").Doc(docpath.ID(hash))
+	return s.fs.Collection("joinTokens").Doc(DocID(hash))
 }
 
 func (s *Store) idempotencyRef(t, scope, caller, key string) *firestore.DocumentRef {
 	h := sha256.Sum256([]byte(scope + "\x00" + caller + "\x00" + key))
-	return s.tenant(t).Collection("idempotency").Doc(docpath.ID(hex.EncodeToString(h[:])))
+	return s.tenant(t).Collection("idempotency").Doc(DocID(hex.EncodeToString(h[:])))
 }
 
 // budgetShardRef is the document of one shard of a provider project's
 // clock minute.
 func (s *Store) budgetShardRef(project string, minute time.Time, shard int) *firestore.DocumentRef {
 	id := fmt.Sprintf("%s-%d", minute.UTC().Format("200601021504"), shard)
-	return s.fs.Collection("providerBudgets").Doc(docpath.ID(project)).Collection("budgetShards").Doc(id)
+	return s.fs.Collection("providerBudgets").Doc(DocID(project)).Collection("budgetShards").Doc(id)
 }
 
 // timestamp returns the store's now at Firestore's precision, so that a

@@ -8,7 +8,6 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -67,7 +66,7 @@ func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) (
 func (s *Store) JoinedNodes(ctx context.Context, tenantID, substrateID, after string, limit int) ([]resource.SubstrateNode, error) {
 	q := s.substrateNodes(tenantID, substrateID).OrderBy(firestore.DocumentID, firestore.Asc)
 	if after != "" {
-		q = q.StartAfter(docpath.ID(after))
+		q = q.StartAfter(DocID(after))
 	}
 	if limit > 0 {
 		q = q.Limit(limit)
@@ -213,7 +212,7 @@ func (s *Store) SaveSubstrateRun(t chain.Tx, doc chain.Doc, read SubstrateRead, 
 		return nil, nil, err
 	}
 	for _, n := range l.Left {
-		if err := tx.Delete(s.substrateNodes(sub.TenantID, sub.ID).Doc(docpath.ID(n))); err != nil {
+		if err := tx.Delete(s.substrateNodes(sub.TenantID, sub.ID).Doc(DocID(n))); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -19,7 +19,6 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -436,7 +435,7 @@ func TestLostCommitJoin(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := store.JoinGrant{TenantID: "acme", SubstrateID: "ksb_1", PoolID: "pool"}
-			if _, err := e.fs.Doc("joinTokens/"+docpath.ID("hash")).Set(ctx, g); err != nil {
+			if _, err := e.fs.Doc("joinTokens/"+store.DocID("hash")).Set(ctx, g); err != nil {
 				t.Fatal(err)
 			}
 			e.srv.LoseNext("Commit", 1, code, "answer lost")

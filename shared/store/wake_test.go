@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -156,7 +155,7 @@ func TestRecordJoinWakes(t *testing.T) {
 		e.putSubstrate(t, c.id, c.state)
 		g := store.JoinGrant{TenantID: "acme", SubstrateID: c.id, PoolID: "pool"}
 		// The token's record, as a run's mint leaves it.
-		if _, err := e.fs.Doc("joinTokens/"+docpath.ID("hash-"+c.id)).Set(ctx, g); err != nil {
+		if _, err := e.fs.Doc("joinTokens/"+store.DocID("hash-"+c.id)).Set(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 		kicks := 0

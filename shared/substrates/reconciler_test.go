@@ -17,7 +17,6 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
@@ -488,7 +487,7 @@ func TestRunRepeatedFailureShowsError(t *testing.T) {
 // errorEvents counts the kubernetes.substrate.error events in the outbox.
 func (e *runEnv) errorEvents(t *testing.T) int {
 	t.Helper()
-	docs, err := docpath.Tenant(e.fs, "acme").Collection(docpath.OutboxCollection).Documents(context.Background()).GetAll()
+	docs, err := store.TenantDoc(e.fs, "acme").Collection(store.OutboxCollection).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // fleet writes n clusters of two tenants, each with two node pools, and
@@ -59,7 +59,7 @@ func writeFleet(t testing.TB, fsc *firestore.Client, n, subs int, now time.Time)
 		if i == 0 && subs > 0 {
 			cl.Spec.ManagedBy = "ksb-0000"
 		}
-		ref := docpath.Tenant(fsc, tenant).Collection("clusters").Doc(id)
+		ref := store.TenantDoc(fsc, tenant).Collection("clusters").Doc(id)
 		if _, err := bw.Set(ref, cl); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func writeFleet(t testing.TB, fsc *firestore.Client, n, subs int, now time.Time)
 		if i == 0 {
 			sb.Status.ClusterID = "kcl-0000"
 		}
-		if _, err := bw.Set(docpath.Tenant(fsc, "acme").Collection("substrates").Doc(id), sb); err != nil {
+		if _, err := bw.Set(store.TenantDoc(fsc, "acme").Collection("substrates").Doc(id), sb); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestFleetStream(t *testing.T) {
 		t.Fatal("the first view has a change not yet made")
 	}
 	first := sent.Len()
-	ref := docpath.Tenant(fsc, "acme").Collection("clusters").Doc("kcl-0000")
+	ref := store.TenantDoc(fsc, "acme").Collection("clusters").Doc("kcl-0000")
 	if _, err := ref.Update(context.Background(), []firestore.Update{{Path: "status.state", Value: "error"}, {Path: "status.message", Value: "broken now"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // TestFleetCountsAndDeleted reads a fleet with a deleted cluster: it is
@@ -23,7 +23,7 @@ func TestFleetCountsAndDeleted(t *testing.T) {
 	writeFleet(t, fsc, 14, 0, now.Add(-3*time.Hour))
 	gone := testCluster("acme", "kcl-gone", 99, now.Add(-2*time.Hour))
 	gone.Active, gone.Status.State = false, resource.StateDeleted
-	if _, err := docpath.Tenant(fsc, "acme").Collection("clusters").Doc(gone.ID).Set(context.Background(), gone); err != nil {
+	if _, err := store.TenantDoc(fsc, "acme").Collection("clusters").Doc(gone.ID).Set(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
 	row := `<tr id="cl-acme-kcl-gone"`

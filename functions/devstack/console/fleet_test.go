@@ -21,7 +21,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -224,8 +224,8 @@ func TestFleetStreamEveryPage(t *testing.T) {
 		follows[p] = followStream(t, srv.URL, page)
 	}
 	ctx := context.Background()
-	acme := docpath.Tenant(fsc, "acme").Collection("clusters")
-	globex := docpath.Tenant(fsc, "globex").Collection("clusters")
+	acme := store.TenantDoc(fsc, "acme").Collection("clusters")
+	globex := store.TenantDoc(fsc, "globex").Collection("clusters")
 	steps := []struct {
 		what string
 		do   func() error
@@ -250,7 +250,7 @@ func TestFleetStreamEveryPage(t *testing.T) {
 			return err
 		}},
 		{"a substrate newer than all", func() error {
-			_, err := docpath.Tenant(fsc, "acme").Collection("substrates").Doc("ksb-0100").Set(ctx, map[string]any{
+			_, err := store.TenantDoc(fsc, "acme").Collection("substrates").Doc("ksb-0100").Set(ctx, map[string]any{
 				"id": "ksb-0100", "tenantId": "acme", "poolId": "pool-new", "createdAt": now.Add(time.Hour), "active": true})
 			return err
 		}},
@@ -310,7 +310,7 @@ func TestColdViewIsTheWarmView(t *testing.T) {
 	_, body := get(t, cold.Handler(), "/console?page=2")
 	page := parsePage(t, body)
 	// Changed before the stream opens, unseen by the page.
-	if _, err := docpath.Tenant(fsc, "acme").Collection("clusters").Doc("kcl-0020").Update(context.Background(),
+	if _, err := store.TenantDoc(fsc, "acme").Collection("clusters").Doc("kcl-0020").Update(context.Background(),
 		[]firestore.Update{{Path: "status.message", Value: "changed after the page"}}); err != nil {
 		t.Fatal(err)
 	}

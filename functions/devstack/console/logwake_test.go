@@ -13,10 +13,10 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -57,7 +57,7 @@ func TestLoggedReasonWakesStreams(t *testing.T) {
 	fsc := fsemu.ForTest(t, "bc-dev")
 	ctx := context.Background()
 	now := time.Now()
-	acme := docpath.Tenant(fsc, "acme")
+	acme := store.TenantDoc(fsc, "acme")
 	cl := lifecycle.Cluster{ID: "kcl-w", TenantID: "acme", CreatedAt: now.Add(-time.Minute), Active: true,
 		Spec:   lifecycle.ClusterSpec{Name: "bc-w", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-w", Generation: 1},
 		Status: lifecycle.ClusterStatus{State: resource.StateProvisioning, ObservedGeneration: 1}}

@@ -18,7 +18,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -169,7 +169,7 @@ func TestClusterStreamReadsOnlyOnChange(t *testing.T) {
 			rows <- m.HTML
 		}
 	}()
-	other := docpath.Tenant(fsc, "globex").Collection("clusters").Doc(docpath.ID("kcl-0001"))
+	other := store.TenantDoc(fsc, "globex").Collection("clusters").Doc(store.DocID("kcl-0001"))
 	change := func(i int) {
 		t.Helper()
 		msg := fmt.Sprintf("tick %d", i)
@@ -206,7 +206,7 @@ func TestClusterStreamReadsOnlyOnChange(t *testing.T) {
 	default:
 	}
 
-	mine := docpath.Tenant(fsc, "acme").Collection("clusters").Doc(docpath.ID("kcl-0000"))
+	mine := store.TenantDoc(fsc, "acme").Collection("clusters").Doc(store.DocID("kcl-0000"))
 	if _, err := mine.Update(context.Background(), []firestore.Update{{Path: "status.message", Value: "changed at last"}}); err != nil {
 		t.Fatal(err)
 	}

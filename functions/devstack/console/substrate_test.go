@@ -15,9 +15,9 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/docpath"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
+	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
 
@@ -30,7 +30,7 @@ func replacing(t *testing.T, fsc *firestore.Client) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	acme := docpath.Tenant(fsc, "acme")
+	acme := store.TenantDoc(fsc, "acme")
 	set := func(ref *firestore.DocumentRef, v any) {
 		t.Helper()
 		if _, err := ref.Set(ctx, v); err != nil {
@@ -162,7 +162,7 @@ func TestSubstrateReplacementProgress(t *testing.T) {
 	openLive(t, srv.URL+"/console/substrates/acme/ksb-r/stream", live)
 	<-live // the page as it is
 	ctx := context.Background()
-	acme := docpath.Tenant(fsc, "acme")
+	acme := store.TenantDoc(fsc, "acme")
 	n := "gke-bc-r-bc-r-cpu-2-9f8e7d6c-gh78"
 	if _, err := acme.Collection("substrates").Doc("ksb-r").Collection("nodes").Doc(n).Set(ctx, resource.SubstrateNode{Name: n, Flavor: "cpu"}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package docpath
+package store
 
 import (
 	"encoding/base64"
@@ -66,23 +66,23 @@ func TestID(t *testing.T) {
 		{"~", "~fg"},
 	}
 	for _, tt := range tests {
-		got := ID(tt.in)
+		got := DocID(tt.in)
 		if got != tt.want {
-			t.Errorf("ID(%q) = %q, want %q", tt.in, got, tt.want)
+			t.Errorf("DocID(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 		if !validFirestoreID(got) {
-			t.Errorf("ID(%q) = %q, not a valid Firestore document ID", tt.in, got)
+			t.Errorf("DocID(%q) = %q, not a valid Firestore document ID", tt.in, got)
 		}
 	}
-	if h := ID(long); !strings.HasPrefix(h, "~~") || len(h) != 2+43 || h == ID(long+"x") {
+	if h := DocID(long); !strings.HasPrefix(h, "~~") || len(h) != 2+43 || h == DocID(long+"x") {
 		t.Errorf("ID of 1,501 bytes = %q, want ~~ and a distinct hash", h)
 	}
 	// The longest string encoded whole fills a document ID exactly.
 	edge := strings.Repeat("/", maxEncodedInput)
-	if got := ID(edge); len(got) != 1500 || strings.HasPrefix(got, "~~") {
+	if got := DocID(edge); len(got) != 1500 || strings.HasPrefix(got, "~~") {
 		t.Errorf("ID of %d bytes has %d bytes (%.3q...), want 1500, encoded whole", maxEncodedInput, len(got), got)
 	}
-	if got := ID(edge + "/"); !strings.HasPrefix(got, "~~") {
+	if got := DocID(edge + "/"); !strings.HasPrefix(got, "~~") {
 		t.Errorf("ID of %d bytes = %.3q..., want hashed", maxEncodedInput+1, got)
 	}
 }
@@ -97,28 +97,28 @@ func FuzzID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		for _, s := range []string{a, b} {
-			id := ID(s)
+			id := DocID(s)
 			if !validFirestoreID(id) {
-				t.Fatalf("ID(%q) = %q, not a valid Firestore document ID", s, id)
+				t.Fatalf("DocID(%q) = %q, not a valid Firestore document ID", s, id)
 			}
-			if again := ID(s); again != id {
-				t.Fatalf("ID(%q) = %q, then %q", s, id, again)
+			if again := DocID(s); again != id {
+				t.Fatalf("DocID(%q) = %q, then %q", s, id, again)
 			}
 			if safeID(s) && id != s {
-				t.Fatalf("ID(%q) = %q, want the ID itself", s, id)
+				t.Fatalf("DocID(%q) = %q, want the ID itself", s, id)
 			}
 			if strings.HasPrefix(id, hashedPrefix) {
 				if len(s) <= maxEncodedInput {
-					t.Fatalf("ID(%q) = %q, hashed though short enough to encode", s, id)
+					t.Fatalf("DocID(%q) = %q, hashed though short enough to encode", s, id)
 				}
 				continue
 			}
 			if got, ok := decodeID(id); !ok || got != s {
-				t.Fatalf("ID(%q) = %q, which decodes to %q, %v", s, id, got, ok)
+				t.Fatalf("DocID(%q) = %q, which decodes to %q, %v", s, id, got, ok)
 			}
 		}
-		if a != b && ID(a) == ID(b) {
-			t.Fatalf("ID(%q) = ID(%q) = %q", a, b, ID(a))
+		if a != b && DocID(a) == DocID(b) {
+			t.Fatalf("DocID(%q) = DocID(%q) = %q", a, b, DocID(a))
 		}
 	})
 }

@@ -1,10 +1,10 @@
-// Package docpath spells ID, the one encoding of every external string
-// that becomes a Firestore document ID, and the tenant's document under
-// which all of a tenant's documents live. The store (shared/store) builds
-// every path of the data model with them; tests that seed or inspect
-// Firestore directly build theirs with them too, so that they meet the
-// store's paths.
-package docpath
+package store
+
+// DocID, the one encoding of every external string that becomes a
+// Firestore document ID, and the tenant's document under which all of a
+// tenant's documents live. The store builds every path of the data model
+// with them; tests that seed or inspect Firestore directly build theirs
+// with them too, so that they meet the store's paths.
 
 import (
 	"crypto/sha256"
@@ -32,7 +32,7 @@ const (
 // prefix, still fits in a document ID.
 var maxEncodedInput = base64.RawURLEncoding.DecodedLen(maxIDBytes - len(encodedPrefix))
 
-// ID returns the Firestore document ID under which an external string
+// DocID returns the Firestore document ID under which an external string
 // (a tenant ID, a principal, a pool, account or cluster name, a resource
 // ID...) is stored. Every string the contract accepts must be served, but
 // Firestore cannot store some of them as they stand: ".", "..", "__x__",
@@ -47,7 +47,7 @@ var maxEncodedInput = base64.RawURLEncoding.DecodedLen(maxIDBytes - len(encodedP
 // cannot start, so the three forms never meet. ID is therefore
 // injective (up to SHA-256 collisions, for strings over 1,124 bytes) and
 // stable: the same string always has the same ID.
-func ID(s string) string {
+func DocID(s string) string {
 	if safeID(s) {
 		return s
 	}
@@ -67,7 +67,7 @@ func safeID(s string) bool {
 		!(len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__"))
 }
 
-// Collection names spelled outside the store.
+// Collection names that tests and the console spell through the store.
 const (
 	TenantsCollection = "tenants"
 	// OutboxCollection holds each tenant's events not yet published
@@ -76,8 +76,8 @@ const (
 	OutboxCollection = "outbox"
 )
 
-// Tenant returns the document of a tenant, under which all its documents
+// TenantDoc returns the document of a tenant, under which all its documents
 // live.
-func Tenant(fs *firestore.Client, tenantID string) *firestore.DocumentRef {
-	return fs.Collection(TenantsCollection).Doc(ID(tenantID))
+func TenantDoc(fs *firestore.Client, tenantID string) *firestore.DocumentRef {
+	return fs.Collection(TenantsCollection).Doc(DocID(tenantID))
 }
