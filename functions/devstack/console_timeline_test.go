@@ -54,7 +54,7 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	if broken != "" {
 		t.Errorf("bars that link to no step: %s", broken)
 	}
-	steps := value(t, ctx, "the list of steps", chromedp.TextContent(css("#steps")))
+	steps := textOf(t, ctx, "the list of steps", "#steps")
 	if !strings.Contains(steps, "node pool a") || !strings.Contains(steps, "updating") {
 		t.Errorf("the list of steps lacks the pool's updating:\n%s", steps)
 	}
