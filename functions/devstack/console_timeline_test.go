@@ -42,6 +42,8 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	within(t, ctx, waitTime, "the cluster's page", chromedp.Navigate(fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)),
 		chromedp.WaitVisible(css("#timeline")))
+	// What does not change stays: its element is not drawn anew.
+	value(t, ctx, "mark a heading", chromedp.Evaluate[string](`document.getElementById("h-pools").kept = "yes"`))
 	e.api.updatePool(t, cl.ID, pools[0].ID, map[string]any{"nodeCount": 2})
 	poll(t, ctx, waitTime, "the pool updating in its lane",
 		`!!document.querySelector("#timeline a.seg rect.s-updating")`)
@@ -69,6 +71,9 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	var end, right int
 	if _, err := fmt.Sscan(ends, &end, &right); err != nil || end > right {
 		t.Errorf("the lanes end at x=%d, past the timeline's end at x=%d: a deleted cluster's history ends at its deletion", end, right)
+	}
+	if kept := value(t, ctx, "the heading kept", chromedp.Evaluate[string](`document.getElementById("h-pools").kept || "drawn anew"`)); kept != "yes" {
+		t.Errorf("the node pools' heading, which never changed, was %s", kept)
 	}
 	// By keyboard: a bar is a link, and following it reaches its step.
 	href := value(t, ctx, "the updating bar's step", chromedp.Evaluate[string](`(() => { const a = document.querySelector("#timeline rect.s-updating").closest("a"); a.focus(); return document.activeElement === a ? a.getAttribute("href") : "not focused"; })()`))
