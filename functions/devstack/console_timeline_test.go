@@ -26,6 +26,8 @@ import (
 // page is open: the pool's lane shows it updating (a state no event
 // tells of), with a link from the bar to its row in the list of steps,
 // then ready again; every bar of the lanes links to a row of the list.
+// A part of the page that never changed (a heading) keeps its element
+// through every update.
 func TestConsoleTimelineInBrowser(t *testing.T) {
 	ctx := browser(t)
 	cfg := fastConfig()
