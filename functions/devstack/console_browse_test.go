@@ -50,7 +50,7 @@ func TestConsoleFirestoreInBrowser(t *testing.T) {
 	}
 	poll(t, ctx, waitTime, "follow the pool", link(pools[0].ID))
 	within(t, ctx, waitTime, "the pool's document", chromedp.WaitVisible(css("main pre")))
-	doc := value(t, ctx, "the pool's document", chromedp.TextContent(css("main")))
+	doc := textOf(t, ctx, "the pool's document", "main")
 	if !strings.Contains(doc, "Document "+pools[0].ID) || !strings.Contains(doc, "machineType") {
 		t.Errorf("the pool's page, three levels down, lacks its fields:\n%.2000s", doc)
 	}

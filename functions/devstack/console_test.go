@@ -98,6 +98,17 @@ func poll(t *testing.T, ctx context.Context, d time.Duration, what, expr string)
 	}
 }
 
+// textOf is the text content of the element sel, once it is in the page,
+// found and read in one evaluation in the page. A query for the element's
+// node then a read by that node's ID (chromedp.TextContent) fails with "No
+// node with given id found" when a stream replaces the element between
+// the two.
+func textOf(t *testing.T, ctx context.Context, what, sel string) string {
+	t.Helper()
+	poll(t, ctx, waitTime, what, fmt.Sprintf(`!!document.querySelector(%q)`, sel))
+	return value(t, ctx, what, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
+}
+
 // TestConsoleInBrowser drives the console in a real browser: a cluster
 // created through the API appears in the fleet and turns ready without a
 // reload; its timeline shows its events, the reconcile runs and the
@@ -137,7 +148,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#timeline .op-bar")),
 		chromedp.WaitVisible(css("#timeline rect.run")),
 		chromedp.WaitVisible(css("#runs tbody tr")))
-	if ops := value(t, ctx, "the timeline's text", chromedp.TextContent(css("#timeline"))); !strings.Contains(ops, "CREATE_CLUSTER") {
+	if ops := textOf(t, ctx, "the timeline's text", "#timeline"); !strings.Contains(ops, "CREATE_CLUSTER") {
 		t.Errorf("timeline %q lacks the CREATE_CLUSTER operation", ops)
 	}
 	marks := value(t, ctx, "count the events", chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev-mark").length`))
@@ -153,7 +164,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(css("#so-count"), "1000"),
 		chromedp.Click(css("#so-send")),
 		chromedp.WaitVisible(css(".flash")))
-	if flash := value(t, ctx, "the answer", chromedp.Text(css(".flash"))); !strings.Contains(flash, "202") {
+	if flash := textOf(t, ctx, "the answer", ".flash"); !strings.Contains(flash, "202") {
 		t.Fatalf("stockout answer %q, want 202", flash)
 	}
 	within(t, ctx, waitTime, "back to the cluster", chromedp.Navigate(clusterURL), chromedp.WaitVisible(css("#pools")))
@@ -490,9 +501,17 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Errorf("page 2 reloaded (%q)", m)
 	}
 
-	// By keyboard: the substrates' next page, from its link.
+	// By keyboard: the substrates' next page, from its link. The pager
+	// shows the last change first, so that no stream replaces the link
+	// once it has the focus; the link is found and focused in one
+	// evaluation in the page.
+	poll(t, ctx, waitTime, "the substrates' pager live", `document.getElementById("substrates-pager").textContent.includes("4–6 of 9 substrates")`)
+	if f := value(t, ctx, "focus the substrates' next page", chromedp.Evaluate[string](`(() => {
+		const a = document.querySelector('#substrates-pager a[rel="next"]'); a.focus();
+		return document.activeElement === a ? "focused" : "not focused"; })()`)); f != "focused" {
+		t.Fatalf("the substrates' next page link: %s", f)
+	}
 	within(t, ctx, waitTime, "the substrates' next page by keyboard",
-		chromedp.Focus(css(`#substrates-pager a[rel="next"]`)),
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(css(`#substrates tr[id="sb-acme-ksb-0002"]`)))
 	if loc := value(t, ctx, "the location", chromedp.Evaluate[string](`location.search`)); loc != "?page=2&spage=3" {

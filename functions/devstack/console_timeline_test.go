@@ -26,6 +26,8 @@ import (
 // page is open: the pool's lane shows it updating (a state no event
 // tells of), with a link from the bar to its row in the list of steps,
 // then ready again; every bar of the lanes links to a row of the list.
+// A part of the page that never changed (a heading) keeps its element
+// through every update.
 func TestConsoleTimelineInBrowser(t *testing.T) {
 	ctx := browser(t)
 	cfg := fastConfig()
@@ -42,6 +44,8 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	within(t, ctx, waitTime, "the cluster's page", chromedp.Navigate(fmt.Sprintf("%s/console/clusters/acme/%s", e.URL, cl.ID)),
 		chromedp.WaitVisible(css("#timeline")))
+	// What does not change stays: its element is not drawn anew.
+	value(t, ctx, "mark a heading", chromedp.Evaluate[string](`document.getElementById("h-pools").kept = "yes"`))
 	e.api.updatePool(t, cl.ID, pools[0].ID, map[string]any{"nodeCount": 2})
 	poll(t, ctx, waitTime, "the pool updating in its lane",
 		`!!document.querySelector("#timeline a.seg rect.s-updating")`)
@@ -54,7 +58,7 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	if broken != "" {
 		t.Errorf("bars that link to no step: %s", broken)
 	}
-	steps := value(t, ctx, "the list of steps", chromedp.TextContent(css("#steps")))
+	steps := textOf(t, ctx, "the list of steps", "#steps")
 	if !strings.Contains(steps, "node pool a") || !strings.Contains(steps, "updating") {
 		t.Errorf("the list of steps lacks the pool's updating:\n%s", steps)
 	}
@@ -69,6 +73,9 @@ func TestConsoleTimelineInBrowser(t *testing.T) {
 	var end, right int
 	if _, err := fmt.Sscan(ends, &end, &right); err != nil || end > right {
 		t.Errorf("the lanes end at x=%d, past the timeline's end at x=%d: a deleted cluster's history ends at its deletion", end, right)
+	}
+	if kept := value(t, ctx, "the heading kept", chromedp.Evaluate[string](`document.getElementById("h-pools").kept || "drawn anew"`)); kept != "yes" {
+		t.Errorf("the node pools' heading, which never changed, was %s", kept)
 	}
 	// By keyboard: a bar is a link, and following it reaches its step.
 	href := value(t, ctx, "the updating bar's step", chromedp.Evaluate[string](`(() => { const a = document.querySelector("#timeline rect.s-updating").closest("a"); a.focus(); return document.activeElement === a ? a.getAttribute("href") : "not focused"; })()`))

@@ -18,6 +18,25 @@
     return t.content.firstElementChild;
   }
 
+  // put puts html into el child by child, and keeps each child that
+  // is the same already: a stream sends a whole part at each change of
+  // any of it, and at each (re)connection the part as the page shows it,
+  // so most of what it sends is there. A kept element keeps the focus or
+  // the selection in it (and the node a reader holds).
+  function put(el, html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    var next = Array.prototype.slice.call(t.content.childNodes);
+    var old = Array.prototype.slice.call(el.childNodes);
+    if (next.length !== old.length) {
+      el.replaceChildren(t.content);
+      return;
+    }
+    next.forEach(function (n, i) {
+      if (!old[i].isEqualNode(n)) { old[i].replaceWith(n); }
+    });
+  }
+
   function bodyOf(table) {
     var t = document.getElementById(table);
     return t && t.tBodies[0];
@@ -42,7 +61,7 @@
       Array.prototype.slice.call(body.rows).forEach(function (r) { if (!keep[r.id]) { r.remove(); } });
       return;
     case "pager":
-      if (old) { old.innerHTML = m.html; }
+      if (old) { put(old, m.html); }
       return;
     }
     body = bodyOf(m.table);
@@ -87,7 +106,7 @@
     source.addEventListener("live", function (e) {
       var m = JSON.parse(e.data);
       var el = document.getElementById(m.key);
-      if (el) { el.innerHTML = m.html; }
+      if (el) { put(el, m.html); }
     });
   }
 
