@@ -42,6 +42,23 @@
 //     ends the task with the first success, whatever became of the
 //     delivery that made the hand-over).
 //
+// Level-triggered, and an error is not a no, for provider calls too
+// (ARCHITECTURE rule 8): the loop keeps a run's intent. A plan that calls
+// the provider names the call (Plan.Intent); the loop records it in the
+// chain (State.Intent) under the lease before it calls Act, keeps it when
+// Act fails or asks for a retry (a lost answer may hide a call that was
+// done), and clears it with the save of any other outcome. The next run
+// is told of it (Intending), and the loop calls nothing while it is
+// pending until a plan resolves it by looking at the provider
+// (Plan.Resolved: done, or not done; a call still running is neither,
+// and the plan waits). So a new kind cannot call twice after a lost
+// answer even if it forgets. Clusters and substrates declare no loop
+// intent: they keep their own intents in their documents, one for the
+// cluster and one per pool, since one run acts on many pools at once,
+// each with its own call in flight, resolved on its own into the
+// operation it started; the loop's single intent per subject can express
+// neither.
+//
 // The watchdog is the last resort, for a task lost for good: a chain
 // whose tasks keep failing for as long as Cloud Tasks retries them. No
 // one slow call holds its pass: restarts run several at once, each under
@@ -92,6 +109,9 @@ type State struct {
 	LeaseOwner  string    `firestore:"leaseOwner"`
 	LeaseExpiry time.Time `firestore:"leaseExpiry"`
 	Failures    int       `firestore:"failures"` // consecutive transient failures, for backoff
+	// Intent is the provider call a run recorded before making it
+	// (Plan.Intent) and no save has settled yet; nil for none.
+	Intent *Intent `firestore:"intent,omitempty"`
 }
 
 // Restart issues a new chain token due now and returns the kick of the new

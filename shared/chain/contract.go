@@ -50,16 +50,23 @@ type Run interface {
 	// must not act. It compares what is wanted with what the provider
 	// reports now, never with what a run remembered: the loop plans
 	// every run afresh, so an intent recorded before a call whose answer
-	// was lost is settled by the next run's look. A plan that would call the provider says so (Plan.Act)
-	// and the loop takes the lease and calls Act on the same run, when
+	// was lost is settled by the next run's look. A plan that would call
+	// the provider says so (Plan.Act), names the call (Plan.Intent), and
+	// says whether its look resolved the chain's pending intent
+	// (Plan.Resolved; an Intending run is told it): while one is pending
+	// and unresolved the loop refuses the call (ErrIntentPending). The
+	// loop takes the lease and calls Act on the same run, when
 	// what it read is unchanged (so it keeps what it observed); when it
 	// changed, the loop plans again on a run loaded under the lease. An
 	// error is a transient failure of the whole run: nothing is saved and
 	// the run is retried with backoff.
 	Plan(ctx context.Context) (Plan, error)
-	// Act carries out the plan under the lease: it records what it is
-	// about to do at the provider through lease.Write first, and returns
-	// the run's outcome. Errors are as Plan's; ErrLeaseLost ends the run
+	// Act carries out the plan under the lease, and returns the run's
+	// outcome: the loop recorded the plan's intent first, and keeps it
+	// when Act fails or its outcome is Retry (the call may have been
+	// done), and clears it with any other outcome's save. A kind whose
+	// intents the loop's one cannot express records its own through
+	// lease.Write first. Errors are as Plan's; ErrLeaseLost ends the run
 	// without a write.
 	Act(ctx context.Context, lease *Lease) (Outcome, error)
 	// Save writes the run's outcome in the transaction that ends the run,

@@ -134,7 +134,7 @@ func take(ctx context.Context, st Storage, key Key, token string, ttl time.Durat
 // returns the events committed and whether the run's token was still the
 // subject's.
 func commit(ctx context.Context, st Storage, key Key, token, version string, now func() time.Time, load loader,
-	nextAt time.Time, failures int, successor string, save saveFunc) ([]event.Event, bool, error) {
+	nextAt time.Time, failures int, successor string, settled bool, save saveFunc) ([]event.Event, bool, error) {
 	var committed []event.Event
 	current := false
 	err := st.UpdateChain(ctx, key, func(r *Reader, tx Tx) (*Write, error) {
@@ -162,6 +162,9 @@ func commit(ctx context.Context, st Storage, key Key, token, version string, now
 		s.NextAt, s.Failures = nextAt, failures
 		if successor != "" {
 			s.Token = successor
+		}
+		if settled {
+			s.Intent = nil
 		}
 		if s.LeaseOwner != "" {
 			// An expired lease (check refuses a live one) of a run
@@ -209,12 +212,32 @@ func (l *Lease) Write(ctx context.Context, write func(Tx) error) error {
 	})
 }
 
+// intend records in, made at t, as the chain's intent, in a transaction
+// that first checks that the lease is still held: before the call it
+// names, so that a lost answer leaves it for the next run to resolve.
+func (l *Lease) intend(ctx context.Context, in Intent, t time.Time) error {
+	in.At = t.UTC().Truncate(time.Microsecond)
+	err := l.st.UpdateChain(ctx, l.key, func(r *Reader, _ Tx) (*Write, error) {
+		_, h, err := l.hold(r)
+		if err != nil {
+			return nil, err
+		}
+		s := h.Reconcile
+		s.Intent = &in
+		return &Write{State: s, Sequence: h.Sequence}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("record intent %s: %w", in.Action, err)
+	}
+	return nil
+}
+
 // finish writes a run's outcome (save), its events and the chain's next
 // deadline, and releases the lease, in one transaction. It returns the
 // events committed and whether the run's token is still the subject's (when
 // it is not, a kick started a newer chain and the run must not schedule a
 // successor, nor move the newer chain's deadline).
-func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
+func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, token string, settled bool, save saveFunc) ([]event.Event, bool, error) {
 	var committed []event.Event
 	current := false
 	err := l.st.UpdateChain(ctx, l.key, func(r *Reader, tx Tx) (*Write, error) {
@@ -231,6 +254,11 @@ func (l *Lease) finish(ctx context.Context, nextAt time.Time, failures int, toke
 		s := h.Reconcile
 		current = s.Token == l.Token
 		l.released(&s, nextAt, failures, current)
+		if settled {
+			// The run settled the call, whichever chain runs the
+			// subject now.
+			s.Intent = nil
+		}
 		if current && token != "" {
 			s.Token = token
 		}

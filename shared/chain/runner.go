@@ -23,6 +23,16 @@ type Plan struct {
 	Act bool
 	// Outcome is the run's outcome when it does not act.
 	Outcome Outcome
+	// Intent, for a plan that acts, names the provider call Act is about
+	// to make: the loop records it in the chain under the lease before it
+	// calls Act. Nil for a kind that keeps its own intents.
+	Intent *Intent
+	// Resolved: the plan looked at the provider and settled the chain's
+	// pending intent (the call is done, or not done): the loop clears it
+	// with the run's save, and lets the run call the provider again. A
+	// plan that finds the call still running leaves it unresolved and
+	// does not act.
+	Resolved bool
 }
 
 // Next is what follows a run: when its successor comes, and whether the
@@ -258,14 +268,20 @@ type pass struct {
 	// fresh: run was loaded under the lease, what the first read planned
 	// on having changed; it has not planned yet.
 	fresh bool
-	rep   *report
+	// plan is the run's last plan.
+	plan Plan
+	// settled: the run's save clears the chain's intent (settles).
+	settled bool
+	rep     *report
 }
 
 // proceed is the run after its first read (p): plan, take the lease and
 // act when the plan calls the provider, save, schedule.
 func (r *Runner) proceed(ctx context.Context, sub Subject, k Kick, task string, now time.Time, p *peeked, rep *report) error {
 	ps := &pass{sub: sub, k: k, task: task, now: now, p: p, run: p.run, rep: rep}
+	tell(ps.run, p.state.Intent)
 	pl, err := ps.run.Plan(ctx)
+	ps.plan, ps.settled = pl, pl.Resolved
 	out := pl.Outcome
 	if err == nil && pl.Act {
 		// The run acts: its work ends with its lease (on the injected
@@ -310,15 +326,33 @@ func (r *Runner) takeLease(ctx context.Context, ps *pass) error {
 }
 
 // act carries out the run's plan under its lease: a run loaded under the
-// lease plans first, and acts only if its plan still does.
+// lease plans first, and acts only if its plan still does. A pending
+// intent the plan did not resolve refuses the call (admit); the plan's
+// own intent is recorded before it. The intent is settled by an outcome
+// other than Retry: a call that failed, or whose answer was lost, may
+// have been done, and the next run looks.
 func (r *Runner) act(ctx context.Context, ps *pass) (Outcome, error) {
+	pending := ps.lease.State.Intent
 	if ps.fresh {
+		tell(ps.run, pending)
 		pl, err := ps.run.Plan(ctx)
+		ps.plan, ps.settled = pl, pl.Resolved
 		if err != nil || !pl.Act {
 			return pl.Outcome, err
 		}
 	}
-	return ps.run.Act(ctx, ps.lease)
+	ps.settled = false
+	if err := admit(pending, ps.plan); err != nil {
+		return Outcome{}, err
+	}
+	if in := ps.plan.Intent; in != nil {
+		if err := ps.lease.intend(ctx, *in, r.now()); err != nil {
+			return Outcome{}, err
+		}
+	}
+	out, err := ps.run.Act(ctx, ps.lease)
+	ps.settled = err == nil && out.Next != Retry
+	return out, err
 }
 
 // failed records a run that failed with err: its failure count and a
@@ -328,7 +362,7 @@ func (r *Runner) failed(ctx context.Context, ps *pass, err error) error {
 	next := r.backoff(failures)
 	logging.FromContext(ctx).Warn("Reconcile run failed; retrying with backoff", "error", err, "retryIn", next.String(), "failures", failures)
 	w := r.writer(ctx, ps.k, ps.sub, ps.lease, ps.p.version)
-	if _, _, werr := w(ps.now.Add(next+r.cfg.LeaseTTL), failures, "", nil); werr != nil {
+	if _, _, werr := w(ps.now.Add(next+r.cfg.LeaseTTL), failures, "", false, nil); werr != nil {
 		return errors.Join(err, werr)
 	}
 	ps.rep.outcome = OutcomeRetry
@@ -387,7 +421,7 @@ func (r *Runner) save(ctx context.Context, ps *pass, out Outcome, next time.Time
 	if out.Changed {
 		save = ps.run.Save
 	}
-	events, current, err := r.writer(ctx, ps.k, ps.sub, ps.lease, ps.p.version)(deadline, failures, token, save)
+	events, current, err := r.writer(ctx, ps.k, ps.sub, ps.lease, ps.p.version)(deadline, failures, token, ps.settled, save)
 	if err != nil && token != "" && r.handOverStored(ctx, ps.k.Key(), token, err) {
 		err, current = nil, true
 	}
@@ -405,12 +439,13 @@ func (r *Runner) save(ctx context.Context, ps *pass, out Outcome, next time.Time
 }
 
 // mustWrite reports whether a run writes: it has something to save, a
-// failure count to change, a lease to give up, a chain to hand over, or a
-// watchdog deadline that its next run would miss. A steady run that
+// failure count to change, a lease to give up, a chain to hand over, an
+// intent to clear, or a watchdog deadline that its next run would miss. A steady run that
 // found nothing to do writes nothing.
 func (r *Runner) mustWrite(ps *pass, out Outcome, next time.Time, failures int, token string) bool {
 	state := ps.p.state
-	return out.Changed || ps.lease != nil || failures != state.Failures || token != "" || state.NextAt.Before(next.Add(r.cfg.LeaseTTL))
+	return out.Changed || ps.lease != nil || failures != state.Failures || token != "" ||
+		(ps.settled && state.Intent != nil) || state.NextAt.Before(next.Add(r.cfg.LeaseTTL))
 }
 
 // afterSave sends what a committed save woke and publishes its events;
@@ -453,15 +488,16 @@ func (r *Runner) scheduleNext(ctx context.Context, ps *pass, out Outcome, next t
 // changed (errChanged) and that no run holds the lease (ErrBusy).
 //
 // The outcome sets the chain's watchdog deadline (nextAt) and failure
-// count and, when token is not empty, hands the chain to that token.
+// count, clears its intent when settled, and, when token is not empty,
+// hands the chain to that token.
 func (r *Runner) writer(ctx context.Context, k Kick, sub Subject, l *Lease, version string) writeFunc {
 	if l != nil {
-		return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
-			return l.finish(ctx, nextAt, failures, token, save)
+		return func(nextAt time.Time, failures int, token string, settled bool, save saveFunc) ([]event.Event, bool, error) {
+			return l.finish(ctx, nextAt, failures, token, settled, save)
 		}
 	}
-	return func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error) {
-		return commit(ctx, r.st, k.Key(), k.Token, version, r.now, sub.Load, nextAt, failures, token, save)
+	return func(nextAt time.Time, failures int, token string, settled bool, save saveFunc) ([]event.Event, bool, error) {
+		return commit(ctx, r.st, k.Key(), k.Token, version, r.now, sub.Load, nextAt, failures, token, settled, save)
 	}
 }
 
@@ -472,7 +508,7 @@ type saveFunc = func(Tx, Doc) ([]event.Event, error)
 // whether the run's chain is still the subject's. On an error it returns
 // the events its last attempt wrote, which its caller may find committed
 // after all (a lost answer).
-type writeFunc = func(nextAt time.Time, failures int, token string, save saveFunc) ([]event.Event, bool, error)
+type writeFunc = func(nextAt time.Time, failures int, token string, settled bool, save saveFunc) ([]event.Event, bool, error)
 
 // handOverStored finds out whether the hand-over of the subject key to
 // the steady chain of token is stored, though the save that would have

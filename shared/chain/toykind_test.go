@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -14,13 +15,10 @@ import (
 
 // The toy kind: what a new reconciled kind needs on the loop, from here
 // to the end of toyRun.Save. A toy asks its provider for a count of
-// replicas.
+// replicas. Its intents are the loop's (Plan.Intent).
 type toy struct {
-	Active bool `firestore:"active"`
-	Want   int  `firestore:"want"`
-	// Intent is the count last asked of the provider whose answer the
-	// run did not see; 0 for none.
-	Intent    int         `firestore:"intent"`
+	Active    bool        `firestore:"active"`
+	Want      int         `firestore:"want"`
 	Reconcile chain.State `firestore:"reconcile"`
 }
 
@@ -36,45 +34,34 @@ func (s *toys) Ref(k chain.Kick) *firestore.DocumentRef {
 }
 
 func (s *toys) Load(_ *chain.Reader, snap chain.Doc) (chain.Run, error) {
-	u := &toyRun{s: s, ref: fsDoc(snap).Ref}
+	u := &toyRun{s: s}
 	return u, snap.DataTo(&u.read)
 }
 
 type toyRun struct {
-	s      *toys
-	ref    *firestore.DocumentRef
-	read   toy
-	intent int // as the run leaves it
+	s    *toys
+	read toy
 }
 
 // Plan compares what is wanted with what the provider reports now, never
-// with what a run remembered: an intent whose answer was lost is settled
-// by that look, whatever became of the call.
+// with what a run remembered. That look resolves any pending scale: the
+// count shows whether it was done, and a scale is a level.
 func (u *toyRun) Plan(context.Context) (chain.Plan, error) {
 	if u.s.p.count() == u.read.Want {
-		return chain.Plan{Outcome: chain.Outcome{Changed: u.read.Intent != 0}}, nil
+		return chain.Plan{Resolved: true}, nil
 	}
-	return chain.Plan{Act: true}, nil
+	return chain.Plan{Act: true, Resolved: true, Intent: &chain.Intent{Action: "scale", Detail: strconv.Itoa(u.read.Want)}}, nil
 }
 
-// Act records its intent under the lease, then calls the provider.
-func (u *toyRun) Act(ctx context.Context, l *chain.Lease) (chain.Outcome, error) {
-	u.intent = u.read.Want
-	if err := l.Write(ctx, func(tx chain.Tx) error {
-		return fsTx(tx).Update(u.ref, []firestore.Update{{Path: "intent", Value: u.intent}})
-	}); err != nil {
-		return chain.Outcome{}, err
+// Act calls the provider; the loop recorded the intent first.
+func (u *toyRun) Act(context.Context, *chain.Lease) (chain.Outcome, error) {
+	if err := u.s.p.scale(u.read.Want); err != nil {
+		return chain.Outcome{Next: chain.Retry}, nil
 	}
-	if err := u.s.p.scale(u.intent); err != nil {
-		return chain.Outcome{Next: chain.Retry, Changed: true}, nil
-	}
-	u.intent = 0
-	return chain.Outcome{Changed: true}, nil
+	return chain.Outcome{}, nil
 }
 
-func (u *toyRun) Save(tx chain.Tx, now chain.Doc) ([]event.Event, error) {
-	return nil, fsTx(tx).Update(fsDoc(now).Ref, []firestore.Update{{Path: "intent", Value: u.intent}})
-}
+func (u *toyRun) Save(chain.Tx, chain.Doc) ([]event.Event, error) { return nil, nil }
 
 // toyProvider is the toys' provider, in memory; lose makes its next
 // scale happen and answer an error (a lost answer).
@@ -147,19 +134,70 @@ func TestToyKind(t *testing.T) {
 	if err := runner.Run(ctx, k, "task-1"); err != nil {
 		t.Fatal(err)
 	}
-	if d := read(); p.count() != 3 || p.calls != 1 || d.Intent != 3 || d.Reconcile.Failures != 1 {
-		t.Fatalf("after the lost answer: provider %d after %d calls, intent %d, failures %d; want 3 after 1, intent 3 kept, 1 failure",
-			p.count(), p.calls, d.Intent, d.Reconcile.Failures)
+	if d := read(); p.count() != 3 || p.calls != 1 || d.Reconcile.Intent == nil || d.Reconcile.Intent.Detail != "3" || d.Reconcile.Failures != 1 {
+		t.Fatalf("after the lost answer: provider %d after %d calls, intent %+v, failures %d; want 3 after 1, intent scale 3 kept, 1 failure",
+			p.count(), p.calls, d.Reconcile.Intent, d.Reconcile.Failures)
 	}
 	next("task-2")
-	if d := read(); p.calls != 1 || d.Intent != 0 || d.Reconcile.Failures != 0 {
-		t.Fatalf("after the look: %d calls, intent %d, failures %d; want the intent settled without a call", p.calls, d.Intent, d.Reconcile.Failures)
+	if d := read(); p.calls != 1 || d.Reconcile.Intent != nil || d.Reconcile.Failures != 0 {
+		t.Fatalf("after the look: %d calls, intent %+v, failures %d; want the intent settled without a call", p.calls, d.Reconcile.Intent, d.Reconcile.Failures)
 	}
 	if _, err := sub.Ref(k).Update(ctx, []firestore.Update{{Path: "want", Value: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	next("task-3")
-	if d := read(); p.count() != 5 || p.calls != 2 || d.Intent != 0 {
-		t.Errorf("after want 5: provider %d after %d calls, intent %d; want 5 after 2, no intent", p.count(), p.calls, d.Intent)
+	if d := read(); p.count() != 5 || p.calls != 2 || d.Reconcile.Intent != nil {
+		t.Errorf("after want 5: provider %d after %d calls, intent %+v; want 5 after 2, no intent", p.count(), p.calls, d.Reconcile.Intent)
+	}
+}
+
+// forgetful is a toy kind whose plan ignores the pending intent: it plans
+// its call without resolving it.
+type forgetful struct{ *toys }
+
+func (s forgetful) Load(r *chain.Reader, snap chain.Doc) (chain.Run, error) {
+	run, err := s.toys.Load(r, snap)
+	return forgetfulRun{run.(*toyRun)}, err
+}
+
+type forgetfulRun struct{ *toyRun }
+
+func (u forgetfulRun) Plan(ctx context.Context) (chain.Plan, error) {
+	pl, err := u.toyRun.Plan(ctx)
+	pl.Resolved = false
+	return pl, err
+}
+
+// The loop refuses the call of a kind that plans one while an intent is
+// pending and unresolved: the intent stays, the run fails for a retry,
+// and the provider is not called.
+func TestPendingIntentRefusesCall(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	p := &toyProvider{}
+	sub := forgetful{&toys{fs: e.fs, p: p}}
+	runner, err := chain.NewRunner(e.st, e.rec, e.rec, e.cfg, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := chain.Kick{Kind: "toys", TenantID: "acme", ID: "t2", Token: "tok"}
+	pending := &chain.Intent{Action: "scale", Detail: "3", At: e.clk.Now()}
+	if _, err := sub.Ref(k).Set(ctx, toy{Active: true, Want: 5, Reconcile: chain.State{Token: "tok", Intent: pending}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Run(ctx, k, "task-1"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := sub.Ref(k).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d toy
+	if err := snap.DataTo(&d); err != nil {
+		t.Fatal(err)
+	}
+	if p.calls != 0 || d.Reconcile.Intent == nil || d.Reconcile.Intent.Detail != "3" || d.Reconcile.Failures != 1 || d.Reconcile.LeaseOwner != "" {
+		t.Errorf("after a call planned over a pending intent: %d calls, intent %+v, failures %d, lease %q; want no call, scale 3 kept, 1 failure, no lease",
+			p.calls, d.Reconcile.Intent, d.Reconcile.Failures, d.Reconcile.LeaseOwner)
 	}
 }
