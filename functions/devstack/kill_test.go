@@ -79,17 +79,29 @@ func TestKillAndRestart(t *testing.T) {
 
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data.json")
-	api, ps, fs := freeAddr(t), freeAddr(t), freeAddr(t)
-	p := &process{t: t, dir: dir, url: "http://" + api, args: []string{
-		"-addr", api, "-pubsub-addr", ps, "-firestore-addr", fs, "-data", data,
-		"-seed", "../../emulators/seed/devstack.json",
-		// Operations outlast a save interval, so that the data file often
-		// holds some running.
-		"-gke-operation-time", "1s", "-converging-interval", "300ms", "-steady-interval", "1s",
-		"-lease-ttl", "1s", "-watchdog-interval", "500ms",
-	}}
-	t.Cleanup(p.cleanup)
-	p.start()
+	// Every process of the run listens on the same addresses, chosen
+	// free here. Between the choice and the first process's bind, another
+	// socket of the machine may take one (a client's ephemeral port, with
+	// CI's other tests running): the first start then chooses again.
+	var p *process
+	var ps string // the Pub/Sub emulator's, which the test's consumer reads
+	for attempt := 1; ; attempt++ {
+		var api, fs string
+		api, ps, fs = freeAddr(t), freeAddr(t), freeAddr(t)
+		p = &process{t: t, dir: dir, url: "http://" + api, args: []string{
+			"-addr", api, "-pubsub-addr", ps, "-firestore-addr", fs, "-data", data,
+			"-seed", "../../emulators/seed/devstack.json",
+			// Operations outlast a save interval, so that the data file often
+			// holds some running.
+			"-gke-operation-time", "1s", "-converging-interval", "300ms", "-steady-interval", "1s",
+			"-lease-ttl", "1s", "-watchdog-interval", "500ms",
+		}}
+		t.Cleanup(p.cleanup)
+		if p.startOn() || attempt == 3 {
+			break
+		}
+		t.Logf("an address chosen for devstack %d was taken before it listened; choosing others", p.n)
+	}
 
 	k := &killTest{t: t, p: p, clusters: map[string]*clusterM{}}
 	k.api = &client{url: p.url, token: p.token("alice"), hc: &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}}
@@ -205,6 +217,21 @@ type process struct {
 }
 
 func (p *process) start() {
+	p.t.Helper()
+	p.begin(false)
+}
+
+// startOn is start for a first process, whose addresses were chosen free
+// but may have been taken since: it reports false, having started none,
+// when the process could not listen on one of them.
+func (p *process) startOn() bool {
+	p.t.Helper()
+	return p.begin(true)
+}
+
+// begin starts the process and waits until it is ready; with bindRetry a
+// process that exits because an address is in use makes it return false.
+func (p *process) begin(bindRetry bool) bool {
 	t := p.t
 	t.Helper()
 	p.n++
@@ -224,16 +251,22 @@ func (p *process) start() {
 	go func() { exited <- cmd.Wait(); f.Close() }()
 	p.cmd, p.exited = cmd, exited
 	p.gke = ""
+	taken := false
 	wait.Within(t, killWait, fmt.Sprintf("devstack %d ready", p.n), func() (bool, string) {
 		select {
 		case err := <-exited:
 			p.exited <- err
+			if tail := p.tail(); bindRetry && strings.Contains(tail, "address already in use") {
+				taken = true
+				return true, ""
+			}
 			t.Fatalf("devstack %d exited while starting: %v\n%s", p.n, err, p.tail())
 		default:
 		}
 		p.gke = p.readyLine()
 		return p.gke != "", "its log ends:\n" + p.tail()
 	})
+	return !taken
 }
 
 // readyLine returns the GKE address the current process logged once
