@@ -27,8 +27,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/join"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -48,7 +48,7 @@ type Store interface {
 	DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (store.ClusterResult, error)
 	CreateNodePool(ctx context.Context, c auth.Principal, req store.CreateNodePoolRequest) (store.NodePoolResult, error)
 	ListNodePools(ctx context.Context, c auth.Principal, clusterID string) ([]resource.NodePool, error)
-	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (store.NodePoolResult, error)
+	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize model.Resize) (store.NodePoolResult, error)
 	DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (store.NodePoolResult, error)
 	GetSubstrate(ctx context.Context, c auth.Principal, id string) (resource.Substrate, error)
 	ListSubstrates(ctx context.Context, c auth.Principal, poolID string) ([]resource.Substrate, error)

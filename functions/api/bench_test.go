@@ -28,6 +28,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/join"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -317,14 +318,14 @@ func BenchmarkCreateOverhead(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			var c lifecycle.Cluster
+			var c model.Cluster
 			if err := snaps[1].DataTo(&c); err != nil {
 				return err
 			}
 			id := resource.NewNodePoolID()
 			now := time.Now()
-			p := lifecycle.NodePool{ID: id, TenantID: "acme", ClusterID: e.cluster, CreatedAt: now, Active: true,
-				Spec: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: 1, UpdatedAt: now}}
+			p := model.NodePool{ID: id, TenantID: "acme", ClusterID: e.cluster, CreatedAt: now, Active: true,
+				Spec: model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: 1, UpdatedAt: now}}
 			c.Spec.Version++
 			c.Spec.PoolsCreated++
 			ev := event.ForNodePool(event.NodePoolCreated, p.View(), now)

@@ -44,7 +44,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/join"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -720,7 +720,7 @@ func clusterDoc(t testing.TB, tenantID, clusterID string) storedCluster {
 		t.Fatalf("get cluster %s: %v", clusterID, err)
 	}
 	var c struct {
-		lifecycle.Cluster
+		model.Cluster
 		Reconcile chain.State `firestore:"reconcile"`
 	}
 	if err := snap.DataTo(&c); err != nil {
@@ -728,7 +728,7 @@ func clusterDoc(t testing.TB, tenantID, clusterID string) storedCluster {
 	}
 	return storedCluster{
 		Cluster:         c.View(),
-		ActivePoolCount: lifecycle.ActiveNodePools(&c.Cluster),
+		ActivePoolCount: model.ActiveNodePools(&c.Cluster),
 		Changed:         c.Spec.Generation > c.Status.ObservedGeneration,
 		Reconcile:       c.Reconcile,
 	}

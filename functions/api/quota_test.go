@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -16,7 +16,7 @@ import (
 // setQuota sets the tenant's quota of clusters, as the seed command does.
 func setQuota(t *testing.T, tenantID string, clusters int) {
 	t.Helper()
-	err := h.store.LoadSeed(context.Background(), &store.Seed{Tenants: []store.Tenant{{ID: tenantID, Quota: lifecycle.Quota{Clusters: &clusters}}}})
+	err := h.store.LoadSeed(context.Background(), &store.Seed{Tenants: []store.Tenant{{ID: tenantID, Quota: model.Quota{Clusters: &clusters}}}})
 	if err != nil {
 		t.Fatalf("LoadSeed(quota) = %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/input"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -69,7 +69,7 @@ func (a *api) planSubstrate() httpapi.Method[*input.PlanSubstrate] {
 		Decode: input.DecodePlanSubstrate,
 		Call: func(ctx context.Context, principal string, in *input.PlanSubstrate) (any, error) {
 			p := &in.Pool
-			ev := lifecycle.PoolEvent{TenantID: p.TenantID, PoolID: p.ID, Version: p.Version, Want: p.Want()}
+			ev := model.PoolEvent{TenantID: p.TenantID, PoolID: p.ID, Version: p.Version, Want: p.Want()}
 			return a.Previewer.Plan(ctx, auth.User(in.TenantID, principal), ev)
 		},
 	}

@@ -25,7 +25,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -410,9 +410,9 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	putCluster := func(i int, created time.Time) {
 		t.Helper()
 		id := fmt.Sprintf("kcl-%04d", i)
-		cl := lifecycle.Cluster{ID: id, TenantID: "acme", CreatedAt: created, Active: true,
-			Spec:   lifecycle.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Mode: resource.ModeAutopilot, Region: "us-central1"},
-			Status: lifecycle.ClusterStatus{State: resource.StateReady}}
+		cl := model.Cluster{ID: id, TenantID: "acme", CreatedAt: created, Active: true,
+			Spec:   model.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Mode: resource.ModeAutopilot, Region: "us-central1"},
+			Status: model.ClusterStatus{State: resource.StateReady}}
 		if _, err := acme.Collection("clusters").Doc(id).Set(bg, cl); err != nil {
 			t.Fatal(err)
 		}
@@ -420,8 +420,8 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	putSubstrate := func(i int, created time.Time) {
 		t.Helper()
 		id := fmt.Sprintf("ksb-%04d", i)
-		s := lifecycle.Substrate{ID: id, TenantID: "acme", PoolID: "pool-" + id, CreatedAt: created, Active: true,
-			Status: lifecycle.SubstrateStatus{State: resource.StateReady}}
+		s := model.Substrate{ID: id, TenantID: "acme", PoolID: "pool-" + id, CreatedAt: created, Active: true,
+			Status: model.SubstrateStatus{State: resource.StateReady}}
 		if _, err := acme.Collection("substrates").Doc(id).Set(bg, s); err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -119,10 +119,10 @@ func TestConsoleRunningBarGrowsInBrowser(t *testing.T) {
 	ctx := browser(t)
 	fsc := fsemu.ForTest(t, "bc-dev")
 	now := time.Now()
-	cl := lifecycle.Cluster{ID: "kcl-grow", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
-		Spec: lifecycle.ClusterSpec{Name: "bc-grow", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev",
+	cl := model.Cluster{ID: "kcl-grow", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
+		Spec: model.ClusterSpec{Name: "bc-grow", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev",
 			ProviderName: "bc-grow", Generation: 2},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
+		Status: model.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
 	if _, err := store.TenantDoc(fsc, "acme").Collection("clusters").Doc(cl.ID).Set(context.Background(), cl); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -47,7 +47,7 @@ func newRunner(e *env, gke clusters.GKE, sched chain.Scheduler, cfg chain.Config
 
 // storedCluster is a cluster's document: the object and its chain.
 type storedCluster struct {
-	lifecycle.Cluster
+	model.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
 }
 
@@ -65,13 +65,13 @@ func (e *env) clusterDoc(t testing.TB, id string) storedCluster {
 	return c
 }
 
-func (e *env) poolDoc(t testing.TB, clusterID, poolID string) lifecycle.NodePool {
+func (e *env) poolDoc(t testing.TB, clusterID, poolID string) model.NodePool {
 	t.Helper()
 	snap, err := e.Store.NodePoolRef("acme", clusterID, poolID).Get(context.Background())
 	if err != nil {
 		t.Fatalf("read node pool %s: %v", poolID, err)
 	}
-	var p lifecycle.NodePool
+	var p model.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		t.Fatalf("decode node pool %s: %v", poolID, err)
 	}

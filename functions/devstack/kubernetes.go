@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/kubernetes/emulators/kubesim"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/httpapi"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // kubeSide is what Config.Kubernetes adds to the stack: the API server's
@@ -117,7 +117,7 @@ func (s *Stack) kubeconfig(w http.ResponseWriter, r *http.Request) {
 
 // storedCluster is a cluster as the store holds it, which names it at
 // the provider.
-type storedCluster struct{ lifecycle.Cluster }
+type storedCluster struct{ model.Cluster }
 
 // name is the cluster's name at the GKE simulator.
 func (c storedCluster) name() string {

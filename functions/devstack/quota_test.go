@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -25,7 +25,7 @@ func withTenant(seed *store.Seed, tenant, admin string, clusters *int) {
 		seed.Pools = append(seed.Pools, pool)
 	}
 	seed.RoleBindings = append(seed.RoleBindings, auth.Binding{TenantID: tenant, Principal: admin, Role: auth.RoleAdmin})
-	seed.Tenants = append(seed.Tenants, store.Tenant{ID: tenant, Quota: lifecycle.Quota{Clusters: clusters}})
+	seed.Tenants = append(seed.Tenants, store.Tenant{ID: tenant, Quota: model.Quota{Clusters: clusters}})
 }
 
 // tenantClient calls the API as the tenant's admin, on its own connections.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -46,15 +46,15 @@ func BenchmarkStreamsBesideList(b *testing.B) {
 	for i := range n {
 		id := fmt.Sprintf("kcl_bulk%05d", i)
 		ref := store.TenantDoc(e.FirestoreClient, "bulk").Collection("clusters").Doc(store.DocID(id))
-		c := lifecycle.Cluster{ID: id, TenantID: "bulk", CreatedAt: now, Active: true,
-			Spec:   lifecycle.ClusterSpec{Name: fmt.Sprintf("bulk-%d", i), Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-" + id},
-			Status: lifecycle.ClusterStatus{State: resource.StateReady, KubernetesVersion: "1.33.1-gke.100"}}
+		c := model.Cluster{ID: id, TenantID: "bulk", CreatedAt: now, Active: true,
+			Spec:   model.ClusterSpec{Name: fmt.Sprintf("bulk-%d", i), Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-" + id},
+			Status: model.ClusterStatus{State: resource.StateReady, KubernetesVersion: "1.33.1-gke.100"}}
 		if _, err := bw.Create(ref, c); err != nil {
 			b.Fatal(err)
 		}
-		p := lifecycle.NodePool{ID: "knp_" + id[4:], TenantID: "bulk", ClusterID: id, CreatedAt: now, Active: true,
-			Spec:   lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", NodeCount: 1},
-			Status: lifecycle.NodePoolStatus{State: resource.StateReady}}
+		p := model.NodePool{ID: "knp_" + id[4:], TenantID: "bulk", ClusterID: id, CreatedAt: now, Active: true,
+			Spec:   model.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", NodeCount: 1},
+			Status: model.NodePoolStatus{State: resource.StateReady}}
 		if _, err := bw.Create(ref.Collection("nodePools").Doc(store.DocID(p.ID)), p); err != nil {
 			b.Fatal(err)
 		}

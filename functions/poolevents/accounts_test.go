@@ -13,7 +13,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -75,8 +75,8 @@ func poolRecord(t *testing.T, fs *firestore.Client, id string) *store.Pool {
 
 func createOn(st *store.Store, p auth.Principal, pool, name string) error {
 	_, err := st.CreateCluster(context.Background(), p, store.CreateClusterRequest{PoolID: pool, RequestHash: name, IdempotencyKey: name,
-		Spec:      lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools: []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}})
+		Spec:      model.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools: []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}})
 	return err
 }
 
@@ -197,7 +197,7 @@ func TestConsumeArchivedPoolTakesNoCluster(t *testing.T) {
 	}
 	for _, cl := range list {
 		if _, err := st.CreateNodePool(ctx, alice, store.CreateNodePoolRequest{ClusterID: cl.ID, RequestHash: "b",
-			Spec: lifecycle.NodePoolSpec{Name: "b", MachineType: "e2-standard-4", NodeCount: 1}}); err != nil {
+			Spec: model.NodePoolSpec{Name: "b", MachineType: "e2-standard-4", NodeCount: 1}}); err != nil {
 			t.Errorf("a node pool in %s on the archived pool = %v", cl.Name, err)
 		}
 		if _, err := st.DeleteCluster(ctx, alice, cl.ID); err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/input"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -19,7 +19,7 @@ import (
 // a pool event, which read what lifecycle's rules decide on and write
 // what they decide.
 type Store interface {
-	ApplyPoolEvent(ctx context.Context, ev lifecycle.PoolEvent) (store.PoolEventResult, error)
+	ApplyPoolEvent(ctx context.Context, ev model.PoolEvent) (store.PoolEventResult, error)
 	RefusePoolEvent(ctx context.Context, tenantID, poolID string, version int64, problem string) (*chain.Kick, error)
 }
 
@@ -73,7 +73,7 @@ func (c *Consumer) Handle(ctx context.Context, typ string, data []byte) error {
 		c.kickAll(ctx, kick)
 		return nil
 	}
-	ev := lifecycle.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: updated == nil}
+	ev := model.PoolEvent{TenantID: head.TenantID, PoolID: head.ID, Version: head.Version, Archived: updated == nil}
 	if updated != nil {
 		ev.Want = updated.Want()
 	}

@@ -13,7 +13,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -69,18 +69,18 @@ func pool(version int, account, region string, nodeCount int) []byte {
 }
 
 // substratesOf returns the pool's substrates by creation.
-func substratesOf(t *testing.T, fs *firestore.Client) []lifecycle.Substrate {
+func substratesOf(t *testing.T, fs *firestore.Client) []model.Substrate {
 	t.Helper()
 	return substratesOfTenant(t, fs, "acme")
 }
 
-func substratesOfTenant(t *testing.T, fs *firestore.Client, tenantID string) []lifecycle.Substrate {
+func substratesOfTenant(t *testing.T, fs *firestore.Client, tenantID string) []model.Substrate {
 	t.Helper()
 	snaps, err := fs.Collection("tenants").Doc(tenantID).Collection(substrates.Kind).OrderBy("createdAt", firestore.Asc).Documents(context.Background()).GetAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]lifecycle.Substrate, len(snaps))
+	out := make([]model.Substrate, len(snaps))
 	for i, s := range snaps {
 		if err := s.DataTo(&out[i]); err != nil {
 			t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // Compute is the part of the Compute Engine API the reconciler reads; the
@@ -365,7 +366,7 @@ func (n *PoolNodes) running() *int {
 }
 
 // setNodes records the observed nodes of pool np (lifecycle.NodePoolNodes).
-func (p *planner) setNodes(np *lifecycle.NodePool) {
+func (p *planner) setNodes(np *model.NodePool) {
 	var n *PoolNodes
 	if p.obs != nil {
 		n = p.obs.Pools[np.Spec.Name].Nodes

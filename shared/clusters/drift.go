@@ -8,7 +8,7 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -28,9 +28,9 @@ import (
 
 // observedShape is what GetCluster reports of a pool's fields that no
 // call changes in place, in the spec's form.
-func observedShape(np *containerpb.NodePool) *lifecycle.NodePoolSpec {
+func observedShape(np *containerpb.NodePool) *model.NodePoolSpec {
 	cfg := np.GetConfig()
-	s := &lifecycle.NodePoolSpec{
+	s := &model.NodePoolSpec{
 		Name:        np.GetName(),
 		MachineType: cfg.GetMachineType(),
 		DiskGiB:     int(cfg.GetDiskSizeGb()),
@@ -82,7 +82,7 @@ func providerManaged(key string) bool {
 // e2-standard-4"); "" when none does. What the spec leaves to the
 // provider's defaults (a disk's size or type; zones, which are the
 // cluster's when the cluster names them) is not compared.
-func shapeDrift(spec *lifecycle.NodePoolSpec, got *lifecycle.NodePoolSpec, clusterZones []string) string {
+func shapeDrift(spec *model.NodePoolSpec, got *model.NodePoolSpec, clusterZones []string) string {
 	if got == nil {
 		return ""
 	}

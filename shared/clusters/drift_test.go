@@ -14,7 +14,7 @@ import (
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -61,7 +61,7 @@ func (e *env) pool(t *testing.T, name string) resource.NodePool {
 // next runs are its kick's.
 func (e *env) resize(t *testing.T, name string, nodeCount int) {
 	t.Helper()
-	res, err := e.st.UpdateNodePool(context.Background(), e.caller, e.id, e.pool(t, name).ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+	res, err := e.st.UpdateNodePool(context.Background(), e.caller, e.id, e.pool(t, name).ID, func(p model.NodePoolSpec) (model.NodePoolSpec, error) {
 		p.NodeCount = nodeCount
 		return p, nil
 	})
@@ -165,7 +165,7 @@ func TestLostAnswerKeepsTheIntent(t *testing.T) {
 		{
 			rpc: "SetNodePoolAutoscaling", kind: clusters.SetAutoscaling, opType: containerpb.Operation_UPDATE_CLUSTER, pool: "a",
 			change: func(t *testing.T, e *env) {
-				res, err := e.st.UpdateNodePool(context.Background(), e.caller, e.id, e.pool(t, "a").ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+				res, err := e.st.UpdateNodePool(context.Background(), e.caller, e.id, e.pool(t, "a").ID, func(p model.NodePoolSpec) (model.NodePoolSpec, error) {
 					p.Autoscaling = &resource.Autoscaling{MinNodes: 1, MaxNodes: 3}
 					return p, nil
 				})
@@ -185,7 +185,7 @@ func TestLostAnswerKeepsTheIntent(t *testing.T) {
 			rpc: "CreateNodePool", kind: clusters.CreateNodePool, opType: containerpb.Operation_CREATE_NODE_POOL, pool: "b",
 			change: func(t *testing.T, e *env) {
 				res, err := e.st.CreateNodePool(context.Background(), e.caller, store.CreateNodePoolRequest{
-					ClusterID: e.id, Spec: lifecycle.NodePoolSpec{Name: "b", MachineType: "e2-standard-4", NodeCount: 1}, RequestHash: "b",
+					ClusterID: e.id, Spec: model.NodePoolSpec{Name: "b", MachineType: "e2-standard-4", NodeCount: 1}, RequestHash: "b",
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -257,13 +257,13 @@ func TestLostAnswerKeepsTheIntent(t *testing.T) {
 }
 
 // storedIntent is the intent the pool named name's document holds.
-func (e *env) storedIntent(t *testing.T, name string) *lifecycle.Intent {
+func (e *env) storedIntent(t *testing.T, name string) *model.Intent {
 	t.Helper()
 	snap, err := e.st.NodePoolRef("acme", e.id, e.pool(t, name).ID).Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored lifecycle.NodePool
+	var stored model.NodePool
 	if err := snap.DataTo(&stored); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -332,17 +332,17 @@ func TestShareWaitSaidAfterAMinute(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name     string
-		retrying *lifecycle.Retry
+		retrying *model.Retry
 		wantMsg  string
 	}{
 		{"first put off", nil, ""},
-		{"put off for 30 s", &lifecycle.Retry{Since: now.Add(-30 * time.Second), Reason: ShareWait}, ""},
-		{"put off for 61 s", &lifecycle.Retry{Since: now.Add(-61 * time.Second), Reason: ShareWait}, ShareWait},
-		{"after another failure", &lifecycle.Retry{Since: now.Add(-5 * time.Minute), Reason: "GKE is unavailable"}, ""},
+		{"put off for 30 s", &model.Retry{Since: now.Add(-30 * time.Second), Reason: ShareWait}, ""},
+		{"put off for 61 s", &model.Retry{Since: now.Add(-61 * time.Second), Reason: ShareWait}, ShareWait},
+		{"after another failure", &model.Retry{Since: now.Add(-5 * time.Minute), Reason: "GKE is unavailable"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl := clusterDoc(resource.StateProvisioning, func(cl *lifecycle.Cluster) { cl.Status.Retrying = c.retrying })
-			u := &run{r: r, read: store.ClusterRun{Cluster: cl, Pools: []lifecycle.NodePool{pending}}}
+			cl := clusterDoc(resource.StateProvisioning, func(cl *model.Cluster) { cl.Status.Retrying = c.retrying })
+			u := &run{r: r, read: store.ClusterRun{Cluster: cl, Pools: []model.NodePool{pending}}}
 			pl, err := u.Plan(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -364,8 +364,8 @@ func TestShareWaitSaidAfterAMinute(t *testing.T) {
 		})
 	}
 	// A failure after a long wait for the share starts its own record.
-	waited := clusterDoc(resource.StateProvisioning, func(cl *lifecycle.Cluster) {
-		cl.Status.Retrying = &lifecycle.Retry{Since: now.Add(-5 * time.Minute), Reason: ShareWait}
+	waited := clusterDoc(resource.StateProvisioning, func(cl *model.Cluster) {
+		cl.Status.Retrying = &model.Retry{Since: now.Add(-5 * time.Minute), Reason: ShareWait}
 	})
 	f := &run{r: r, read: store.ClusterRun{Cluster: waited}}
 	f.failed(ctx, errors.New("GKE is unavailable"))

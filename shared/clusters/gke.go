@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -19,7 +19,7 @@ type names struct {
 	cluster string // parent/clusters/C
 }
 
-func namesOf(c *lifecycle.Cluster) names {
+func namesOf(c *model.Cluster) names {
 	parent := fmt.Sprintf("projects/%s/locations/%s", c.Spec.Project, c.Spec.Region)
 	return names{parent: parent, cluster: parent + "/clusters/" + c.Spec.ProviderName}
 }
@@ -131,7 +131,7 @@ var opTypes = map[string][]containerpb.Operation_Type{
 }
 
 // nodePool is the provider's form of a pool.
-func nodePool(np *lifecycle.NodePool) *containerpb.NodePool {
+func nodePool(np *model.NodePool) *containerpb.NodePool {
 	p := &np.Spec
 	cfg := &containerpb.NodeConfig{
 		MachineType: p.MachineType,
@@ -203,7 +203,7 @@ func releaseChannel(ch string) containerpb.ReleaseChannel_Channel {
 }
 
 // cluster is the provider's form of a cluster to create, with its pools.
-func cluster(c *lifecycle.Cluster, pools []lifecycle.NodePool) *containerpb.Cluster {
+func cluster(c *model.Cluster, pools []model.NodePool) *containerpb.Cluster {
 	// The cluster's own labels follow Kubernetes' rules, which GKE's
 	// resource labels are stricter than (no dots, slashes or capitals): they
 	// stay on our resource. The provider's label values allow no underscore.

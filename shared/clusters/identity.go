@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // Impersonation is how the reconciler acts in a tenant's own project: a
@@ -54,7 +54,7 @@ func (r *Reconciler) identity() impersonate.Identity {
 // fresh for at least the tokens' margin, more than a run lasts. An
 // *impersonate.AccessError is the tenant's to fix; any other error passes
 // by itself.
-func (r *Reconciler) provider(ctx context.Context, c *lifecycle.Cluster) (GKE, error) {
+func (r *Reconciler) provider(ctx context.Context, c *model.Cluster) (GKE, error) {
 	if c.Spec.Impersonate == "" {
 		return r.gke, nil
 	}
@@ -70,7 +70,7 @@ func (r *Reconciler) provider(ctx context.Context, c *lifecycle.Cluster) (GKE, e
 // its roles there. A platform account's refusal is about the platform's
 // own grants, handled as before (a read retried unseen, for the operator's
 // alert); nil when err is not such a refusal.
-func refusedInProject(c *lifecycle.Cluster, err error) *impersonate.AccessError {
+func refusedInProject(c *model.Cluster, err error) *impersonate.AccessError {
 	if c.Spec.Impersonate == "" || status.Code(err) != codes.PermissionDenied {
 		return nil
 	}
@@ -93,7 +93,7 @@ func providerMessage(err error) string {
 // account's nodes' account; else, in a tenant's project, GKE's default
 // there (the platform's nodes' account lives in another project, which a
 // tenant's project cannot use); else the reconciler's.
-func (r *Reconciler) nodeServiceAccount(c *lifecycle.Cluster) string {
+func (r *Reconciler) nodeServiceAccount(c *model.Cluster) string {
 	switch {
 	case c.Spec.NodeServiceAccount != "":
 		return c.Spec.NodeServiceAccount

@@ -21,7 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -135,8 +135,8 @@ func (e *iamEnv) create(t *testing.T, pool, name string) resource.Cluster {
 	t.Helper()
 	res, err := e.st.CreateCluster(context.Background(), e.caller, store.CreateClusterRequest{
 		PoolID:      pool,
-		Spec:        lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:        model.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		RequestHash: "h-" + name,
 	})
 	if err != nil {

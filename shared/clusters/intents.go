@@ -8,8 +8,8 @@ import (
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // resolveIntents finds the operation of a call recorded as intended but
@@ -20,7 +20,7 @@ import (
 // else is called, and reports whether there was any.
 func (r *Reconciler) resolveIntents(ctx context.Context, g GKE, n names, in *Input) (bool, error) {
 	type pending struct {
-		provider *lifecycle.Intent
+		provider *model.Intent
 		target   string
 		set      func(op string)
 	}

@@ -11,7 +11,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -119,7 +119,7 @@ func TestPlanNodeCounts(t *testing.T) {
 	one := 1
 	tests := []struct {
 		name       string
-		pool       lifecycle.NodePool
+		pool       model.NodePool
 		obs        ObservedPool
 		wantCount  *int
 		wantState  resource.State
@@ -133,12 +133,12 @@ func TestPlanNodeCounts(t *testing.T) {
 		},
 		{
 			name: "count that cannot be read is absent, nothing else changes",
-			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Status.CurrentNodeCount = &one }),
+			pool: poolDoc("a", resource.StateReady, 2, func(p *model.NodePool) { p.Status.CurrentNodeCount = &one }),
 			obs:  running(), wantCount: nil, wantState: resource.StateReady,
 		},
 		{
 			name: "autoscaled pool follows the autoscaler, no resize",
-			pool: poolDoc("a", resource.StateReady, 1, func(p *lifecycle.NodePool) {
+			pool: poolDoc("a", resource.StateReady, 1, func(p *model.NodePool) {
 				p.Spec.Autoscaling = autoscale(1, 4)
 				p.Status.Provider.NodeCount = -1
 			}),
@@ -147,7 +147,7 @@ func TestPlanNodeCounts(t *testing.T) {
 		},
 		{
 			name: "stockout starts",
-			pool: poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
+			pool: poolDoc("a", resource.StateReady, 2, func(p *model.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
 			obs: withNodes(ObservedPool{Status: StatusRunningWithError, Message: stockoutZoneB},
 				nodes(3, 4, "us-central1-b")),
 			wantCount: new(3), wantState: resource.StateError,
@@ -156,7 +156,7 @@ func TestPlanNodeCounts(t *testing.T) {
 		},
 		{
 			name: "stockout goes on: no event",
-			pool: poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) {
+			pool: poolDoc("a", resource.StateError, 2, func(p *model.NodePool) {
 				p.Spec.MachineType = "g2-standard-8"
 				p.Status.Message = "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes"
 			}),
@@ -167,7 +167,7 @@ func TestPlanNodeCounts(t *testing.T) {
 		},
 		{
 			name:      "stockout over",
-			pool:      poolDoc("a", resource.StateError, 2, func(p *lifecycle.NodePool) { p.Status.Message = "old" }),
+			pool:      poolDoc("a", resource.StateError, 2, func(p *model.NodePool) { p.Status.Message = "old" }),
 			obs:       withNodes(running(), nodes(4, 4)),
 			wantCount: new(4), wantState: resource.StateReady, wantEvents: []string{"nodepool.ready a"},
 		},
@@ -178,7 +178,7 @@ func TestPlanNodeCounts(t *testing.T) {
 			if tt.pool.Status.State == resource.StateError {
 				c.Status.State = resource.StateError
 			}
-			d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{tt.pool},
+			d := Plan(Input{Cluster: c, Pools: []model.NodePool{tt.pool},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": tt.obs}), RetryEvery: 5 * time.Minute}, t0)
 			p := &d.Pools[0]
 			if !reflect.DeepEqual(p.Status.CurrentNodeCount, tt.wantCount) {
@@ -187,7 +187,7 @@ func TestPlanNodeCounts(t *testing.T) {
 			if v := p.View(); !reflect.DeepEqual(v.CurrentNodeCount, tt.wantCount) {
 				t.Errorf("View().CurrentNodeCount = %v, want %v", deref(v.CurrentNodeCount), deref(tt.wantCount))
 			}
-			st, msg := lifecycle.NodePoolState(p)
+			st, msg := model.NodePoolState(p)
 			if st != tt.wantState || msg != tt.wantMsg {
 				t.Errorf("pool = %s %q, want %s %q", st, msg, tt.wantState, tt.wantMsg)
 			}
@@ -205,10 +205,10 @@ func TestPlanNodeCounts(t *testing.T) {
 // A resize the provider could not fully make (a stockout) is not made
 // again: the provider keeps the size and goes on creating the nodes.
 func TestPlanResizeStockout(t *testing.T) {
-	p := poolDoc("a", resource.StateUpdating, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+	p := poolDoc("a", resource.StateUpdating, 1, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
 	d := Plan(Input{
 		Cluster:  clusterDoc(resource.StateReady),
-		Pools:    []lifecycle.NodePool{p},
+		Pools:    []model.NodePool{p},
 		Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: stockoutZoneB, Nodes: &PoolNodes{Running: 2, Target: 3, Short: []string{"us-central1-b"}}}}),
 		Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: stockoutZoneB}},
 	}, t0)
@@ -218,7 +218,7 @@ func TestPlanResizeStockout(t *testing.T) {
 	if got := d.Pools[0].Status.Provider.NodeCount; got != 3 {
 		t.Errorf("provider NodeCount = %d, want 3", got)
 	}
-	if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 2 of 3 nodes" {
+	if st, msg := model.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != "us-central1-b: no e2-standard-4 available (GCE_STOCKOUT); 2 of 3 nodes" {
 		t.Errorf("pool = %s %q", st, msg)
 	}
 	if got := eventNames(d); !slices.Contains(got, "nodepool.error a") {
@@ -294,17 +294,17 @@ func TestStockoutInEveryForm(t *testing.T) {
 				if kind == CreateNodePool {
 					st = resource.StateProvisioning
 				}
-				p := poolDoc("a", st, 1, func(p *lifecycle.NodePool) {
+				p := poolDoc("a", st, 1, func(p *model.NodePool) {
 					p.Spec.MachineType = "g2-standard-8"
 					p.Spec.NodeCount = 2
 					p.Status.Provider.Created = kind != CreateNodePool
 				}, withPoolOp(kind, 2))
-				d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []lifecycle.NodePool{p}, Observed: obs, Op: o, RetryEvery: 5 * time.Minute}, t0)
+				d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []model.NodePool{p}, Observed: obs, Op: o, RetryEvery: 5 * time.Minute}, t0)
 				if d.Action != nil {
 					t.Errorf("%s: action = %+v, want none: GKE keeps creating the nodes", kind, *d.Action)
 				}
 				const want = "us-central1-b: no g2-standard-8 available (GCE_STOCKOUT); 3 of 4 nodes; retried every 5 minutes"
-				if st, msg := lifecycle.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != want {
+				if st, msg := model.NodePoolState(&d.Pools[0]); st != resource.StateError || msg != want {
 					t.Errorf("%s: pool = %s %q, want error %q", kind, st, msg, want)
 				}
 			}
@@ -347,8 +347,8 @@ func TestPoolBoundedByTotalsIsConverged(t *testing.T) {
 	pb := &containerpb.NodePool{Name: "a", Status: containerpb.NodePool_RUNNING, InitialNodeCount: 2,
 		Autoscaling: &containerpb.NodePoolAutoscaling{Enabled: true, TotalMinNodeCount: 1, TotalMaxNodeCount: 4, LocationPolicy: containerpb.NodePoolAutoscaling_ANY}}
 	op := observe(&containerpb.Cluster{NodePools: []*containerpb.NodePool{pb}}).Pools["a"]
-	p := poolDoc("a", resource.StateReady, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })
-	d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": op})}, t0)
+	p := poolDoc("a", resource.StateReady, 2, func(p *model.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })
+	d := Plan(Input{Cluster: clusterDoc(resource.StateReady), Pools: []model.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": op})}, t0)
 	if d.Action == nil || d.Action.Kind != SetAutoscaling {
 		t.Fatalf("plan = %+v, want SetAutoscaling to the spec's per-zone bounds", d.Action)
 	}

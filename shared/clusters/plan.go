@@ -34,6 +34,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -56,7 +57,7 @@ type ObservedPool struct {
 	// Shape is what the provider reports of the fields no call changes
 	// in place (machine type, disks, spot, accelerators, zones, labels,
 	// taints), in the spec's form; nil: not compared.
-	Shape *lifecycle.NodePoolSpec
+	Shape *model.NodePoolSpec
 	// Nodes are the nodes of its instance groups, and the size per zone
 	// asked of them (Sizes); nil when they could not be read.
 	Nodes *PoolNodes
@@ -131,10 +132,10 @@ type Action struct {
 
 // Input is what a run knows when it plans.
 type Input struct {
-	Cluster  lifecycle.Cluster
-	Pools    []lifecycle.NodePool // the pools that are not deleted, by creation
-	Observed *ObservedCluster     // nil when the provider has no such cluster
-	Op       *OpOutcome           // outcome of the recorded operation, if any
+	Cluster  model.Cluster
+	Pools    []model.NodePool // the pools that are not deleted, by creation
+	Observed *ObservedCluster // nil when the provider has no such cluster
+	Op       *OpOutcome       // outcome of the recorded operation, if any
 	// Access, when not empty, says that the run cannot act in the
 	// cluster's project as its account, and what the project's owner must
 	// grant: nothing was observed, and the cluster shows it as its error.
@@ -150,8 +151,8 @@ type Input struct {
 // soon) or steady.
 type Decision struct {
 	Action     *Action
-	Cluster    lifecycle.Cluster
-	Pools      []lifecycle.NodePool
+	Cluster    model.Cluster
+	Pools      []model.NodePool
 	Events     []event.Event
 	Converging bool
 	// Deleted is true when the cluster is now deleted: no further run.
@@ -234,7 +235,7 @@ func (p *planner) held(i int) bool {
 }
 
 // inFlight reports whether an operation is recorded, or about to be.
-func inFlight(op string, intent *lifecycle.Intent) bool { return op != "" || intent != nil }
+func inFlight(op string, intent *model.Intent) bool { return op != "" || intent != nil }
 
 // act chooses a call if none is chosen yet and none is in flight.
 func (p *planner) act(kind string, pool int) bool {

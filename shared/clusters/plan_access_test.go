@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -13,7 +14,7 @@ const grant = "Better Compute cannot act in project p: grant roles/iam.serviceAc
 // what to grant as the cluster's error, once, and leaves everything else
 // for the run that can act again, at the steady pace.
 func TestPlanDenied(t *testing.T) {
-	announced := func(c *lifecycle.Cluster) { c.Status.Message, c.Status.Announced = grant, grant }
+	announced := func(c *model.Cluster) { c.Status.Message, c.Status.Announced = grant, grant }
 	tests := []struct {
 		name string
 		in   Input
@@ -21,31 +22,31 @@ func TestPlanDenied(t *testing.T) {
 	}{
 		{
 			name: "ready cluster",
-			in:   Input{Cluster: clusterDoc(ready), Pools: []lifecycle.NodePool{poolDoc("a", ready, 2)}, Access: grant},
+			in:   Input{Cluster: clusterDoc(ready), Pools: []model.NodePool{poolDoc("a", ready, 2)}, Access: grant},
 			want: want{cluster: failed, message: grant, pools: []resource.State{ready}, events: []string{"cluster.error"}},
 		},
 		{
 			name: "still denied: announced once",
-			in:   Input{Cluster: clusterDoc(failed, announced), Pools: []lifecycle.NodePool{poolDoc("a", ready, 2)}, Access: grant},
+			in:   Input{Cluster: clusterDoc(failed, announced), Pools: []model.NodePool{poolDoc("a", ready, 2)}, Access: grant},
 			want: want{cluster: failed, message: grant, pools: []resource.State{ready}},
 		},
 		{
 			name: "new cluster: nothing is created",
-			in:   Input{Cluster: clusterDoc(pending), Pools: []lifecycle.NodePool{poolDoc("a", pending, 2)}, Access: grant},
+			in:   Input{Cluster: clusterDoc(pending), Pools: []model.NodePool{poolDoc("a", pending, 2)}, Access: grant},
 			want: want{cluster: failed, message: grant, pools: []resource.State{pending}, events: []string{"cluster.error"}},
 		},
 		{
 			name: "a resize waits, its pool updating",
 			in: Input{
 				Cluster: clusterDoc(ready),
-				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount, p.Spec.Generation = 3, 2 })},
+				Pools:   []model.NodePool{poolDoc("a", ready, 2, func(p *model.NodePool) { p.Spec.NodeCount, p.Spec.Generation = 3, 2 })},
 				Access:  grant,
 			},
 			want: want{cluster: failed, message: grant, pools: []resource.State{updating}, events: []string{"cluster.error"}},
 		},
 		{
 			name: "deleting cluster waits unseen",
-			in:   Input{Cluster: clusterDoc(deleting), Pools: []lifecycle.NodePool{poolDoc("a", deleting, 2)}, Access: grant},
+			in:   Input{Cluster: clusterDoc(deleting), Pools: []model.NodePool{poolDoc("a", deleting, 2)}, Access: grant},
 			want: want{cluster: deleting, pools: []resource.State{deleting}},
 		},
 	}
@@ -56,12 +57,12 @@ func TestPlanDenied(t *testing.T) {
 		})
 	}
 	// A count that cannot be read is absent, as API.md §4 says.
-	counted := poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { two := 2; lifecycle.NodePoolNodes(p, &two) })
-	if d := Plan(Input{Cluster: clusterDoc(ready), Pools: []lifecycle.NodePool{counted}, Access: grant}, t0); d.Pools[0].Status.CurrentNodeCount != nil {
+	counted := poolDoc("a", ready, 2, func(p *model.NodePool) { two := 2; lifecycle.NodePoolNodes(p, &two) })
+	if d := Plan(Input{Cluster: clusterDoc(ready), Pools: []model.NodePool{counted}, Access: grant}, t0); d.Pools[0].Status.CurrentNodeCount != nil {
 		t.Errorf("currentNodeCount after a denied run = %d; want absent", *d.Pools[0].Status.CurrentNodeCount)
 	}
 	// What is in flight stays recorded for the run that can look at it.
-	in := Input{Cluster: clusterDoc(updating, withClusterOp(DeleteCluster)), Pools: []lifecycle.NodePool{poolDoc("a", ready, 2, withPoolOp(SetSize, 3))}, Access: grant}
+	in := Input{Cluster: clusterDoc(updating, withClusterOp(DeleteCluster)), Pools: []model.NodePool{poolDoc("a", ready, 2, withPoolOp(SetSize, 3))}, Access: grant}
 	d := Plan(in, t0)
 	if d.Cluster.Status.Provider.Operation == "" || d.Pools[0].Status.Provider.Operation == "" {
 		t.Errorf("operations in flight after a denied run: cluster %q, pool %q; want both kept", d.Cluster.Status.Provider.Operation, d.Pools[0].Status.Provider.Operation)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -107,7 +108,7 @@ func (p *planner) planDelete() {
 	}
 }
 
-func anyOurs(observed map[string]ObservedPool, pools []lifecycle.NodePool) bool {
+func anyOurs(observed map[string]ObservedPool, pools []model.NodePool) bool {
 	for _, np := range pools {
 		if _, ok := observed[np.Spec.Name]; ok {
 			return true

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -25,20 +25,20 @@ const (
 // clusterDoc returns a standard cluster in state st (deleting: the tenant
 // deleted it), already created at the provider (and ready once) unless st
 // is pending or provisioning, changed by opts.
-func clusterDoc(st resource.State, opts ...func(*lifecycle.Cluster)) lifecycle.Cluster {
-	c := lifecycle.Cluster{
+func clusterDoc(st resource.State, opts ...func(*model.Cluster)) model.Cluster {
+	c := model.Cluster{
 		ID: "kcl_1", TenantID: "acme", CreatedAt: t0.Add(-time.Hour), Active: true,
-		Spec: lifecycle.ClusterSpec{
+		Spec: model.ClusterSpec{
 			Name: "prod", Mode: resource.ModeStandard, Region: "us-central1", ProviderName: "kcl-1",
 			Project: "p", Version: 1, Generation: 1, UpdatedAt: t0.Add(-time.Hour),
 		},
-		Status: lifecycle.ClusterStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
+		Status: model.ClusterStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
 	}
 	if st == resource.StateDeleting {
 		c.Spec.Deleting = true
 	}
 	if st != resource.StatePending && st != resource.StateProvisioning {
-		c.Status.Provider = lifecycle.ProviderCluster{ID: providerID, EverReady: true}
+		c.Status.Provider = model.ProviderCluster{ID: providerID, EverReady: true}
 		c.Status.KubernetesVersion = v1
 		c.Status.Endpoint = "203.0.113.10"
 	}
@@ -51,20 +51,20 @@ func clusterDoc(st resource.State, opts ...func(*lifecycle.Cluster)) lifecycle.C
 // poolDoc returns a pool of nodeCount nodes in state st (deleting: the
 // tenant deleted it); one that is not pending is already at the provider
 // with that size.
-func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*lifecycle.NodePool)) lifecycle.NodePool {
-	p := lifecycle.NodePool{
+func poolDoc(name string, st resource.State, nodeCount int, opts ...func(*model.NodePool)) model.NodePool {
+	p := model.NodePool{
 		ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", CreatedAt: t0.Add(-time.Hour), Active: true,
-		Spec: lifecycle.NodePoolSpec{
+		Spec: model.NodePoolSpec{
 			Name: name, MachineType: "e2-standard-4", NodeCount: nodeCount,
 			Version: 1, Generation: 1, UpdatedAt: t0.Add(-time.Hour),
 		},
-		Status: lifecycle.NodePoolStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
+		Status: model.NodePoolStatus{State: st, ObservedGeneration: 1, UpdatedAt: t0.Add(-time.Hour)},
 	}
 	if st == resource.StateDeleting {
 		p.Spec.Deleting = true
 	}
 	if st != resource.StatePending {
-		p.Status.Provider = lifecycle.ProviderPool{Created: true, NodeCount: nodeCount}
+		p.Status.Provider = model.ProviderPool{Created: true, NodeCount: nodeCount}
 	}
 	for _, o := range opts {
 		o(&p)
@@ -98,17 +98,17 @@ func observed(status string, pools map[string]ObservedPool) *ObservedCluster {
 	return &ObservedCluster{ID: providerID, Status: status, Version: v1, Endpoint: "203.0.113.10", Pools: pools}
 }
 
-func withPoolOp(kind string, intentCount int) func(*lifecycle.NodePool) {
-	return func(p *lifecycle.NodePool) {
+func withPoolOp(kind string, intentCount int) func(*model.NodePool) {
+	return func(p *model.NodePool) {
 		p.Status.Provider.Operation, p.Status.Provider.OperationKind = opName, kind
-		p.Status.Provider.Intent = &lifecycle.Intent{Kind: kind, At: t0.Add(-time.Minute), NodeCount: intentCount}
+		p.Status.Provider.Intent = &model.Intent{Kind: kind, At: t0.Add(-time.Minute), NodeCount: intentCount}
 	}
 }
 
-func withClusterOp(kind string) func(*lifecycle.Cluster) {
-	return func(c *lifecycle.Cluster) {
+func withClusterOp(kind string) func(*model.Cluster) {
+	return func(c *model.Cluster) {
 		c.Status.Provider.Operation, c.Status.Provider.OperationKind = opName, kind
-		c.Status.Provider.Intent = &lifecycle.Intent{Kind: kind, At: t0.Add(-time.Minute)}
+		c.Status.Provider.Intent = &model.Intent{Kind: kind, At: t0.Add(-time.Minute)}
 	}
 }
 
@@ -133,7 +133,7 @@ func eventNames(d Decision) []string {
 func poolStates(d Decision) []resource.State {
 	var out []resource.State
 	for i := range d.Pools {
-		st, _ := lifecycle.NodePoolState(&d.Pools[i])
+		st, _ := model.NodePoolState(&d.Pools[i])
 		out = append(out, st)
 	}
 	return out
@@ -154,7 +154,7 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	if !reflect.DeepEqual(d.Action, w.action) {
 		t.Errorf("Action = %+v, want %+v", d.Action, w.action)
 	}
-	st, msg := lifecycle.ClusterState(&d.Cluster)
+	st, msg := model.ClusterState(&d.Cluster)
 	if st != w.cluster {
 		t.Errorf("cluster state = %q (%q), want %q", st, msg, w.cluster)
 	}
@@ -202,14 +202,14 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name: "new cluster is created with its pools",
-			in:   Input{Cluster: clusterDoc(pending), Pools: []lifecycle.NodePool{poolDoc("a", pending, 2)}},
+			in:   Input{Cluster: clusterDoc(pending), Pools: []model.NodePool{poolDoc("a", pending, 2)}},
 			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: provisioning, pools: []resource.State{pending}, converging: true},
 		},
 		{
 			name: "cluster create in flight",
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2)},
+				Pools:    []model.NodePool{poolDoc("a", pending, 2)},
 				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning}}},
 				Op:       &OpOutcome{},
 			},
@@ -218,8 +218,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster in error created again without a refused pool stays in error while provisioning",
 			in: Input{
-				Cluster:  clusterDoc(failed, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Status.Provider.EverReady = false }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", failed, 1)},
+				Cluster:  clusterDoc(failed, withClusterOp(CreateCluster), func(c *model.Cluster) { c.Status.Provider.EverReady = false }),
+				Pools:    []model.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", failed, 1)},
 				Observed: &ObservedCluster{ID: providerID, Status: StatusProvisioning, Pools: map[string]ObservedPool{"a": {Status: StatusProvisioning}}},
 				Op:       &OpOutcome{},
 			},
@@ -229,7 +229,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster and pools become ready, announced once",
 			in: Input{
 				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster)),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
+				Pools:    []model.NodePool{poolDoc("a", pending, 2), poolDoc("b", pending, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &gone,
 			},
@@ -239,7 +239,7 @@ func TestPlan(t *testing.T) {
 			name: "ready cluster refreshed: nothing to do",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}},
@@ -247,7 +247,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autopilot cluster becomes ready without pools",
 			in: Input{
-				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Spec.Mode = resource.ModeAutopilot }),
+				Cluster:  clusterDoc(provisioning, withClusterOp(CreateCluster), func(c *model.Cluster) { c.Spec.Mode = resource.ModeAutopilot }),
 				Observed: observed(StatusRunning, nil),
 				Op:       &gone,
 			},
@@ -256,8 +256,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool added to a ready cluster is created",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, pending}, converging: true},
@@ -265,8 +265,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "added pool ready: cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &gone,
 			},
@@ -275,8 +275,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "resize without autoscaling sets the size",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 })},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -284,8 +284,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "resize done: pool ready again, cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}), // initial count stays
 				Op:       &gone,
 			},
@@ -295,7 +295,7 @@ func TestPlan(t *testing.T) {
 			name: "resize of a ready pool done out of band by the API's pool goes updating",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 4 })},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2, func(p *model.NodePool) { p.Spec.NodeCount = 4 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -303,8 +303,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling turned on",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{action: &Action{Kind: SetAutoscaling, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -312,8 +312,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling bounds changed",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools: []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) {
+				Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools: []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) {
 					p.Spec.Autoscaling = autoscale(1, 8)
 					p.Status.Provider.NodeCount = -1
 				})},
@@ -324,8 +324,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "never a size while autoscaling is on",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools: []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) {
+				Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools: []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) {
 					p.Spec.Autoscaling = autoscale(1, 4)
 					p.Spec.NodeCount = 3
 					p.Status.Provider.NodeCount = -1
@@ -337,8 +337,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling turned off: autoscaling first, not the size",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools: []lifecycle.NodePool{poolDoc("a", updating, 3, func(p *lifecycle.NodePool) {
+				Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools: []model.NodePool{poolDoc("a", updating, 3, func(p *model.NodePool) {
 					p.Status.Provider.NodeCount = -1
 				})},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}}),
@@ -348,8 +348,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "autoscaling off done: then the size",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 3, withPoolOp(SetAutoscaling, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &gone,
 			},
@@ -358,8 +358,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "operation in flight: no other call",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools: []lifecycle.NodePool{
+				Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools: []model.NodePool{
 					poolDoc("a", updating, 3, withPoolOp(SetSize, 3)),
 					poolDoc("b", pending, 1),
 					poolDoc("c", deleting, 1),
@@ -373,8 +373,8 @@ func TestPlan(t *testing.T) {
 			name: "intent recorded without operation: no other call",
 			in: Input{
 				Cluster: clusterDoc(updating),
-				Pools: []lifecycle.NodePool{
-					poolDoc("a", updating, 3, func(p *lifecycle.NodePool) { p.Status.Provider.Intent = &lifecycle.Intent{Kind: SetSize, NodeCount: 3} }),
+				Pools: []model.NodePool{
+					poolDoc("a", updating, 3, func(p *model.NodePool) { p.Status.Provider.Intent = &model.Intent{Kind: SetSize, NodeCount: 3} }),
 					poolDoc("b", pending, 1),
 				},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
@@ -384,8 +384,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool the provider failed to create is in error, and so is its cluster",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1, withPoolOp(CreateNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "g2-standard-8 is not offered in us-central1-f"}},
 			},
@@ -394,8 +394,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error stays in error without new events",
 			in: Input{
-				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": no g2 in zone` }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) { p.Status.Message = "no g2 in zone" })},
+				Cluster:  clusterDoc(failed, func(c *model.Cluster) { c.Status.Message = `node pool "gpu": no g2 in zone` }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", failed, 1, func(p *model.NodePool) { p.Status.Message = "no g2 in zone" })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "gpu": {Status: StatusError, Message: "no g2 in zone"}}),
 			},
 			want: want{cluster: failed, message: `node pool "gpu"`, pools: []resource.State{ready, failed}},
@@ -403,11 +403,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error does not hold back another pool's call",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
-				Pools: []lifecycle.NodePool{
-					poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) {
+				Cluster: clusterDoc(failed, func(c *model.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
+				Pools: []model.NodePool{
+					poolDoc("gpu", failed, 1, func(p *model.NodePool) {
 						p.Status.Message = "refused"
-						p.Status.Provider = lifecycle.ProviderPool{}
+						p.Status.Provider = model.ProviderPool{}
 					}),
 					poolDoc("b", pending, 1),
 				},
@@ -418,10 +418,10 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool refused before is retried when nothing else is to do",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
-				Pools: []lifecycle.NodePool{poolDoc("gpu", failed, 1, func(p *lifecycle.NodePool) {
+				Cluster: clusterDoc(failed, func(c *model.Cluster) { c.Status.Message = `node pool "gpu": refused` }),
+				Pools: []model.NodePool{poolDoc("gpu", failed, 1, func(p *model.NodePool) {
 					p.Status.Message = "refused"
-					p.Status.Provider = lifecycle.ProviderPool{}
+					p.Status.Provider = model.ProviderPool{}
 				})},
 				Observed: observed(StatusRunning, nil),
 			},
@@ -430,8 +430,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool in error at the provider is resized when the tenant changes it",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 1 })},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 1 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunningWithError, Message: "ZONE_RESOURCE_POOL_EXHAUSTED"}}),
 			},
 			want: want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -439,8 +439,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "refused resize is not retried in the run that learns of it",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "quota"}},
 			},
@@ -449,8 +449,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "transient operation error: retried, never shown",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Transient: true, Message: "backend unavailable"}},
 			},
@@ -459,8 +459,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost create operation: planned from what the provider shows",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusProvisioning}}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -469,8 +469,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost create operation whose pool is there: ready",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", pending, 2, withPoolOp(CreateNodePool, 2))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -479,8 +479,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost resize that the provider shows done: not made again",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": sized(3)}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -489,8 +489,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "lost resize that the provider does not show: made again",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": sized(2)}),
 				Op:       &OpOutcome{Lost: true},
 			},
@@ -500,7 +500,7 @@ func TestPlan(t *testing.T) {
 			name: "pool broken at the provider: error",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusError, Message: "repair failed"}}),
 			},
 			want: want{cluster: failed, message: `node pool "a": repair failed`, pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
@@ -508,8 +508,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool that recovered at the provider: ready, cluster updated",
 			in: Input{
-				Cluster:  clusterDoc(failed, func(c *lifecycle.Cluster) { c.Status.Message = `node pool "a": repair failed` }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", failed, 2, func(p *lifecycle.NodePool) { p.Status.Message = "repair failed" })},
+				Cluster:  clusterDoc(failed, func(c *model.Cluster) { c.Status.Message = `node pool "a": repair failed` }),
+				Pools:    []model.NodePool{poolDoc("a", failed, 2, func(p *model.NodePool) { p.Status.Message = "repair failed" })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready}, events: []string{"nodepool.ready a", "cluster.updated"}},
@@ -518,7 +518,7 @@ func TestPlan(t *testing.T) {
 			name: "pool removed behind our back is created again",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: observed(StatusRunning, nil),
 			},
 			want: want{action: &Action{Kind: CreateNodePool, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -526,8 +526,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "deleted pool is deleted at the provider",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 1}, cluster: updating, pools: []resource.State{ready, deleting}, converging: true},
@@ -535,8 +535,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool delete in flight",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": {Status: StatusStopping}}),
 				Op:       &OpOutcome{},
 			},
@@ -545,12 +545,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "pool gone at the provider: deleted, cluster updated",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) {
+				Cluster: clusterDoc(updating, func(c *model.Cluster) {
 					c.Spec.Generation++
 					c.Status.PoolsDeleted = 10 - 2
 					c.Spec.PoolsCreated = 10
 				}),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 				Op:       &gone,
 			},
@@ -559,8 +559,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "deleting the refused pool clears the cluster's error",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *lifecycle.NodePool) { p.Status.Provider = lifecycle.ProviderPool{} })},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", deleting, 1, func(p *model.NodePool) { p.Status.Provider = model.ProviderPool{} })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want: want{cluster: ready, pools: []resource.State{ready, deleted}, events: []string{"nodepool.deleted gpu", "cluster.updated"}},
@@ -568,8 +568,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "failed operation of a pool being deleted keeps it deleting",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1, withPoolOp(SetSize, 3))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running()}),
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "refused"}},
 			},
@@ -579,7 +579,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster delete: pools first, one at a time",
 			in: Input{
 				Cluster:  clusterDoc(deleting),
-				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
+				Pools:    []model.NodePool{poolDoc("a", deleting, 2), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running(), "b": running(), "default-pool": running()}),
 			},
 			want: want{action: &Action{Kind: DeleteNodePool, Pool: 0}, cluster: deleting, pools: []resource.State{deleting, deleting}, converging: true},
@@ -587,8 +587,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster delete: a pool deleted, the next one",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 2; c.Spec.PoolsCreated = 10 }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
+				Cluster:  clusterDoc(deleting, func(c *model.Cluster) { c.Status.PoolsDeleted = 10 - 2; c.Spec.PoolsCreated = 10 }),
+				Pools:    []model.NodePool{poolDoc("a", deleting, 2, withPoolOp(DeleteNodePool, 2)), poolDoc("b", deleting, 1)},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"b": running()}),
 				Op:       &gone,
 			},
@@ -597,8 +597,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster delete: pools gone, then the cluster",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
-				Pools:    []lifecycle.NodePool{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
+				Cluster:  clusterDoc(deleting, func(c *model.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
+				Pools:    []model.NodePool{poolDoc("b", deleting, 1, withPoolOp(DeleteNodePool, 1))},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"default-pool": running()}),
 				Op:       &gone,
 			},
@@ -624,20 +624,20 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster deleted before it was created",
 			in: Input{
-				Cluster: clusterDoc(deleting, func(c *lifecycle.Cluster) {
-					c.Status.Provider = lifecycle.ProviderCluster{}
+				Cluster: clusterDoc(deleting, func(c *model.Cluster) {
+					c.Status.Provider = model.ProviderCluster{}
 					c.Status.PoolsDeleted = 10 - 1
 					c.Spec.PoolsCreated = 10
 				}),
-				Pools: []lifecycle.NodePool{poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) { p.Status.Provider = lifecycle.ProviderPool{} })},
+				Pools: []model.NodePool{poolDoc("a", deleting, 1, func(p *model.NodePool) { p.Status.Provider = model.ProviderPool{} })},
 			},
 			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
 		},
 		{
 			name: "cluster delete finds another cluster of the name: ours is gone, theirs is left alone",
 			in: Input{
-				Cluster:  clusterDoc(deleting, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", deleting, 1)},
+				Cluster:  clusterDoc(deleting, func(c *model.Cluster) { c.Status.PoolsDeleted = 10 - 1; c.Spec.PoolsCreated = 10 }),
+				Pools:    []model.NodePool{poolDoc("a", deleting, 1)},
 				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{"a": running()}},
 			},
 			want: want{cluster: deleted, pools: []resource.State{deleted}, events: []string{"nodepool.deleted a", "cluster.deleted"}, deleted: true},
@@ -645,7 +645,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "failed cluster create of a cluster being deleted keeps it deleting",
 			in: Input{
-				Cluster:  clusterDoc(deleting, withClusterOp(CreateCluster), func(c *lifecycle.Cluster) { c.Status.Provider.ID = ""; c.Status.Provider.EverReady = false }),
+				Cluster:  clusterDoc(deleting, withClusterOp(CreateCluster), func(c *model.Cluster) { c.Status.Provider.ID = ""; c.Status.Provider.EverReady = false }),
 				Observed: &ObservedCluster{ID: providerID, Status: StatusError, Message: "create failed", Pools: map[string]ObservedPool{}},
 				Op:       &OpOutcome{Done: true, Err: &Fault{Message: "create failed"}},
 			},
@@ -655,7 +655,7 @@ func TestPlan(t *testing.T) {
 			name: "release-channel upgrade: cluster updated",
 			in: Input{
 				Cluster: clusterDoc(ready),
-				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:   []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: func() *ObservedCluster {
 					o := observed(StatusRunning, map[string]ObservedPool{"a": running()})
 					o.Version = v2
@@ -667,8 +667,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "observed cluster is another one: error, no call",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", pending, 2)},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ }),
+				Pools:    []model.NodePool{poolDoc("a", pending, 2)},
 				Observed: &ObservedCluster{ID: "someone-else", Status: StatusRunning, Pools: map[string]ObservedPool{}},
 			},
 			want: want{cluster: failed, message: "replaced by another cluster", pools: []resource.State{pending}, events: []string{"cluster.error"}},
@@ -676,20 +676,20 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster gone behind our back: its pools being deleted are deleted",
 			in: Input{
-				Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.PoolsCreated = 2 }),
-				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+				Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Spec.PoolsCreated = 2 }),
+				Pools:   []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
 			},
 			want: want{cluster: failed, message: "delete this cluster", pools: []resource.State{failed, deleted}, events: []string{"nodepool.error a", "nodepool.deleted b", "cluster.error"}},
 		},
 		{
 			name: "cluster gone, its error announced: a tenant's change does not announce it again",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) {
+				Cluster: clusterDoc(failed, func(c *model.Cluster) {
 					c.Status.Message = "the provider no longer has cluster kcl-1: it was deleted outside Better Compute; delete this cluster to free its name, and create it again if it is still wanted"
 					c.Status.Announced = c.Status.Message
 					c.Spec.Generation++ // the tenant resized a pool since
 				}),
-				Pools: []lifecycle.NodePool{poolDoc("a", ready, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ })},
+				Pools: []model.NodePool{poolDoc("a", ready, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ })},
 			},
 			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{failed}, events: []string{"nodepool.error a"}},
 		},
@@ -697,7 +697,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster gone behind our back: error, no call",
 			in: Input{
 				Cluster: clusterDoc(ready),
-				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:   []model.NodePool{poolDoc("a", ready, 2)},
 			},
 			want: want{cluster: failed, message: "no longer has cluster kcl-1", pools: []resource.State{failed}, events: []string{"nodepool.error a", "cluster.error"}},
 		},
@@ -705,7 +705,7 @@ func TestPlan(t *testing.T) {
 			name: "cluster in error at the provider",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: &ObservedCluster{ID: providerID, Status: StatusDegraded, Message: "etcd unhappy", Version: v1, Pools: map[string]ObservedPool{"a": running()}},
 			},
 			want: want{cluster: failed, message: "etcd unhappy", pools: []resource.State{ready}, events: []string{"cluster.error"}},
@@ -713,11 +713,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "cluster refused before is retried and stays in error without new events",
 			in: Input{
-				Cluster: clusterDoc(failed, func(c *lifecycle.Cluster) {
-					c.Status.Provider = lifecycle.ProviderCluster{}
+				Cluster: clusterDoc(failed, func(c *model.Cluster) {
+					c.Status.Provider = model.ProviderCluster{}
 					c.Status.Message = "the provider refused the cluster: no"
 				}),
-				Pools: []lifecycle.NodePool{poolDoc("a", pending, 2)},
+				Pools: []model.NodePool{poolDoc("a", pending, 2)},
 			},
 			want: want{action: &Action{Kind: CreateCluster, Pool: -1}, cluster: failed, message: "refused", pools: []resource.State{pending}, converging: true},
 		},
@@ -768,43 +768,43 @@ func TestPlanBookkeeping(t *testing.T) {
 	t.Run("steady refresh leaves the documents as they were", func(t *testing.T) {
 		// The reconciler writes nothing but its lease when the decision
 		// equals what it read.
-		c := clusterDoc(ready, func(c *lifecycle.Cluster) {
+		c := clusterDoc(ready, func(c *model.Cluster) {
 			c.Spec.Labels = map[string]string{}
 			c.Spec.Zones = []string{"us-central1-a"}
 		})
-		p := poolDoc("a", ready, 2, func(p *lifecycle.NodePool) {
+		p := poolDoc("a", ready, 2, func(p *model.NodePool) {
 			p.Spec.Labels, p.Spec.Zones, p.Spec.Taints = map[string]string{"team": "ml"}, []string{"us-central1-a"}, []resource.Taint{}
 		})
-		in := Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}
+		in := Input{Cluster: c, Pools: []model.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}
 		d := Plan(in, t0)
 		if !reflect.DeepEqual(d.Cluster, in.Cluster) || !reflect.DeepEqual(d.Pools, in.Pools) {
 			t.Errorf("Plan(ready) = %+v %+v, want the documents unchanged: %+v %+v", d.Cluster, d.Pools, in.Cluster, in.Pools)
 		}
 	})
 	t.Run("resize done records the size set", func(t *testing.T) {
-		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}), Op: &OpOutcome{Done: true}}, t0)
+		p := poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []model.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}), Op: &OpOutcome{Done: true}}, t0)
 		if got := d.Pools[0].Status.Provider; got.NodeCount != 3 || got.Operation != "" || got.Intent != nil {
 			t.Errorf("Provider = %+v, want node count 3 and no operation", got)
 		}
 	})
 	t.Run("autoscaling on hands the size to the autoscaler", func(t *testing.T) {
-		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
+		p := poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, withPoolOp(SetAutoscaling, 2))
 		obs := observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusRunning, Autoscaling: autoscale(1, 4)}})
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []model.NodePool{p}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 		if got := d.Pools[0].Status.Provider.NodeCount; got != -1 {
 			t.Errorf("Provider.NodeCount = %d, want -1", got)
 		}
 	})
 	t.Run("deleted pool", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Status.PoolsDeleted = 10 - 3; c.Spec.PoolsCreated = 10 })
+		c := clusterDoc(updating, func(c *model.Cluster) { c.Status.PoolsDeleted = 10 - 3; c.Spec.PoolsCreated = 10 })
 		p := poolDoc("b", deleting, 1)
-		d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, nil)}, t0)
+		d := Plan(Input{Cluster: c, Pools: []model.NodePool{p}, Observed: observed(StatusRunning, nil)}, t0)
 		got := d.Pools[0]
-		if got.Active || got.ExpireAt == nil || !got.ExpireAt.Equal(t0.Add(lifecycle.DeletedTTL)) {
-			t.Errorf("pool = active %v expireAt %v, want inactive, expiring at %v", got.Active, got.ExpireAt, t0.Add(lifecycle.DeletedTTL))
+		if got.Active || got.ExpireAt == nil || !got.ExpireAt.Equal(t0.Add(model.DeletedTTL)) {
+			t.Errorf("pool = active %v expireAt %v, want inactive, expiring at %v", got.Active, got.ExpireAt, t0.Add(model.DeletedTTL))
 		}
-		if n := lifecycle.ActiveNodePools(&d.Cluster); n != 2 {
+		if n := model.ActiveNodePools(&d.Cluster); n != 2 {
 			t.Errorf("ActiveNodePools = %d, want 2", n)
 		}
 	})
@@ -816,7 +816,7 @@ func TestPlanBookkeeping(t *testing.T) {
 	})
 	t.Run("event data is the resource after the change", func(t *testing.T) {
 		p := poolDoc("a", pending, 2)
-		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}, t0)
+		d := Plan(Input{Cluster: clusterDoc(updating), Pools: []model.NodePool{p}, Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()})}, t0)
 		if len(d.Events) == 0 || d.Events[0].Type != event.NodePoolReady || !strings.Contains(string(d.Events[0].Data), `"state":"ready"`) {
 			t.Fatalf("events = %v, want nodepool.ready first with the ready pool", eventNames(d))
 		}
@@ -827,11 +827,11 @@ func TestPlanBookkeeping(t *testing.T) {
 // decision into the next, to check what only shows across runs.
 func TestPlanSequences(t *testing.T) {
 	t.Run("upgrade during a resize is announced once the cluster is ready", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
-		p := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+		c := clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ })
+		p := poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
 		obs := observed(StatusReconciling, map[string]ObservedPool{"a": {Status: StatusReconciling}})
 		obs.Version = v2
-		d := Plan(Input{Cluster: c, Pools: []lifecycle.NodePool{p}, Observed: obs, Op: &OpOutcome{}}, t0)
+		d := Plan(Input{Cluster: c, Pools: []model.NodePool{p}, Observed: obs, Op: &OpOutcome{}}, t0)
 		if len(d.Events) != 0 || d.Cluster.Status.State != updating {
 			t.Fatalf("during the resize: state %q, events %v; want updating, none", d.Cluster.Status.State, eventNames(d))
 		}
@@ -849,8 +849,8 @@ func TestPlanSequences(t *testing.T) {
 		}
 	})
 	t.Run("refused pool: error announced once across retries", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
-		pools := []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
+		c := clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ })
+		pools := []model.NodePool{poolDoc("a", ready, 2), poolDoc("gpu", pending, 1)}
 		obs := observed(StatusRunning, map[string]ObservedPool{"a": running()})
 		var all []string
 		for run := range 3 {
@@ -871,8 +871,8 @@ func TestPlanSequences(t *testing.T) {
 		}
 	})
 	t.Run("refused pool does not slow down the others", func(t *testing.T) {
-		c := clusterDoc(updating, func(c *lifecycle.Cluster) { c.Spec.Generation++ })
-		pools := []lifecycle.NodePool{poolDoc("gpu", pending, 1), poolDoc("b", pending, 1)}
+		c := clusterDoc(updating, func(c *model.Cluster) { c.Spec.Generation++ })
+		pools := []model.NodePool{poolDoc("gpu", pending, 1), poolDoc("b", pending, 1)}
 		d := Plan(Input{Cluster: c, Pools: pools, Observed: observed(StatusRunning, nil)}, t0)
 		Refused(&d, "no such machine type", t0)
 		if !d.Converging {
@@ -881,7 +881,7 @@ func TestPlanSequences(t *testing.T) {
 	})
 	t.Run("refused cluster create blames the pool it names", func(t *testing.T) {
 		c := clusterDoc(pending)
-		pools := []lifecycle.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", pending, 1)}
+		pools := []model.NodePool{poolDoc("a", pending, 1), poolDoc("gpu", pending, 1)}
 		d := Plan(Input{Cluster: c, Pools: pools}, t0)
 		Refused(&d, `Node pool "gpu": invalid machine type "e2-nonexistent".`, t0)
 		checkDecision(t, d, want{
@@ -902,7 +902,7 @@ func TestPlanSequences(t *testing.T) {
 		}
 	})
 	t.Run("refused cluster create naming no pool", func(t *testing.T) {
-		d := Plan(Input{Cluster: clusterDoc(pending), Pools: []lifecycle.NodePool{poolDoc("a", pending, 1)}}, t0)
+		d := Plan(Input{Cluster: clusterDoc(pending), Pools: []model.NodePool{poolDoc("a", pending, 1)}}, t0)
 		Refused(&d, "Location is not a GKE location.", t0)
 		checkDecision(t, d, want{
 			action: d.Action, cluster: failed, message: "the provider refused the cluster: Location",
@@ -915,11 +915,11 @@ func TestPlanSequences(t *testing.T) {
 // the first one's being done does not free the planner for a new call
 // while the second runs (one provider operation at a time per cluster).
 func TestPlanSecondCallInFlight(t *testing.T) {
-	a := poolDoc("a", updating, 2, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
+	a := poolDoc("a", updating, 2, func(p *model.NodePool) { p.Spec.NodeCount = 3 }, withPoolOp(SetSize, 3))
 	b := poolDoc("b", pending, 1, withPoolOp(CreateNodePool, 1))
 	c := poolDoc("c", pending, 1)
 	obs := observed(StatusRunning, map[string]ObservedPool{"a": running()})
-	d := Plan(Input{Cluster: clusterDoc(updating), Pools: []lifecycle.NodePool{a, b, c}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
+	d := Plan(Input{Cluster: clusterDoc(updating), Pools: []model.NodePool{a, b, c}, Observed: obs, Op: &OpOutcome{Done: true}}, t0)
 	if d.Action != nil {
 		t.Errorf("action %+v while pool b's create is in flight, want none", *d.Action)
 	}
@@ -933,19 +933,19 @@ func TestPlanSecondCallInFlight(t *testing.T) {
 // brought back, saying what differed; a field that no call changes in
 // place is its error, naming the field.
 func TestPlanDrift(t *testing.T) {
-	shape := func(o ObservedPool, f func(*lifecycle.NodePoolSpec)) ObservedPool {
-		o.Shape = &lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", Zones: []string{"us-central1-a"}}
+	shape := func(o ObservedPool, f func(*model.NodePoolSpec)) ObservedPool {
+		o.Shape = &model.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", Zones: []string{"us-central1-a"}}
 		f(o.Shape)
 		return o
 	}
 	autoscaled := func(o ObservedPool, a *resource.Autoscaling) ObservedPool { o.Autoscaling = a; return o }
 	reconciling := func(o ObservedPool) ObservedPool { o.Status = StatusReconciling; return o }
-	recorded := func(n int) func(*lifecycle.NodePool) {
-		return func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = n }
+	recorded := func(n int) func(*model.NodePool) {
+		return func(p *model.NodePool) { p.Status.Provider.NodeCount = n }
 	}
 	tests := []struct {
 		name       string
-		pool       lifecycle.NodePool
+		pool       model.NodePool
 		obs        *ObservedPool // nil: not at the provider
 		other      *ObservedPool // pool b, with an operation in flight, when set
 		action     string        // "": no call
@@ -972,7 +972,7 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "the tenant's resize under way: made, not called drift",
-			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ }), obs: new(sized(1)),
+			pool: poolDoc("a", ready, 1, func(p *model.NodePool) { p.Spec.NodeCount = 3; p.Spec.Generation++ }), obs: new(sized(1)),
 			action: SetSize, state: updating, recorded: 1, converging: true,
 		},
 		{
@@ -984,7 +984,7 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name:  "the autoscaler's count is its own",
-			pool:  poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			pool:  poolDoc("a", ready, 1, func(p *model.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
 			obs:   new(autoscaled(sized(4), autoscale(1, 4))),
 			state: ready, recorded: -1,
 		},
@@ -995,7 +995,7 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name:   "autoscaling turned off at the provider: set again",
-			pool:   poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
+			pool:   poolDoc("a", ready, 1, func(p *model.NodePool) { p.Spec.Autoscaling = autoscale(1, 4) }, recorded(-1)),
 			obs:    new(sized(2)),
 			action: SetAutoscaling, state: updating, message: "changed at the provider: autoscaling off, spec 1-4 nodes per zone; setting it", recorded: 2, converging: true,
 		},
@@ -1011,14 +1011,14 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "being brought back: says so while its call is in flight",
-			pool: poolDoc("a", updating, 1, withPoolOp(SetSize, 1), func(p *lifecycle.NodePool) {
+			pool: poolDoc("a", updating, 1, withPoolOp(SetSize, 1), func(p *model.NodePool) {
 				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
 			}),
 			obs: &ObservedPool{Status: StatusReconciling}, state: updating, message: "changed at the provider: 3 nodes per zone, spec 1; resizing", recorded: 1, converging: true,
 		},
 		{
 			name: "brought back: ready, announced",
-			pool: poolDoc("a", updating, 1, func(p *lifecycle.NodePool) {
+			pool: poolDoc("a", updating, 1, func(p *model.NodePool) {
 				p.Status.Message = "changed at the provider: 3 nodes per zone, spec 1; resizing"
 			}),
 			obs: new(sized(1)), state: ready, events: []string{"nodepool.ready a", "cluster.updated"}, recorded: 1,
@@ -1035,25 +1035,25 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "machine type changed at the provider: error naming it, no call",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *model.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
 			state: failed, message: "changed at the provider: machineType n2-standard-8, spec e2-standard-4; it cannot be changed back in place: delete the pool and create it again",
 			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
 		},
 		{
 			name: "zones changed at the provider: error naming them",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.Zones = []string{"us-central1-a", "us-central1-b"} })),
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *model.NodePoolSpec) { s.Zones = []string{"us-central1-a", "us-central1-b"} })),
 			state: failed, message: "changed at the provider: zones us-central1-a,us-central1-b, spec us-central1-a; it cannot be changed back in place: delete the pool and create it again",
 			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
 		},
 		{
 			name: "labels changed at the provider: error naming them, a resize not made",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(3), func(s *lifecycle.NodePoolSpec) { s.Labels = map[string]string{"team": "other"} })),
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(3), func(s *model.NodePoolSpec) { s.Labels = map[string]string{"team": "other"} })),
 			state: failed, message: "changed at the provider: labels team=other, spec none; it cannot be changed back in place: delete the pool and create it again",
 			events: []string{"nodepool.error a", "cluster.error"}, recorded: 1,
 		},
 		{
 			name: "taints changed at the provider: error naming them",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *model.NodePoolSpec) {
 				s.Taints = []resource.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}}
 			})),
 			state: failed, message: "changed at the provider: taints gpu=true:NoSchedule, spec none; it cannot be changed back in place: delete the pool and create it again",
@@ -1061,7 +1061,7 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "accelerators changed at the provider: error naming them",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *model.NodePoolSpec) {
 				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
 			})),
 			state: failed, message: "changed at the provider: accelerators 1 nvidia-l4, spec none; it cannot be changed back in place: delete the pool and create it again",
@@ -1069,8 +1069,8 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "a machine type's own GPUs the spec does not name are not a difference",
-			pool: poolDoc("a", ready, 1, func(p *lifecycle.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
-			obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+			pool: poolDoc("a", ready, 1, func(p *model.NodePool) { p.Spec.MachineType = "g2-standard-8" }),
+			obs: new(shape(sized(1), func(s *model.NodePoolSpec) {
 				s.MachineType = "g2-standard-8"
 				s.Accelerators = &resource.Accelerators{Type: "nvidia-l4", Count: 1}
 			})),
@@ -1078,7 +1078,7 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "labels and taints GKE manages are not differences",
-			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *lifecycle.NodePoolSpec) {
+			pool: poolDoc("a", ready, 1), obs: new(shape(sized(1), func(s *model.NodePoolSpec) {
 				s.Labels = map[string]string{"cloud.google.com/gke-nodepool": "a"}
 				s.Taints = []resource.Taint{{Key: "cloud.google.com/gke-queued", Value: "true", Effect: "NoSchedule"}}
 			})),
@@ -1086,17 +1086,17 @@ func TestPlanDrift(t *testing.T) {
 		},
 		{
 			name: "a field changed at the provider: deleting the pool still works",
-			pool: poolDoc("a", deleting, 1, func(p *lifecycle.NodePool) {
+			pool: poolDoc("a", deleting, 1, func(p *model.NodePool) {
 				p.Status.State = failed
 				p.Status.Message = "changed at the provider: machineType n2-standard-8"
 			}),
-			obs:    new(shape(sized(1), func(s *lifecycle.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
+			obs:    new(shape(sized(1), func(s *model.NodePoolSpec) { s.MachineType = "n2-standard-8" })),
 			action: DeleteNodePool, state: deleting, recorded: 1, converging: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clusterDoc(ready, func(c *lifecycle.Cluster) { c.Spec.Zones = []string{"us-central1-a"} })
+			c := clusterDoc(ready, func(c *model.Cluster) { c.Spec.Zones = []string{"us-central1-a"} })
 			if tt.pool.Status.State == updating {
 				c.Status.State = updating
 			}
@@ -1104,10 +1104,10 @@ func TestPlanDrift(t *testing.T) {
 			if tt.obs != nil {
 				pools["a"] = *tt.obs
 			}
-			in := Input{Cluster: c, Pools: []lifecycle.NodePool{tt.pool}}
+			in := Input{Cluster: c, Pools: []model.NodePool{tt.pool}}
 			if tt.other != nil {
 				pools["b"] = *tt.other
-				in.Pools = append(in.Pools, poolDoc("b", updating, 1, func(p *lifecycle.NodePool) { p.Spec.NodeCount = 2 }, withPoolOp(SetSize, 2)))
+				in.Pools = append(in.Pools, poolDoc("b", updating, 1, func(p *model.NodePool) { p.Spec.NodeCount = 2 }, withPoolOp(SetSize, 2)))
 				in.Op = &OpOutcome{}
 			}
 			in.Observed = observed(StatusRunning, pools)
@@ -1120,7 +1120,7 @@ func TestPlanDrift(t *testing.T) {
 				t.Errorf("Action = %+v, want %+v", d.Action, want)
 			}
 			p := &d.Pools[0]
-			if st, msg := lifecycle.NodePoolState(p); st != tt.state || msg != tt.message {
+			if st, msg := model.NodePoolState(p); st != tt.state || msg != tt.message {
 				t.Errorf("pool = %s %q, want %s %q", st, msg, tt.state, tt.message)
 			}
 			if got := eventNames(d); !slices.Equal(got, tt.events) {

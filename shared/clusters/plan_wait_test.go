@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -17,12 +18,12 @@ func TestPlanWaits(t *testing.T) {
 	const repairMsg = "waiting for the provider's operation operation-7 (REPAIR_CLUSTER) to finish"
 	upgrade := []ObservedOperation{{ID: "operation-9", Type: "UPGRADE_MASTER"}}
 	repairA := []ObservedOperation{{ID: "operation-7", Type: "REPAIR_CLUSTER", Pool: "a"}}
-	resized := func(n int) func(*lifecycle.NodePool) {
-		return func(p *lifecycle.NodePool) { p.Spec.NodeCount, p.Spec.Generation = n, 2 }
+	resized := func(n int) func(*model.NodePool) {
+		return func(p *model.NodePool) { p.Spec.NodeCount, p.Spec.Generation = n, 2 }
 	}
-	touched := func(c *lifecycle.Cluster) { c.Spec.Generation = 2 }
-	saying := func(msg string) func(*lifecycle.NodePool) {
-		return func(p *lifecycle.NodePool) { p.Status.Message = msg }
+	touched := func(c *model.Cluster) { c.Spec.Generation = 2 }
+	saying := func(msg string) func(*model.NodePool) {
+		return func(p *model.NodePool) { p.Status.Message = msg }
 	}
 	withOps := func(o *ObservedCluster, ops []ObservedOperation) *ObservedCluster {
 		o.Operations = ops
@@ -38,7 +39,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "an upgrade by the provider holds a resize",
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2, resized(3))},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2, resized(3))},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{updating}, converging: true},
@@ -47,8 +48,8 @@ func TestPlanWaits(t *testing.T) {
 		{
 			name: "the resize is made once the upgrade ends, the message cleared",
 			in: Input{
-				Cluster:  clusterDoc(updating, func(c *lifecycle.Cluster) { c.Status.Message = upgradeMsg }),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, saying(upgradeMsg), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
+				Cluster:  clusterDoc(updating, func(c *model.Cluster) { c.Status.Message = upgradeMsg }),
+				Pools:    []model.NodePool{poolDoc("a", updating, 3, saying(upgradeMsg), func(p *model.NodePool) { p.Status.Provider.NodeCount = 2 })},
 				Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
 			},
 			want:     want{action: &Action{Kind: SetSize, Pool: 0}, cluster: updating, pools: []resource.State{updating}, converging: true},
@@ -58,7 +59,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "an upgrade holds nothing when nothing is to change",
 			in: Input{
 				Cluster:  clusterDoc(ready),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2)},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: ready, pools: []resource.State{ready}},
@@ -68,7 +69,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "a repair of one pool holds it alone",
 			in: Input{
 				Cluster: clusterDoc(ready, touched),
-				Pools:   []lifecycle.NodePool{poolDoc("a", ready, 2, resized(3)), poolDoc("b", ready, 1, resized(2))},
+				Pools:   []model.NodePool{poolDoc("a", ready, 2, resized(3)), poolDoc("b", ready, 1, resized(2))},
 				Observed: withOps(observed(StatusRunning, map[string]ObservedPool{
 					"a": {Status: StatusReconciling}, "b": running(),
 				}), repairA),
@@ -80,7 +81,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "a new pool's create waits, pending",
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", pending, 1)},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{ready, pending}, converging: true},
@@ -90,7 +91,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "a pool's delete waits, deleting",
 			in: Input{
 				Cluster:  clusterDoc(ready, touched),
-				Pools:    []lifecycle.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
+				Pools:    []model.NodePool{poolDoc("a", ready, 2), poolDoc("b", deleting, 1)},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{"a": running(), "b": running()}), upgrade),
 			},
 			want:     want{cluster: updating, message: upgradeMsg, pools: []resource.State{ready, deleting}, converging: true},
@@ -100,7 +101,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "a pool in error keeps its error while it waits",
 			in: Input{
 				Cluster: clusterDoc(failed),
-				Pools:   []lifecycle.NodePool{poolDoc("a", failed, 3, saying("no e2-standard-4 available"), func(p *lifecycle.NodePool) { p.Status.Provider.NodeCount = 2 })},
+				Pools:   []model.NodePool{poolDoc("a", failed, 3, saying("no e2-standard-4 available"), func(p *model.NodePool) { p.Status.Provider.NodeCount = 2 })},
 				Observed: withOps(observed(StatusReconciling, map[string]ObservedPool{
 					"a": {Status: StatusRunningWithError, Message: "no e2-standard-4 available"},
 				}), upgrade),
@@ -112,7 +113,7 @@ func TestPlanWaits(t *testing.T) {
 			name: "our own operation in flight is no wait",
 			in: Input{
 				Cluster:  clusterDoc(updating),
-				Pools:    []lifecycle.NodePool{poolDoc("a", updating, 3, withPoolOp(SetSize, 3))},
+				Pools:    []model.NodePool{poolDoc("a", updating, 3, withPoolOp(SetSize, 3))},
 				Observed: withOps(observed(StatusRunning, map[string]ObservedPool{"a": {Status: StatusReconciling}}), upgrade),
 				Op:       &OpOutcome{},
 			},
@@ -126,7 +127,7 @@ func TestPlanWaits(t *testing.T) {
 			checkDecision(t, d, tt.want)
 			var got []string
 			for i := range d.Pools {
-				_, msg := lifecycle.NodePoolState(&d.Pools[i])
+				_, msg := model.NodePoolState(&d.Pools[i])
 				got = append(got, msg)
 			}
 			if !reflect.DeepEqual(got, tt.messages) {
@@ -139,11 +140,11 @@ func TestPlanWaits(t *testing.T) {
 // TestPlanEndsRetrying: a run that observes the provider ends the
 // transient failures before it, and their messages.
 func TestPlanEndsRetrying(t *testing.T) {
-	r := lifecycle.Retry{Since: t0.Add(-5 * time.Minute), Reason: "GKE is unavailable"}
+	r := model.Retry{Since: t0.Add(-5 * time.Minute), Reason: "GKE is unavailable"}
 	msg := lifecycle.RetryMessage(r)
 	in := Input{
-		Cluster: clusterDoc(updating, func(c *lifecycle.Cluster) { c.Status.Retrying, c.Status.Message = &r, msg }),
-		Pools: []lifecycle.NodePool{poolDoc("a", updating, 3, func(p *lifecycle.NodePool) {
+		Cluster: clusterDoc(updating, func(c *model.Cluster) { c.Status.Retrying, c.Status.Message = &r, msg }),
+		Pools: []model.NodePool{poolDoc("a", updating, 3, func(p *model.NodePool) {
 			p.Status.Provider.NodeCount, p.Status.Message = 2, msg
 		})},
 		Observed: observed(StatusRunning, map[string]ObservedPool{"a": running()}),
@@ -153,7 +154,7 @@ func TestPlanEndsRetrying(t *testing.T) {
 	if d.Cluster.Status.Retrying != nil {
 		t.Errorf("Retrying = %+v, want none", d.Cluster.Status.Retrying)
 	}
-	if _, m := lifecycle.NodePoolState(&d.Pools[0]); m != "" {
+	if _, m := model.NodePoolState(&d.Pools[0]); m != "" {
 		t.Errorf("pool message = %q, want none", m)
 	}
 	if in.Cluster.Status.Retrying == nil {

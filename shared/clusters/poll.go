@@ -3,7 +3,7 @@ package clusters
 import (
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // How soon a run looks again at a provider operation in flight. The
@@ -27,7 +27,7 @@ const (
 // recorded.
 func opPoll(d *Decision, now time.Time) time.Duration {
 	since, ok := time.Time{}, false
-	note := func(op string, in *lifecycle.Intent) {
+	note := func(op string, in *model.Intent) {
 		if op == "" || in == nil || in.At.IsZero() {
 			return
 		}

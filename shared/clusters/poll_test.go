@@ -4,27 +4,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 func TestOpPoll(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	call := func(ago time.Duration) (string, *lifecycle.Intent) {
-		return "operation-1", &lifecycle.Intent{Kind: CreateNodePool, At: now.Add(-ago)}
+	call := func(ago time.Duration) (string, *model.Intent) {
+		return "operation-1", &model.Intent{Kind: CreateNodePool, At: now.Add(-ago)}
 	}
 	for _, c := range []struct {
 		name string
 		d    func() Decision
 		want time.Duration
 	}{
-		{"nothing in flight", func() Decision { return Decision{Pools: []lifecycle.NodePool{{}}} }, 0},
+		{"nothing in flight", func() Decision { return Decision{Pools: []model.NodePool{{}}} }, 0},
 		{"a call just made: a second", func() Decision {
 			var d Decision
 			d.Cluster.Status.Provider.Operation, d.Cluster.Status.Provider.Intent = call(0)
 			return d
 		}, time.Second},
 		{"an operation running for 5 minutes: a tenth of it", func() Decision {
-			d := Decision{Pools: []lifecycle.NodePool{{}, {}}}
+			d := Decision{Pools: []model.NodePool{{}, {}}}
 			d.Pools[1].Status.Provider.Operation, d.Pools[1].Status.Provider.Intent = call(5 * time.Minute)
 			return d
 		}, 30 * time.Second},

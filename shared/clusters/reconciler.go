@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -42,8 +43,8 @@ type GKE interface {
 // with its document, the intent of a provider call under its lease, and
 // the statuses it leaves.
 type Store interface {
-	BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]lifecycle.NodePool, error)
-	RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error
+	BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]model.NodePool, error)
+	RecordIntent(ctx context.Context, lease *chain.Lease, c *model.Cluster, nodePoolID string, in *model.Intent) error
 	SaveClusterRun(tx chain.Tx, now chain.Doc, before, after store.ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error)
 }
 
@@ -237,22 +238,22 @@ func (u *run) observe(ctx context.Context) {
 // starts before its document arrives (Prefetch). They are joined by /,
 // which none of them holds, and not by white space, which a header
 // (tasks.HintHeader) loses at its ends.
-func hintOf(c *lifecycle.Cluster) string {
+func hintOf(c *model.Cluster) string {
 	return strings.Join([]string{c.Spec.Project, c.Spec.Region, c.Spec.ProviderName, c.Spec.Impersonate}, "/")
 }
 
 // parseHint reads a hint that hintOf made; ok is false for any other.
-func parseHint(h string) (lifecycle.ClusterSpec, bool) {
+func parseHint(h string) (model.ClusterSpec, bool) {
 	f := strings.Split(h, "/")
 	if len(f) != 4 || f[0] == "" || f[1] == "" || f[2] == "" {
-		return lifecycle.ClusterSpec{}, false
+		return model.ClusterSpec{}, false
 	}
-	return lifecycle.ClusterSpec{Project: f[0], Region: f[1], ProviderName: f[2], Impersonate: f[3]}, true
+	return model.ClusterSpec{Project: f[0], Region: f[1], ProviderName: f[2], Impersonate: f[3]}, true
 }
 
 // loadPools waits for the cluster's pools (store.BeginNodePools) and
 // keeps them in the run.
-func (u *run) loadPools(ctx context.Context, wait func() ([]lifecycle.NodePool, error)) (chain.Run, error) {
+func (u *run) loadPools(ctx context.Context, wait func() ([]model.NodePool, error)) (chain.Run, error) {
 	pools, err := wait()
 	if err != nil {
 		if u.prefetch != nil {
@@ -266,8 +267,8 @@ func (u *run) loadPools(ctx context.Context, wait func() ([]lifecycle.NodePool, 
 
 // steady reports whether a cluster is ready with nothing in flight at the
 // cluster level: its next run will most likely only read GetCluster.
-func steady(c *lifecycle.Cluster) bool {
-	st, _ := lifecycle.ClusterState(c)
+func steady(c *model.Cluster) bool {
+	st, _ := model.ClusterState(c)
 	pr := &c.Status.Provider
 	return st == resource.StateReady && pr.Operation == "" && pr.Intent == nil
 }
@@ -407,7 +408,7 @@ func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
 	for _, p := range u.read.Pools {
 		d.Pools = append(d.Pools, lifecycle.BeginNodePoolRun(p))
 	}
-	r := lifecycle.Retry{Since: now, Reason: ShareWait}
+	r := model.Retry{Since: now, Reason: ShareWait}
 	if prev := u.read.Cluster.Status.Retrying; prev != nil && prev.Reason == ShareWait {
 		r.Since = prev.Since
 	}
@@ -428,7 +429,7 @@ func (u *run) waitShare(ctx context.Context, wait time.Duration) chain.Outcome {
 // failures is the record of the failures before the run's: none when the
 // runs before were put off for their tenant's share, which is a wait,
 // not a failure, and whose start a failure must not take for its own.
-func (u *run) failures() *lifecycle.Retry {
+func (u *run) failures() *model.Retry {
 	if r := u.read.Cluster.Status.Retrying; r != nil && r.Reason != ShareWait {
 		return r
 	}
@@ -540,7 +541,7 @@ func (u *run) observeAndPlan(ctx context.Context) (*observation, error) {
 
 // input is the planner's input as the run read it, before it observes.
 func (u *run) input() Input {
-	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]lifecycle.NodePool, len(u.read.Pools)), RetryEvery: u.r.retryEvery}
+	in := Input{Cluster: u.read.Cluster.Clone(), Pools: make([]model.NodePool, len(u.read.Pools)), RetryEvery: u.r.retryEvery}
 	for i, p := range u.read.Pools {
 		in.Pools[i] = p.Clone()
 	}
@@ -652,7 +653,7 @@ func providerBusy(pc *containerpb.Cluster) bool {
 // with none of ours in flight.
 // A listing that fails says nothing: the changes wait unexplained, as
 // they would without it.
-func (r *Reconciler) providerOperations(ctx context.Context, g GKE, n names, c *lifecycle.Cluster) []ObservedOperation {
+func (r *Reconciler) providerOperations(ctx context.Context, g GKE, n names, c *model.Cluster) []ObservedOperation {
 	log := logging.FromContext(ctx)
 	if err := r.budget.take(ctx, c.Spec.Project); err != nil {
 		log.Warn("Cannot list the provider's operations", "error", err)
@@ -734,7 +735,7 @@ func (u *run) Woken() []chain.Kick { return u.woken }
 func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d *Decision) (retry bool, err error) {
 	a := d.Action
 	log := logging.FromContext(ctx)
-	intent := &lifecycle.Intent{Kind: a.Kind, At: r.now().UTC().Truncate(time.Microsecond)}
+	intent := &model.Intent{Kind: a.Kind, At: r.now().UTC().Truncate(time.Microsecond)}
 	poolID := ""
 	if a.Pool >= 0 {
 		p := &d.Pools[a.Pool]
@@ -802,7 +803,7 @@ func (r *Reconciler) act(ctx context.Context, l *chain.Lease, g GKE, n names, d 
 
 // keepIntent records intent, without an operation, on the object of the
 // decision's call.
-func keepIntent(d *Decision, a *Action, intent *lifecycle.Intent) {
+func keepIntent(d *Decision, a *Action, intent *model.Intent) {
 	if a.Pool >= 0 {
 		d.Pools[a.Pool].Status.Provider.Intent = intent
 		return

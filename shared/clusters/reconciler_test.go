@@ -21,7 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -151,8 +151,8 @@ func newEnvFor(t *testing.T, options func(*env) []clusters.Option) *env {
 	}
 	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
 		PoolID:      "pool",
-		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:        model.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		RequestHash: "h",
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func (e *env) converge(t *testing.T) resource.Cluster {
 // right after recording it does.
 func (e *env) recordIntent(t *testing.T, poolID, kind string, nodeCount int) {
 	t.Helper()
-	in := lifecycle.Intent{Kind: kind, At: e.clk.Now(), NodeCount: nodeCount}
+	in := model.Intent{Kind: kind, At: e.clk.Now(), NodeCount: nodeCount}
 	_, err := e.st.NodePoolRef("acme", e.id, poolID).Update(context.Background(), []firestore.Update{{Path: "status.provider.intent", Value: in}})
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestIntentLeftByAKilledRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := pool[0]
-			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+			res, err := e.st.UpdateNodePool(ctx, e.caller, e.id, a.ID, func(p model.NodePoolSpec) (model.NodePoolSpec, error) {
 				p.NodeCount = 3
 				return p, nil
 			})
@@ -306,8 +306,8 @@ func TestListingConfirmsOnly(t *testing.T) {
 	first := e.kick
 	res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
 		PoolID:      "pool",
-		Spec:        lifecycle.ClusterSpec{Name: "d", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:        model.ClusterSpec{Name: "d", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		RequestHash: "h2",
 	})
 	if err != nil {

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
-
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // stockoutRE finds the provider's words for a zone out of the machines
@@ -83,7 +82,7 @@ func isStockout(msg string) bool {
 // ("us-central1-a: no g2-standard-8 available
 // (ZONE_RESOURCE_POOL_EXHAUSTED); 1 of 2 nodes; retried every 5
 // minutes").
-func (p *planner) failure(np *lifecycle.NodePool, op ObservedPool) string {
+func (p *planner) failure(np *model.NodePool, op ObservedPool) string {
 	code, ok := stockout(op.Message)
 	if !ok {
 		return op.Message

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -32,9 +32,9 @@ func (b *Budget) spent(ctx context.Context, project string) {
 // time of the state before it (lifecycle.BeginRun), so that a spec newer
 // than the status, or a cluster never ready yet, is a change being
 // converged.
-func converged(before, after *lifecycle.Cluster) time.Time {
-	was, _ := lifecycle.ClusterState(before)
-	now, _ := lifecycle.ClusterState(after)
+func converged(before, after *model.Cluster) time.Time {
+	was, _ := model.ClusterState(before)
+	now, _ := model.ClusterState(after)
 	if was == resource.StateReady || now != resource.StateReady {
 		return time.Time{}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -16,10 +17,10 @@ import (
 // alone (an upgrade), report none.
 func TestConvergedOverRuns(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	c := lifecycle.NewCluster("kcl_1", "acme", lifecycle.ClusterSpec{
+	c := lifecycle.NewCluster("kcl_1", "acme", model.ClusterSpec{
 		Name: "prod", Mode: resource.ModeStandard, Region: "us-central1", ProviderName: "kcl-1", Project: "p",
 	}, 1, at(0))
-	pools := []lifecycle.NodePool{lifecycle.NewNodePool("knp_a", "acme", "kcl_1", lifecycle.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}, at(0))}
+	pools := []model.NodePool{lifecycle.NewNodePool("knp_a", "acme", "kcl_1", model.NodePoolSpec{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}, at(0))}
 
 	// run plans one run at second s, saves it as the reconciler would
 	// (with the operation of its call) and returns what it converged.
@@ -27,7 +28,7 @@ func TestConvergedOverRuns(t *testing.T) {
 		t.Helper()
 		d := Plan(Input{Cluster: c, Pools: pools, Observed: obs, Op: op}, at(s))
 		if a := d.Action; a != nil {
-			intent := &lifecycle.Intent{Kind: a.Kind, At: at(s)}
+			intent := &model.Intent{Kind: a.Kind, At: at(s)}
 			if a.Pool < 0 {
 				pr := &d.Cluster.Status.Provider
 				pr.Operation, pr.OperationKind, pr.Intent = opName, a.Kind, intent
@@ -55,7 +56,7 @@ func TestConvergedOverRuns(t *testing.T) {
 		{"steady", func() time.Time { return run(30, obs(StatusRunning, 1, StatusRunning), nil) }, time.Time{}},
 		{"resize called", func() time.Time {
 			p := &pools[0]
-			err := lifecycle.ResizeNodePool(&c, p, func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) { np.NodeCount = 2; return np, nil }, at(40))
+			err := lifecycle.ResizeNodePool(&c, p, func(np model.NodePoolSpec) (model.NodePoolSpec, error) { np.NodeCount = 2; return np, nil }, at(40))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,11 +69,11 @@ func TestConvergedOverRuns(t *testing.T) {
 	}
 	for _, s := range steps {
 		if got := s.do(); !got.Equal(s.want) {
-			st, _ := lifecycle.ClusterState(&c)
+			st, _ := model.ClusterState(&c)
 			t.Errorf("%s: converged %v (cluster %s), want %v", s.name, got, st, s.want)
 		}
 	}
-	if st, _ := lifecycle.ClusterState(&c); st != resource.StateReady {
+	if st, _ := model.ClusterState(&c); st != resource.StateReady {
 		t.Fatalf("cluster ends %s, want ready", st)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -100,8 +100,8 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 	}
 	res, err := st.CreateCluster(ctx, auth.User("acme", "alice"), store.CreateClusterRequest{
 		PoolID:      "pool",
-		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1"},
-		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:        model.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1"},
+		NodePools:   []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		RequestHash: "h",
 	})
 	if err != nil {
@@ -150,7 +150,7 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := lifecycle.ClusterState(c); st != resource.StateReady {
+	if st, _ := model.ClusterState(c); st != resource.StateReady {
 		t.Fatalf("cluster %s after its operation, want ready", st)
 	}
 	if woken := sched.of(store.SubstratesKind); len(woken) != 1 {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -25,10 +25,10 @@ type CreateCluster struct {
 	IdempotencyKey string
 	// Spec has the name, mode, region, release channel and labels the
 	// body gives; the store adds what the pool and its account say.
-	Spec lifecycle.ClusterSpec
+	Spec model.ClusterSpec
 	// NodePools are a standard cluster's first node pools (1 to
 	// resource.MaxNodePools, names unique); an autopilot cluster has none.
-	NodePools []lifecycle.NodePoolSpec
+	NodePools []model.NodePoolSpec
 	body      createClusterBody
 }
 
@@ -102,7 +102,7 @@ func DecodeCreateCluster(body []byte) (*CreateCluster, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	out.Spec = lifecycle.ClusterSpec{Name: c.Name, Mode: c.Mode, Region: c.Region, ReleaseChannel: c.ReleaseChannel, Labels: labels}
+	out.Spec = model.ClusterSpec{Name: c.Name, Mode: c.Mode, Region: c.Region, ReleaseChannel: c.ReleaseChannel, Labels: labels}
 	for i := range c.NodePools {
 		out.NodePools = append(out.NodePools, c.NodePools[i].spec())
 	}

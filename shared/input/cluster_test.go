@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -104,9 +104,9 @@ func TestDecodeCreateClusterValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeCreateCluster(%s): %v", body, err)
 	}
-	spec := lifecycle.ClusterSpec{Name: "prod", Mode: "standard", Region: "us-central1", ReleaseChannel: "regular",
+	spec := model.ClusterSpec{Name: "prod", Mode: "standard", Region: "us-central1", ReleaseChannel: "regular",
 		Labels: map[string]string{"env": "prod"}}
-	pools := []lifecycle.NodePoolSpec{{Name: "default", MachineType: "e2-standard-4", NodeCount: 1,
+	pools := []model.NodePoolSpec{{Name: "default", MachineType: "e2-standard-4", NodeCount: 1,
 		Zones: []string{}, Labels: map[string]string{}, Taints: []resource.Taint{}}}
 	if got.TenantID != "acme" || got.PoolID != "pool-dev" || got.IdempotencyKey != "k1" ||
 		!reflect.DeepEqual(got.Spec, spec) || !reflect.DeepEqual(got.NodePools, pools) {

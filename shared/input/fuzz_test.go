@@ -9,6 +9,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -77,7 +78,7 @@ func FuzzDecodeUpdateNodePool(f *testing.F) {
 	seed(f, with(updatePool, obj{"nodeCount": 3}), with(updatePool, obj{"autoscaling": nil}),
 		with(updatePool, obj{"autoscaling": obj{"minNodes": 1, "maxNodes": 2}, "nodeCount": 2}),
 		with(updatePool, obj{"zones": []any{}}))
-	stored := lifecycle.NodePoolSpec{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
+	stored := model.NodePoolSpec{NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := DecodeUpdateNodePool(body)
 		if err != nil {

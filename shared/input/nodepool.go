@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -162,9 +162,9 @@ func (s nodePoolSpec) normalized() nodePoolSpec {
 // spec is the lifecycle spec the body asks for, with the defaults applied
 // and empty collections rather than nil ones (as the pool is stored and
 // answered). It shares no memory with s.
-func (s *nodePoolSpec) spec() lifecycle.NodePoolSpec {
+func (s *nodePoolSpec) spec() model.NodePoolSpec {
 	n := s.normalized()
-	p := lifecycle.NodePoolSpec{
+	p := model.NodePoolSpec{
 		Name:        n.Name,
 		MachineType: n.MachineType,
 		NodeCount:   n.NodeCount,
@@ -196,7 +196,7 @@ type CreateNodePool struct {
 	ClusterID string
 	// IdempotencyKey is "" when the body has none.
 	IdempotencyKey string
-	Spec           lifecycle.NodePoolSpec
+	Spec           model.NodePoolSpec
 	body           createNodePoolBody
 }
 
@@ -357,7 +357,7 @@ func DecodeUpdateNodePool(body []byte) (*UpdateNodePool, error) {
 // result shares no memory with p or u. It is INVALID_INPUT when the
 // resulting nodeCount lies outside the resulting autoscaling bounds,
 // naming the input field to change.
-func (u *UpdateNodePool) Apply(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+func (u *UpdateNodePool) Apply(p model.NodePoolSpec) (model.NodePoolSpec, error) {
 	out := p
 	out.Zones = slices.Clone(p.Zones)
 	out.Labels = maps.Clone(p.Labels)
@@ -395,7 +395,7 @@ func (u *UpdateNodePool) Apply(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec
 		fe = errs.FieldError{Field: "autoscaling.maxNodes", Reason: fmt.Sprintf(
 			"must not be below the pool's nodeCount (%d): raise it or give a nodeCount too", out.NodeCount)}
 	}
-	return lifecycle.NodePoolSpec{}, errs.InvalidFields([]errs.FieldError{fe})
+	return model.NodePoolSpec{}, errs.InvalidFields([]errs.FieldError{fe})
 }
 
 // canonical marshals v, whose maps json sorts by key and whose structs have

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -224,7 +224,7 @@ func TestDecodeCreateNodePoolValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeCreateNodePool(%s): %v", body, err)
 	}
-	want := lifecycle.NodePoolSpec{
+	want := model.NodePoolSpec{
 		Name: "gpu-l4", MachineType: "g2-standard-8", NodeCount: 2,
 		Autoscaling: &resource.Autoscaling{MinNodes: 1, MaxNodes: 4}, DiskGiB: 200, DiskType: "pd-balanced", Spot: true,
 		Accelerators: &resource.Accelerators{Type: "nvidia-l4", Count: 1}, Zones: []string{"us-central1-b", "us-central1-a"},

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -21,19 +21,19 @@ type PoolUpdated struct {
 	Substrate *SubstratePolicy `json:"-" validate:"-"`
 	// Flavors are the pool's flavors, each with its own name as its node
 	// pool's name (the consumer names the pool).
-	Flavors []lifecycle.Flavor `json:"-" validate:"-"`
+	Flavors []model.Flavor `json:"-" validate:"-"`
 }
 
 // Want is the substrate the pool asks for, as the store holds it: nil
 // when its policy asks for none. Each flavor's node pool is named as the
 // flavor; the substrate names its node pools (substrates.Named), and
 // lifecycle checks the account (lifecycle.PoolWant).
-func (p *PoolUpdated) Want() *lifecycle.SubstrateSpec {
+func (p *PoolUpdated) Want() *model.SubstrateSpec {
 	if p.Substrate == nil {
 		return nil
 	}
 	pol := p.Substrate
-	s := &lifecycle.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account, Flavors: p.Flavors}
+	s := &model.SubstrateSpec{PoolVersion: p.Version, AccountID: pol.Account, Flavors: p.Flavors}
 	switch {
 	case pol.Create != nil:
 		s.Mode = resource.SubstrateCreate
@@ -148,7 +148,7 @@ func decodeSubstrate(f *fields) *SubstratePolicy {
 
 // decodeFlavors reads the pool's flavors: 1 to MaxFlavors node pool specs
 // whose names follow the flavor rule and are unique.
-func decodeFlavors(f *fields) []lifecycle.Flavor {
+func decodeFlavors(f *fields) []model.Flavor {
 	at := keyPath(f.path, "flavors")
 	list := f.array("flavors")
 	if list == nil {
@@ -188,9 +188,9 @@ func decodeFlavors(f *fields) []lifecycle.Flavor {
 		}
 		seen[name] = i
 	}
-	flavors := make([]lifecycle.Flavor, len(out))
+	flavors := make([]model.Flavor, len(out))
 	for i := range out {
-		flavors[i] = lifecycle.Flavor{Name: out[i].Name, NodePool: out[i].spec()}
+		flavors[i] = model.Flavor{Name: out[i].Name, NodePool: out[i].spec()}
 	}
 	return flavors
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -86,7 +86,7 @@ func TestDecodeUpdateNodePoolImmutableReason(t *testing.T) {
 }
 
 func TestUpdateNodePoolApply(t *testing.T) {
-	stored := lifecycle.NodePoolSpec{
+	stored := model.NodePoolSpec{
 		Name: "gpu", MachineType: "g2-standard-8",
 		NodeCount: 3, Autoscaling: &resource.Autoscaling{MinNodes: 2, MaxNodes: 4},
 		Zones: []string{"us-central1-a"}, Labels: map[string]string{"team": "ml"}, Taints: []resource.Taint{},
@@ -96,7 +96,7 @@ func TestUpdateNodePoolApply(t *testing.T) {
 	manual.Autoscaling = nil
 	tests := []struct {
 		name       string
-		pool       lifecycle.NodePoolSpec
+		pool       model.NodePoolSpec
 		body       obj
 		wantCount  int
 		wantScale  *resource.Autoscaling

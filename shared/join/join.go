@@ -17,8 +17,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -28,8 +28,8 @@ import (
 // token, the substrate and cluster it joins, and the join's record.
 type Store interface {
 	JoinGrant(ctx context.Context, hash string) (*store.JoinGrant, error)
-	Substrate(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error)
-	Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cluster, error)
+	Substrate(ctx context.Context, tenantID, id string) (*model.Substrate, error)
+	Cluster(ctx context.Context, tenantID, id string) (*model.Cluster, error)
 	RecordJoin(ctx context.Context, hash string, g store.JoinGrant, n resource.SubstrateNode) ([]event.Event, *chain.Kick, error)
 }
 
@@ -158,7 +158,7 @@ func (j *Joiner) grant(ctx context.Context, hash string) (*store.JoinGrant, erro
 	return g, nil
 }
 
-func (j *Joiner) substrate(ctx context.Context, g *store.JoinGrant) (*lifecycle.Substrate, error) {
+func (j *Joiner) substrate(ctx context.Context, g *store.JoinGrant) (*model.Substrate, error) {
 	s, err := j.store.Substrate(ctx, g.TenantID, g.SubstrateID)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (j *Joiner) substrate(ctx context.Context, g *store.JoinGrant) (*lifecycle.
 	return s, nil
 }
 
-func (j *Joiner) cluster(ctx context.Context, s *lifecycle.Substrate) (*lifecycle.Cluster, error) {
+func (j *Joiner) cluster(ctx context.Context, s *model.Substrate) (*model.Cluster, error) {
 	if s.Status.ClusterID == "" {
 		return nil, errs.E(errs.InvalidState, "substrate %s has no cluster yet", s.ID)
 	}
@@ -185,7 +185,7 @@ func (j *Joiner) cluster(ctx context.Context, s *lifecycle.Substrate) (*lifecycl
 
 // node checks, in the cluster's Kubernetes API, that the node is a Node of
 // one of the substrate's node pools, and returns it with its flavor.
-func (j *Joiner) node(ctx context.Context, s *lifecycle.Substrate, c *lifecycle.Cluster, name, providerID string) (kubeapply.Node, string, error) {
+func (j *Joiner) node(ctx context.Context, s *model.Substrate, c *model.Cluster, name, providerID string) (kubeapply.Node, string, error) {
 	t, err := substrates.TargetOf(c)
 	if err != nil {
 		return kubeapply.Node{}, "", errs.E(errs.Unavailable, "the Kubernetes API of cluster %s cannot be reached yet", c.ID)

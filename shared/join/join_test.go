@@ -11,7 +11,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
 )
@@ -87,13 +87,13 @@ func TestJoinCounts(t *testing.T) {
 	if _, err := fs.Doc("joinTokens/"+hash).Set(ctx, store.JoinGrant{TenantID: "acme", SubstrateID: "ksb_1", PoolID: "pool-gpu"}); err != nil {
 		t.Fatal(err)
 	}
-	s := lifecycle.Substrate{ID: "ksb_1", TenantID: "acme", PoolID: "pool-gpu", Active: true,
-		Spec:   lifecycle.SubstrateSpec{Flavors: []lifecycle.Flavor{{Name: "cpu", NodePool: lifecycle.NodePoolSpec{Name: "bc-cpu"}}}},
-		Status: lifecycle.SubstrateStatus{ClusterID: "kcl_1"}}
+	s := model.Substrate{ID: "ksb_1", TenantID: "acme", PoolID: "pool-gpu", Active: true,
+		Spec:   model.SubstrateSpec{Flavors: []model.Flavor{{Name: "cpu", NodePool: model.NodePoolSpec{Name: "bc-cpu"}}}},
+		Status: model.SubstrateStatus{ClusterID: "kcl_1"}}
 	if _, err := fs.Doc("tenants/acme/substrates/ksb_1").Set(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	c := lifecycle.Cluster{ID: "kcl_1", TenantID: "acme", Status: lifecycle.ClusterStatus{Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
+	c := model.Cluster{ID: "kcl_1", TenantID: "acme", Status: model.ClusterStatus{Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
 	if _, err := fs.Doc("tenants/acme/clusters/kcl_1").Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package lifecycle
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/better-compute/kubernetes/shared/model"
+)
 
 // A pool uses a platform account or its own tenant's, never another
 // tenant's; only gcp has managed Kubernetes; a pool ID is foreign only to
@@ -11,14 +15,14 @@ func TestAccountAndPoolRules(t *testing.T) {
 		got  bool
 		want bool
 	}{
-		{"a platform account, by any tenant", Account{ID: "acc"}.UsableBy("acme"), true},
-		{"the tenant's own account", Account{ID: "acc", TenantID: "acme"}.UsableBy("acme"), true},
-		{"another tenant's account", Account{ID: "acc", TenantID: "globex"}.UsableBy("acme"), false},
-		{"gcp", Account{Provider: "gcp"}.ManagedKubernetes(), true},
-		{"bare metal", Account{Provider: "baremetal"}.ManagedKubernetes(), false},
-		{"the tenant's pool ID", Pool{ID: "p", TenantID: "acme"}.ForeignTo("acme"), false},
-		{"another tenant's pool ID", Pool{ID: "p", TenantID: "globex"}.ForeignTo("acme"), true},
-		{"a pool ID not recorded", Pool{}.ForeignTo("acme"), false},
+		{"a platform account, by any tenant", UsableBy(model.Account{ID: "acc"}, "acme"), true},
+		{"the tenant's own account", UsableBy(model.Account{ID: "acc", TenantID: "acme"}, "acme"), true},
+		{"another tenant's account", UsableBy(model.Account{ID: "acc", TenantID: "globex"}, "acme"), false},
+		{"gcp", model.Account{Provider: "gcp"}.ManagedKubernetes(), true},
+		{"bare metal", model.Account{Provider: "baremetal"}.ManagedKubernetes(), false},
+		{"the tenant's pool ID", ForeignTo(model.Pool{ID: "p", TenantID: "acme"}, "acme"), false},
+		{"another tenant's pool ID", ForeignTo(model.Pool{ID: "p", TenantID: "globex"}, "acme"), true},
+		{"a pool ID not recorded", ForeignTo(model.Pool{}, "acme"), false},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)

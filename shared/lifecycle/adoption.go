@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"maps"
 	"slices"
+
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // The rules of a cluster's adoption by substrates (API.md §9), in one
@@ -13,14 +15,14 @@ import (
 
 // Adopts reports whether cluster c records its adoption by substrate of
 // pool.
-func Adopts(c *Cluster, substrate, pool string) bool {
+func Adopts(c *model.Cluster, substrate, pool string) bool {
 	return c.AdoptedBy[substrate] == pool
 }
 
 // OtherAdopters are the substrates other than substrate that adopted
 // cluster c, by ID: those an adoption by substrate reads, to drop the
 // ones that are gone (DecideAdoption).
-func OtherAdopters(c *Cluster, substrate string) []string {
+func OtherAdopters(c *model.Cluster, substrate string) []string {
 	var ids []string
 	for _, id := range slices.Sorted(maps.Keys(c.AdoptedBy)) {
 		if id != substrate {
@@ -30,30 +32,6 @@ func OtherAdopters(c *Cluster, substrate string) []string {
 	return ids
 }
 
-// AdoptionRequest is what an adoption is decided on (DecideAdoption): the
-// substrate that adopts, and what the store read in its transaction.
-type AdoptionRequest struct {
-	// Substrate, of pool Pool on account AccountID, adopts Cluster.
-	Substrate, Pool, AccountID string
-	Cluster                    *Cluster
-	// Adopters are the substrates of OtherAdopters(Cluster, Substrate),
-	// as read: nil (or absent) for one that does not exist.
-	Adopters map[string]*Substrate
-}
-
-// Adoption is what an adoption writes on its cluster: nothing when Drop
-// is empty and Record is false.
-type Adoption struct {
-	// Drop are the other adopters whose adoptions are removed, by ID.
-	Drop []string
-	// Record: the substrate's adoption is written (it is not recorded
-	// yet, or for another pool).
-	Record bool
-}
-
-// Changes reports whether the adoption writes anything.
-func (a Adoption) Changes() bool { return len(a.Drop) > 0 || a.Record }
-
 // DecideAdoption is what r's adoption writes, or why it is refused. An
 // adoption left by a substrate that is gone (deleted without releasing
 // the cluster, its run killed) is dropped, so that it does not hold the
@@ -61,8 +39,8 @@ func (a Adoption) Changes() bool { return len(a.Drop) > 0 || a.Record }
 // Of two substrates that both want the cluster, the one whose adoption
 // is recorded first holds it while it is active: the other is refused.
 // r.Cluster is not changed.
-func DecideAdoption(r AdoptionRequest) (Adoption, error) {
-	var a Adoption
+func DecideAdoption(r model.AdoptionRequest) (model.Adoption, error) {
+	var a model.Adoption
 	c := *r.Cluster
 	c.AdoptedBy = maps.Clone(r.Cluster.AdoptedBy)
 	for _, id := range OtherAdopters(r.Cluster, r.Substrate) {
@@ -72,7 +50,7 @@ func DecideAdoption(r AdoptionRequest) (Adoption, error) {
 		}
 	}
 	if err := MayAdopt(&c, r.Substrate, r.AccountID); err != nil {
-		return Adoption{}, err
+		return model.Adoption{}, err
 	}
 	a.Record = !Adopts(&c, r.Substrate, r.Pool)
 	return a, nil
@@ -81,7 +59,7 @@ func DecideAdoption(r AdoptionRequest) (Adoption, error) {
 // Releases reports whether substrate's release of cluster c removes
 // anything: a substrate releases its own adoption and nothing else, and
 // releasing a cluster it does not hold is a no-op.
-func Releases(c *Cluster, substrate string) bool {
+func Releases(c *model.Cluster, substrate string) bool {
 	_, ok := c.AdoptedBy[substrate]
 	return ok
 }

@@ -7,46 +7,47 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 func TestDecideAdoption(t *testing.T) {
-	adoptedBy := func(m map[string]string) *Cluster {
+	adoptedBy := func(m map[string]string) *model.Cluster {
 		c := standard()
 		c.AdoptedBy = m
 		return c
 	}
-	active := &Substrate{ID: "ksb_1", Active: true}
-	deleted := &Substrate{ID: "ksb_1"}
+	active := &model.Substrate{ID: "ksb_1", Active: true}
+	deleted := &model.Substrate{ID: "ksb_1"}
 	for _, c := range []struct {
 		name     string
-		cluster  *Cluster
-		adopters map[string]*Substrate
-		want     Adoption
+		cluster  *model.Cluster
+		adopters map[string]*model.Substrate
+		want     model.Adoption
 		err      string // "" for no error; else a part of the INVALID_STATE message
 	}{
-		{name: "a cluster no one adopted", cluster: standard(), want: Adoption{Record: true}},
-		{name: "adopted by the substrate already", cluster: adopted("ksb_9", "pool-b"), want: Adoption{}},
-		{name: "adopted by the substrate for another pool", cluster: adopted("ksb_9", "pool-a"), want: Adoption{Record: true}},
+		{name: "a cluster no one adopted", cluster: standard(), want: model.Adoption{Record: true}},
+		{name: "adopted by the substrate already", cluster: adopted("ksb_9", "pool-b"), want: model.Adoption{}},
+		{name: "adopted by the substrate for another pool", cluster: adopted("ksb_9", "pool-a"), want: model.Adoption{Record: true}},
 		{name: "adopted by another that is active", cluster: adopted("ksb_1", "pool-a"),
-			adopters: map[string]*Substrate{"ksb_1": active},
+			adopters: map[string]*model.Substrate{"ksb_1": active},
 			err:      "adopted by substrate ksb_1 of pool pool-a: a cluster serves one pool"},
 		{name: "adopted by another that is deleted", cluster: adopted("ksb_1", "pool-a"),
-			adopters: map[string]*Substrate{"ksb_1": deleted}, want: Adoption{Drop: []string{"ksb_1"}, Record: true}},
+			adopters: map[string]*model.Substrate{"ksb_1": deleted}, want: model.Adoption{Drop: []string{"ksb_1"}, Record: true}},
 		{name: "adopted by another that does not exist", cluster: adopted("ksb_1", "pool-a"),
-			adopters: map[string]*Substrate{"ksb_1": nil}, want: Adoption{Drop: []string{"ksb_1"}, Record: true}},
-		{name: "adopted by another not read", cluster: adopted("ksb_1", "pool-a"), want: Adoption{Drop: []string{"ksb_1"}, Record: true}},
+			adopters: map[string]*model.Substrate{"ksb_1": nil}, want: model.Adoption{Drop: []string{"ksb_1"}, Record: true}},
+		{name: "adopted by another not read", cluster: adopted("ksb_1", "pool-a"), want: model.Adoption{Drop: []string{"ksb_1"}, Record: true}},
 		{name: "gone adopters dropped by ID, the active one refuses", cluster: adoptedBy(map[string]string{"ksb_3": "p3", "ksb_1": "p1", "ksb_2": "p2"}),
-			adopters: map[string]*Substrate{"ksb_2": active},
+			adopters: map[string]*model.Substrate{"ksb_2": active},
 			err:      "adopted by substrate ksb_2 of pool p2"},
 		{name: "gone adopters dropped by ID, its own kept", cluster: adoptedBy(map[string]string{"ksb_3": "p3", "ksb_9": "pool-b", "ksb_1": "p1"}),
-			adopters: map[string]*Substrate{"ksb_1": deleted}, want: Adoption{Drop: []string{"ksb_1", "ksb_3"}}},
-		{name: "a cluster it may not adopt, whoever held it", cluster: func() *Cluster { c := adopted("ksb_1", "pool-a"); c.Spec.Deleting = true; return c }(),
+			adopters: map[string]*model.Substrate{"ksb_1": deleted}, want: model.Adoption{Drop: []string{"ksb_1", "ksb_3"}}},
+		{name: "a cluster it may not adopt, whoever held it", cluster: func() *model.Cluster { c := adopted("ksb_1", "pool-a"); c.Spec.Deleting = true; return c }(),
 			err: "is being deleted"},
-		{name: "a cluster of another account", cluster: func() *Cluster { c := standard(); c.Spec.AccountID = "acc-2"; return c }(),
+		{name: "a cluster of another account", cluster: func() *model.Cluster { c := standard(); c.Spec.AccountID = "acc-2"; return c }(),
 			err: "not on the substrate's account acc"},
 	} {
 		before := maps.Clone(c.cluster.AdoptedBy)
-		got, err := DecideAdoption(AdoptionRequest{Substrate: "ksb_9", Pool: "pool-b", AccountID: "acc", Cluster: c.cluster, Adopters: c.adopters})
+		got, err := DecideAdoption(model.AdoptionRequest{Substrate: "ksb_9", Pool: "pool-b", AccountID: "acc", Cluster: c.cluster, Adopters: c.adopters})
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s: %v, want no error", c.name, err)

@@ -7,54 +7,24 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-// ClusterState is the cluster's public state and message:
-//   - deleted once the reconciler found it gone after a delete;
-//   - deleting from the tenant's delete on;
-//   - pending until the reconciler first looks at it;
-//   - provisioning, updating or ready with a message when something is in
-//     the way of its change (ClusterWaiting, RunFailed);
-//   - updating when the tenant changed it (or one of its pools) since the
-//     reconciler last looked, unless it is still being created;
-//   - otherwise what the reconciler last decided: provisioning, ready,
-//     updating (a change converging, see SettleCluster) or error.
-func ClusterState(c *Cluster) (resource.State, string) {
-	s := &c.Status
-	switch {
-	case s.State == resource.StateDeleted:
-		return resource.StateDeleted, ""
-	case c.Spec.Deleting:
-		return resource.StateDeleting, ""
-	case s.State == "" || s.State == resource.StatePending:
-		return resource.StatePending, ""
-	case s.ObservedGeneration < c.Spec.Generation && s.State != resource.StateProvisioning:
-		return resource.StateUpdating, ""
-	}
-	return s.State, s.Message
-}
-
-// ActiveNodePools is the number of the cluster's pools that are not
-// deleted: the ones that count against the quota.
-func ActiveNodePools(c *Cluster) int {
-	return c.Spec.PoolsCreated - c.Status.PoolsDeleted
-}
-
 // NewCluster is a cluster as kubernetesClusters.create records it, with
 // pools its first node pools: pending, version 1.
-func NewCluster(id, tenantID string, spec ClusterSpec, pools int, now time.Time) Cluster {
+func NewCluster(id, tenantID string, spec model.ClusterSpec, pools int, now time.Time) model.Cluster {
 	spec.Deleting = false
 	spec.PoolsCreated = pools
 	spec.Version, spec.Generation = 1, 1
 	spec.UpdatedAt = now
-	return Cluster{ID: id, TenantID: tenantID, CreatedAt: now, Active: true, Spec: spec}
+	return model.Cluster{ID: id, TenantID: tenantID, CreatedAt: now, Active: true, Spec: spec}
 }
 
 // DeleteCluster is kubernetesClusters.delete: the cluster and its pools
 // that are not deleting go deleting. It reports whether anything changed
 // (a cluster already deleting is returned unchanged).
-func DeleteCluster(c *Cluster, pools []*NodePool, now time.Time) bool {
+func DeleteCluster(c *model.Cluster, pools []*model.NodePool, now time.Time) bool {
 	if c.Spec.Deleting {
 		return false
 	}
@@ -72,14 +42,14 @@ func DeleteCluster(c *Cluster, pools []*NodePool, now time.Time) bool {
 // touchCluster records a change of the cluster's desired state by the
 // tenant: its version and generation go up, so the cluster shows updating
 // (ClusterState) until a run has converged the change.
-func touchCluster(c *Cluster, now time.Time) {
+func touchCluster(c *model.Cluster, now time.Time) {
 	c.Spec.Version++
 	c.Spec.Generation++
 	c.Spec.UpdatedAt = now
 }
 
 // checkNodePoolsAllowed is the state rule of adding or changing pools.
-func checkNodePoolsAllowed(c *Cluster) error {
+func checkNodePoolsAllowed(c *model.Cluster) error {
 	if c.Spec.Deleting {
 		return errs.E(errs.InvalidState, "cluster %s is being deleted", c.ID)
 	}
@@ -89,9 +59,9 @@ func checkNodePoolsAllowed(c *Cluster) error {
 // BeginRun is the cluster as a reconcile run works on it: its status
 // shows the public state and answers the spec's current generation. The
 // run's rules (below and in nodepool.go) move it from there.
-func BeginRun(c Cluster) Cluster {
+func BeginRun(c model.Cluster) model.Cluster {
 	c = c.Clone()
-	c.Status.State, c.Status.Message = ClusterState(&c)
+	c.Status.State, c.Status.Message = model.ClusterState(&c)
 	c.Status.ObservedGeneration = c.Spec.Generation
 	return c
 }
@@ -99,7 +69,7 @@ func BeginRun(c Cluster) Cluster {
 // ClusterCreating is a cluster whose create is under way or about to be
 // asked: provisioning, except that a cluster the provider refused stays in
 // error while it is retried, so that its error is announced once.
-func ClusterCreating(c *Cluster, now time.Time) {
+func ClusterCreating(c *model.Cluster, now time.Time) {
 	if c.Status.State != resource.StateError {
 		setClusterState(c, resource.StateProvisioning, "", now)
 	}
@@ -109,14 +79,14 @@ func ClusterCreating(c *Cluster, now time.Time) {
 // provisioning, except that one in error stays in error until it settles
 // (a cluster created again without the pools the provider refused), so
 // that its error is announced once.
-func ClusterProvisioning(c *Cluster, now time.Time) {
+func ClusterProvisioning(c *model.Cluster, now time.Time) {
 	ClusterCreating(c, now)
 }
 
 // ObserveCluster records the version and endpoint the provider shows. A
 // version that moved (a release-channel upgrade) is announced as an update
 // once the cluster is ready, even if it is busy or failed right now.
-func ObserveCluster(c *Cluster, providerID, version, endpoint, ca string) {
+func ObserveCluster(c *model.Cluster, providerID, version, endpoint, ca string) {
 	s := &c.Status
 	if s.Provider.ID == "" {
 		s.Provider.ID = providerID
@@ -139,7 +109,7 @@ func ObserveCluster(c *Cluster, providerID, version, endpoint, ca string) {
 // follows when it enters the error, not when an error's message changes,
 // and not when it enters again the error it last announced without having
 // been ready since (a tenant's change, shown updating, came in between).
-func ClusterError(c *Cluster, msg string, now time.Time) []event.Event {
+func ClusterError(c *model.Cluster, msg string, now time.Time) []event.Event {
 	entering := c.Status.State != resource.StateError
 	setClusterState(c, resource.StateError, msg, now)
 	if !entering || c.Status.Announced == msg {
@@ -151,10 +121,10 @@ func ClusterError(c *Cluster, msg string, now time.Time) []event.Event {
 
 // ClusterDeleted is a deleting cluster the provider no longer has:
 // deleted, kept for DeletedTTL, kubernetes.cluster.deleted.
-func ClusterDeleted(c *Cluster, now time.Time) []event.Event {
+func ClusterDeleted(c *model.Cluster, now time.Time) []event.Event {
 	setClusterState(c, resource.StateDeleted, "", now)
 	c.Active = false
-	expire := now.Add(DeletedTTL)
+	expire := now.Add(model.DeletedTTL)
 	c.ExpireAt = &expire
 	return []event.Event{event.ForCluster(event.ClusterDeleted, c.View(), now)}
 }
@@ -168,14 +138,14 @@ func ClusterDeleted(c *Cluster, now time.Time) []event.Event {
 //   - ready otherwise, with kubernetes.cluster.ready the first time and
 //     kubernetes.cluster.updated when it is ready again after a change or
 //     after the provider moved its version.
-func SettleCluster(c *Cluster, pools []NodePool, converging bool, now time.Time) ([]event.Event, bool) {
+func SettleCluster(c *model.Cluster, pools []model.NodePool, converging bool, now time.Time) ([]event.Event, bool) {
 	return SettleClusterWaiting(c, pools, converging, "", now)
 }
 
 // SettleClusterWaiting is SettleCluster for a run whose pools' changes
 // wait (waiting says for what): a cluster provisioning or updating says
 // so in its message.
-func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting string, now time.Time) ([]event.Event, bool) {
+func SettleClusterWaiting(c *model.Cluster, pools []model.NodePool, converging bool, waiting string, now time.Time) ([]event.Event, bool) {
 	var failed []string
 	for i := range pools {
 		switch st := pools[i].Status.State; st {
@@ -212,7 +182,7 @@ func SettleClusterWaiting(c *Cluster, pools []NodePool, converging bool, waiting
 	return nil, false
 }
 
-func setClusterState(c *Cluster, st resource.State, msg string, now time.Time) {
+func setClusterState(c *model.Cluster, st resource.State, msg string, now time.Time) {
 	s := &c.Status
 	if s.State == st && s.Message == msg {
 		return

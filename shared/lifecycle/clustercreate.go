@@ -4,27 +4,8 @@ import (
 	"fmt"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 )
-
-// ClusterCreate is what a cluster create is decided on (DecideCreate):
-// the request, and what the store read in its transaction.
-type ClusterCreate struct {
-	TenantID string
-	// Spec holds the request's name, mode, region, release channel and
-	// labels, and, when set, its Zones; NodePools the specs of its first
-	// node pools.
-	Spec      ClusterSpec
-	NodePools []NodePoolSpec
-	// Pool is the tenant's pool the cluster is made in.
-	Pool Pool
-	// Account is the pool's account; nil when it does not exist.
-	Account *Account
-	// NameTaken: another cluster of the tenant holds the name.
-	NameTaken bool
-	// Tenant is the tenant's document, which counts the cluster against
-	// its quota (AddCluster).
-	Tenant *Tenant
-}
 
 // DecideCreate is the spec of a cluster to create for c, or why it is
 // refused: an archived pool takes no new cluster, the pool's account must
@@ -33,31 +14,31 @@ type ClusterCreate struct {
 // must be free and the tenant under its quota; c.Tenant then counts the
 // cluster. The spec is on the pool's account and project; its ID,
 // provider name and manager are the caller's to set.
-func DecideCreate(c ClusterCreate) (ClusterSpec, error) {
+func DecideCreate(c model.ClusterCreate) (model.ClusterSpec, error) {
 	pool, acc := c.Pool, c.Account
 	switch {
 	case pool.Archived:
-		return ClusterSpec{}, errs.E(errs.InvalidState, "pool %s is archived: it takes no new cluster", pool.ID)
+		return model.ClusterSpec{}, errs.E(errs.InvalidState, "pool %s is archived: it takes no new cluster", pool.ID)
 	case acc == nil:
-		return ClusterSpec{}, fmt.Errorf("pool %s names account %s, which does not exist", pool.ID, pool.AccountID)
-	case !acc.UsableBy(c.TenantID):
+		return model.ClusterSpec{}, fmt.Errorf("pool %s names account %s, which does not exist", pool.ID, pool.AccountID)
+	case !UsableBy(*acc, c.TenantID):
 		// Unreachable through the API: a pool is recorded only on an
 		// account its tenant may use (ParseSeed, DecidePoolEvent).
-		return ClusterSpec{}, errs.E(errs.InvalidState, "pool %s: %s", pool.ID, Unusable(acc.ID, c.TenantID))
+		return model.ClusterSpec{}, errs.E(errs.InvalidState, "pool %s: %s", pool.ID, Unusable(acc.ID, c.TenantID))
 	case !acc.ManagedKubernetes():
-		return ClusterSpec{}, errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)
+		return model.ClusterSpec{}, errs.E(errs.Unsupported, "the provider %q of pool %s has no managed Kubernetes", acc.Provider, pool.ID)
 	}
 	zones, err := ClusterZones(acc.Regions, &c.Spec, c.NodePools)
 	if err != nil {
-		return ClusterSpec{}, err
+		return model.ClusterSpec{}, err
 	}
 	if c.NameTaken {
-		return ClusterSpec{}, errs.E(errs.Conflict, "cluster name %q is taken", c.Spec.Name)
+		return model.ClusterSpec{}, errs.E(errs.Conflict, "cluster name %q is taken", c.Spec.Name)
 	}
 	if err := AddCluster(c.TenantID, c.Tenant); err != nil {
-		return ClusterSpec{}, err
+		return model.ClusterSpec{}, err
 	}
-	return ClusterSpec{
+	return model.ClusterSpec{
 		PoolID:         pool.ID,
 		AccountID:      acc.ID,
 		Name:           c.Spec.Name,

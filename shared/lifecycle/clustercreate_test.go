@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // DecideCreate refuses a cluster of an archived pool, of an account that
@@ -14,30 +15,34 @@ import (
 // otherwise makes its spec on the pool's account and counts it.
 func TestDecideCreate(t *testing.T) {
 	one := 1
-	pool := Pool{ID: "pool-gpu", TenantID: "acme", AccountID: "acc-gcp"}
-	acc := &Account{ID: "acc-gcp", Provider: "gcp", Project: "p", Impersonate: "sa@p", NodeServiceAccount: "nodes@p",
+	pool := model.Pool{ID: "pool-gpu", TenantID: "acme", AccountID: "acc-gcp"}
+	acc := &model.Account{ID: "acc-gcp", Provider: "gcp", Project: "p", Impersonate: "sa@p", NodeServiceAccount: "nodes@p",
 		Regions: map[string][]string{"us-central1": {"us-central1-a", "us-central1-b"}}}
-	spec := ClusterSpec{Name: "c1", Mode: "standard", Region: "us-central1", ReleaseChannel: "REGULAR", Labels: map[string]string{"a": "b"}}
-	with := func(f func(*ClusterCreate)) ClusterCreate {
-		c := ClusterCreate{TenantID: "acme", Spec: spec, Pool: pool, Account: acc, Tenant: &Tenant{}}
+	spec := model.ClusterSpec{Name: "c1", Mode: "standard", Region: "us-central1", ReleaseChannel: "REGULAR", Labels: map[string]string{"a": "b"}}
+	with := func(f func(*model.ClusterCreate)) model.ClusterCreate {
+		c := model.ClusterCreate{TenantID: "acme", Spec: spec, Pool: pool, Account: acc, Tenant: &model.Tenant{}}
 		f(&c)
 		return c
 	}
 	for _, tt := range []struct {
 		name string
-		in   ClusterCreate
+		in   model.ClusterCreate
 		kind errs.Kind // Internal: a plain error
 		fail bool
 	}{
-		{"created", with(func(*ClusterCreate) {}), errs.Internal, false},
-		{"an archived pool", with(func(c *ClusterCreate) { c.Pool.Archived = true }), errs.InvalidState, true},
-		{"no account", with(func(c *ClusterCreate) { c.Account = nil }), errs.Internal, true},
-		{"another tenant's account", with(func(c *ClusterCreate) { a := *acc; a.TenantID = "globex"; c.Account = &a }), errs.InvalidState, true},
-		{"no managed Kubernetes", with(func(c *ClusterCreate) { a := *acc; a.Provider = "baremetal"; c.Account = &a }), errs.Unsupported, true},
-		{"a region not the account's", with(func(c *ClusterCreate) { c.Spec.Region = "europe-west1" }), errs.Invalid, true},
-		{"a node pool zone not the account's", with(func(c *ClusterCreate) { c.NodePools = []NodePoolSpec{{Name: "np", Zones: []string{"us-central1-f"}}} }), errs.Invalid, true},
-		{"a taken name", with(func(c *ClusterCreate) { c.NameTaken = true }), errs.Conflict, true},
-		{"over quota", with(func(c *ClusterCreate) { c.Tenant = &Tenant{Quota: Quota{Clusters: &one}, ClustersCreated: 1} }), errs.Quota, true},
+		{"created", with(func(*model.ClusterCreate) {}), errs.Internal, false},
+		{"an archived pool", with(func(c *model.ClusterCreate) { c.Pool.Archived = true }), errs.InvalidState, true},
+		{"no account", with(func(c *model.ClusterCreate) { c.Account = nil }), errs.Internal, true},
+		{"another tenant's account", with(func(c *model.ClusterCreate) { a := *acc; a.TenantID = "globex"; c.Account = &a }), errs.InvalidState, true},
+		{"no managed Kubernetes", with(func(c *model.ClusterCreate) { a := *acc; a.Provider = "baremetal"; c.Account = &a }), errs.Unsupported, true},
+		{"a region not the account's", with(func(c *model.ClusterCreate) { c.Spec.Region = "europe-west1" }), errs.Invalid, true},
+		{"a node pool zone not the account's", with(func(c *model.ClusterCreate) {
+			c.NodePools = []model.NodePoolSpec{{Name: "np", Zones: []string{"us-central1-f"}}}
+		}), errs.Invalid, true},
+		{"a taken name", with(func(c *model.ClusterCreate) { c.NameTaken = true }), errs.Conflict, true},
+		{"over quota", with(func(c *model.ClusterCreate) {
+			c.Tenant = &model.Tenant{Quota: model.Quota{Clusters: &one}, ClustersCreated: 1}
+		}), errs.Quota, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := *tt.in.Tenant
@@ -54,7 +59,7 @@ func TestDecideCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := ClusterSpec{PoolID: "pool-gpu", AccountID: "acc-gcp", Name: "c1", Mode: "standard", Region: "us-central1",
+			want := model.ClusterSpec{PoolID: "pool-gpu", AccountID: "acc-gcp", Name: "c1", Mode: "standard", Region: "us-central1",
 				ReleaseChannel: "REGULAR", Labels: map[string]string{"a": "b"}, Project: "p", Zones: []string{"us-central1-a", "us-central1-b"},
 				Impersonate: "sa@p", NodeServiceAccount: "nodes@p"}
 			if diff := cmp.Diff(want, got); diff != "" {

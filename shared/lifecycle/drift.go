@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -22,7 +23,7 @@ const ChangedAtProvider = "changed at the provider: "
 // pending and one in error keeps its error until the provider accepts
 // the change, as NodePoolChanging. A tenant's change under way is not
 // drift: its updating pool says nothing (NodePoolShowsDrift).
-func NodePoolDrifted(p *NodePool, what string, now time.Time) {
+func NodePoolDrifted(p *model.NodePool, what string, now time.Time) {
 	if !NodePoolShowsDrift(p) {
 		NodePoolChanging(p, now)
 		return
@@ -34,7 +35,7 @@ func NodePoolDrifted(p *NodePool, what string, now time.Time) {
 // provider side is drift rather than the tenant's change under way: the
 // pool is ready (the provider matched its spec when last looked at), or
 // already updating for drift.
-func NodePoolShowsDrift(p *NodePool) bool {
+func NodePoolShowsDrift(p *model.NodePool) bool {
 	s := &p.Status
 	return s.State == resource.StateReady || (s.State == resource.StateUpdating && NodePoolRepairing(p))
 }
@@ -42,7 +43,7 @@ func NodePoolShowsDrift(p *NodePool) bool {
 // NodePoolRepairing reports whether the pool is being brought back to
 // its spec after a change at the provider (NodePoolDrifted): its message
 // says so until it is ready again.
-func NodePoolRepairing(p *NodePool) bool {
+func NodePoolRepairing(p *model.NodePool) bool {
 	return p.Status.State == resource.StateUpdating && strings.HasPrefix(p.Status.Message, ChangedAtProvider)
 }
 
@@ -52,6 +53,6 @@ func NodePoolRepairing(p *NodePool) bool {
 // the field (what: "machineType n2-standard-8, spec e2-standard-4"),
 // with kubernetes.nodepool.error when it enters it. Deleting the pool
 // still works; nothing else is called for it.
-func NodePoolFixedDrift(p *NodePool, what string, now time.Time) []event.Event {
+func NodePoolFixedDrift(p *model.NodePool, what string, now time.Time) []event.Event {
 	return NodePoolError(p, ChangedAtProvider+what+"; it cannot be changed back in place: delete the pool and create it again", now)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -12,7 +13,7 @@ func TestNodePoolDrifted(t *testing.T) {
 	const msg = "3 nodes per zone, spec 1; resizing"
 	tests := []struct {
 		name    string
-		pool    NodePool
+		pool    model.NodePool
 		state   resource.State
 		message string
 		drift   bool // NodePoolRepairing afterwards
@@ -27,7 +28,7 @@ func TestNodePoolDrifted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := BeginNodePoolRun(tt.pool)
 			NodePoolDrifted(&p, msg, t0)
-			if st, m := NodePoolState(&p); st != tt.state || m != tt.message {
+			if st, m := model.NodePoolState(&p); st != tt.state || m != tt.message {
 				t.Errorf("pool = %s %q, want %s %q", st, m, tt.state, tt.message)
 			}
 			if got := NodePoolRepairing(&p); got != tt.drift {
@@ -44,7 +45,7 @@ func TestNodePoolFixedDrift(t *testing.T) {
 		t.Errorf("events = %v, want nodepool.error", types(ev))
 	}
 	want := "changed at the provider: machineType n2-standard-8, spec e2-standard-4; it cannot be changed back in place: delete the pool and create it again"
-	if st, m := NodePoolState(&p); st != failed || m != want {
+	if st, m := model.NodePoolState(&p); st != failed || m != want {
 		t.Errorf("pool = %s %q, want error %q", st, m, want)
 	}
 	if ev := NodePoolFixedDrift(&p, "machineType n2-standard-8, spec e2-standard-4", t0); len(ev) != 0 {
@@ -54,12 +55,12 @@ func TestNodePoolFixedDrift(t *testing.T) {
 	if !DeleteNodePool(&c, &p, t0) {
 		t.Fatal("DeleteNodePool of a pool in error = false, want it deleting")
 	}
-	if st, _ := NodePoolState(&p); st != deleting {
+	if st, _ := model.NodePoolState(&p); st != deleting {
 		t.Errorf("pool after its delete = %s, want deleting", st)
 	}
 }
 
-func withMessage(p NodePool, msg string) NodePool {
+func withMessage(p model.NodePool, msg string) model.NodePool {
 	p.Status.Message = msg
 	return p
 }

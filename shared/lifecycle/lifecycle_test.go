@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -23,16 +24,16 @@ const (
 	failed       = resource.StateError
 )
 
-func cluster(st resource.State, observed, generation int64) Cluster {
-	return Cluster{ID: "kcl_1", TenantID: "acme", Active: true,
-		Spec:   ClusterSpec{Name: "prod", Mode: resource.ModeStandard, Version: generation, Generation: generation, PoolsCreated: 1},
-		Status: ClusterStatus{State: st, Message: "m", ObservedGeneration: observed}}
+func cluster(st resource.State, observed, generation int64) model.Cluster {
+	return model.Cluster{ID: "kcl_1", TenantID: "acme", Active: true,
+		Spec:   model.ClusterSpec{Name: "prod", Mode: resource.ModeStandard, Version: generation, Generation: generation, PoolsCreated: 1},
+		Status: model.ClusterStatus{State: st, Message: "m", ObservedGeneration: observed}}
 }
 
-func pool(name string, st resource.State, observed, generation int64) NodePool {
-	return NodePool{ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", Active: true,
-		Spec:   NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: generation},
-		Status: NodePoolStatus{State: st, Message: "m", ObservedGeneration: observed}}
+func pool(name string, st resource.State, observed, generation int64) model.NodePool {
+	return model.NodePool{ID: "knp_" + name, TenantID: "acme", ClusterID: "kcl_1", Active: true,
+		Spec:   model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Version: 1, Generation: generation},
+		Status: model.NodePoolStatus{State: st, Message: "m", ObservedGeneration: observed}}
 }
 
 func types(events []event.Event) []string {
@@ -43,76 +44,20 @@ func types(events []event.Event) []string {
 	return out
 }
 
-func TestClusterState(t *testing.T) {
-	tests := []struct {
-		name     string
-		c        Cluster
-		deleting bool
-		want     resource.State
-		wantMsg  string
-	}{
-		{"never looked at", cluster("", 0, 1), false, pending, ""},
-		{"being created", cluster(provisioning, 1, 1), false, provisioning, "m"},
-		{"tenant change while provisioning", cluster(provisioning, 1, 2), false, provisioning, "m"},
-		{"ready", cluster(ready, 1, 1), false, ready, "m"},
-		{"tenant change while ready", cluster(ready, 1, 2), false, updating, ""},
-		{"tenant change while failed", cluster(failed, 1, 2), false, updating, ""},
-		{"failed", cluster(failed, 1, 1), false, failed, "m"},
-		{"deleting", cluster(ready, 1, 2), true, deleting, ""},
-		{"deleted", cluster(deleted, 2, 2), true, deleted, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := tt.c
-			c.Spec.Deleting = tt.deleting
-			if st, msg := ClusterState(&c); st != tt.want || msg != tt.wantMsg {
-				t.Errorf("ClusterState = %s %q, want %s %q", st, msg, tt.want, tt.wantMsg)
-			}
-		})
-	}
-}
-
-func TestNodePoolState(t *testing.T) {
-	tests := []struct {
-		name     string
-		p        NodePool
-		deleting bool
-		want     resource.State
-	}{
-		{"never looked at", pool("a", "", 0, 1), false, pending},
-		{"resized while pending", pool("a", pending, 1, 2), false, pending},
-		{"ready", pool("a", ready, 1, 1), false, ready},
-		{"resized while ready", pool("a", ready, 1, 2), false, updating},
-		{"resized while failed", pool("a", failed, 1, 2), false, updating},
-		{"failed", pool("a", failed, 1, 1), false, failed},
-		{"deleting", pool("a", ready, 1, 2), true, deleting},
-		{"deleted", pool("a", deleted, 2, 2), true, deleted},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := tt.p
-			p.Spec.Deleting = tt.deleting
-			if st, _ := NodePoolState(&p); st != tt.want {
-				t.Errorf("NodePoolState = %s, want %s", st, tt.want)
-			}
-		})
-	}
-}
-
 func TestAddNodePool(t *testing.T) {
 	tests := []struct {
 		name      string
-		change    func(*Cluster)
+		change    func(*model.Cluster)
 		nameTaken bool
 		want      errs.Kind // 0: accepted
 	}{
 		{name: "accepted"},
-		{name: "autopilot", change: func(c *Cluster) { c.Spec.Mode = resource.ModeAutopilot }, want: errs.InvalidState},
-		{name: "deleting", change: func(c *Cluster) { c.Spec.Deleting = true }, want: errs.InvalidState},
-		{name: "deleting beats a taken name", change: func(c *Cluster) { c.Spec.Deleting = true }, nameTaken: true, want: errs.InvalidState},
+		{name: "autopilot", change: func(c *model.Cluster) { c.Spec.Mode = resource.ModeAutopilot }, want: errs.InvalidState},
+		{name: "deleting", change: func(c *model.Cluster) { c.Spec.Deleting = true }, want: errs.InvalidState},
+		{name: "deleting beats a taken name", change: func(c *model.Cluster) { c.Spec.Deleting = true }, nameTaken: true, want: errs.InvalidState},
 		{name: "name taken", nameTaken: true, want: errs.Conflict},
-		{name: "quota", change: func(c *Cluster) { c.Spec.PoolsCreated = 12; c.Status.PoolsDeleted = 2 }, want: errs.Quota},
-		{name: "quota after deletions", change: func(c *Cluster) { c.Spec.PoolsCreated = 12; c.Status.PoolsDeleted = 3 }},
+		{name: "quota", change: func(c *model.Cluster) { c.Spec.PoolsCreated = 12; c.Status.PoolsDeleted = 2 }, want: errs.Quota},
+		{name: "quota after deletions", change: func(c *model.Cluster) { c.Spec.PoolsCreated = 12; c.Status.PoolsDeleted = 3 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +66,7 @@ func TestAddNodePool(t *testing.T) {
 				tt.change(&c)
 			}
 			before := c
-			err := AddNodePool(&c, &NodePoolSpec{Name: "np"}, tt.nameTaken, t0)
+			err := AddNodePool(&c, &model.NodePoolSpec{Name: "np"}, tt.nameTaken, t0)
 			var de *errs.Error
 			switch {
 			case tt.want == 0 && err != nil:
@@ -134,7 +79,7 @@ func TestAddNodePool(t *testing.T) {
 			if c.Spec.PoolsCreated != before.Spec.PoolsCreated+1 || c.Spec.Version != 2 || c.Spec.Generation != 2 || !c.Spec.UpdatedAt.Equal(t0) {
 				t.Errorf("cluster spec after = %+v, want one more pool, version and generation 2, updated now", c.Spec)
 			}
-			if st, _ := ClusterState(&c); st != updating {
+			if st, _ := model.ClusterState(&c); st != updating {
 				t.Errorf("cluster state = %s, want updating", st)
 			}
 		})
@@ -142,7 +87,7 @@ func TestAddNodePool(t *testing.T) {
 }
 
 func TestResizeAndDeleteNodePool(t *testing.T) {
-	resize := func(p NodePoolSpec) (NodePoolSpec, error) { p.NodeCount = 3; return p, nil }
+	resize := func(p model.NodePoolSpec) (model.NodePoolSpec, error) { p.NodeCount = 3; return p, nil }
 	t.Run("resize", func(t *testing.T) {
 		c, p := cluster(ready, 1, 1), pool("a", ready, 1, 1)
 		if err := ResizeNodePool(&c, &p, resize, t0); err != nil {
@@ -175,7 +120,7 @@ func TestResizeAndDeleteNodePool(t *testing.T) {
 		a, b := pool("a", ready, 1, 1), pool("b", ready, 1, 1)
 		DeleteNodePool(&c, &b, t0)
 		genB := b.Spec.Generation
-		if !DeleteCluster(&c, []*NodePool{&a, &b}, t0) || DeleteCluster(&c, []*NodePool{&a, &b}, t0) {
+		if !DeleteCluster(&c, []*model.NodePool{&a, &b}, t0) || DeleteCluster(&c, []*model.NodePool{&a, &b}, t0) {
 			t.Errorf("DeleteCluster twice, want a change then none")
 		}
 		if a.View().State != deleting || b.Spec.Generation != genB || c.View().State != deleting {
@@ -214,7 +159,7 @@ func TestNodePoolOutcomes(t *testing.T) {
 func TestSettleCluster(t *testing.T) {
 	tests := []struct {
 		name       string
-		cluster    Cluster
+		cluster    model.Cluster
 		pools      []resource.State
 		converging bool
 		want       resource.State
@@ -232,7 +177,7 @@ func TestSettleCluster(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := BeginRun(tt.cluster)
-			var pools []NodePool
+			var pools []model.NodePool
 			for i, st := range tt.pools {
 				pools = append(pools, pool(string(rune('a'+i)), st, 1, 1))
 			}
@@ -247,8 +192,8 @@ func TestSettleCluster(t *testing.T) {
 	}
 }
 
-func everReady(c Cluster) Cluster { c.Status.Provider.EverReady = true; return c }
-func upgraded(c Cluster) Cluster  { c.Status.Upgraded = true; return c }
+func everReady(c model.Cluster) model.Cluster { c.Status.Provider.EverReady = true; return c }
+func upgraded(c model.Cluster) model.Cluster  { c.Status.Upgraded = true; return c }
 
 func TestPoolMessage(t *testing.T) {
 	tests := []struct{ name, msg, want string }{
@@ -274,7 +219,7 @@ func TestClusterErrorAnnouncedOnce(t *testing.T) {
 	}
 	c.Spec.Generation++ // a tenant's change: shown updating
 	c = BeginRun(c)
-	if st, _ := ClusterState(&c); st != updating {
+	if st, _ := model.ClusterState(&c); st != updating {
 		t.Fatalf("after a change = %s, want updating", st)
 	}
 	if ev := ClusterError(&c, "lost", t0); len(ev) != 0 {

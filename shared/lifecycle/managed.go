@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -32,7 +33,7 @@ func MayChange(substrate, managedBy, pool, what, name string) error {
 
 // MayAddNodePool refuses a node pool in a substrate's cluster by anyone but
 // that substrate: its cluster holds its node pools and no other.
-func MayAddNodePool(substrate string, c *Cluster) error {
+func MayAddNodePool(substrate string, c *model.Cluster) error {
 	if m := c.Spec.ManagedBy; m != "" && m != substrate {
 		return MayChange(substrate, m, c.Spec.ManagedPool, "cluster", c.Spec.Name)
 	}
@@ -41,14 +42,14 @@ func MayAddNodePool(substrate string, c *Cluster) error {
 
 // Managed marks a node pool that a substrate (of pool) creates as its own;
 // substrate is "" for a tenant's own pool.
-func Managed(spec NodePoolSpec, substrate, pool string) NodePoolSpec {
+func Managed(spec model.NodePoolSpec, substrate, pool string) model.NodePoolSpec {
 	spec.ManagedBy, spec.ManagedPool = substrate, pool
 	return spec
 }
 
 // MayDeleteCluster refuses to delete a cluster that substrates have
 // adopted (usedBy: substrate ID → pool ID).
-func MayDeleteCluster(c *Cluster, usedBy map[string]string) error {
+func MayDeleteCluster(c *model.Cluster, usedBy map[string]string) error {
 	if len(usedBy) == 0 {
 		return nil
 	}
@@ -64,7 +65,7 @@ func MayDeleteCluster(c *Cluster, usedBy map[string]string) error {
 // being deleted, not made by a substrate and adopted by no other
 // substrate: a cluster has one adopter at most, so that two pools never
 // share it.
-func MayAdopt(c *Cluster, substrate, accountID string) error {
+func MayAdopt(c *model.Cluster, substrate, accountID string) error {
 	switch {
 	case c.Spec.Mode != resource.ModeStandard:
 		return errs.E(errs.InvalidState, "cluster %s is an %s cluster: a substrate adopts only a standard cluster", c.ID, c.Spec.Mode)

@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
-func standard() *Cluster {
-	return &Cluster{ID: "kcl_1", Spec: ClusterSpec{Name: "c", Mode: resource.ModeStandard, AccountID: "acc"}}
+func standard() *model.Cluster {
+	return &model.Cluster{ID: "kcl_1", Spec: model.ClusterSpec{Name: "c", Mode: resource.ModeStandard, AccountID: "acc"}}
 }
 
 func TestManagedRules(t *testing.T) {
-	managed := func() *Cluster {
+	managed := func() *model.Cluster {
 		c := standard()
 		c.Spec.ManagedBy, c.Spec.ManagedPool = "ksb_1", "pool-gpu"
 		return c
@@ -36,9 +37,9 @@ func TestManagedRules(t *testing.T) {
 		{"delete of an adopted cluster", MayDeleteCluster(standard(), map[string]string{"ksb_2": "p2", "ksb_1": "p1"}),
 			"cluster c is used by substrate ksb_1 of pool p1, substrate ksb_2 of pool p2"},
 		{"adopt a standard cluster of the account", MayAdopt(standard(), "ksb_9", "acc"), ""},
-		{"adopt an autopilot cluster", MayAdopt(&Cluster{ID: "kcl_1", Spec: ClusterSpec{Mode: resource.ModeAutopilot, AccountID: "acc"}}, "ksb_9", "acc"), "adopts only a standard cluster"},
+		{"adopt an autopilot cluster", MayAdopt(&model.Cluster{ID: "kcl_1", Spec: model.ClusterSpec{Mode: resource.ModeAutopilot, AccountID: "acc"}}, "ksb_9", "acc"), "adopts only a standard cluster"},
 		{"adopt a cluster of another account", MayAdopt(standard(), "ksb_9", "acc-2"), "not on the substrate's account acc-2"},
-		{"adopt a cluster being deleted", MayAdopt(func() *Cluster { c := standard(); c.Spec.Deleting = true; return c }(), "ksb_9", "acc"), "is being deleted"},
+		{"adopt a cluster being deleted", MayAdopt(func() *model.Cluster { c := standard(); c.Spec.Deleting = true; return c }(), "ksb_9", "acc"), "is being deleted"},
 		{"adopt a substrate's cluster", MayAdopt(managed(), "ksb_9", "acc"), "managed by substrate ksb_1 of pool pool-gpu"},
 		{"adopt a cluster adopted by another", MayAdopt(adopted("ksb_1", "pool-a"), "ksb_9", "acc"), "cluster kcl_1 is adopted by substrate ksb_1 of pool pool-a: a cluster serves one pool"},
 		{"adopt a cluster it adopted", MayAdopt(adopted("ksb_9", "pool-b"), "ksb_9", "acc"), ""},
@@ -53,7 +54,7 @@ func TestManagedRules(t *testing.T) {
 }
 
 // adopted is a standard cluster that substrate (of pool) adopted.
-func adopted(substrate, pool string) *Cluster {
+func adopted(substrate, pool string) *model.Cluster {
 	c := standard()
 	c.AdoptedBy = map[string]string{substrate: pool}
 	return c

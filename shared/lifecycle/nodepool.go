@@ -5,44 +5,15 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
-
-// NodePoolState is the pool's public state and message:
-//   - deleted once the reconciler found it gone after a delete;
-//   - deleting from the tenant's delete (of the pool or its cluster) on,
-//     with what the delete waits for once a run has looked at it (and
-//     not since changed);
-//   - pending until the provider first had it, whatever the tenant changes
-//     meanwhile, with what it waits for once a run has looked at it (and
-//     not since changed);
-//   - updating when the tenant resized it since the reconciler last looked;
-//   - otherwise what the reconciler last decided: ready, updating (a change
-//     at the provider) or error.
-func NodePoolState(p *NodePool) (resource.State, string) {
-	s := &p.Status
-	switch {
-	case s.State == resource.StateDeleted:
-		return resource.StateDeleted, ""
-	case p.Spec.Deleting && s.State == resource.StateDeleting && s.ObservedGeneration >= p.Spec.Generation:
-		return resource.StateDeleting, s.Message
-	case p.Spec.Deleting:
-		return resource.StateDeleting, ""
-	case s.State == resource.StatePending && s.ObservedGeneration >= p.Spec.Generation:
-		return resource.StatePending, s.Message
-	case s.State == "" || s.State == resource.StatePending:
-		return resource.StatePending, ""
-	case s.ObservedGeneration < p.Spec.Generation:
-		return resource.StateUpdating, ""
-	}
-	return s.State, s.Message
-}
 
 // NewNodePool is a pool as its create (or its cluster's) records it:
 // pending, version 1, with empty collections rather than nil ones. It
 // shares no memory with spec.
-func NewNodePool(id, tenantID, clusterID string, spec NodePoolSpec, now time.Time) NodePool {
-	spec = spec.clone()
+func NewNodePool(id, tenantID, clusterID string, spec model.NodePoolSpec, now time.Time) model.NodePool {
+	spec = spec.Clone()
 	if spec.Zones == nil {
 		spec.Zones = []string{}
 	}
@@ -55,7 +26,7 @@ func NewNodePool(id, tenantID, clusterID string, spec NodePoolSpec, now time.Tim
 	spec.Deleting = false
 	spec.Version, spec.Generation = 1, 1
 	spec.UpdatedAt = now
-	return NodePool{ID: id, TenantID: tenantID, ClusterID: clusterID, CreatedAt: now, Active: true, Spec: spec}
+	return model.NodePool{ID: id, TenantID: tenantID, ClusterID: clusterID, CreatedAt: now, Active: true, Spec: spec}
 }
 
 // AddNodePool is kubernetesNodePools.create of the pool spec on the
@@ -63,7 +34,7 @@ func NewNodePool(id, tenantID, clusterID string, spec NodePoolSpec, now time.Tim
 // (INVALID_STATE), the name (CONFLICT), the quota, the zones (among the
 // cluster's, INVALID_INPUT naming zones[i]). The cluster counts the pool
 // and goes updating.
-func AddNodePool(c *Cluster, spec *NodePoolSpec, nameTaken bool, now time.Time) error {
+func AddNodePool(c *model.Cluster, spec *model.NodePoolSpec, nameTaken bool, now time.Time) error {
 	if c.Spec.Mode != resource.ModeStandard {
 		return errs.E(errs.InvalidState, "cluster %s is %s: its nodes are run by the provider and it has no node pools", c.ID, c.Spec.Mode)
 	}
@@ -73,7 +44,7 @@ func AddNodePool(c *Cluster, spec *NodePoolSpec, nameTaken bool, now time.Time) 
 	if nameTaken {
 		return errs.E(errs.Conflict, "node pool name %q is taken in cluster %s", spec.Name, c.ID)
 	}
-	if ActiveNodePools(c) >= resource.MaxNodePools {
+	if model.ActiveNodePools(c) >= resource.MaxNodePools {
 		return errs.E(errs.Quota, "cluster %s has %d node pools, the most it may have", c.ID, resource.MaxNodePools)
 	}
 	if fields := CheckZones("zones", spec.Zones, c.Spec.Region, c.Spec.Zones); len(fields) > 0 {
@@ -84,22 +55,17 @@ func AddNodePool(c *Cluster, spec *NodePoolSpec, nameTaken bool, now time.Time) 
 	return nil
 }
 
-// Resize is an accepted change of a pool's size: given a copy of the
-// pool's spec, it returns it with the new node count and autoscaling (its
-// other fields are not read), or an INVALID_INPUT error.
-type Resize func(NodePoolSpec) (NodePoolSpec, error)
-
 // ResizeNodePool is kubernetesNodePools.update: the pool's version goes up
 // and it shows updating (pending stays pending), and so does its cluster.
 // A pool or cluster being deleted is INVALID_STATE.
-func ResizeNodePool(c *Cluster, p *NodePool, resize Resize, now time.Time) error {
+func ResizeNodePool(c *model.Cluster, p *model.NodePool, resize model.Resize, now time.Time) error {
 	if err := checkNodePoolsAllowed(c); err != nil {
 		return err
 	}
 	if p.Spec.Deleting {
 		return errs.E(errs.InvalidState, "node pool %s is being deleted", p.ID)
 	}
-	resized, err := resize(p.Spec.clone())
+	resized, err := resize(p.Spec.Clone())
 	if err != nil {
 		return err
 	}
@@ -114,7 +80,7 @@ func ResizeNodePool(c *Cluster, p *NodePool, resize Resize, now time.Time) error
 // DeleteNodePool is kubernetesNodePools.delete: the pool goes deleting and
 // its cluster updating. It reports whether anything changed (a pool already
 // deleting is returned unchanged).
-func DeleteNodePool(c *Cluster, p *NodePool, now time.Time) bool {
+func DeleteNodePool(c *model.Cluster, p *model.NodePool, now time.Time) bool {
 	if p.Spec.Deleting {
 		return false
 	}
@@ -124,15 +90,15 @@ func DeleteNodePool(c *Cluster, p *NodePool, now time.Time) bool {
 	return true
 }
 
-func touchNodePool(p *NodePool, now time.Time) {
+func touchNodePool(p *model.NodePool, now time.Time) {
 	p.Spec.Generation++
 	p.Spec.UpdatedAt = now
 }
 
 // BeginNodePoolRun is the pool as a reconcile run works on it (BeginRun).
-func BeginNodePoolRun(p NodePool) NodePool {
+func BeginNodePoolRun(p model.NodePool) model.NodePool {
 	p = p.Clone()
-	p.Status.State, p.Status.Message = NodePoolState(&p)
+	p.Status.State, p.Status.Message = model.NodePoolState(&p)
 	p.Status.ObservedGeneration = p.Spec.Generation
 	return p
 }
@@ -140,7 +106,7 @@ func BeginNodePoolRun(p NodePool) NodePool {
 // NodePoolChanging is a pool the provider is about to change: a ready one
 // goes updating; a pending one stays pending, and one in error stays in
 // error until the provider accepts the change.
-func NodePoolChanging(p *NodePool, now time.Time) {
+func NodePoolChanging(p *model.NodePool, now time.Time) {
 	if p.Status.State == resource.StateReady {
 		setNodePoolState(p, resource.StateUpdating, "", now)
 	}
@@ -148,7 +114,7 @@ func NodePoolChanging(p *NodePool, now time.Time) {
 
 // NodePoolReady is a pool the provider shows running as asked.
 // kubernetes.nodepool.ready follows each time it becomes ready.
-func NodePoolReady(p *NodePool, now time.Time) []event.Event {
+func NodePoolReady(p *model.NodePool, now time.Time) []event.Event {
 	if p.Status.State == resource.StateReady {
 		return nil
 	}
@@ -159,7 +125,7 @@ func NodePoolReady(p *NodePool, now time.Time) []event.Event {
 // NodePoolError is a pool the provider refused or shows failing, with the
 // provider's message. kubernetes.nodepool.error follows when it enters the
 // error.
-func NodePoolError(p *NodePool, msg string, now time.Time) []event.Event {
+func NodePoolError(p *model.NodePool, msg string, now time.Time) []event.Event {
 	if msg == "" {
 		msg = "the provider reports an error"
 	}
@@ -178,23 +144,29 @@ func NodePoolError(p *NodePool, msg string, now time.Time) []event.Event {
 // NodePoolDeleted is a deleting pool the provider no longer has: deleted,
 // no longer counted by its cluster, kept for DeletedTTL,
 // kubernetes.nodepool.deleted.
-func NodePoolDeleted(c *Cluster, p *NodePool, now time.Time) []event.Event {
+func NodePoolDeleted(c *model.Cluster, p *model.NodePool, now time.Time) []event.Event {
 	if p.Status.State == resource.StateDeleted {
 		return nil
 	}
 	setNodePoolState(p, resource.StateDeleted, "", now)
 	p.Active = false
-	expire := now.Add(DeletedTTL)
+	expire := now.Add(model.DeletedTTL)
 	p.ExpireAt = &expire
 	c.Status.PoolsDeleted++
 	return []event.Event{event.ForNodePool(event.NodePoolDeleted, p.View(), now)}
 }
 
-func setNodePoolState(p *NodePool, st resource.State, msg string, now time.Time) {
+func setNodePoolState(p *model.NodePool, st resource.State, msg string, now time.Time) {
 	p.Status.State, p.Status.Message, p.Status.UpdatedAt = st, msg, now
 }
 
 // NodePoolNodes records n, the nodes the provider runs for the pool (nil
 // when they could not be read). Nothing else changes: the pool's state
 // and events follow the provider's status alone.
-func NodePoolNodes(p *NodePool, n *int) { p.Status.CurrentNodeCount = cloneInt(n) }
+func NodePoolNodes(p *model.NodePool, n *int) {
+	p.Status.CurrentNodeCount = nil
+	if n != nil {
+		v := *n
+		p.Status.CurrentNodeCount = &v
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // The rules of where a cluster and its node pools may run (API.md §2, §5):
@@ -35,7 +36,7 @@ func CheckZones(path string, zones []string, region string, allowed []string) []
 // on the account (regions: region → zones). Its region outside the
 // account's regions, or a first node pool's zone outside the cluster's
 // zones, is an INVALID_INPUT error naming region or nodePools[i].zones[j].
-func ClusterZones(regions map[string][]string, spec *ClusterSpec, pools []NodePoolSpec) ([]string, error) {
+func ClusterZones(regions map[string][]string, spec *model.ClusterSpec, pools []model.NodePoolSpec) ([]string, error) {
 	allowed, ok := regions[spec.Region]
 	if !ok {
 		names := slices.Sorted(maps.Keys(regions))
@@ -67,7 +68,7 @@ func listOrNone(list []string) string {
 // Placement is why the region and zones of a substrate's cluster to
 // create, and its flavors' zones, are not among the account's regions
 // ("" when they are).
-func Placement(s *SubstrateSpec, regions map[string][]string) string {
+func Placement(s *model.SubstrateSpec, regions map[string][]string) string {
 	allowed, ok := regions[s.Region]
 	if !ok {
 		return fmt.Sprintf("region %s is not enabled on account %s", s.Region, s.AccountID)

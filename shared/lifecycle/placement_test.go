@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -62,15 +63,15 @@ func TestAddNodePoolZones(t *testing.T) {
 	tests := []struct {
 		name   string
 		zones  []string
-		change func(*Cluster)
+		change func(*model.Cluster)
 		want   []string  // broken fields
 		kind   errs.Kind // 0: accepted, or INVALID_INPUT when want is set
 	}{
 		{name: "no zones"},
 		{name: "the cluster's zones", zones: []string{"us-central1-b", "us-central1-a"}},
 		{name: "outside the cluster's zones", zones: []string{"us-central1-a", "us-central1-c", "europe-west4-a"}, want: []string{"zones[1]", "zones[2]"}},
-		{name: "a deleting cluster first", zones: []string{"europe-west4-a"}, change: func(c *Cluster) { c.Spec.Deleting = true }, kind: errs.InvalidState},
-		{name: "the quota first", zones: []string{"europe-west4-a"}, change: func(c *Cluster) { c.Spec.PoolsCreated = resource.MaxNodePools }, kind: errs.Quota},
+		{name: "a deleting cluster first", zones: []string{"europe-west4-a"}, change: func(c *model.Cluster) { c.Spec.Deleting = true }, kind: errs.InvalidState},
+		{name: "the quota first", zones: []string{"europe-west4-a"}, change: func(c *model.Cluster) { c.Spec.PoolsCreated = resource.MaxNodePools }, kind: errs.Quota},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +80,7 @@ func TestAddNodePoolZones(t *testing.T) {
 			if tt.change != nil {
 				tt.change(&c)
 			}
-			err := AddNodePool(&c, &NodePoolSpec{Name: "np", Zones: tt.zones}, false, t0)
+			err := AddNodePool(&c, &model.NodePoolSpec{Name: "np", Zones: tt.zones}, false, t0)
 			if tt.kind != 0 {
 				if !errs.Is(err, tt.kind) {
 					t.Fatalf("AddNodePool = %v, want %s", err, tt.kind.Code())
@@ -98,26 +99,26 @@ func TestClusterZones(t *testing.T) {
 		"us-central1":  {"us-central1-a", "us-central1-b"},
 		"europe-west4": {"europe-west4-a"},
 	}
-	pool := func(zones ...string) NodePoolSpec { return NodePoolSpec{Name: "p", Zones: zones} }
+	pool := func(zones ...string) model.NodePoolSpec { return model.NodePoolSpec{Name: "p", Zones: zones} }
 	tests := []struct {
 		name   string
 		region string
 		zones  []string // the cluster's own, if any
-		pools  []NodePoolSpec
+		pools  []model.NodePoolSpec
 		want   []string // the cluster's zones
 		broken []string
 	}{
-		{"no zones", "us-central1", nil, []NodePoolSpec{pool()}, []string{"us-central1-a", "us-central1-b"}, nil},
-		{"zones of the region", "us-central1", nil, []NodePoolSpec{pool("us-central1-b", "us-central1-a")}, []string{"us-central1-a", "us-central1-b"}, nil},
-		{"region not the account's", "asia-east1", nil, []NodePoolSpec{pool()}, nil, []string{"region"}},
-		{"zones elsewhere", "us-central1", nil, []NodePoolSpec{pool(), pool("us-central1-a", "europe-west4-a", "us-central1-c")},
+		{"no zones", "us-central1", nil, []model.NodePoolSpec{pool()}, []string{"us-central1-a", "us-central1-b"}, nil},
+		{"zones of the region", "us-central1", nil, []model.NodePoolSpec{pool("us-central1-b", "us-central1-a")}, []string{"us-central1-a", "us-central1-b"}, nil},
+		{"region not the account's", "asia-east1", nil, []model.NodePoolSpec{pool()}, nil, []string{"region"}},
+		{"zones elsewhere", "us-central1", nil, []model.NodePoolSpec{pool(), pool("us-central1-a", "europe-west4-a", "us-central1-c")},
 			nil, []string{"nodePools[1].zones[1]", "nodePools[1].zones[2]"}},
-		{"the cluster's own zones", "us-central1", []string{"us-central1-b"}, []NodePoolSpec{pool("us-central1-b")}, []string{"us-central1-b"}, nil},
-		{"outside the cluster's own zones", "us-central1", []string{"us-central1-b"}, []NodePoolSpec{pool("us-central1-a")}, nil, []string{"nodePools[0].zones[0]"}},
+		{"the cluster's own zones", "us-central1", []string{"us-central1-b"}, []model.NodePoolSpec{pool("us-central1-b")}, []string{"us-central1-b"}, nil},
+		{"outside the cluster's own zones", "us-central1", []string{"us-central1-b"}, []model.NodePoolSpec{pool("us-central1-a")}, nil, []string{"nodePools[0].zones[0]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ClusterZones(regions, &ClusterSpec{Region: tt.region, Zones: tt.zones}, tt.pools)
+			got, err := ClusterZones(regions, &model.ClusterSpec{Region: tt.region, Zones: tt.zones}, tt.pools)
 			if broken := fields(t, err); !slices.Equal(broken, tt.broken) {
 				t.Fatalf("ClusterZones broken fields = %q, want %q", broken, tt.broken)
 			}
@@ -126,7 +127,7 @@ func TestClusterZones(t *testing.T) {
 			}
 		})
 	}
-	_, err := ClusterZones(regions, &ClusterSpec{Region: "asia-east1"}, nil)
+	_, err := ClusterZones(regions, &model.ClusterSpec{Region: "asia-east1"}, nil)
 	var e *errs.Error
 	if want := "is not a region of the pool's account (europe-west4, us-central1)"; !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Reason != want {
 		t.Errorf("ClusterZones(asia-east1) = %v, want the reason %q", err, want)

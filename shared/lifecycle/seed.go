@@ -3,18 +3,13 @@ package lifecycle
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // The rules of the devstack's seed file (API.md §8), apart from its role
 // bindings (auth's): what makes its accounts, pools and tenants' quotas
 // well-formed. The store decodes the file and calls them.
-
-// SeedTenant is a tenant's entry of the seed: its quota (API.md §10). A
-// tenant that no entry names has no quota.
-type SeedTenant struct {
-	ID    string `json:"id"`
-	Quota Quota  `json:"quota"`
-}
 
 // serviceAccountRE matches a service account's email: a user-managed one
 // (name@project.iam.gserviceaccount.com) or a Google-managed one.
@@ -25,8 +20,8 @@ var serviceAccountRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}@[a-z0-9.:-]+
 // by a service account's email and on a provider that has them; then its
 // pools, unless each has an ID, a tenant and one of those accounts, which
 // its tenant may use.
-func CheckSeedPools(accounts []Account, pools []Pool) error {
-	byID := map[string]Account{}
+func CheckSeedPools(accounts []model.Account, pools []model.Pool) error {
+	byID := map[string]model.Account{}
 	for i, a := range accounts {
 		if a.ID == "" || a.Provider == "" {
 			return fmt.Errorf("accounts[%d] needs an id and a provider", i)
@@ -47,7 +42,7 @@ func CheckSeedPools(accounts []Account, pools []Pool) error {
 		if p.ID == "" || p.TenantID == "" || !ok {
 			return fmt.Errorf("pools[%d] needs an id, a tenantId and an accountId among the accounts", i)
 		}
-		if !a.UsableBy(p.TenantID) {
+		if !UsableBy(a, p.TenantID) {
 			return fmt.Errorf("pools[%d]: %s", i, Unusable(a.ID, p.TenantID))
 		}
 	}
@@ -56,7 +51,7 @@ func CheckSeedPools(accounts []Account, pools []Pool) error {
 
 // CheckSeedTenants refuses the seed's tenants' entries unless each names
 // a tenant, once, with a quota of clusters that is not negative.
-func CheckSeedTenants(tenants []SeedTenant) error {
+func CheckSeedTenants(tenants []model.SeedTenant) error {
 	seen := map[string]bool{}
 	for i, t := range tenants {
 		switch {

@@ -5,21 +5,22 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 func TestAddCluster(t *testing.T) {
-	quota := func(n int) Quota { return Quota{Clusters: &n} }
+	quota := func(n int) model.Quota { return model.Quota{Clusters: &n} }
 	tests := []struct {
 		name   string
-		tenant Tenant
+		tenant model.Tenant
 		want   errs.Kind // 0: accepted
 	}{
-		{name: "no quota", tenant: Tenant{ClustersCreated: 500, ClustersDeleted: 2}},
-		{name: "under the quota", tenant: Tenant{Quota: quota(5), ClustersCreated: 6, ClustersDeleted: 2}},
-		{name: "at the quota", tenant: Tenant{Quota: quota(5), ClustersCreated: 7, ClustersDeleted: 2}, want: errs.Quota},
-		{name: "over a quota lowered", tenant: Tenant{Quota: quota(5), ClustersCreated: 9, ClustersDeleted: 2}, want: errs.Quota},
-		{name: "a quota of none", tenant: Tenant{Quota: quota(0)}, want: errs.Quota},
-		{name: "a place freed", tenant: Tenant{Quota: quota(5), ClustersCreated: 7, ClustersDeleted: 3}},
+		{name: "no quota", tenant: model.Tenant{ClustersCreated: 500, ClustersDeleted: 2}},
+		{name: "under the quota", tenant: model.Tenant{Quota: quota(5), ClustersCreated: 6, ClustersDeleted: 2}},
+		{name: "at the quota", tenant: model.Tenant{Quota: quota(5), ClustersCreated: 7, ClustersDeleted: 2}, want: errs.Quota},
+		{name: "over a quota lowered", tenant: model.Tenant{Quota: quota(5), ClustersCreated: 9, ClustersDeleted: 2}, want: errs.Quota},
+		{name: "a quota of none", tenant: model.Tenant{Quota: quota(0)}, want: errs.Quota},
+		{name: "a place freed", tenant: model.Tenant{Quota: quota(5), ClustersCreated: 7, ClustersDeleted: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

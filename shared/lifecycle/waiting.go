@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -12,19 +13,12 @@ import (
 // shorter failures pass unseen, as the backoff's first retries do.
 const RetryShownAfter = time.Minute
 
-// Retry records that a cluster's runs have failed transiently since Since,
-// the last time for Reason.
-type Retry struct {
-	Since  time.Time `firestore:"since"`
-	Reason string    `firestore:"reason"`
-}
-
 // NodePoolWaiting says in the pool's message what its change waits for
 // (msg; "" says nothing is in the way), its state unchanged. A pool in
 // error keeps its error's message, and a deleted one has none. The status
 // changes only when the message does, so that a wait costs a write when it
 // starts and when it ends, not at every run.
-func NodePoolWaiting(p *NodePool, msg string, now time.Time) {
+func NodePoolWaiting(p *model.NodePool, msg string, now time.Time) {
 	s := &p.Status
 	if s.State == resource.StateError || s.State == resource.StateDeleted || s.Message == msg {
 		return
@@ -34,7 +28,7 @@ func NodePoolWaiting(p *NodePool, msg string, now time.Time) {
 
 // ClusterWaiting is NodePoolWaiting for the cluster. A cluster being
 // deleted shows no message.
-func ClusterWaiting(c *Cluster, msg string, now time.Time) {
+func ClusterWaiting(c *model.Cluster, msg string, now time.Time) {
 	s := &c.Status
 	if s.State == resource.StateError || s.State == resource.StateDeleted || c.Spec.Deleting || s.Message == msg {
 		return
@@ -47,8 +41,8 @@ func ClusterWaiting(c *Cluster, msg string, now time.Time) {
 // once they have lasted more than RetryShownAfter the cluster and its
 // pools that wait for a change (pending, updating, deleting) say
 // "retrying since <time>: <reason>", their states unchanged.
-func RunFailed(c *Cluster, pools []NodePool, prev *Retry, reason string, now time.Time) {
-	r := Retry{Since: now, Reason: reason}
+func RunFailed(c *model.Cluster, pools []model.NodePool, prev *model.Retry, reason string, now time.Time) {
+	r := model.Retry{Since: now, Reason: reason}
 	if prev != nil {
 		r.Since = prev.Since
 	}
@@ -67,6 +61,6 @@ func RunFailed(c *Cluster, pools []NodePool, prev *Retry, reason string, now tim
 }
 
 // RetryMessage is the message of failures r.
-func RetryMessage(r Retry) string {
+func RetryMessage(r model.Retry) string {
 	return fmt.Sprintf("retrying since %s: %s", r.Since.UTC().Format(time.RFC3339), r.Reason)
 }

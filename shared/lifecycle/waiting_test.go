@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -17,16 +18,16 @@ func TestRunFailed(t *testing.T) {
 	shown := "retrying since " + since.Format(time.RFC3339) + ": GKE is unavailable"
 	tests := []struct {
 		name        string
-		prev        *Retry
+		prev        *model.Retry
 		cluster     resource.State
 		wantSince   time.Time
 		wantCluster string
 		wantPools   []string // ready, updating, pending, error, deleting
 	}{
 		{"first failure: recorded, not shown", nil, updating, t0, "", []string{"", "", "", "e", ""}},
-		{"a minute exactly: not shown", &Retry{Since: t0.Add(-RetryShownAfter), Reason: "x"}, updating, t0.Add(-RetryShownAfter), "", []string{"", "", "", "e", ""}},
-		{"over a minute: shown", &Retry{Since: since, Reason: "old reason"}, updating, since, shown, []string{"", shown, shown, "e", shown}},
-		{"a cluster in error keeps its error", &Retry{Since: since}, failed, since, "e", []string{"", shown, shown, "e", shown}},
+		{"a minute exactly: not shown", &model.Retry{Since: t0.Add(-RetryShownAfter), Reason: "x"}, updating, t0.Add(-RetryShownAfter), "", []string{"", "", "", "e", ""}},
+		{"over a minute: shown", &model.Retry{Since: since, Reason: "old reason"}, updating, since, shown, []string{"", shown, shown, "e", shown}},
+		{"a cluster in error keeps its error", &model.Retry{Since: since}, failed, since, "e", []string{"", shown, shown, "e", shown}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,7 +36,7 @@ func TestRunFailed(t *testing.T) {
 			if tt.cluster == failed {
 				c.Status.Message = "e"
 			}
-			pools := []NodePool{pool("r", ready, 1, 1), pool("u", updating, 1, 1), pool("p", pending, 1, 1), pool("f", failed, 1, 1), pool("d", deleting, 1, 1)}
+			pools := []model.NodePool{pool("r", ready, 1, 1), pool("u", updating, 1, 1), pool("p", pending, 1, 1), pool("f", failed, 1, 1), pool("d", deleting, 1, 1)}
 			for i := range pools {
 				pools[i].Status.Message = ""
 			}
@@ -45,12 +46,12 @@ func TestRunFailed(t *testing.T) {
 			if r := c.Status.Retrying; r == nil || !r.Since.Equal(tt.wantSince) || r.Reason != "GKE is unavailable" {
 				t.Errorf("Retrying = %+v, want since %v for GKE is unavailable", r, tt.wantSince)
 			}
-			if st, msg := ClusterState(&c); st != tt.cluster || msg != tt.wantCluster {
+			if st, msg := model.ClusterState(&c); st != tt.cluster || msg != tt.wantCluster {
 				t.Errorf("cluster = %s %q, want %s %q", st, msg, tt.cluster, tt.wantCluster)
 			}
 			var got []string
 			for i, want := range []resource.State{ready, updating, pending, failed, deleting} {
-				st, msg := NodePoolState(&pools[i])
+				st, msg := model.NodePoolState(&pools[i])
 				if st != want {
 					t.Errorf("pool %s state = %s, want %s", pools[i].Spec.Name, st, want)
 				}

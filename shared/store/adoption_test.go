@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestAdoptionWrites(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	subC := mustSubstrate(t, w.st, "acme", "pool-c", &lifecycle.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: w.adoptee})
+	subC := mustSubstrate(t, w.st, "acme", "pool-c", &model.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: w.adoptee})
 	adopters := func() map[string]string {
 		t.Helper()
 		c, err := w.st.Cluster(ctx, "acme", w.adoptee)

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // Every call of the store is decided by auth.Authorize: the store reads
@@ -43,7 +43,7 @@ func admit(p auth.Principal, snap *firestore.DocumentSnapshot) (auth.Grant, erro
 		}
 	case auth.KindSubstrate:
 		if exists {
-			var d lifecycle.Substrate
+			var d model.Substrate
 			if err := snap.DataTo(&d); err != nil {
 				return g, fmt.Errorf("decode substrate %s: %w", snap.Ref.Path, err)
 			}
@@ -79,7 +79,7 @@ func clusterResource(c *clusterDoc) auth.Resource {
 
 // nodePoolResource is a node pool of the cluster as the authorizer reads
 // it.
-func nodePoolResource(c *clusterDoc, p *lifecycle.NodePool) auth.Resource {
+func nodePoolResource(c *clusterDoc, p *model.NodePool) auth.Resource {
 	r := clusterResource(c)
 	r.NodePool, r.NodePoolManagedBy = true, p.Spec.ManagedBy
 	return r

@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -38,8 +39,8 @@ type ClusterResult struct {
 // NodePools are the specs of its first pools (standard clusters only).
 type CreateClusterRequest struct {
 	PoolID         string
-	Spec           lifecycle.ClusterSpec
-	NodePools      []lifecycle.NodePoolSpec
+	Spec           model.ClusterSpec
+	NodePools      []model.NodePoolSpec
 	IdempotencyKey string
 	RequestHash    string
 }
@@ -107,7 +108,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		if err != nil {
 			return err
 		}
-		spec, err := lifecycle.DecideCreate(lifecycle.ClusterCreate{TenantID: c.TenantID(), Spec: req.Spec, NodePools: req.NodePools,
+		spec, err := lifecycle.DecideCreate(model.ClusterCreate{TenantID: c.TenantID(), Spec: req.Spec, NodePools: req.NodePools,
 			Pool: pool, Account: acc, NameTaken: snaps[2].Exists(), Tenant: &tenant})
 		if err != nil {
 			return err
@@ -128,7 +129,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 // writeNewCluster writes, in tx, the cluster of spec that c creates, its
 // first node pools, their names' reservations, the create's idempotency
 // record and its event.
-func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spec lifecycle.ClusterSpec, req CreateClusterRequest,
+func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spec model.ClusterSpec, req CreateClusterRequest,
 	nameRef, idemRef *firestore.DocumentRef, now time.Time) (ClusterResult, error) {
 	var res ClusterResult
 	id := resource.NewClusterID()
@@ -180,7 +181,7 @@ func (s *Store) createdCluster(tx *firestore.Transaction, tenantID, clusterID st
 	if err != nil {
 		return res, fmt.Errorf("read cluster %s: %w", clusterID, err)
 	}
-	var cl lifecycle.Cluster
+	var cl model.Cluster
 	if err := snap.DataTo(&cl); err != nil {
 		return res, fmt.Errorf("decode cluster: %w", err)
 	}
@@ -190,7 +191,7 @@ func (s *Store) createdCluster(tx *firestore.Transaction, tenantID, clusterID st
 		return res, fmt.Errorf("read node pools: %w", err)
 	}
 	for _, ps := range pools {
-		var p lifecycle.NodePool
+		var p model.NodePool
 		if err := ps.DataTo(&p); err != nil {
 			return res, fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
 		}
@@ -225,8 +226,8 @@ func (s *Store) readAccountTx(tx *firestore.Transaction, id string) (*Account, e
 }
 
 // decodeTenant decodes a tenant's document; zero when there is none.
-func decodeTenant(snap *firestore.DocumentSnapshot) (lifecycle.Tenant, error) {
-	var t lifecycle.Tenant
+func decodeTenant(snap *firestore.DocumentSnapshot) (model.Tenant, error) {
+	var t model.Tenant
 	if snap.Exists() {
 		if err := snap.DataTo(&t); err != nil {
 			return t, fmt.Errorf("decode tenant: %w", err)
@@ -296,7 +297,7 @@ func (s *Store) ListClusters(ctx context.Context, c auth.Principal, req ListClus
 	// more than one query; one extra document tells whether a next page
 	// exists.
 	out := []resource.Cluster{}
-	var examined *lifecycle.Cluster
+	var examined *model.Cluster
 	for {
 		docs, err := q.Limit(req.PageSize + 1).Documents(ctx).GetAll()
 		if err != nil {
@@ -373,9 +374,9 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 		if err != nil {
 			return fmt.Errorf("read node pools: %w", err)
 		}
-		pools := make([]*lifecycle.NodePool, len(snaps))
+		pools := make([]*model.NodePool, len(snaps))
 		for i, snap := range snaps {
-			pools[i] = &lifecycle.NodePool{}
+			pools[i] = &model.NodePool{}
 			if err := snap.DataTo(pools[i]); err != nil {
 				return fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // The reads of the devstack's web console (functions/devstack/console)
@@ -59,13 +59,13 @@ func (s *Store) CountSubstrates(ctx context.Context, q FleetQuery) (int, error) 
 }
 
 // ClustersPage is page p (from 1) of q's clusters, size a page.
-func (s *Store) ClustersPage(ctx context.Context, q FleetQuery, p, size int) ([]lifecycle.Cluster, error) {
-	return pageOf[lifecycle.Cluster](ctx, s.fleetOrder(ClustersKind, q), p, size, "read a page of clusters")
+func (s *Store) ClustersPage(ctx context.Context, q FleetQuery, p, size int) ([]model.Cluster, error) {
+	return pageOf[model.Cluster](ctx, s.fleetOrder(ClustersKind, q), p, size, "read a page of clusters")
 }
 
 // SubstratesPage is page p (from 1) of q's substrates, size a page.
-func (s *Store) SubstratesPage(ctx context.Context, q FleetQuery, p, size int) ([]lifecycle.Substrate, error) {
-	return pageOf[lifecycle.Substrate](ctx, s.fleetOrder(SubstratesKind, q), p, size, "read a page of substrates")
+func (s *Store) SubstratesPage(ctx context.Context, q FleetQuery, p, size int) ([]model.Substrate, error) {
+	return pageOf[model.Substrate](ctx, s.fleetOrder(SubstratesKind, q), p, size, "read a page of substrates")
 }
 
 func count(ctx context.Context, q firestore.Query, op string) (int, error) {
@@ -105,7 +105,7 @@ type ClusterKey struct{ TenantID, ID string }
 
 // ClustersOf reads the clusters named, in one round trip; those that do
 // not exist are left out.
-func (s *Store) ClustersOf(ctx context.Context, keys []ClusterKey) ([]lifecycle.Cluster, error) {
+func (s *Store) ClustersOf(ctx context.Context, keys []ClusterKey) ([]model.Cluster, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -118,7 +118,7 @@ func (s *Store) ClustersOf(ctx context.Context, keys []ClusterKey) ([]lifecycle.
 		return nil, storageErr("read clusters", err)
 	}
 	snaps = slices.DeleteFunc(snaps, func(snap *firestore.DocumentSnapshot) bool { return !snap.Exists() })
-	return decodeAll[lifecycle.Cluster](snaps)
+	return decodeAll[model.Cluster](snaps)
 }
 
 // nodePoolsGroup is every cluster's collection of node pools, named as
@@ -130,7 +130,7 @@ func (s *Store) nodePoolsGroup() *firestore.CollectionGroupRef {
 // NodePoolsOfClusters reads the node pools, deleted or not, of the
 // clusters of these IDs in any tenant (an ID is a TypeID: no two tenants
 // share one).
-func (s *Store) NodePoolsOfClusters(ctx context.Context, clusterIDs []string) ([]lifecycle.NodePool, error) {
+func (s *Store) NodePoolsOfClusters(ctx context.Context, clusterIDs []string) ([]model.NodePool, error) {
 	// The snapshots are gathered, then decoded into one slice: a node
 	// pool is a large value, not worth copying from chunk to chunk.
 	var all []*firestore.DocumentSnapshot
@@ -141,7 +141,7 @@ func (s *Store) NodePoolsOfClusters(ctx context.Context, clusterIDs []string) ([
 		}
 		all = append(all, snaps...)
 	}
-	return decodeAll[lifecycle.NodePool](all)
+	return decodeAll[model.NodePool](all)
 }
 
 // TenantIDs are the tenants that hold documents. A tenant's document need
@@ -178,14 +178,14 @@ func tenantOf(id string) (string, bool) {
 // TenantSubstrates are every substrate of the tenant, deleted or not; a
 // document that is not one (no ID, or fields of other types) is left
 // out.
-func (s *Store) TenantSubstrates(ctx context.Context, tenantID string) ([]lifecycle.Substrate, error) {
+func (s *Store) TenantSubstrates(ctx context.Context, tenantID string) ([]model.Substrate, error) {
 	snaps, err := s.substrates(tenantID).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, storageErr("read substrates", err)
 	}
-	var out []lifecycle.Substrate
+	var out []model.Substrate
 	for _, snap := range snaps {
-		var sb lifecycle.Substrate
+		var sb model.Substrate
 		if snap.DataTo(&sb) == nil && sb.ID != "" {
 			out = append(out, sb)
 		}
@@ -195,7 +195,7 @@ func (s *Store) TenantSubstrates(ctx context.Context, tenantID string) ([]lifecy
 
 // ClusterByID finds a cluster by its ID alone, in any tenant (an ID is a
 // TypeID: no two tenants share one); nil when there is none.
-func (s *Store) ClusterByID(ctx context.Context, id string) (*lifecycle.Cluster, error) {
+func (s *Store) ClusterByID(ctx context.Context, id string) (*model.Cluster, error) {
 	snaps, err := s.fs.CollectionGroup(ClustersKind).Where("id", "==", id).Limit(1).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, storageErr("find cluster", err)
@@ -203,7 +203,7 @@ func (s *Store) ClusterByID(ctx context.Context, id string) (*lifecycle.Cluster,
 	if len(snaps) == 0 {
 		return nil, nil
 	}
-	var c lifecycle.Cluster
+	var c model.Cluster
 	if err := snaps[0].DataTo(&c); err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "decode cluster %s", id)
 	}
@@ -214,7 +214,7 @@ func (s *Store) ClusterByID(ctx context.Context, id string) (*lifecycle.Cluster,
 // cluster and its reconcile chain (who holds its lease, when it runs
 // next).
 type WatchedCluster struct {
-	lifecycle.Cluster
+	model.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
 }
 
@@ -268,11 +268,11 @@ func (s *Store) ListenClusters(ctx context.Context) *Listener[WatchedCluster] {
 }
 
 // ListenNodePools listens to every node pool of every cluster.
-func (s *Store) ListenNodePools(ctx context.Context) *Listener[lifecycle.NodePool] {
-	return &Listener[lifecycle.NodePool]{it: s.nodePoolsGroup().Snapshots(ctx)}
+func (s *Store) ListenNodePools(ctx context.Context) *Listener[model.NodePool] {
+	return &Listener[model.NodePool]{it: s.nodePoolsGroup().Snapshots(ctx)}
 }
 
 // ListenSubstrates listens to every substrate of every tenant.
-func (s *Store) ListenSubstrates(ctx context.Context) *Listener[lifecycle.Substrate] {
-	return &Listener[lifecycle.Substrate]{it: s.fs.CollectionGroup(SubstratesKind).Snapshots(ctx)}
+func (s *Store) ListenSubstrates(ctx context.Context) *Listener[model.Substrate] {
+	return &Listener[model.Substrate]{it: s.fs.CollectionGroup(SubstratesKind).Snapshots(ctx)}
 }

@@ -12,7 +12,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -28,22 +28,22 @@ func consoleFleet(t *testing.T, fs *firestore.Client, base time.Time, n int, ten
 	for _, tenant := range tenants {
 		for i := range n {
 			id := fmt.Sprintf("kcl-%s-%03d", tenant[:1], i)
-			cl := lifecycle.Cluster{ID: id, TenantID: tenant, CreatedAt: base.Add(time.Duration(i) * time.Minute), Active: i%3 != 2,
-				Spec: lifecycle.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Project: "p", Region: "r", ProviderName: "bc-" + id}}
+			cl := model.Cluster{ID: id, TenantID: tenant, CreatedAt: base.Add(time.Duration(i) * time.Minute), Active: i%3 != 2,
+				Spec: model.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Project: "p", Region: "r", ProviderName: "bc-" + id}}
 			ref := store.TenantDoc(fs, tenant).Collection("clusters").Doc(store.DocID(id))
 			if _, err := bw.Set(ref, cl); err != nil {
 				t.Fatal(err)
 			}
 			for j := range 2 {
-				p := lifecycle.NodePool{ID: fmt.Sprintf("knp-%s-%d", id, j), TenantID: tenant, ClusterID: id, Active: j == 0,
-					CreatedAt: base, Spec: lifecycle.NodePoolSpec{Name: fmt.Sprintf("p%d", j)}}
+				p := model.NodePool{ID: fmt.Sprintf("knp-%s-%d", id, j), TenantID: tenant, ClusterID: id, Active: j == 0,
+					CreatedAt: base, Spec: model.NodePoolSpec{Name: fmt.Sprintf("p%d", j)}}
 				if _, err := bw.Set(ref.Collection("nodePools").Doc(p.ID), p); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		sb := lifecycle.Substrate{ID: "ksb-" + tenant[:1], TenantID: tenant, CreatedAt: base, Active: true,
-			Status: lifecycle.SubstrateStatus{State: resource.StateReady, ClusterID: fmt.Sprintf("kcl-%s-000", tenant[:1])}}
+		sb := model.Substrate{ID: "ksb-" + tenant[:1], TenantID: tenant, CreatedAt: base, Active: true,
+			Status: model.SubstrateStatus{State: resource.StateReady, ClusterID: fmt.Sprintf("kcl-%s-000", tenant[:1])}}
 		if _, err := bw.Set(store.TenantDoc(fs, tenant).Collection("substrates").Doc(sb.ID), sb); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func consoleFleet(t *testing.T, fs *firestore.Client, base time.Time, n int, ten
 	bw.End()
 }
 
-func clusterIDs(cls []lifecycle.Cluster) []string {
+func clusterIDs(cls []model.Cluster) []string {
 	var out []string
 	for _, c := range cls {
 		out = append(out, c.ID)

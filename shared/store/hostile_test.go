@@ -7,7 +7,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -48,7 +48,7 @@ func TestHostileIDsBound(t *testing.T) {
 		// The pool and its account are found: a metal pool has no
 		// managed Kubernetes.
 		_, err := st.CreateCluster(ctx, c, store.CreateClusterRequest{
-			PoolID: id, Spec: lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeAutopilot, Region: "fra"},
+			PoolID: id, Spec: model.ClusterSpec{Name: "c", Mode: resource.ModeAutopilot, Region: "fra"},
 			IdempotencyKey: id, RequestHash: "h",
 		})
 		if !errs.Is(err, errs.Unsupported) {

@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -19,7 +19,7 @@ import (
 // token (by its hash) and revokes its old one, before the token is put in
 // the cluster's Secret: a run killed in between leaves a token nobody
 // holds, and the next run finds the Secret missing and mints again.
-func (s *Store) RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error {
+func (s *Store) RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *model.Substrate, t model.JoinToken) error {
 	old := sub.Status.Token.Hash
 	err := lease.Write(ctx, func(ltx chain.Tx) error {
 		tx := txOf(ltx)

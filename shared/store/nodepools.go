@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -37,7 +38,7 @@ type NodePoolResult struct {
 // request, for idempotency.
 type CreateNodePoolRequest struct {
 	ClusterID      string
-	Spec           lifecycle.NodePoolSpec
+	Spec           model.NodePoolSpec
 	IdempotencyKey string
 	RequestHash    string
 }
@@ -190,7 +191,7 @@ func (s *Store) ListNodePools(ctx context.Context, c auth.Principal, clusterID s
 		if err != nil {
 			return nil, storageErr("list node pools", err)
 		}
-		var p lifecycle.NodePool
+		var p model.NodePool
 		if err := snap.DataTo(&p); err != nil {
 			return nil, storageErr("list node pools", fmt.Errorf("decode %s: %w", snap.Ref.Path, err))
 		}
@@ -206,8 +207,8 @@ func (s *Store) activePools(cluster *firestore.DocumentRef) firestore.Query {
 }
 
 // UpdateNodePool resizes a pool in one transaction (lifecycle.ResizeNodePool).
-func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (NodePoolResult, error) {
-	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
+func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize model.Resize) (NodePoolResult, error) {
+	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *model.Cluster, p *model.NodePool, now time.Time) (bool, error) {
 		return true, lifecycle.ResizeNodePool(cluster, p, resize, now)
 	})
 }
@@ -215,7 +216,7 @@ func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID,
 // DeleteNodePool marks a pool for deletion and returns it deleting; a pool
 // already deleting is returned unchanged, with no write.
 func (s *Store) DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (NodePoolResult, error) {
-	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *lifecycle.Cluster, p *lifecycle.NodePool, now time.Time) (bool, error) {
+	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *model.Cluster, p *model.NodePool, now time.Time) (bool, error) {
 		return lifecycle.DeleteNodePool(cluster, p, now), nil
 	})
 }
@@ -224,7 +225,7 @@ func (s *Store) DeleteNodePool(ctx context.Context, c auth.Principal, clusterID,
 // of member, cluster and pool). When change reports a change, the specs of
 // the pool and of its cluster are written and the cluster's chain kicked.
 func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string,
-	change func(*lifecycle.Cluster, *lifecycle.NodePool, time.Time) (bool, error)) (NodePoolResult, error) {
+	change func(*model.Cluster, *model.NodePool, time.Time) (bool, error)) (NodePoolResult, error) {
 	var res NodePoolResult
 	clusterRef := s.ClusterRef(c.TenantID(), clusterID)
 	poolRef := s.NodePoolRef(c.TenantID(), clusterID, nodePoolID)
@@ -273,12 +274,12 @@ func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID,
 	return res, nil
 }
 
-func (s *Store) getNodePoolTx(tx *firestore.Transaction, tenantID, clusterID, nodePoolID string) (*lifecycle.NodePool, error) {
+func (s *Store) getNodePoolTx(tx *firestore.Transaction, tenantID, clusterID, nodePoolID string) (*model.NodePool, error) {
 	snap, err := tx.Get(s.NodePoolRef(tenantID, clusterID, nodePoolID))
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read node pool: %w", err)
 	}
-	var p lifecycle.NodePool
+	var p model.NodePool
 	if snap == nil || !snap.Exists() {
 		return nil, errs.E(errs.NotFound, "node pool %s not found", nodePoolID)
 	}
@@ -306,11 +307,11 @@ func decodeCluster(snap *firestore.DocumentSnapshot, id string) (*clusterDoc, er
 
 // decodeNodePool returns the pool of snap, or NOT_FOUND when there is none
 // or it is deleted.
-func decodeNodePool(snap *firestore.DocumentSnapshot, id string) (*lifecycle.NodePool, error) {
+func decodeNodePool(snap *firestore.DocumentSnapshot, id string) (*model.NodePool, error) {
 	if !snap.Exists() {
 		return nil, errs.E(errs.NotFound, "node pool %s not found", id)
 	}
-	var p lifecycle.NodePool
+	var p model.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		return nil, fmt.Errorf("decode node pool %s: %w", id, err)
 	}

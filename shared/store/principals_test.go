@@ -12,7 +12,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -57,9 +57,9 @@ func newWorld(t *testing.T) *world {
 	w.plain, w.plainPool = mustCluster(t, st, alice, "pool-dev", "plain")
 	w.adoptee, w.adopteePool = mustCluster(t, st, alice, "pool-dev", "adoptee")
 
-	w.subA = mustSubstrate(t, st, "acme", "pool-a", &lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, AccountID: "acc", Region: "us-central1"})
-	w.subB = mustSubstrate(t, st, "acme", "pool-b", &lifecycle.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: w.adoptee})
-	w.subG = mustSubstrate(t, st, "globex", "pool-g", &lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, AccountID: "acc", Region: "us-central1"})
+	w.subA = mustSubstrate(t, st, "acme", "pool-a", &model.SubstrateSpec{Mode: resource.SubstrateCreate, AccountID: "acc", Region: "us-central1"})
+	w.subB = mustSubstrate(t, st, "acme", "pool-b", &model.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: w.adoptee})
+	w.subG = mustSubstrate(t, st, "globex", "pool-g", &model.SubstrateSpec{Mode: resource.SubstrateCreate, AccountID: "acc", Region: "us-central1"})
 	w.mine, w.minePool = mustCluster(t, st, w.subA, "pool-a", "bc-pool-a")
 	if _, err := st.AdoptCluster(ctx, w.subB, w.adoptee, "acc"); err != nil {
 		t.Fatal(err)
@@ -72,8 +72,8 @@ func mustCluster(t *testing.T, st *store.Store, p auth.Principal, pool, name str
 	t.Helper()
 	ctx := context.Background()
 	res, err := st.CreateCluster(ctx, p, store.CreateClusterRequest{PoolID: pool,
-		Spec:      lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools: []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}, RequestHash: name})
+		Spec:      model.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools: []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}, RequestHash: name})
 	if err != nil {
 		t.Fatalf("CreateCluster(%v, %s) = %v", p, name, err)
 	}
@@ -87,7 +87,7 @@ func mustCluster(t *testing.T, st *store.Store, p auth.Principal, pool, name str
 func mustNodePool(t *testing.T, st *store.Store, p auth.Principal, cluster, name string) string {
 	t.Helper()
 	res, err := st.CreateNodePool(context.Background(), p, store.CreateNodePoolRequest{ClusterID: cluster,
-		Spec: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1}, RequestHash: name})
+		Spec: model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1}, RequestHash: name})
 	if err != nil {
 		t.Fatalf("CreateNodePool(%v, %s) = %v", p, name, err)
 	}
@@ -96,7 +96,7 @@ func mustNodePool(t *testing.T, st *store.Store, p auth.Principal, cluster, name
 
 // mustSubstrate records a pool's substrate, as the pools' events do, and
 // returns its principal.
-func mustSubstrate(t *testing.T, st *store.Store, tenantID, pool string, spec *lifecycle.SubstrateSpec) auth.Principal {
+func mustSubstrate(t *testing.T, st *store.Store, tenantID, pool string, spec *model.SubstrateSpec) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := st.ApplyPoolEvent(ctx, store.PoolEvent{TenantID: tenantID, PoolID: pool, Version: 1, Want: spec}); err != nil {
@@ -125,7 +125,7 @@ func TestPrincipals(t *testing.T) {
 	}
 	n := 0
 	name := func() string { n++; return fmt.Sprintf("n%d", n) }
-	resize := func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) { p.NodeCount++; return p, nil }
+	resize := func(p model.NodePoolSpec) (model.NodePoolSpec, error) { p.NodeCount++; return p, nil }
 	type op struct {
 		name string
 		do   func(p auth.Principal) error
@@ -140,7 +140,7 @@ func TestPrincipals(t *testing.T) {
 		return func(p auth.Principal) error {
 			nm := name()
 			_, err := w.st.CreateNodePool(ctx, p, store.CreateNodePoolRequest{ClusterID: id, RequestHash: nm,
-				Spec: lifecycle.NodePoolSpec{Name: nm, MachineType: "e2-standard-4", NodeCount: 1}})
+				Spec: model.NodePoolSpec{Name: nm, MachineType: "e2-standard-4", NodeCount: 1}})
 			return err
 		}
 	}
@@ -154,8 +154,8 @@ func TestPrincipals(t *testing.T) {
 		return func(p auth.Principal) error {
 			nm := name()
 			_, err := w.st.CreateCluster(ctx, p, store.CreateClusterRequest{PoolID: pool, RequestHash: nm,
-				Spec:      lifecycle.ClusterSpec{Name: nm, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-				NodePools: []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}})
+				Spec:      model.ClusterSpec{Name: nm, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+				NodePools: []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}}})
 			return err
 		}
 	}
@@ -250,7 +250,7 @@ func TestOneAdopter(t *testing.T) {
 		var subs []auth.Principal
 		for i := range 4 {
 			subs = append(subs, mustSubstrate(t, w.st, "acme", fmt.Sprintf("pool-r%d-%d", round, i),
-				&lifecycle.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: cluster}))
+				&model.SubstrateSpec{Mode: resource.SubstrateAdopt, AccountID: "acc", AdoptClusterID: cluster}))
 		}
 		errsOf := make([]error, len(subs))
 		var wg sync.WaitGroup
@@ -278,7 +278,7 @@ func TestOneAdopter(t *testing.T) {
 			}
 			// A loser may add nothing to the winner's cluster.
 			if _, err := w.st.CreateNodePool(ctx, subs[i], store.CreateNodePoolRequest{ClusterID: cluster, RequestHash: "x",
-				Spec: lifecycle.NodePoolSpec{Name: "bc-x", MachineType: "e2-standard-4", NodeCount: 1}}); !errs.Is(err, errs.PermissionDenied) {
+				Spec: model.NodePoolSpec{Name: "bc-x", MachineType: "e2-standard-4", NodeCount: 1}}); !errs.Is(err, errs.PermissionDenied) {
 				t.Errorf("round %d: a loser's node pool in the cluster = %v, want PERMISSION_DENIED", round, err)
 			}
 		}

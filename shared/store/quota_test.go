@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -50,7 +51,7 @@ func (e *quotaEnv) seed(t *testing.T, quota *int) {
 		RoleBindings: []auth.Binding{{TenantID: "acme", Principal: "alice", Role: auth.RoleAdmin}},
 	}
 	if quota != nil {
-		seed.Tenants = []store.Tenant{{ID: "acme", Quota: lifecycle.Quota{Clusters: quota}}}
+		seed.Tenants = []store.Tenant{{ID: "acme", Quota: model.Quota{Clusters: quota}}}
 	}
 	if err := e.st.LoadSeed(context.Background(), seed); err != nil {
 		t.Fatalf("LoadSeed = %v", err)
@@ -60,7 +61,7 @@ func (e *quotaEnv) seed(t *testing.T, quota *int) {
 func (e *quotaEnv) create(name, key string) (store.ClusterResult, error) {
 	return e.st.CreateCluster(context.Background(), e.caller, store.CreateClusterRequest{
 		PoolID:         "pool",
-		Spec:           lifecycle.ClusterSpec{Name: name, Mode: resource.ModeAutopilot, Region: "us-central1", ReleaseChannel: "regular"},
+		Spec:           model.ClusterSpec{Name: name, Mode: resource.ModeAutopilot, Region: "us-central1", ReleaseChannel: "regular"},
 		IdempotencyKey: key,
 		RequestHash:    "h-" + name,
 	})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -18,14 +18,14 @@ import (
 // cluster's lease: the cluster and its pools that are not deleted, by
 // creation.
 type ClusterRun struct {
-	Cluster lifecycle.Cluster
-	Pools   []lifecycle.NodePool
+	Cluster model.Cluster
+	Pools   []model.NodePool
 }
 
 // DecodeCluster decodes a cluster's document, as a run of it reads it
 // (chain.Subject.Load).
-func DecodeCluster(doc chain.Doc) (lifecycle.Cluster, error) {
-	var c lifecycle.Cluster
+func DecodeCluster(doc chain.Doc) (model.Cluster, error) {
+	var c model.Cluster
 	if err := doc.DataTo(&c); err != nil {
 		return c, fmt.Errorf("decode cluster: %w", err)
 	}
@@ -34,29 +34,29 @@ func DecodeCluster(doc chain.Doc) (lifecycle.Cluster, error) {
 
 // LoadNodePools reads through r the pools of the cluster at ref that are
 // not deleted, by creation.
-func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]lifecycle.NodePool, error) {
+func (s *Store) LoadNodePools(r *chain.Reader, ref *firestore.DocumentRef) ([]model.NodePool, error) {
 	return s.BeginNodePools(r, ref)()
 }
 
 // BeginNodePools starts LoadNodePools' read (beginRead) and
 // returns what waits for its pools: a run reads them with its cluster's
 // document, not after it.
-func (s *Store) BeginNodePools(r *chain.Reader, ref *firestore.DocumentRef) func() ([]lifecycle.NodePool, error) {
+func (s *Store) BeginNodePools(r *chain.Reader, ref *firestore.DocumentRef) func() ([]model.NodePool, error) {
 	wait := beginRead(r, s.activePools(ref))
-	return func() ([]lifecycle.NodePool, error) { return decodePools(wait()) }
+	return func() ([]model.NodePool, error) { return decodePools(wait()) }
 }
 
 // BeginClusterPools is BeginNodePools of the cluster clusterID of the
 // tenant: a run names its cluster by its IDs.
-func (s *Store) BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]lifecycle.NodePool, error) {
+func (s *Store) BeginClusterPools(r *chain.Reader, tenantID, clusterID string) func() ([]model.NodePool, error) {
 	return s.BeginNodePools(r, s.ClusterRef(tenantID, clusterID))
 }
 
-func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.NodePool, error) {
+func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]model.NodePool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read node pools: %w", err)
 	}
-	pools := make([]lifecycle.NodePool, len(snaps))
+	pools := make([]model.NodePool, len(snaps))
 	for i, ps := range snaps {
 		if err := ps.DataTo(&pools[i]); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", ps.Ref.Path, err)
@@ -68,7 +68,7 @@ func decodePools(snaps []*firestore.DocumentSnapshot, err error) ([]lifecycle.No
 // RecordIntent records, under the run's lease, the provider call the run
 // is about to make: on the pool nodePoolID, or on the cluster when
 // nodePoolID is empty.
-func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecycle.Cluster, nodePoolID string, in *lifecycle.Intent) error {
+func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *model.Cluster, nodePoolID string, in *model.Intent) error {
 	ref := s.ClusterRef(c.TenantID, c.ID)
 	if nodePoolID != "" {
 		ref = s.NodePoolRef(c.TenantID, c.ID, nodePoolID)
@@ -91,7 +91,7 @@ func (s *Store) RecordIntent(ctx context.Context, lease *chain.Lease, c *lifecyc
 // are to be sent once it commits.
 func (s *Store) SaveClusterRun(t chain.Tx, doc chain.Doc, before, after ClusterRun, events []event.Event) ([]event.Event, []chain.Kick, error) {
 	tx, now := txOf(t), snapOf(doc)
-	var stored lifecycle.Cluster
+	var stored model.Cluster
 	if err := now.DataTo(&stored); err != nil {
 		return nil, nil, fmt.Errorf("decode cluster: %w", err)
 	}
@@ -128,13 +128,13 @@ func (s *Store) SaveClusterRun(t chain.Tx, doc chain.Doc, before, after ClusterR
 
 // saveClusterRun writes the statuses (SaveClusterRun), snaps being the
 // pools' documents as stored now.
-func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, stored *lifecycle.Cluster, snaps []*firestore.DocumentSnapshot,
+func (s *Store) saveClusterRun(tx *firestore.Transaction, now *firestore.DocumentSnapshot, stored *model.Cluster, snaps []*firestore.DocumentSnapshot,
 	before, after ClusterRun, events []event.Event) ([]event.Event, error) {
 	c := &after.Cluster
 	stale := map[string]bool{} // node pool IDs, and "" for the cluster
 	for i := range after.Pools {
 		p, was := &after.Pools[i], &before.Pools[i]
-		var cur lifecycle.NodePool
+		var cur model.NodePool
 		if err := snaps[i].DataTo(&cur); err != nil {
 			return nil, fmt.Errorf("decode node pool %s: %w", p.ID, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -49,8 +50,8 @@ func newRunEnv(t *testing.T) *runEnv {
 	e := &runEnv{fs: fs, st: st, clk: clk, caller: auth.User("acme", "alice")}
 	res, err := st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
 		PoolID:      "pool",
-		Spec:        lifecycle.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:   []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:        model.ClusterSpec{Name: "c", Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:   []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		RequestHash: "h",
 	})
 	if err != nil {
@@ -115,13 +116,13 @@ func (e *runEnv) save(t *testing.T, before, after store.ClusterRun, events []eve
 	return committed
 }
 
-func (e *runEnv) poolDoc(t *testing.T) lifecycle.NodePool {
+func (e *runEnv) poolDoc(t *testing.T) model.NodePool {
 	t.Helper()
 	snap, err := e.st.NodePoolRef("acme", e.cluster.ID, e.pool.ID).Get(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p lifecycle.NodePool
+	var p model.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestSaveClusterRun(t *testing.T) {
 func TestSaveClusterRunWritesStatusWhole(t *testing.T) {
 	e := newRunEnv(t)
 	read := e.run(t)
-	after := store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
+	after := store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []model.NodePool{read.Pools[0].Clone()}}
 	fill(t, reflect.ValueOf(&after.Pools[0].Status).Elem(), e.clk.Now())
 	fill(t, reflect.ValueOf(&after.Cluster.Status).Elem(), e.clk.Now())
 	// Deleted is the one status the save treats apart (reservations).
@@ -189,7 +190,7 @@ func TestSaveClusterRunWritesStatusWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c lifecycle.Cluster
+	var c model.Cluster
 	if err := snap.DataTo(&c); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestSaveClusterRunKeepsConcurrentChanges(t *testing.T) {
 	read := e.run(t)
 	after, events := decide(read, e.clk.Now())
 	// The tenant resizes the pool during the run.
-	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+	_, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(p model.NodePoolSpec) (model.NodePoolSpec, error) {
 		p.NodeCount = 5
 		return p, nil
 	})
@@ -265,7 +266,7 @@ func TestSaveClusterRunDeletedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := e.run(t)
-	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster), Pools: []lifecycle.NodePool{lifecycle.BeginNodePoolRun(read.Pools[0])}}
+	after := store.ClusterRun{Cluster: lifecycle.BeginRun(read.Cluster), Pools: []model.NodePool{lifecycle.BeginNodePoolRun(read.Pools[0])}}
 	events := lifecycle.NodePoolDeleted(&after.Cluster, &after.Pools[0], e.clk.Now())
 	if got := e.save(t, read, after, events); len(got) != 1 {
 		t.Errorf("committed %d events, want nodepool.deleted", len(got))
@@ -276,7 +277,7 @@ func TestSaveClusterRunDeletedPool(t *testing.T) {
 	}
 	// The name is free again.
 	_, err = e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
-		ClusterID: e.cluster.ID, Spec: lifecycle.NodePoolSpec{Name: e.pool.Name, MachineType: "e2-standard-4", NodeCount: 1},
+		ClusterID: e.cluster.ID, Spec: model.NodePoolSpec{Name: e.pool.Name, MachineType: "e2-standard-4", NodeCount: 1},
 		RequestHash: "h2",
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // Seed is the devstack's seed file (API.md §8): provider accounts, provider
@@ -23,7 +24,7 @@ type Seed struct {
 
 // Tenant is a tenant's entry of the seed: its quota (API.md §10). A
 // tenant that no entry names has no quota.
-type Tenant = lifecycle.SeedTenant
+type Tenant = model.SeedTenant
 
 // ParseSeed decodes a seed file strictly: an unknown field is an error, so
 // a typo never silently drops a binding. Its accounts, pools and tenants
@@ -90,7 +91,7 @@ func (s *Store) setTenant(ctx context.Context, t Tenant) error {
 		if err != nil {
 			return err
 		}
-		var doc lifecycle.Tenant
+		var doc model.Tenant
 		if snaps[0].Exists() {
 			if err := snaps[0].DataTo(&doc); err != nil {
 				return fmt.Errorf("decode tenant: %w", err)

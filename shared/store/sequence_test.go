@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -82,9 +82,9 @@ func TestSequenceUnderConcurrentCalls(t *testing.T) {
 			for i := range each {
 				res, err := e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
 					ClusterID: e.cluster.ID, RequestHash: "h",
-					Spec: lifecycle.NodePoolSpec{Name: fmt.Sprintf("w%d-%d", w, i), MachineType: "e2-standard-4", NodeCount: 1},
+					Spec: model.NodePoolSpec{Name: fmt.Sprintf("w%d-%d", w, i), MachineType: "e2-standard-4", NodeCount: 1},
 				})
-				_, rerr := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(s lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+				_, rerr := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(s model.NodePoolSpec) (model.NodePoolSpec, error) {
 					s.NodeCount = 1 + w + i
 					return s, nil
 				})

@@ -75,7 +75,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // IdempotencyTTL is how long idempotency keys are kept at least (API.md §5).
@@ -112,14 +112,14 @@ func New(fs *firestore.Client, opts ...Option) (*Store, error) {
 }
 
 // Account is a provider account (lifecycle.Account).
-type Account = lifecycle.Account
+type Account = model.Account
 
 // Pool is a provider pool of a tenant, on one account (lifecycle.Pool).
-type Pool = lifecycle.Pool
+type Pool = model.Pool
 
 // clusterDoc is a cluster's document: the object and its reconcile chain.
 type clusterDoc struct {
-	lifecycle.Cluster
+	model.Cluster
 	Reconcile chain.State `firestore:"reconcile"`
 	// Sequence is the last ce-sequence of the cluster's events, its node
 	// pools' included (outbox.SequenceField).

@@ -6,7 +6,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // The reads of kubernetesSubstrates.plan: what a substrate's run would
@@ -31,7 +31,7 @@ func (s *Store) ReadSubstrate(ctx context.Context, tenantID, id string) (*Substr
 
 // ReadAdoption reads a cluster to adopt and its node pools as a new
 // substrate's run would: nil when the cluster does not exist.
-func (s *Store) ReadAdoption(ctx context.Context, tenantID, clusterID string) (*lifecycle.Cluster, []lifecycle.NodePool, error) {
+func (s *Store) ReadAdoption(ctx context.Context, tenantID, clusterID string) (*model.Cluster, []model.NodePool, error) {
 	c, err := s.Cluster(ctx, tenantID, clusterID)
 	if err != nil || c == nil {
 		return nil, nil, err

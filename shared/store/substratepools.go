@@ -9,12 +9,13 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // PoolEvent is what one event of the pools module asks of its pool's
 // substrate (lifecycle.PoolEvent).
-type PoolEvent = lifecycle.PoolEvent
+type PoolEvent = model.PoolEvent
 
 // PoolEventResult is what an applied pool event did.
 type PoolEventResult struct {
@@ -87,8 +88,8 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 // readPoolState reads, in tx, a pool's index, the record of its pool ID
 // and, when refs holds a third, the account the event names, in one
 // batch, then the pool's current substrate.
-func (s *Store) readPoolState(tx *firestore.Transaction, tenantID string, refs []*firestore.DocumentRef) (lifecycle.PoolState, *substrateDoc, error) {
-	var st lifecycle.PoolState
+func (s *Store) readPoolState(tx *firestore.Transaction, tenantID string, refs []*firestore.DocumentRef) (model.PoolState, *substrateDoc, error) {
+	var st model.PoolState
 	snaps, err := tx.GetAll(refs)
 	if err != nil {
 		return st, nil, fmt.Errorf("read: %w", err)
@@ -135,7 +136,7 @@ func (s *Store) RefusePoolEvent(ctx context.Context, tenantID, poolID string, ve
 			return err
 		}
 		now := s.timestamp()
-		var curSub *lifecycle.Substrate
+		var curSub *model.Substrate
 		if cur != nil {
 			curSub = &cur.Substrate
 		}
@@ -179,13 +180,13 @@ func decodeAccount(snap *firestore.DocumentSnapshot) (*Account, error) {
 
 // writeSubstrateSpec writes a new spec over the substrate's (its next
 // generation: lifecycle.Respec) and restarts its chain.
-func (s *Store) writeSubstrateSpec(tx *firestore.Transaction, d *substrateDoc, spec lifecycle.SubstrateSpec, now time.Time) (chain.Kick, error) {
+func (s *Store) writeSubstrateSpec(tx *firestore.Transaction, d *substrateDoc, spec model.SubstrateSpec, now time.Time) (chain.Kick, error) {
 	k := d.Reconcile.Restart(SubstratesKind, d.TenantID, d.ID, now)
 	return k, tx.Update(s.substrateRef(d.TenantID, d.ID), []firestore.Update{{Path: "spec", Value: spec}, {Path: chain.Field, Value: d.Reconcile}})
 }
 
-func decodeIndex(snap *firestore.DocumentSnapshot) (lifecycle.PoolIndex, error) {
-	var idx lifecycle.PoolIndex
+func decodeIndex(snap *firestore.DocumentSnapshot) (model.PoolIndex, error) {
+	var idx model.PoolIndex
 	if snap != nil && snap.Exists() {
 		if err := snap.DataTo(&idx); err != nil {
 			return idx, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -41,7 +41,7 @@ func (s *Store) GetSubstrate(ctx context.Context, c auth.Principal, id string) (
 }
 
 // activeSubstrate is a substrate that is not deleted: NOT_FOUND otherwise.
-func (s *Store) activeSubstrate(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error) {
+func (s *Store) activeSubstrate(ctx context.Context, tenantID, id string) (*model.Substrate, error) {
 	d, err := s.Substrate(ctx, tenantID, id)
 	if err != nil {
 		return nil, err

@@ -11,13 +11,14 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // substrateDoc is a substrate's document: the object and its reconcile
 // chain.
 type substrateDoc struct {
-	lifecycle.Substrate
+	model.Substrate
 	Reconcile chain.State `firestore:"reconcile"`
 	// Sequence is the last ce-sequence of the substrate's events
 	// (outbox.SequenceField).
@@ -26,7 +27,7 @@ type substrateDoc struct {
 
 // Substrate returns a stored substrate, deleted or not; nil when there is
 // none.
-func (s *Store) Substrate(ctx context.Context, tenantID, id string) (*lifecycle.Substrate, error) {
+func (s *Store) Substrate(ctx context.Context, tenantID, id string) (*model.Substrate, error) {
 	snap, err := s.substrateRef(tenantID, id).Get(ctx)
 	if err != nil && !isNotFound(err) {
 		return nil, errs.Wrap(errs.Unavailable, err, "read substrate")
@@ -34,7 +35,7 @@ func (s *Store) Substrate(ctx context.Context, tenantID, id string) (*lifecycle.
 	if snap == nil || !snap.Exists() {
 		return nil, nil
 	}
-	var d lifecycle.Substrate
+	var d model.Substrate
 	if err := snap.DataTo(&d); err != nil {
 		return nil, fmt.Errorf("decode substrate %s: %w", id, err)
 	}
@@ -43,7 +44,7 @@ func (s *Store) Substrate(ctx context.Context, tenantID, id string) (*lifecycle.
 
 // ActiveSubstrates returns the tenant's substrates that are not deleted,
 // of one pool when poolID is set, by creation.
-func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]lifecycle.Substrate, error) {
+func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]model.Substrate, error) {
 	q := s.substrates(tenantID).Where("active", "==", true)
 	if poolID != "" {
 		q = q.Where("poolId", "==", poolID)
@@ -52,7 +53,7 @@ func (s *Store) ActiveSubstrates(ctx context.Context, tenantID, poolID string) (
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, err, "list substrates")
 	}
-	out := make([]lifecycle.Substrate, len(snaps))
+	out := make([]model.Substrate, len(snaps))
 	for i, snap := range snaps {
 		if err := snap.DataTo(&out[i]); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
@@ -87,7 +88,7 @@ func (s *Store) JoinedNodes(ctx context.Context, tenantID, substrateID, after st
 
 // Cluster returns a stored cluster, deleted or not; nil when there is
 // none. It checks no permission: it is for the substrates' own reads.
-func (s *Store) Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cluster, error) {
+func (s *Store) Cluster(ctx context.Context, tenantID, id string) (*model.Cluster, error) {
 	snap, err := s.ClusterRef(tenantID, id).Get(ctx)
 	if err != nil && !isNotFound(err) {
 		return nil, errs.Wrap(errs.Unavailable, err, "read cluster")
@@ -95,7 +96,7 @@ func (s *Store) Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cl
 	if snap == nil || !snap.Exists() {
 		return nil, nil
 	}
-	var c lifecycle.Cluster
+	var c model.Cluster
 	if err := snap.DataTo(&c); err != nil {
 		return nil, fmt.Errorf("decode cluster %s: %w", id, err)
 	}
@@ -104,25 +105,25 @@ func (s *Store) Cluster(ctx context.Context, tenantID, id string) (*lifecycle.Cl
 
 // SubstrateRead is what a substrate's run reads when it starts.
 type SubstrateRead struct {
-	Substrate lifecycle.Substrate
+	Substrate model.Substrate
 	// PreviousGone: the substrate waits for none (Spec.After), or the one
 	// it waits for is deleted.
 	PreviousGone bool
 	// Cluster is the substrate's cluster; nil while it has none, or when
 	// it is gone.
-	Cluster *lifecycle.Cluster
+	Cluster *model.Cluster
 	// Adopted: the cluster records the substrate's adoption.
 	Adopted bool
 	// Pools are the cluster's node pools that are not deleted, by
 	// creation.
-	Pools []lifecycle.NodePool
+	Pools []model.NodePool
 }
 
 // SubstrateLeave is what a substrate's run leaves, for its Save.
 type SubstrateLeave struct {
 	// Substrate is the substrate as the run leaves it: its status,
 	// active and expireAt are written (never its spec).
-	Substrate lifecycle.Substrate
+	Substrate model.Substrate
 	// Left names the joined nodes that left; Revoked are the hashes of
 	// the join tokens revoked.
 	Left    []string
@@ -150,7 +151,7 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap chain.Doc) (SubstrateRead, 
 		if err != nil {
 			return r, fmt.Errorf("read previous substrate: %w", err)
 		}
-		var p lifecycle.Substrate
+		var p model.Substrate
 		if prev.Exists() {
 			if err := prev.DataTo(&p); err != nil {
 				return r, fmt.Errorf("decode previous substrate: %w", err)
@@ -191,7 +192,7 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap chain.Doc) (SubstrateRead, 
 // the kicks returned are to be sent once it commits.
 func (s *Store) SaveSubstrateRun(t chain.Tx, doc chain.Doc, read SubstrateRead, l SubstrateLeave) ([]event.Event, []chain.Kick, error) {
 	tx, now := txOf(t), snapOf(doc)
-	var cur lifecycle.Substrate
+	var cur model.Substrate
 	if err := now.DataTo(&cur); err != nil {
 		return nil, nil, fmt.Errorf("decode substrate: %w", err)
 	}
@@ -238,7 +239,7 @@ func (s *Store) SaveSubstrateRun(t chain.Tx, doc chain.Doc, read SubstrateRead, 
 
 // waiting reads, in tx, the pool's current substrate when it waits for
 // sub to be deleted (its Spec.After); none otherwise.
-func (s *Store) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]*firestore.DocumentSnapshot, error) {
+func (s *Store) waiting(tx *firestore.Transaction, sub *model.Substrate) ([]*firestore.DocumentSnapshot, error) {
 	snap, err := tx.Get(s.substratePoolRef(sub.TenantID, sub.PoolID))
 	if err != nil && !isNotFound(err) {
 		return nil, fmt.Errorf("read the pool's index: %w", err)
@@ -254,7 +255,7 @@ func (s *Store) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]
 	if ns == nil || !ns.Exists() {
 		return nil, nil
 	}
-	var d lifecycle.Substrate
+	var d model.Substrate
 	if err := ns.DataTo(&d); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", ns.Ref.Path, err)
 	}
@@ -266,7 +267,7 @@ func (s *Store) waiting(tx *firestore.Transaction, sub *lifecycle.Substrate) ([]
 
 // ActiveNodePools returns a cluster's node pools that are not deleted, by
 // creation, read afresh (a substrate's run, after it changed one).
-func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string) ([]lifecycle.NodePool, error) {
+func (s *Store) ActiveNodePools(ctx context.Context, tenantID, clusterID string) ([]model.NodePool, error) {
 	return s.LoadNodePools(chain.NewReader(ctx, nil), s.ClusterRef(tenantID, clusterID))
 }
 
@@ -288,7 +289,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(cl)); err != nil {
 			return err
 		}
-		r := lifecycle.AdoptionRequest{Substrate: c.ID(), Pool: c.Pool(), AccountID: accountID, Cluster: &cl.Cluster, Adopters: map[string]*lifecycle.Substrate{}}
+		r := model.AdoptionRequest{Substrate: c.ID(), Pool: c.Pool(), AccountID: accountID, Cluster: &cl.Cluster, Adopters: map[string]*model.Substrate{}}
 		for _, id := range lifecycle.OtherAdopters(&cl.Cluster, c.ID()) {
 			other, err := s.readSubstrateTx(tx, c.TenantID(), id)
 			if err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -86,8 +86,8 @@ func (e *lossEnv) createCluster(t *testing.T, name, key string) store.ClusterRes
 	t.Helper()
 	res, err := e.st.CreateCluster(context.Background(), e.caller, store.CreateClusterRequest{
 		PoolID:         "pool",
-		Spec:           lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-		NodePools:      []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+		Spec:           model.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+		NodePools:      []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 		IdempotencyKey: key,
 		RequestHash:    "h-" + name,
 	})
@@ -100,7 +100,7 @@ func (e *lossEnv) createCluster(t *testing.T, name, key string) store.ClusterRes
 func (e *lossEnv) createPool(ctx context.Context, name, key string) (store.NodePoolResult, error) {
 	return e.st.CreateNodePool(ctx, e.caller, store.CreateNodePoolRequest{
 		ClusterID:      e.cluster.ID,
-		Spec:           lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1},
+		Spec:           model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1},
 		IdempotencyKey: key,
 		RequestHash:    "h-" + name,
 	})
@@ -124,13 +124,13 @@ func (e *lossEnv) storedPools(t *testing.T) map[string]resource.NodePool {
 }
 
 // storedPool is the document of a pool, deleted or not.
-func (e *lossEnv) storedPool(t *testing.T, clusterID, id string) lifecycle.NodePool {
+func (e *lossEnv) storedPool(t *testing.T, clusterID, id string) model.NodePool {
 	t.Helper()
 	snap, err := e.st.NodePoolRef("acme", clusterID, id).Get(context.Background())
 	if err != nil {
 		t.Fatalf("read pool %s: %v", id, err)
 	}
-	var p lifecycle.NodePool
+	var p model.NodePool
 	if err := snap.DataTo(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func testLostCommit(t *testing.T, quick bool, code codes.Code) {
 	}
 	t.Run("update pool", func(t *testing.T) {
 		lose(t)
-		res, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(s lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+		res, err := e.st.UpdateNodePool(ctx, e.caller, e.cluster.ID, e.pool.ID, func(s model.NodePoolSpec) (model.NodePoolSpec, error) {
 			s.NodeCount = 4
 			return s, nil
 		})
@@ -269,8 +269,8 @@ func testLostCommit(t *testing.T, quick bool, code codes.Code) {
 			lose(t)
 			res, err := e.st.CreateCluster(ctx, e.caller, store.CreateClusterRequest{
 				PoolID:         "pool",
-				Spec:           lifecycle.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
-				NodePools:      []lifecycle.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
+				Spec:           model.ClusterSpec{Name: name, Mode: resource.ModeStandard, Region: "us-central1", ReleaseChannel: "regular"},
+				NodePools:      []model.NodePoolSpec{{Name: "a", MachineType: "e2-standard-4", NodeCount: 1}},
 				IdempotencyKey: key,
 				RequestHash:    "h",
 			})
@@ -399,7 +399,7 @@ func TestLostCommitPoolEvent(t *testing.T) {
 		t.Run(code.String(), func(t *testing.T) {
 			ctx := context.Background()
 			e := newLossEnv(t, true)
-			ev := store.PoolEvent{TenantID: "acme", PoolID: "pool-gpu", Version: 1, Want: &lifecycle.SubstrateSpec{
+			ev := store.PoolEvent{TenantID: "acme", PoolID: "pool-gpu", Version: 1, Want: &model.SubstrateSpec{
 				PoolVersion: 1, AccountID: "acc", Mode: resource.SubstrateAdopt, AdoptClusterID: e.cluster.ID}}
 			e.srv.LoseNext("Commit", 1, code, "answer lost")
 			res, err := e.st.ApplyPoolEvent(ctx, ev)

@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -22,7 +22,7 @@ import (
 
 // usersOf are the substrates whose runs read the cluster: the one that
 // made it, and those that adopted it, by ID.
-func usersOf(c *lifecycle.Cluster) []string {
+func usersOf(c *model.Cluster) []string {
 	var ids []string
 	if c.Spec.ManagedBy != "" {
 		ids = append(ids, c.Spec.ManagedBy)
@@ -41,15 +41,15 @@ func usersOf(c *lifecycle.Cluster) []string {
 // Kubernetes API. after.Pools are before.Pools, as the run leaves them.
 func seenChanged(before, after *ClusterRun) bool {
 	b, a := &before.Cluster, &after.Cluster
-	bs, bm := lifecycle.ClusterState(b)
-	as, am := lifecycle.ClusterState(a)
+	bs, bm := model.ClusterState(b)
+	as, am := model.ClusterState(a)
 	if bs != as || bm != am || b.Active != a.Active || b.Status.Endpoint != a.Status.Endpoint || b.Status.CACertificate != a.Status.CACertificate {
 		return true
 	}
 	for i := range after.Pools {
 		bp, ap := &before.Pools[i], &after.Pools[i]
-		bs, bm := lifecycle.NodePoolState(bp)
-		as, am := lifecycle.NodePoolState(ap)
+		bs, bm := model.NodePoolState(bp)
+		as, am := model.NodePoolState(ap)
 		if bs != as || bm != am || bp.Active != ap.Active {
 			return true
 		}
@@ -89,6 +89,6 @@ func (s *Store) wakeSubstrates(tx *firestore.Transaction, snaps []*firestore.Doc
 // it converges, its plan may wait for its nodes (a replacement deletes
 // the pool it replaces once the new one's nodes joined); a ready
 // substrate's does not.
-func joinWakes(s *lifecycle.Substrate) bool {
+func joinWakes(s *model.Substrate) bool {
 	return s.Active && !s.Spec.Deleting && s.Status.State != resource.StateReady
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
 // substrateDoc is a substrate's document as these tests write it.
 type substrateDoc struct {
-	lifecycle.Substrate
+	model.Substrate
 	Reconcile chain.State `firestore:"reconcile"`
 }
 
@@ -26,8 +27,8 @@ type substrateDoc struct {
 func (e *runEnv) putSubstrate(t *testing.T, id string, st resource.State) chain.State {
 	t.Helper()
 	c := chain.State{Token: "tok-" + id, NextAt: e.clk.Now().Add(time.Hour)}
-	d := substrateDoc{Substrate: lifecycle.Substrate{ID: id, TenantID: "acme", PoolID: "pool", Active: true,
-		Status: lifecycle.SubstrateStatus{State: st, ClusterID: e.cluster.ID}}, Reconcile: c}
+	d := substrateDoc{Substrate: model.Substrate{ID: id, TenantID: "acme", PoolID: "pool", Active: true,
+		Status: model.SubstrateStatus{State: st, ClusterID: e.cluster.ID}}, Reconcile: c}
 	if _, err := e.fs.Doc("tenants/acme/substrates/"+id).Set(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestSaveClusterRunWakesItsSubstrate(t *testing.T) {
 
 	// Another change before the substrate ran: its run is due already.
 	read = e.run(t)
-	after = store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
+	after = store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []model.NodePool{read.Pools[0].Clone()}}
 	lifecycle.NodePoolError(&after.Pools[0], "stockout", e.clk.Now())
 	if kicks := e.saveWaking(t, read, after); len(kicks) != 0 || e.chainOf(t, "ksb_1").Token != woken.Token {
 		t.Errorf("a second change before the substrate's run: kicks %+v, chain %+v; want none, the chain as woken", kicks, e.chainOf(t, "ksb_1"))
@@ -114,7 +115,7 @@ func TestSaveClusterRunWakesItsSubstrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	read = e.run(t)
-	after = store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []lifecycle.NodePool{read.Pools[0].Clone()}}
+	after = store.ClusterRun{Cluster: read.Cluster.Clone(), Pools: []model.NodePool{read.Pools[0].Clone()}}
 	n := 3
 	lifecycle.NodePoolNodes(&after.Pools[0], &n)
 	if kicks := e.saveWaking(t, read, after); len(kicks) != 0 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -28,7 +29,7 @@ type Outcome struct {
 	PoolIDs []string
 	// Token is the join token recorded for the objects applied
 	// (ApplyObjects); zero when none was minted.
-	Token lifecycle.JoinToken
+	Token model.JoinToken
 	// Gone: bcd's objects were found gone (RemoveObjects).
 	Gone bool
 }
@@ -97,7 +98,7 @@ func Effect(in Input, d *Decision, o Outcome) (Input, error) {
 		seen.Held = true
 		next.Seen = &seen
 	case DeleteCluster:
-		pools := make([]*lifecycle.NodePool, len(next.Pools))
+		pools := make([]*model.NodePool, len(next.Pools))
 		for i := range next.Pools {
 			pools[i] = &next.Pools[i]
 		}
@@ -132,7 +133,7 @@ func (in Input) clone() Input {
 		c.AdoptedBy = maps.Clone(in.Cluster.AdoptedBy)
 		out.Cluster = &c
 	}
-	out.Pools = make([]lifecycle.NodePool, len(in.Pools))
+	out.Pools = make([]model.NodePool, len(in.Pools))
 	for i, p := range in.Pools {
 		out.Pools[i] = p.Clone()
 	}
@@ -146,10 +147,10 @@ func (in Input) clone() Input {
 // clusterRequest is the cluster a create-mode substrate asks the store
 // for, and its first node pools: one per flavor. The store sets the rest
 // (its account, project, zones when the policy names none).
-func clusterRequest(s *lifecycle.Substrate) (lifecycle.ClusterSpec, []lifecycle.NodePoolSpec) {
-	spec := lifecycle.ClusterSpec{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
+func clusterRequest(s *model.Substrate) (model.ClusterSpec, []model.NodePoolSpec) {
+	spec := model.ClusterSpec{Name: ClusterName(s.PoolID), Mode: resource.ModeStandard, Region: s.Spec.Region,
 		ReleaseChannel: s.Spec.ReleaseChannel, Labels: map[string]string{}, Zones: slices.Clone(s.Spec.Zones)}
-	pools := make([]lifecycle.NodePoolSpec, len(s.Spec.Flavors))
+	pools := make([]model.NodePoolSpec, len(s.Spec.Flavors))
 	for i, f := range s.Spec.Flavors {
 		pools[i] = f.NodePool
 	}
@@ -158,15 +159,15 @@ func clusterRequest(s *lifecycle.Substrate) (lifecycle.ClusterSpec, []lifecycle.
 
 // poolSpec is the node pool that a CreateNodePool or ReplaceNodePool
 // makes: its flavor's, named as the action says.
-func poolSpec(s *lifecycle.Substrate, a *Action) lifecycle.NodePoolSpec {
+func poolSpec(s *model.Substrate, a *Action) model.NodePoolSpec {
 	spec := s.Spec.Flavors[a.Flavor].NodePool
 	spec.Name = a.Name
 	return spec
 }
 
 // resizeTo is a ResizeNodePool's change: the flavor's size.
-func resizeTo(want lifecycle.NodePoolSpec) lifecycle.Resize {
-	return func(np lifecycle.NodePoolSpec) (lifecycle.NodePoolSpec, error) {
+func resizeTo(want model.NodePoolSpec) model.Resize {
+	return func(np model.NodePoolSpec) (model.NodePoolSpec, error) {
 		np.NodeCount, np.Autoscaling = want.NodeCount, want.Autoscaling
 		return np, nil
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -35,7 +35,7 @@ func TestEffect(t *testing.T) {
 					!slices.Equal(c.Spec.Zones, []string{"us-central1-a", "us-central1-b"}) || c.Spec.PoolsCreated != 1 {
 					t.Fatalf("cluster %s", jsonOf(c))
 				}
-				if st, _ := lifecycle.ClusterState(c); st != resource.StatePending {
+				if st, _ := model.ClusterState(c); st != resource.StatePending {
 					t.Errorf("cluster %s, want pending", st)
 				}
 				if len(next.Pools) != 1 || next.Pools[0].ID != "knp_9" || next.Pools[0].Spec.Name != cpuPool || next.Pools[0].Spec.ManagedBy != subID {
@@ -68,7 +68,7 @@ func TestEffect(t *testing.T) {
 				if len(next.Pools) != 1 || next.Pools[0].ID != "knp_2" || next.Pools[0].Spec.NodeCount != 2 || !next.Acted {
 					t.Fatalf("pools %s, acted %v", jsonOf(next.Pools), next.Acted)
 				}
-				if st, _ := lifecycle.NodePoolState(&next.Pools[0]); st != resource.StatePending {
+				if st, _ := model.NodePoolState(&next.Pools[0]); st != resource.StatePending {
 					t.Errorf("pool %s, want pending", st)
 				}
 				if next.Cluster.Spec.PoolsCreated != in.Cluster.Spec.PoolsCreated+1 || next.Cluster.Spec.Generation != 2 {
@@ -99,7 +99,7 @@ func TestEffect(t *testing.T) {
 		}, Action{Kind: ResizeNodePool, Flavor: 0, Pool: 0}, Outcome{},
 			func(t *testing.T, in, next Input) {
 				p := &next.Pools[0]
-				if st, _ := lifecycle.NodePoolState(p); p.Spec.NodeCount != 2 || st != resource.StateUpdating || !next.Acted {
+				if st, _ := model.NodePoolState(p); p.Spec.NodeCount != 2 || st != resource.StateUpdating || !next.Acted {
 					t.Errorf("pool of %d nodes, %s, acted %v; want 2, updating, acted", p.Spec.NodeCount, st, next.Acted)
 				}
 				if in.Pools[0].Spec.NodeCount != 1 {
@@ -108,7 +108,7 @@ func TestEffect(t *testing.T) {
 			}, ""},
 		{"deleteNodePool: deleting", converging, Action{Kind: DeleteNodePool, Pool: 0}, Outcome{},
 			func(t *testing.T, _, next Input) {
-				if st, _ := lifecycle.NodePoolState(&next.Pools[0]); st != resource.StateDeleting || !next.Acted {
+				if st, _ := model.NodePoolState(&next.Pools[0]); st != resource.StateDeleting || !next.Acted {
 					t.Errorf("pool %s, acted %v", st, next.Acted)
 				}
 			}, ""},
@@ -117,7 +117,7 @@ func TestEffect(t *testing.T) {
 			in.Substrate.Spec.Generation = 3
 			in.Seen = &Seen{Joined: []resource.SubstrateNode{{Name: "n1"}}}
 			return in
-		}, Action{Kind: ApplyObjects, Mint: true}, Outcome{Token: lifecycle.JoinToken{Hash: "h2", MintedAt: planNow}},
+		}, Action{Kind: ApplyObjects, Mint: true}, Outcome{Token: model.JoinToken{Hash: "h2", MintedAt: planNow}},
 			func(t *testing.T, in, next Input) {
 				st := next.Substrate.Status
 				if st.Applied != 3 || st.Token.Hash != "h2" || !next.Seen.Held || len(next.Seen.Joined) != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -67,7 +68,7 @@ func (u *run) failed(ctx context.Context, err error) (chain.Outcome, error) {
 		// The store holds the token the run recorded.
 		d.Substrate.Status.Token = u.minted
 	}
-	r := lifecycle.Retry{Since: now, Reason: msg}
+	r := model.Retry{Since: now, Reason: msg}
 	if prev := u.in.Substrate.Status.Retrying; prev != nil {
 		r.Since = prev.Since
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // KubeAPI is what the substrates ask of one cluster's Kubernetes API
@@ -63,7 +63,7 @@ type Connector interface {
 }
 
 // TargetOf is how to reach c's Kubernetes API as its account.
-func TargetOf(c *lifecycle.Cluster) (Target, error) {
+func TargetOf(c *model.Cluster) (Target, error) {
 	ca, err := base64.StdEncoding.DecodeString(c.Status.CACertificate)
 	if err != nil {
 		return Target{}, fmt.Errorf("cluster %s: its CA certificate is not base64: %w", c.ID, err)
@@ -80,7 +80,7 @@ func TargetOf(c *lifecycle.Cluster) (Target, error) {
 // the cluster's own error is shown (planCluster), so that a substrate
 // whose cluster goes into error for the same grant shows, and announces,
 // one error.
-func accessRefused(c *lifecycle.Cluster, err error) string {
+func accessRefused(c *model.Cluster, err error) string {
 	if err == nil || c == nil {
 		return ""
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -21,15 +21,15 @@ const (
 )
 
 func TestAccessRefused(t *testing.T) {
-	platform := &lifecycle.Cluster{Spec: lifecycle.ClusterSpec{Name: "own", Project: "bc-dev"}}
-	tenant := &lifecycle.Cluster{Spec: lifecycle.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount}}
+	platform := &model.Cluster{Spec: model.ClusterSpec{Name: "own", Project: "bc-dev"}}
+	tenant := &model.Cluster{Spec: model.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount}}
 	guidance := impersonate.Guidance("acme-prod", testAccount, testCaller)
 	revoked := fmt.Errorf("list nodes: %w", &impersonate.AccessError{Guidance: guidance, Err: errors.New("PermissionDenied")})
 	unauthorized := fmt.Errorf("list nodes: %w", apierrors.NewUnauthorized("Unauthorized"))
 	forbidden := fmt.Errorf("apply: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "bcd-join", errors.New("no")))
 	for _, c := range []struct {
 		name    string
-		cluster *lifecycle.Cluster
+		cluster *model.Cluster
 		err     error
 		want    string
 	}{
@@ -55,11 +55,11 @@ func TestAccessRefused(t *testing.T) {
 // it is announced once.
 func TestAccessRefusedAsTheCluster(t *testing.T) {
 	guidance := impersonate.Guidance("acme-prod", testAccount, testCaller)
-	c := &lifecycle.Cluster{ID: "kcl_1", Active: true, Spec: lifecycle.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount, Generation: 1},
-		Status: lifecycle.ClusterStatus{State: resource.StateError, Message: guidance, ObservedGeneration: 1}}
+	c := &model.Cluster{ID: "kcl_1", Active: true, Spec: model.ClusterSpec{Name: "prod", Project: "acme-prod", Impersonate: testAccount, Generation: 1},
+		Status: model.ClusterStatus{State: resource.StateError, Message: guidance, ObservedGeneration: 1}}
 	msg := accessRefused(c, &impersonate.AccessError{Guidance: guidance, Err: errors.New("denied")})
-	s := lifecycle.Substrate{ID: "sub", Active: true, Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, Generation: 1},
-		Status: lifecycle.SubstrateStatus{ClusterID: "kcl_1", State: resource.StateError, Message: msg, Announced: msg, ObservedGeneration: 1}}
+	s := model.Substrate{ID: "sub", Active: true, Spec: model.SubstrateSpec{Mode: resource.SubstrateCreate, Generation: 1},
+		Status: model.SubstrateStatus{ClusterID: "kcl_1", State: resource.StateError, Message: msg, Announced: msg, ObservedGeneration: 1}}
 	d := Plan(Input{Substrate: s, PreviousGone: true, Cluster: c}, planNow)
 	if got := d.Substrate.Status.Message; got != msg || len(d.Events) != 0 {
 		t.Errorf("the substrate of a cluster in error for the grant: %q with %d events, want %q as before, no event", got, len(d.Events), msg)

@@ -30,7 +30,7 @@ import (
 
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -84,17 +84,17 @@ type Seen struct {
 
 // Input is what a run knows when it plans.
 type Input struct {
-	Substrate lifecycle.Substrate
+	Substrate model.Substrate
 	// PreviousGone: the substrate waits for no previous one, or it is
 	// deleted.
 	PreviousGone bool
 	// Cluster is the substrate's cluster; nil while it has none, or gone.
-	Cluster *lifecycle.Cluster
+	Cluster *model.Cluster
 	// Adopted: the cluster records the substrate's adoption.
 	Adopted bool
 	// Pools are the cluster's node pools that are not deleted, by
 	// creation.
-	Pools []lifecycle.NodePool
+	Pools []model.NodePool
 	// Seen is nil until the run read it (Decision.Observe).
 	Seen *Seen
 	// Acted: the run changed the node pools already; they are looked at
@@ -111,7 +111,7 @@ type Decision struct {
 	Action *Action
 	// Observe: the run reads Seen and plans again.
 	Observe   bool
-	Substrate lifecycle.Substrate
+	Substrate model.Substrate
 	Events    []event.Event
 	// Left names the joined nodes that left; Revoked the hashes of the
 	// join tokens revoked.

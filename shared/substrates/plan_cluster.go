@@ -3,7 +3,7 @@ package substrates
 import (
 	"fmt"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -44,7 +44,7 @@ func (p *planner) planCluster() {
 		}
 		s.Status.ClusterID = s.Spec.AdoptClusterID
 	}
-	switch st, msg := lifecycle.ClusterState(c); st {
+	switch st, msg := model.ClusterState(c); st {
 	case resource.StateError:
 		if !p.poolsFailing() {
 			p.d.fail(fmt.Sprintf("cluster %s: %s", c.Spec.Name, msg))
@@ -61,12 +61,12 @@ func (p *planner) planCluster() {
 		p.d.progress()
 		return
 	}
-	if st, _ := lifecycle.ClusterState(c); st != resource.StateReady && (st != resource.StateError || !p.poolsFailing()) {
+	if st, _ := model.ClusterState(c); st != resource.StateReady && (st != resource.StateError || !p.poolsFailing()) {
 		p.d.wait("")
 		return
 	}
 	for _, fp := range p.flavors {
-		if st, _ := lifecycle.NodePoolState(&in.Pools[fp.newest]); st != resource.StateReady {
+		if st, _ := model.NodePoolState(&in.Pools[fp.newest]); st != resource.StateReady {
 			p.d.wait("")
 			return
 		}

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -38,11 +38,11 @@ func (p *planner) planObjects() {
 // node pools d lists (during a replacement, the old and the new), pools
 // being the cluster's node pools: what a run applies and what a preview
 // checks (kubeapply.Validate), one model of both.
-func desiredObjects(d *Decision, pools []lifecycle.NodePool, cfg Config) kubeapply.Desired {
+func desiredObjects(d *Decision, pools []model.NodePool, cfg Config) kubeapply.Desired {
 	s := &d.Substrate
 	o := kubeapply.Desired{PoolID: s.PoolID, Image: cfg.Image, JoinURL: cfg.JoinURL}
 	// Tolerated: the flavors' taints, and those of the pools they replace.
-	var specs []lifecycle.NodePoolSpec
+	var specs []model.NodePoolSpec
 	for _, f := range s.Spec.Flavors {
 		specs = append(specs, f.NodePool)
 	}

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -84,7 +84,7 @@ func (p *planner) planPools() bool {
 		for _, i := range slices.Backward(fp.older) {
 			p.record(f, i)
 		}
-		if st, msg := lifecycle.NodePoolState(np); st == resource.StateError {
+		if st, msg := model.NodePoolState(np); st == resource.StateError {
 			p.d.fail(fmt.Sprintf("node pool %s: %s", np.Spec.Name, msg))
 			return false
 		}
@@ -199,13 +199,13 @@ func (p *planner) taken(name string, fi int) bool {
 
 // full reports whether the cluster has as many node pools as it may.
 func (p *planner) full() bool {
-	return max(len(p.in.Pools), lifecycle.ActiveNodePools(p.in.Cluster)) >= resource.MaxNodePools
+	return max(len(p.in.Pools), model.ActiveNodePools(p.in.Cluster)) >= resource.MaxNodePools
 }
 
 // record lists pool i of flavor f in the status.
-func (p *planner) record(f lifecycle.Flavor, i int) {
+func (p *planner) record(f model.Flavor, i int) {
 	np := &p.in.Pools[i]
-	st, _ := lifecycle.NodePoolState(np)
+	st, _ := model.NodePoolState(np)
 	p.d.Substrate.Status.NodePools = append(p.d.Substrate.Status.NodePools,
 		resource.SubstrateNodePool{Flavor: f.Name, Name: np.Spec.Name, NodePoolID: np.ID, State: st})
 }
@@ -266,7 +266,7 @@ func (p *planner) joinedOf(pool string) int {
 
 // wantedNodes is how many nodes a pool is made with: its node count in
 // each of its zones (the cluster's when it names none).
-func wantedNodes(np *lifecycle.NodePool, c *lifecycle.Cluster) int {
+func wantedNodes(np *model.NodePool, c *model.Cluster) int {
 	zones := len(np.Spec.Zones)
 	if zones == 0 {
 		zones = len(c.Spec.Zones)
@@ -277,7 +277,7 @@ func wantedNodes(np *lifecycle.NodePool, c *lifecycle.Cluster) int {
 // FlavorOf is the flavor whose node pool is named so, as the substrate
 // lists its pools (or names its flavors' first ones); ok is false when
 // the pool is not one of the substrate's.
-func FlavorOf(s *lifecycle.Substrate, nodePool string) (flavor string, ok bool) {
+func FlavorOf(s *model.Substrate, nodePool string) (flavor string, ok bool) {
 	for _, np := range s.Status.NodePools {
 		if np.Name == nodePool {
 			return np.Flavor, true
@@ -293,14 +293,14 @@ func FlavorOf(s *lifecycle.Substrate, nodePool string) (flavor string, ok bool) 
 
 // sameShape reports whether a pool's spec has the flavor's fields that a
 // pool cannot change in place (all but its size).
-func sameShape(a, b lifecycle.NodePoolSpec) bool {
+func sameShape(a, b model.NodePoolSpec) bool {
 	return reflect.DeepEqual(shape(a), shape(b))
 }
 
 // shape is what of a pool's spec the tenant asks for and cannot change in
 // place, an empty collection the same as none.
-func shape(s lifecycle.NodePoolSpec) lifecycle.NodePoolSpec {
-	p := lifecycle.NodePoolSpec{MachineType: s.MachineType, DiskGiB: s.DiskGiB, DiskType: s.DiskType, Spot: s.Spot,
+func shape(s model.NodePoolSpec) model.NodePoolSpec {
+	p := model.NodePoolSpec{MachineType: s.MachineType, DiskGiB: s.DiskGiB, DiskType: s.DiskType, Spot: s.Spot,
 		Accelerators: s.Accelerators, Zones: s.Zones, Labels: s.Labels, Taints: s.Taints}
 	if len(p.Zones) == 0 {
 		p.Zones = nil

@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -37,7 +38,7 @@ const maxPreviewRuns = 50
 // in, in order, and the substrate as it would be once converged. zones
 // are the zones of a cluster the substrate would create (its policy's or
 // its account's). A substrate with no ID yet is one to be recorded.
-func Preview(in Input, zones []string, now time.Time) ([]resource.PlanAction, lifecycle.Substrate) {
+func Preview(in Input, zones []string, now time.Time) ([]resource.PlanAction, model.Substrate) {
 	w := preview(in, zones, now)
 	return w.actions, w.result()
 }
@@ -155,7 +156,7 @@ func (w *world) run() (r previewRun, more bool) {
 
 // result is the substrate as the last run left it, with the nodes joined
 // then, and no made-up IDs.
-func (w *world) result() lifecycle.Substrate {
+func (w *world) result() model.Substrate {
 	d := w.runs[len(w.runs)-1].d
 	s := d.Substrate
 	if w.teardown != nil || s.Spec.Deleting {
@@ -185,7 +186,7 @@ func (w *world) result() lifecycle.Substrate {
 		}
 	}
 	if strings.HasPrefix(s.Status.Token.Hash, planned) {
-		s.Status.Token = lifecycle.JoinToken{}
+		s.Status.Token = model.JoinToken{}
 	}
 	return s
 }
@@ -352,7 +353,7 @@ func (w *world) take(d *Decision, in *Input) (Outcome, bool) {
 		var o Outcome
 		why := "bcd's objects are not as the pool asks"
 		if a.Mint {
-			o.Token = lifecycle.JoinToken{Hash: planned + "token", MintedAt: w.now}
+			o.Token = model.JoinToken{Hash: planned + "token", MintedAt: w.now}
 			why = "bcd's objects are applied with a new join token"
 		}
 		note(resource.PlanAction{Action: resource.PlanApplyObjects,
@@ -401,7 +402,7 @@ func (w *world) teardownReason() string {
 }
 
 // sizeOf is a pool's size, as a plan shows it.
-func sizeOf(s lifecycle.NodePoolSpec) map[string]any {
+func sizeOf(s model.NodePoolSpec) map[string]any {
 	m := map[string]any{"nodeCount": s.NodeCount}
 	if s.Autoscaling != nil {
 		m["autoscaling"] = *s.Autoscaling
@@ -410,7 +411,7 @@ func sizeOf(s lifecycle.NodePoolSpec) map[string]any {
 }
 
 // shapeChange is what of a pool's shape changes, from and to.
-func shapeChange(a, b lifecycle.NodePoolSpec) (from, to map[string]any) {
+func shapeChange(a, b model.NodePoolSpec) (from, to map[string]any) {
 	from, to = map[string]any{}, map[string]any{}
 	x, y := shape(a), shape(b)
 	for _, f := range []struct {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -13,7 +13,7 @@ import (
 // made.
 func fresh() Input {
 	s := substrate()
-	s.ID, s.Status = "", lifecycle.SubstrateStatus{State: resource.StatePending}
+	s.ID, s.Status = "", model.SubstrateStatus{State: resource.StatePending}
 	return Input{Substrate: s}
 }
 
@@ -33,11 +33,11 @@ func TestPreview(t *testing.T) {
 		reason  string // a part of the last action's reason
 		state   resource.State
 		joined  int64
-		check   func(t *testing.T, acts []resource.PlanAction, s lifecycle.Substrate)
+		check   func(t *testing.T, acts []resource.PlanAction, s model.Substrate)
 	}{
 		{"a new substrate: its cluster, then bcd's objects", fresh,
 			[]string{resource.PlanCreateCluster, resource.PlanApplyObjects}, "with a new join token", resource.StateReady, 4,
-			func(t *testing.T, acts []resource.PlanAction, s lifecycle.Substrate) {
+			func(t *testing.T, acts []resource.PlanAction, s model.Substrate) {
 				if !strings.Contains(acts[0].Reason, "bc-pool-gpu (standard, us-central1), with node pools "+cpuPool) {
 					t.Errorf("createCluster reason %q", acts[0].Reason)
 				}
@@ -51,7 +51,7 @@ func TestPreview(t *testing.T) {
 			in.Substrate.Spec.Generation = 2
 			return in
 		}, []string{resource.PlanNone}, "the substrate is as the pool asks", resource.StateReady, 2,
-			func(t *testing.T, _ []resource.PlanAction, s lifecycle.Substrate) {
+			func(t *testing.T, _ []resource.PlanAction, s model.Substrate) {
 				if s.Status.Applied != 2 {
 					t.Errorf("applied generation %d, want 2", s.Status.Applied)
 				}
@@ -61,7 +61,7 @@ func TestPreview(t *testing.T) {
 			in.Substrate.Spec.Flavors[0].NodePool.NodeCount = 3
 			return in
 		}, []string{resource.PlanResizeNodePool}, "resized in place", resource.StateReady, 3,
-			func(t *testing.T, acts []resource.PlanAction, _ lifecycle.Substrate) {
+			func(t *testing.T, acts []resource.PlanAction, _ model.Substrate) {
 				if a := acts[0]; a.NodePool != cpuPool || a.Flavor != "cpu" || a.From["nodeCount"] != 2 || a.To["nodeCount"] != 3 {
 					t.Errorf("resize %+v", a)
 				}
@@ -71,7 +71,7 @@ func TestPreview(t *testing.T) {
 			in.Pools[0].Spec.MachineType = "n2-standard-8"
 			return in
 		}, []string{resource.PlanReplaceNodePool, resource.PlanApplyObjects, resource.PlanApplyObjects}, "node pools " + cpuPool2, resource.StateReady, 2,
-			func(t *testing.T, acts []resource.PlanAction, s lifecycle.Substrate) {
+			func(t *testing.T, acts []resource.PlanAction, s model.Substrate) {
 				a := acts[0]
 				if a.NodePool != cpuPool || a.From["machineType"] != "n2-standard-8" || a.To["machineType"] != "e2-standard-4" ||
 					a.From["nodePool"] != cpuPool || a.To["nodePool"] != cpuPool2 || !strings.HasPrefix(a.Reason, "machineType cannot change in place") {
@@ -89,7 +89,7 @@ func TestPreview(t *testing.T) {
 			in.Seen = nil
 			return in
 		}, []string{resource.PlanDeleteNodePool, resource.PlanApplyObjects}, "", resource.StateReady, 2,
-			func(t *testing.T, acts []resource.PlanAction, _ lifecycle.Substrate) {
+			func(t *testing.T, acts []resource.PlanAction, _ model.Substrate) {
 				if a := acts[0]; a.NodePool != cpuPool || !strings.Contains(a.Reason, "replaced with node pool "+cpuPool2) {
 					t.Errorf("delete %+v", a)
 				}
@@ -102,7 +102,7 @@ func TestPreview(t *testing.T) {
 			in.Substrate.Spec.Generation = 2
 			return in
 		}, []string{resource.PlanCreateNodePool, resource.PlanDeleteNodePool, resource.PlanApplyObjects}, "node pools bc-pool-gpu-mem", resource.StateReady, 2,
-			func(t *testing.T, acts []resource.PlanAction, _ lifecycle.Substrate) {
+			func(t *testing.T, acts []resource.PlanAction, _ model.Substrate) {
 				if a := acts[0]; a.NodePool != "bc-pool-gpu-mem" || a.Flavor != "mem" || a.To["nodeCount"] != 2 {
 					t.Errorf("create %+v", a)
 				}

@@ -3,7 +3,7 @@ package substrates
 import (
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -14,7 +14,7 @@ const (
 
 // oldPool is the flavor's first pool, of the shape it had before its
 // change (n2-standard-8), ready, with nodes n1 and n2.
-func oldPool() lifecycle.NodePool {
+func oldPool() model.NodePool {
 	p := readyPool()
 	p.Spec.MachineType = "n2-standard-8"
 	return p
@@ -22,7 +22,7 @@ func oldPool() lifecycle.NodePool {
 
 // newPool is a pool made for the flavor as it is asked for now, named
 // name, in state st.
-func newPool(id, name string, st resource.State) lifecycle.NodePool {
+func newPool(id, name string, st resource.State) model.NodePool {
 	p := readyPool()
 	p.ID, p.Spec.Name, p.Status.State = id, name, st
 	return p
@@ -39,7 +39,7 @@ func replacing(st resource.State) Input {
 	in.Substrate.Status.NodePools = []resource.SubstrateNodePool{
 		{Flavor: "cpu", Name: cpuPool2, NodePoolID: "knp_2", State: st},
 		{Flavor: "cpu", Name: cpuPool, NodePoolID: "knp_1", State: resource.StateReady}}
-	in.Pools = []lifecycle.NodePool{oldPool(), newPool("knp_2", cpuPool2, st)}
+	in.Pools = []model.NodePool{oldPool(), newPool("knp_2", cpuPool2, st)}
 	in.Seen.Nodes = append(nodesOf(cpuPool, "n1", "n2"), nodesOf(cpuPool2, "m1", "m2")...)
 	return in
 }

@@ -2,7 +2,7 @@ package substrates
 
 import (
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -27,7 +27,7 @@ func (p *planner) planTeardown() {
 	}
 	if h := s.Status.Token.Hash; h != "" {
 		p.d.Revoked = append(p.d.Revoked, h)
-		s.Status.Token = lifecycle.JoinToken{}
+		s.Status.Token = model.JoinToken{}
 	}
 	c := in.Cluster
 	switch {
@@ -39,7 +39,7 @@ func (p *planner) planTeardown() {
 		p.d.Converging = true
 		return
 	default:
-		if st, _ := lifecycle.ClusterState(c); (st == resource.StateReady || st == resource.StateUpdating) && !in.Removed {
+		if st, _ := model.ClusterState(c); (st == resource.StateReady || st == resource.StateUpdating) && !in.Removed {
 			if !in.Tried {
 				p.act(Action{Kind: RemoveObjects})
 			}
@@ -69,7 +69,7 @@ func (p *planner) planTeardown() {
 	s.Status.NodePools = nil
 	p.d.setState(resource.StateDeleted, "")
 	s.Active = false
-	expire := p.d.now.Add(lifecycle.DeletedTTL)
+	expire := p.d.now.Add(model.DeletedTTL)
 	s.ExpireAt = &expire
 	p.d.Events = append(p.d.Events, event.ForSubstrate(event.SubstrateDeleted, s.View(), p.d.now))
 	p.d.Done = true

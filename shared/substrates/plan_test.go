@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -22,36 +23,36 @@ const (
 )
 
 // flavorCPU is the pool's one flavor: 2 nodes of e2-standard-4.
-func flavorCPU() lifecycle.Flavor {
-	return lifecycle.Flavor{Name: "cpu", NodePool: lifecycle.NodePoolSpec{Name: cpuPool, MachineType: "e2-standard-4", NodeCount: 2, DiskGiB: 100, DiskType: "pd-balanced"}}
+func flavorCPU() model.Flavor {
+	return model.Flavor{Name: "cpu", NodePool: model.NodePoolSpec{Name: cpuPool, MachineType: "e2-standard-4", NodeCount: 2, DiskGiB: 100, DiskType: "pd-balanced"}}
 }
 
 // substrate is a create-mode substrate of generation 1 with one flavor,
 // its cluster recorded.
-func substrate() lifecycle.Substrate {
-	return lifecycle.Substrate{ID: subID, TenantID: "acme", PoolID: "pool-gpu", Active: true,
-		Spec: lifecycle.SubstrateSpec{PoolVersion: 1, AccountID: "acc-gcp", Mode: resource.SubstrateCreate, Region: "us-central1",
-			Flavors: []lifecycle.Flavor{flavorCPU()}, Generation: 1},
-		Status: lifecycle.SubstrateStatus{State: resource.StateProvisioning, ClusterID: "kcl_1"}}
+func substrate() model.Substrate {
+	return model.Substrate{ID: subID, TenantID: "acme", PoolID: "pool-gpu", Active: true,
+		Spec: model.SubstrateSpec{PoolVersion: 1, AccountID: "acc-gcp", Mode: resource.SubstrateCreate, Region: "us-central1",
+			Flavors: []model.Flavor{flavorCPU()}, Generation: 1},
+		Status: model.SubstrateStatus{State: resource.StateProvisioning, ClusterID: "kcl_1"}}
 }
 
-func readyCluster() *lifecycle.Cluster {
-	return &lifecycle.Cluster{ID: "kcl_1", TenantID: "acme", Active: true,
-		Spec:   lifecycle.ClusterSpec{Name: "bc-pool-gpu", Mode: resource.ModeStandard, Generation: 1},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
+func readyCluster() *model.Cluster {
+	return &model.Cluster{ID: "kcl_1", TenantID: "acme", Active: true,
+		Spec:   model.ClusterSpec{Name: "bc-pool-gpu", Mode: resource.ModeStandard, Generation: 1},
+		Status: model.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1}}
 }
 
 // readyPool is the flavor's pool as the substrate made it, ready.
-func readyPool() lifecycle.NodePool {
+func readyPool() model.NodePool {
 	spec := lifecycle.Managed(flavorCPU().NodePool, subID, "pool-gpu")
 	spec.Generation = 1
-	return lifecycle.NodePool{ID: "knp_1", TenantID: "acme", ClusterID: "kcl_1", Active: true, Spec: spec,
-		Status: lifecycle.NodePoolStatus{State: resource.StateReady, ObservedGeneration: 1}}
+	return model.NodePool{ID: "knp_1", TenantID: "acme", ClusterID: "kcl_1", Active: true, Spec: spec,
+		Status: model.NodePoolStatus{State: resource.StateReady, ObservedGeneration: 1}}
 }
 
 // converging is a substrate whose cluster and pool are ready.
 func converging() Input {
-	return Input{Substrate: substrate(), PreviousGone: true, Cluster: readyCluster(), Pools: []lifecycle.NodePool{readyPool()}}
+	return Input{Substrate: substrate(), PreviousGone: true, Cluster: readyCluster(), Pools: []model.NodePool{readyPool()}}
 }
 
 // applied is a ready substrate whose objects are held, with two joined
@@ -61,7 +62,7 @@ func applied() Input {
 	in.Substrate.Status.State = resource.StateReady
 	in.Substrate.Status.EverReady = true
 	in.Substrate.Status.Applied = 1
-	in.Substrate.Status.Token = lifecycle.JoinToken{Hash: "h1"}
+	in.Substrate.Status.Token = model.JoinToken{Hash: "h1"}
 	in.Substrate.Status.NodePools = []resource.SubstrateNodePool{{Flavor: "cpu", Name: cpuPool, NodePoolID: "knp_1", State: resource.StateReady}}
 	in.Seen = &Seen{Held: true, Nodes: nodesOf(cpuPool, "n1", "n2"), Joined: []resource.SubstrateNode{{Name: "n1"}, {Name: "n2"}}}
 	return in
@@ -73,7 +74,7 @@ func tearingDown() Input {
 	in := converging()
 	in.Substrate.Spec.Mode, in.Substrate.Spec.AdoptClusterID = resource.SubstrateAdopt, "kcl_1"
 	in.Substrate.Spec.Deleting = true
-	in.Substrate.Status.Token = lifecycle.JoinToken{Hash: "h1"}
+	in.Substrate.Status.Token = model.JoinToken{Hash: "h1"}
 	in.Adopted = true
 	in.Cluster.Spec.ManagedBy = ""
 	in.Pools = nil
@@ -327,7 +328,7 @@ func TestPlan(t *testing.T) {
 			in.Tried, in.Removed = true, true
 			own := readyPool()
 			own.ID, own.Spec.Name, own.Spec.ManagedBy = "knp_0", "own", ""
-			in.Pools = []lifecycle.NodePool{own, readyPool()}
+			in.Pools = []model.NodePool{own, readyPool()}
 			return in
 		}, want{action: &Action{Kind: DeleteNodePool, Pool: 1}, state: resource.StateDeleting, revoked: []string{"h1"}, lease: true, converge: true, nodePools: -1}},
 		{"teardown: the substrate's pools being deleted: wait", func() Input {
@@ -335,7 +336,7 @@ func TestPlan(t *testing.T) {
 			in.Cluster.Status.State = resource.StateError // no objects to remove
 			p := readyPool()
 			p.Spec.Deleting = true
-			in.Pools = []lifecycle.NodePool{p}
+			in.Pools = []model.NodePool{p}
 			return in
 		}, want{state: resource.StateDeleting, revoked: []string{"h1"}, lease: true, converge: true, nodePools: -1}},
 		{"teardown: the adopted cluster is released", func() Input {

@@ -8,6 +8,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -21,12 +22,12 @@ import (
 // Named is ev with its substrate's node pools named after its pool and
 // flavors (NodePoolName). ev.Want is as the event names it
 // (input.PoolUpdated.Want); it is not changed.
-func Named(ev lifecycle.PoolEvent) lifecycle.PoolEvent {
+func Named(ev model.PoolEvent) model.PoolEvent {
 	if ev.Want == nil {
 		return ev
 	}
 	s := *ev.Want
-	s.Flavors = make([]lifecycle.Flavor, len(ev.Want.Flavors))
+	s.Flavors = make([]model.Flavor, len(ev.Want.Flavors))
 	for i, f := range ev.Want.Flavors {
 		f.NodePool.Name = NodePoolName(ev.PoolID, f.Name)
 		s.Flavors[i] = f
@@ -40,11 +41,11 @@ func Named(ev lifecycle.PoolEvent) lifecycle.PoolEvent {
 // owner, and what a substrate's run would read.
 type PreviewStore interface {
 	Grant(ctx context.Context, p auth.Principal) (auth.Grant, error)
-	ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]lifecycle.Substrate, error)
-	Account(ctx context.Context, id string) (*lifecycle.Account, error)
+	ActiveSubstrates(ctx context.Context, tenantID, poolID string) ([]model.Substrate, error)
+	Account(ctx context.Context, id string) (*model.Account, error)
 	PoolOwner(ctx context.Context, poolID string) (string, error)
 	ReadSubstrate(ctx context.Context, tenantID, id string) (*store.SubstrateRead, error)
-	ReadAdoption(ctx context.Context, tenantID, clusterID string) (*lifecycle.Cluster, []lifecycle.NodePool, error)
+	ReadAdoption(ctx context.Context, tenantID, clusterID string) (*model.Cluster, []model.NodePool, error)
 }
 
 // Previewer answers kubernetesSubstrates.plan.
@@ -67,7 +68,7 @@ func NewPreviewer(s PreviewStore, opts ...Option) (*Previewer, error) {
 // changing nothing. Reading it takes compute:kubernetes:read on the
 // substrate's cluster, or on the tenant while it has none. The pool's
 // version is not compared with the last one applied.
-func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.PoolEvent) (resource.SubstratePlan, error) {
+func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev model.PoolEvent) (resource.SubstratePlan, error) {
 	g, err := p.store.Grant(ctx, c)
 	if err != nil {
 		return resource.SubstratePlan{}, err
@@ -76,7 +77,7 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 	if err != nil {
 		return resource.SubstratePlan{}, err
 	}
-	var cur *lifecycle.Substrate
+	var cur *model.Substrate
 	for i := range subs {
 		if !subs[i].Spec.Deleting {
 			cur = &subs[i]
@@ -90,8 +91,8 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 		return resource.SubstratePlan{}, err
 	}
 	ev = Named(ev)
-	var acc *lifecycle.Account
-	var owner lifecycle.Pool
+	var acc *model.Account
+	var owner model.Pool
 	if ev.Want != nil {
 		if acc, err = p.store.Account(ctx, ev.Want.AccountID); err != nil {
 			return resource.SubstratePlan{}, err
@@ -100,11 +101,11 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 			return resource.SubstratePlan{}, err
 		}
 	}
-	if acc != nil && !acc.UsableBy(ev.TenantID) {
+	if acc != nil && !lifecycle.UsableBy(*acc, ev.TenantID) {
 		acc = nil // its regions are not the tenant's to see
 	}
 	var in Input
-	st := lifecycle.PoolState{Owner: owner, Account: acc}
+	st := model.PoolState{Owner: owner, Account: acc}
 	if cur != nil {
 		rd, err := p.store.ReadSubstrate(ctx, c.TenantID(), cur.ID)
 		if err != nil {
@@ -123,7 +124,7 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 	now := p.now().UTC()
 	d := lifecycle.DecidePoolEvent(ev, st, "", now)
 	plan := resource.SubstratePlan{Actions: []resource.PlanAction{}}
-	var last *lifecycle.Substrate
+	var last *model.Substrate
 	if d.Next != nil {
 		in.Substrate.Spec = *d.Next
 		acts, s := Preview(in, nil, now)
@@ -150,13 +151,13 @@ func (p *Previewer) Plan(ctx context.Context, c auth.Principal, ev lifecycle.Poo
 // previewNew is the preview of a new substrate sub: the cluster it would
 // adopt read as its run would read it, the zones it would take its
 // account's (acc, nil when the tenant may not use it) when it names none.
-func (p *Previewer) previewNew(ctx context.Context, sub lifecycle.Substrate, acc *lifecycle.Account, now time.Time) ([]resource.PlanAction, lifecycle.Substrate, error) {
+func (p *Previewer) previewNew(ctx context.Context, sub model.Substrate, acc *model.Account, now time.Time) ([]resource.PlanAction, model.Substrate, error) {
 	in := Input{Substrate: sub}
 	spec := sub.Spec
 	if spec.Mode == resource.SubstrateAdopt {
 		var err error
 		if in.Cluster, in.Pools, err = p.store.ReadAdoption(ctx, sub.TenantID, spec.AdoptClusterID); err != nil {
-			return nil, lifecycle.Substrate{}, err
+			return nil, model.Substrate{}, err
 		}
 	}
 	zones := spec.Zones

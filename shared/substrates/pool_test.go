@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -26,18 +26,18 @@ func (k *kicks) Kick(_ context.Context, kick chain.Kick) error {
 
 // flavor is a flavor of nodeCount e2-standard-4 nodes in zones, as a pool
 // event decoded at the edge names it (input.PoolUpdated.Want).
-func flavor(name string, nodeCount int, zones ...string) lifecycle.Flavor {
+func flavor(name string, nodeCount int, zones ...string) model.Flavor {
 	if zones == nil {
 		zones = []string{}
 	}
-	return lifecycle.Flavor{Name: name, NodePool: lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: nodeCount,
+	return model.Flavor{Name: name, NodePool: model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: nodeCount,
 		Zones: zones, Labels: map[string]string{}, Taints: []resource.Taint{}}}
 }
 
 // adoptingPool is version of acme's pool-gpu, whose substrate adopts the
 // cluster on account acc-gcp with flavors.
-func adoptingPool(version int64, cluster string, flavors ...lifecycle.Flavor) store.PoolEvent {
-	return store.PoolEvent{TenantID: "acme", PoolID: "pool-gpu", Version: version, Want: &lifecycle.SubstrateSpec{
+func adoptingPool(version int64, cluster string, flavors ...model.Flavor) store.PoolEvent {
+	return store.PoolEvent{TenantID: "acme", PoolID: "pool-gpu", Version: version, Want: &model.SubstrateSpec{
 		PoolVersion: version, AccountID: "acc-gcp", Mode: resource.SubstrateAdopt, AdoptClusterID: cluster, Flavors: flavors}}
 }
 

@@ -20,8 +20,8 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -47,13 +47,13 @@ type Store interface {
 	LoadSubstrate(rd *chain.Reader, snap chain.Doc) (store.SubstrateRead, error)
 	SaveSubstrateRun(tx chain.Tx, now chain.Doc, read store.SubstrateRead, l store.SubstrateLeave) ([]event.Event, []chain.Kick, error)
 	JoinedNodes(ctx context.Context, tenantID, substrateID, after string, limit int) ([]resource.SubstrateNode, error)
-	RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *lifecycle.Substrate, t lifecycle.JoinToken) error
+	RecordJoinToken(ctx context.Context, lease *chain.Lease, sub *model.Substrate, t model.JoinToken) error
 	CreateCluster(ctx context.Context, c auth.Principal, req store.CreateClusterRequest) (store.ClusterResult, error)
 	AdoptCluster(ctx context.Context, c auth.Principal, clusterID, accountID string) (resource.Cluster, error)
 	ReleaseCluster(ctx context.Context, c auth.Principal, clusterID string) error
 	DeleteCluster(ctx context.Context, c auth.Principal, clusterID string) (store.ClusterResult, error)
 	CreateNodePool(ctx context.Context, c auth.Principal, req store.CreateNodePoolRequest) (store.NodePoolResult, error)
-	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize lifecycle.Resize) (store.NodePoolResult, error)
+	UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize model.Resize) (store.NodePoolResult, error)
 	DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (store.NodePoolResult, error)
 }
 
@@ -141,7 +141,7 @@ type run struct {
 	acted bool
 	// minted is the join token the run recorded, if any: the store holds
 	// it from then on, whatever becomes of the apply it was minted for.
-	minted lifecycle.JoinToken
+	minted model.JoinToken
 }
 
 // maxActions bounds the actions of one run: one per node pool of the
@@ -531,7 +531,7 @@ func (u *run) mint(ctx context.Context, lease *chain.Lease) (string, error) {
 	if u.minted.Hash != "" {
 		s.Status.Token = u.minted
 	}
-	t := lifecycle.JoinToken{Hash: HashToken(token), MintedAt: u.r.now()}
+	t := model.JoinToken{Hash: HashToken(token), MintedAt: u.r.now()}
 	old := s.Status.Token.Hash
 	if err := u.r.store.RecordJoinToken(ctx, lease, &s, t); err != nil {
 		return "", err

@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
 	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -179,10 +180,10 @@ func newRunEnv(t *testing.T) *runEnv {
 	}
 	// The tenant's cluster, as the clusters' runs leave it ready (a
 	// fixture, where the store keeps it).
-	c := lifecycle.Cluster{ID: "kcl_00000000000000000000000001", TenantID: "acme", Active: true,
-		Spec: lifecycle.ClusterSpec{AccountID: "acc-gcp", Name: "own", Mode: resource.ModeStandard, Region: "us-central1",
+	c := model.Cluster{ID: "kcl_00000000000000000000000001", TenantID: "acme", Active: true,
+		Spec: model.ClusterSpec{AccountID: "acc-gcp", Name: "own", Mode: resource.ModeStandard, Region: "us-central1",
 			Zones: []string{"us-central1-a"}, Generation: 1},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1, Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
+		Status: model.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1, Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
 	if _, err := e.fs.Doc("tenants/acme/clusters/kcl_00000000000000000000000001").Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func (e *runEnv) settle(t *testing.T) {
 	}
 }
 
-func (e *runEnv) substrate(t *testing.T) *lifecycle.Substrate {
+func (e *runEnv) substrate(t *testing.T) *model.Substrate {
 	t.Helper()
 	s, err := e.st.Substrate(context.Background(), "acme", e.id)
 	if err != nil || s == nil {
@@ -432,7 +433,7 @@ func TestRunRepeatedFailureShowsError(t *testing.T) {
 	e.kube.mu.Unlock()
 
 	start := e.clk.Now().Add(leaseTTL + time.Second) // the next run's time
-	var s *lifecycle.Substrate
+	var s *model.Substrate
 	for i := 0; ; i++ {
 		e.run(t)
 		s = e.substrate(t)

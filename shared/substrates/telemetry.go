@@ -3,7 +3,7 @@ package substrates
 import (
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -13,7 +13,7 @@ import (
 // and leaves the substrate ready converged it. Zero when the run converges
 // no desired change: nothing new applied (a steady run, the substrate back
 // from its cluster's upgrade), or not ready.
-func converged(before, after *lifecycle.Substrate) time.Time {
+func converged(before, after *model.Substrate) time.Time {
 	if after.Status.State != resource.StateReady || after.Status.Applied <= before.Status.Applied {
 		return time.Time{}
 	}

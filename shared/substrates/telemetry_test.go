@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -13,12 +13,12 @@ import (
 // converged the change that asked for it; any other run, none.
 func TestSubstrateConverged(t *testing.T) {
 	asked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	sub := func(st resource.State, applied int64) lifecycle.Substrate {
-		return lifecycle.Substrate{Spec: lifecycle.SubstrateSpec{Generation: 2, UpdatedAt: asked}, Status: lifecycle.SubstrateStatus{State: st, Applied: applied}}
+	sub := func(st resource.State, applied int64) model.Substrate {
+		return model.Substrate{Spec: model.SubstrateSpec{Generation: 2, UpdatedAt: asked}, Status: model.SubstrateStatus{State: st, Applied: applied}}
 	}
 	for _, c := range []struct {
 		name          string
-		before, after lifecycle.Substrate
+		before, after model.Substrate
 		want          time.Time
 	}{
 		{"first ready", sub(resource.StateProvisioning, 0), sub(resource.StateReady, 2), asked},

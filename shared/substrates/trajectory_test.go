@@ -15,7 +15,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -62,10 +62,10 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := lifecycle.Cluster{ID: ownCluster, TenantID: "acme", Active: true,
-		Spec: lifecycle.ClusterSpec{AccountID: "acc-gcp", Name: "own", Mode: resource.ModeStandard, Region: "us-central1",
+	c := model.Cluster{ID: ownCluster, TenantID: "acme", Active: true,
+		Spec: model.ClusterSpec{AccountID: "acc-gcp", Name: "own", Mode: resource.ModeStandard, Region: "us-central1",
 			Zones: []string{"us-central1-a"}, Generation: 1},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1, Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
+		Status: model.ClusterStatus{State: resource.StateReady, ObservedGeneration: 1, Endpoint: "203.0.113.1", CACertificate: "Y2E="}}
 	if _, err := e.st.ClusterRef("acme", ownCluster).Set(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +87,17 @@ const ownCluster = "kcl_00000000000000000000000001"
 
 // createPolicy and adoptPolicy are the pool's substrate policies, as the
 // edge decodes them (input.PoolUpdated.Want).
-func createPolicy() *lifecycle.SubstrateSpec {
-	return &lifecycle.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateCreate, Region: "us-central1", ReleaseChannel: "regular"}
+func createPolicy() *model.SubstrateSpec {
+	return &model.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateCreate, Region: "us-central1", ReleaseChannel: "regular"}
 }
 
-func adoptPolicy() *lifecycle.SubstrateSpec {
-	return &lifecycle.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateAdopt, AdoptClusterID: ownCluster}
+func adoptPolicy() *model.SubstrateSpec {
+	return &model.SubstrateSpec{AccountID: "acc-gcp", Mode: resource.SubstrateAdopt, AdoptClusterID: ownCluster}
 }
 
 // event applies the pool's next event: its policy (nil: none) and one
 // flavor cpu of machine type and nodes.
-func (e *trajEnv) event(policy *lifecycle.SubstrateSpec, machine string, nodes int) {
+func (e *trajEnv) event(policy *model.SubstrateSpec, machine string, nodes int) {
 	e.t.Helper()
 	e.ver++
 	f := flavor("cpu", nodes)
@@ -105,7 +105,7 @@ func (e *trajEnv) event(policy *lifecycle.SubstrateSpec, machine string, nodes i
 	ev := store.PoolEvent{TenantID: "acme", PoolID: e.pool, Version: int64(e.ver)}
 	if policy != nil {
 		want := *policy
-		want.PoolVersion, want.Flavors = int64(e.ver), []lifecycle.Flavor{f}
+		want.PoolVersion, want.Flavors = int64(e.ver), []model.Flavor{f}
 		ev.Want = &want
 	}
 	for _, k := range recordPool(e.t, e.st, ev) {
@@ -115,7 +115,7 @@ func (e *trajEnv) event(policy *lifecycle.SubstrateSpec, machine string, nodes i
 
 // substrate is the pool's substrate that the runs converge now: the one
 // being torn down, if any, else the pool's current one.
-func (e *trajEnv) substrate() *lifecycle.Substrate {
+func (e *trajEnv) substrate() *model.Substrate {
 	e.t.Helper()
 	subs, err := e.st.ActiveSubstrates(context.Background(), "acme", e.pool)
 	if err != nil || len(subs) == 0 {
@@ -258,7 +258,7 @@ func (e *trajEnv) gone(ref *firestore.DocumentRef) {
 }
 
 // previewed is the preview's trajectory from in.
-func previewed(in Input, zones []string, now time.Time) ([]string, lifecycle.Substrate) {
+func previewed(in Input, zones []string, now time.Time) ([]string, model.Substrate) {
 	w := preview(in, zones, now)
 	var out []string
 	for _, r := range w.runs {
@@ -273,7 +273,7 @@ func previewed(in Input, zones []string, now time.Time) ([]string, lifecycle.Sub
 
 // step is one run of a trajectory: the actions it took, and the state it
 // left the substrate in.
-func step(taken []string, st lifecycle.SubstrateStatus) string {
+func step(taken []string, st model.SubstrateStatus) string {
 	s := "[" + strings.Join(taken, "; ") + "] → " + string(st.State)
 	if st.Message != "" {
 		s += ": " + st.Message

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -30,8 +30,8 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	v := newFleetView(flt)
 	size := c.opt.PageSize
 	var (
-		cls          []lifecycle.Cluster
-		subs         []lifecycle.Substrate
+		cls          []model.Cluster
+		subs         []model.Substrate
 		nCls, nSubs  int
 		errs         = make([]error, 5)
 		wg           sync.WaitGroup
@@ -74,7 +74,7 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 	}
 
 	// The substrates' clusters that are not on the page are read too.
-	byID := map[string]*lifecycle.Cluster{}
+	byID := map[string]*model.Cluster{}
 	for i := range cls {
 		byID[cls[i].TenantID+"/"+cls[i].ID] = &cls[i]
 	}
@@ -96,8 +96,8 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 		return v, err
 	}
 	d := fleetDocs{
-		cluster:    func(t, id string) *lifecycle.Cluster { return byID[t+"/"+id] },
-		pools:      func(t, id string) []lifecycle.NodePool { return pools[t+"/"+id] },
+		cluster:    func(t, id string) *model.Cluster { return byID[t+"/"+id] },
+		pools:      func(t, id string) []model.NodePool { return pools[t+"/"+id] },
 		substrates: subs,
 	}
 	for i := range cls {
@@ -129,7 +129,7 @@ func (c *Console) coldView(ctx context.Context, flt filter) (fleetView, error) {
 }
 
 // poolsOf are the active node pools of the clusters, by tenant/cluster.
-func (c *Console) poolsOf(ctx context.Context, clusters map[string]*lifecycle.Cluster) (map[string][]lifecycle.NodePool, error) {
+func (c *Console) poolsOf(ctx context.Context, clusters map[string]*model.Cluster) (map[string][]model.NodePool, error) {
 	var ids []string
 	for _, cl := range clusters {
 		ids = append(ids, cl.ID)
@@ -140,7 +140,7 @@ func (c *Console) poolsOf(ctx context.Context, clusters map[string]*lifecycle.Cl
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]lifecycle.NodePool{}
+	out := map[string][]model.NodePool{}
 	for _, p := range ps {
 		k := p.TenantID + "/" + p.ClusterID
 		if p.Active && clusters[k] != nil {

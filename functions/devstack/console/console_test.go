@@ -15,7 +15,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -65,9 +65,9 @@ func writeFleet(t testing.TB, fsc *firestore.Client, n, subs int, now time.Time)
 		}
 		for j, name := range []string{"a", "b"} {
 			cur := 1
-			p := lifecycle.NodePool{ID: fmt.Sprintf("knp-%04d-%d", i, j), TenantID: tenant, ClusterID: id, CreatedAt: now, Active: true,
-				Spec:   lifecycle.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Zones: []string{"us-central1-a"}},
-				Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &cur}}
+			p := model.NodePool{ID: fmt.Sprintf("knp-%04d-%d", i, j), TenantID: tenant, ClusterID: id, CreatedAt: now, Active: true,
+				Spec:   model.NodePoolSpec{Name: name, MachineType: "e2-standard-4", NodeCount: 1, Zones: []string{"us-central1-a"}},
+				Status: model.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &cur}}
 			if _, err := bw.Set(ref.Collection("nodePools").Doc(p.ID), p); err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +75,8 @@ func writeFleet(t testing.TB, fsc *firestore.Client, n, subs int, now time.Time)
 	}
 	for i := range subs {
 		id := fmt.Sprintf("ksb-%04d", i)
-		sb := lifecycle.Substrate{ID: id, TenantID: "acme", PoolID: fmt.Sprintf("pool-%04d", i), CreatedAt: now.Add(time.Duration(i) * time.Second),
-			Active: true, Joined: 3, Status: lifecycle.SubstrateStatus{State: resource.StateReady}}
+		sb := model.Substrate{ID: id, TenantID: "acme", PoolID: fmt.Sprintf("pool-%04d", i), CreatedAt: now.Add(time.Duration(i) * time.Second),
+			Active: true, Joined: 3, Status: model.SubstrateStatus{State: resource.StateReady}}
 		if i == 0 {
 			sb.Status.ClusterID = "kcl-0000"
 		}
@@ -89,10 +89,10 @@ func writeFleet(t testing.TB, fsc *firestore.Client, n, subs int, now time.Time)
 
 // testCluster is cluster i of the fixture: ready, but every seventh
 // provisioning.
-func testCluster(tenant, id string, i int, created time.Time) lifecycle.Cluster {
-	cl := lifecycle.Cluster{ID: id, TenantID: tenant, CreatedAt: created, Active: true,
-		Spec:   lifecycle.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-" + id},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady, KubernetesVersion: "1.33.1-gke.100"}}
+func testCluster(tenant, id string, i int, created time.Time) model.Cluster {
+	cl := model.Cluster{ID: id, TenantID: tenant, CreatedAt: created, Active: true,
+		Spec:   model.ClusterSpec{Name: fmt.Sprintf("c-%d", i), Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-" + id},
+		Status: model.ClusterStatus{State: resource.StateReady, KubernetesVersion: "1.33.1-gke.100"}}
 	if i%7 == 0 {
 		cl.Status.State, cl.Status.Message = resource.StateProvisioning, "creating <the> cluster"
 	}

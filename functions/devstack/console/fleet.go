@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -88,11 +88,11 @@ func (c *Console) Warm(ctx context.Context) error {
 }
 
 // buildFleet makes the fleet's rows of the documents.
-func buildFleet(cls []lifecycle.Cluster, ps []lifecycle.NodePool, ss []lifecycle.Substrate) *Fleet {
+func buildFleet(cls []model.Cluster, ps []model.NodePool, ss []model.Substrate) *Fleet {
 	f := &Fleet{}
 	// The pools' documents are kept for the substrates' clusters alone:
 	// their progress reads them.
-	docs := map[string][]lifecycle.NodePool{}
+	docs := map[string][]model.NodePool{}
 	for i := range ss {
 		if id := ss[i].ClusterID(); id != "" {
 			docs[ss[i].TenantID+"/"+id] = nil
@@ -110,13 +110,13 @@ func buildFleet(cls []lifecycle.Cluster, ps []lifecycle.NodePool, ss []lifecycle
 			docs[k] = append(l, *p)
 		}
 	}
-	byID := map[string]*lifecycle.Cluster{}
+	byID := map[string]*model.Cluster{}
 	for i := range cls {
 		byID[cls[i].TenantID+"/"+cls[i].ID] = &cls[i]
 	}
 	d := fleetDocs{
-		cluster:    func(t, id string) *lifecycle.Cluster { return byID[t+"/"+id] },
-		pools:      func(t, id string) []lifecycle.NodePool { return docs[t+"/"+id] },
+		cluster:    func(t, id string) *model.Cluster { return byID[t+"/"+id] },
+		pools:      func(t, id string) []model.NodePool { return docs[t+"/"+id] },
 		substrates: ss,
 	}
 	used := map[string]string{}
@@ -144,7 +144,7 @@ func sortClusters(rows []ClusterRow) {
 	})
 }
 
-func poolCell(p *lifecycle.NodePool) PoolCell {
+func poolCell(p *model.NodePool) PoolCell {
 	v := p.View()
 	return PoolCell{ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message,
 		NodeCount: v.NodeCount, Zones: len(v.Zones), Current: v.CurrentNodeCount, Autoscaling: v.Autoscaling, ManagedBy: v.ManagedBy}
@@ -154,7 +154,7 @@ func poolCell(p *lifecycle.NodePool) PoolCell {
 // of its zones.
 func (p PoolCell) Wanted() int { return p.NodeCount * max(p.Zones, 1) }
 
-func clusterRow(cl *lifecycle.Cluster, pools []PoolCell, substrate string) ClusterRow {
+func clusterRow(cl *model.Cluster, pools []PoolCell, substrate string) ClusterRow {
 	v := cl.View()
 	r := ClusterRow{Tenant: v.TenantID, ID: v.ID, Name: v.Name, State: string(v.State), Message: v.Message, Mode: string(v.Mode),
 		Region: v.Region, Version: v.KubernetesVersion, ProviderName: v.ProviderName, Substrate: substrate,

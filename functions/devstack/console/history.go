@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // stateChange is a state a cluster's or a node pool's document took, at
@@ -48,15 +48,15 @@ func note(l []stateChange, at time.Time, state, msg string) []stateChange {
 }
 
 // cluster notes a cluster document's state.
-func (h *history) cluster(c *lifecycle.Cluster, at time.Time) {
-	st, msg := lifecycle.ClusterState(c)
+func (h *history) cluster(c *model.Cluster, at time.Time) {
+	st, msg := model.ClusterState(c)
 	k := clusterKey(c.TenantID, c.ID)
 	h.clusters[k] = note(h.clusters[k], at, string(st), msg)
 }
 
 // pool notes a node pool document's state.
-func (h *history) pool(p *lifecycle.NodePool, at time.Time) {
-	st, msg := lifecycle.NodePoolState(p)
+func (h *history) pool(p *model.NodePool, at time.Time) {
+	st, msg := model.NodePoolState(p)
 	k := clusterKey(p.TenantID, p.ClusterID)
 	if h.pools[k] == nil {
 		h.pools[k], h.names[k] = map[string][]stateChange{}, map[string]string{}

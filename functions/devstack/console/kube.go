@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 )
 
 // Kubernetes is what the GKE simulator's clusters' Kubernetes API servers
@@ -71,7 +71,7 @@ type stateCount struct {
 
 // kubeOf is the API server of the cluster, nil when the simulator says
 // nothing of it.
-func (c *Console) kubeOf(cl *lifecycle.Cluster) *KubeServer {
+func (c *Console) kubeOf(cl *model.Cluster) *KubeServer {
 	if c.opt.Kubernetes == nil || cl.Spec.ProviderName == "" {
 		return nil
 	}

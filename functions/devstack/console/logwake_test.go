@@ -13,8 +13,8 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -58,13 +58,13 @@ func TestLoggedReasonWakesStreams(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	acme := store.TenantDoc(fsc, "acme")
-	cl := lifecycle.Cluster{ID: "kcl-w", TenantID: "acme", CreatedAt: now.Add(-time.Minute), Active: true,
-		Spec:   lifecycle.ClusterSpec{Name: "bc-w", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-w", Generation: 1},
-		Status: lifecycle.ClusterStatus{State: resource.StateProvisioning, ObservedGeneration: 1}}
-	sb := lifecycle.Substrate{ID: "ksb-w", TenantID: "acme", PoolID: "pool-w", CreatedAt: now.Add(-time.Minute), Active: true,
-		Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate},
-		Status: lifecycle.SubstrateStatus{State: resource.StateProvisioning, ClusterID: "kcl-w",
-			Retrying: &lifecycle.Retry{Since: now.Add(-10 * time.Second), Reason: "Better Compute's run of the substrate failed; it is retried"}}}
+	cl := model.Cluster{ID: "kcl-w", TenantID: "acme", CreatedAt: now.Add(-time.Minute), Active: true,
+		Spec:   model.ClusterSpec{Name: "bc-w", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-w", Generation: 1},
+		Status: model.ClusterStatus{State: resource.StateProvisioning, ObservedGeneration: 1}}
+	sb := model.Substrate{ID: "ksb-w", TenantID: "acme", PoolID: "pool-w", CreatedAt: now.Add(-time.Minute), Active: true,
+		Spec: model.SubstrateSpec{Mode: resource.SubstrateCreate},
+		Status: model.SubstrateStatus{State: resource.StateProvisioning, ClusterID: "kcl-w",
+			Retrying: &model.Retry{Since: now.Add(-10 * time.Second), Reason: "Better Compute's run of the substrate failed; it is retried"}}}
 	if _, err := acme.Collection("clusters").Doc("kcl-w").Set(ctx, cl); err != nil {
 		t.Fatal(err)
 	}

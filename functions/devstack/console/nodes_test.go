@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -18,12 +18,12 @@ import (
 // cells of the row say the same numbers.
 func TestNodeCountsOneForm(t *testing.T) {
 	nine, four := 9, 4
-	cl := lifecycle.Cluster{ID: "kcl-1", TenantID: "acme", Spec: lifecycle.ClusterSpec{Name: "prod",
-		Zones: []string{"us-central1-a", "us-central1-b", "us-central1-c"}}, Status: lifecycle.ClusterStatus{State: resource.StateReady}}
-	pools := []lifecycle.NodePool{
-		{ID: "knp-a", Spec: lifecycle.NodePoolSpec{Name: "a", NodeCount: 3}, Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &nine}},
-		{ID: "knp-b", Spec: lifecycle.NodePoolSpec{Name: "b", NodeCount: 2, Zones: []string{"us-central1-a", "us-central1-b"}},
-			Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &four}},
+	cl := model.Cluster{ID: "kcl-1", TenantID: "acme", Spec: model.ClusterSpec{Name: "prod",
+		Zones: []string{"us-central1-a", "us-central1-b", "us-central1-c"}}, Status: model.ClusterStatus{State: resource.StateReady}}
+	pools := []model.NodePool{
+		{ID: "knp-a", Spec: model.NodePoolSpec{Name: "a", NodeCount: 3}, Status: model.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &nine}},
+		{ID: "knp-b", Spec: model.NodePoolSpec{Name: "b", NodeCount: 2, Zones: []string{"us-central1-a", "us-central1-b"}},
+			Status: model.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &four}},
 	}
 	var cells []PoolCell
 	for i := range pools {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
@@ -83,14 +83,14 @@ type Progress struct {
 
 // fleetDocs are the documents a substrate's progress is made of.
 type fleetDocs struct {
-	cluster    func(tenant, id string) *lifecycle.Cluster
-	pools      func(tenant, clusterID string) []lifecycle.NodePool // active ones
-	substrates []lifecycle.Substrate                               // of the substrate's tenant, or all
+	cluster    func(tenant, id string) *model.Cluster
+	pools      func(tenant, clusterID string) []model.NodePool // active ones
+	substrates []model.Substrate                               // of the substrate's tenant, or all
 }
 
 // progressOf is substrate s's progress. joined are its joined nodes (nil:
 // not read).
-func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []resource.SubstrateNode) Progress {
+func progressOf(s *model.Substrate, d fleetDocs, joined []resource.SubstrateNode) Progress {
 	v := s.View()
 	var p Progress
 	if v.State != resource.StateReady && v.State != resource.StateDeleted {
@@ -99,14 +99,14 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []resource.Substrate
 	if r := s.Status.Retrying; r != nil {
 		p.Retrying, p.RetryingSince = r.Reason, r.Since
 	}
-	var cl *lifecycle.Cluster
-	var pools []lifecycle.NodePool
+	var cl *model.Cluster
+	var pools []model.NodePool
 	if id := s.ClusterID(); id != "" {
 		cl = d.cluster(s.TenantID, id)
 		pools = d.pools(s.TenantID, id)
 	}
-	byID := map[string]*lifecycle.NodePool{}
-	byName := map[string]*lifecycle.NodePool{}
+	byID := map[string]*model.NodePool{}
+	byName := map[string]*model.NodePool{}
 	for i := range pools {
 		byID[pools[i].ID] = &pools[i]
 		byName[pools[i].Spec.Name] = &pools[i]
@@ -141,7 +141,7 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []resource.Substrate
 				doc = byName[np.Name]
 			}
 			if doc != nil {
-				st, msg := lifecycle.NodePoolState(doc)
+				st, msg := model.NodePoolState(doc)
 				pp.State, pp.Message, pp.Current = string(st), msg, doc.Status.CurrentNodeCount
 				pp.Wanted = wantedNodes(doc, cl)
 			}
@@ -189,12 +189,12 @@ func progressOf(s *lifecycle.Substrate, d fleetDocs, joined []resource.Substrate
 	return p
 }
 
-func linkOf(o *lifecycle.Substrate, d fleetDocs) *SubstrateLink {
+func linkOf(o *model.Substrate, d fleetDocs) *SubstrateLink {
 	v := o.View()
 	l := &SubstrateLink{Tenant: v.TenantID, ID: v.ID, State: string(v.State), ClusterID: v.ClusterID, Joined: v.JoinedNodes}
 	if l.ClusterID != "" {
 		if cl := d.cluster(v.TenantID, v.ClusterID); cl != nil {
-			st, _ := lifecycle.ClusterState(cl)
+			st, _ := model.ClusterState(cl)
 			l.ClusterState = string(st)
 		} else {
 			l.ClusterStateUnknown = true
@@ -206,7 +206,7 @@ func linkOf(o *lifecycle.Substrate, d fleetDocs) *SubstrateLink {
 // wantedNodes is how many nodes a pool is made with: its node count in
 // each of its zones (the cluster's when it names none), as the
 // substrate's planner waits for them to join.
-func wantedNodes(np *lifecycle.NodePool, cl *lifecycle.Cluster) int {
+func wantedNodes(np *model.NodePool, cl *model.Cluster) int {
 	zones := len(np.Spec.Zones)
 	if zones == 0 && cl != nil {
 		zones = len(cl.Spec.Zones)
@@ -222,7 +222,7 @@ func wantedNodes(np *lifecycle.NodePool, cl *lifecycle.Cluster) int {
 // to 49 characters (the GKE simulator names them so too). The joined
 // nodes' documents do not name their pool, only their flavor, which the
 // old and the new pool of a replacement share.
-func joinedByPool(joined []string, cl *lifecycle.Cluster, pools []lifecycle.NodePool) map[string]int {
+func joinedByPool(joined []string, cl *model.Cluster, pools []model.NodePool) map[string]int {
 	counts := map[string]int{}
 	if len(joined) == 0 {
 		return counts
@@ -275,7 +275,7 @@ func sortSubstrates(rows []SubstrateRow) {
 }
 
 // substrateRow is a substrate as the fleet shows it.
-func substrateRow(s *lifecycle.Substrate, d fleetDocs, joined []resource.SubstrateNode) SubstrateRow {
+func substrateRow(s *model.Substrate, d fleetDocs, joined []resource.SubstrateNode) SubstrateRow {
 	v := s.View()
 	return SubstrateRow{Tenant: v.TenantID, ID: v.ID, State: string(v.State), Message: v.Message, Mode: string(v.Mode),
 		ClusterID: v.ClusterID, PoolID: v.PoolID, Joined: v.JoinedNodes, NodePools: v.NodePools, CreatedAt: v.CreatedAt,

@@ -15,7 +15,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/functions/devstack/console"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -37,28 +37,28 @@ func replacing(t *testing.T, fsc *firestore.Client) {
 			t.Fatal(err)
 		}
 	}
-	cl := lifecycle.Cluster{ID: "kcl-r", TenantID: "acme", CreatedAt: now, Active: true,
-		Spec: lifecycle.ClusterSpec{Name: "bc-r", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-r",
+	cl := model.Cluster{ID: "kcl-r", TenantID: "acme", CreatedAt: now, Active: true,
+		Spec: model.ClusterSpec{Name: "bc-r", Mode: resource.ModeStandard, Region: "us-central1", Project: "bc-dev", ProviderName: "bc-r",
 			Zones: []string{"us-central1-a", "us-central1-b"}, ManagedBy: "ksb-r"},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady}}
+		Status: model.ClusterStatus{State: resource.StateReady}}
 	set(acme.Collection("clusters").Doc("kcl-r"), cl)
 	two, one := 2, 1
-	old := lifecycle.NodePool{ID: "knp-old", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
-		Spec:   lifecycle.NodePoolSpec{Name: "bc-r-cpu", MachineType: "e2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1},
-		Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &two, ObservedGeneration: 1}}
+	old := model.NodePool{ID: "knp-old", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
+		Spec:   model.NodePoolSpec{Name: "bc-r-cpu", MachineType: "e2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1},
+		Status: model.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &two, ObservedGeneration: 1}}
 	set(acme.Collection("clusters").Doc("kcl-r").Collection("nodePools").Doc("knp-old"), old)
-	nw := lifecycle.NodePool{ID: "knp-new", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
-		Spec: lifecycle.NodePoolSpec{Name: "bc-r-cpu-2", MachineType: "n2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1,
+	nw := model.NodePool{ID: "knp-new", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
+		Spec: model.NodePoolSpec{Name: "bc-r-cpu-2", MachineType: "n2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1,
 			Zones: []string{"us-central1-a", "us-central1-b"}},
-		Status: lifecycle.NodePoolStatus{State: resource.StateProvisioning, CurrentNodeCount: &one, ObservedGeneration: 1}}
+		Status: model.NodePoolStatus{State: resource.StateProvisioning, CurrentNodeCount: &one, ObservedGeneration: 1}}
 	set(acme.Collection("clusters").Doc("kcl-r").Collection("nodePools").Doc("knp-new"), nw)
-	gpu := lifecycle.NodePool{ID: "knp-gpu", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
-		Spec:   lifecycle.NodePoolSpec{Name: "bc-r-gpu", MachineType: "g2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1, Zones: []string{"us-central1-a"}},
-		Status: lifecycle.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &one, ObservedGeneration: 1}}
+	gpu := model.NodePool{ID: "knp-gpu", TenantID: "acme", ClusterID: "kcl-r", CreatedAt: now, Active: true,
+		Spec:   model.NodePoolSpec{Name: "bc-r-gpu", MachineType: "g2-standard-4", NodeCount: 1, ManagedBy: "ksb-r", Generation: 1, Zones: []string{"us-central1-a"}},
+		Status: model.NodePoolStatus{State: resource.StateReady, CurrentNodeCount: &one, ObservedGeneration: 1}}
 	set(acme.Collection("clusters").Doc("kcl-r").Collection("nodePools").Doc("knp-gpu"), gpu)
-	sb := lifecycle.Substrate{ID: "ksb-r", TenantID: "acme", PoolID: "pool-r", CreatedAt: now, Active: true, Joined: 3,
-		Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate},
-		Status: lifecycle.SubstrateStatus{State: resource.StateUpdating, ClusterID: "kcl-r",
+	sb := model.Substrate{ID: "ksb-r", TenantID: "acme", PoolID: "pool-r", CreatedAt: now, Active: true, Joined: 3,
+		Spec: model.SubstrateSpec{Mode: resource.SubstrateCreate},
+		Status: model.SubstrateStatus{State: resource.StateUpdating, ClusterID: "kcl-r",
 			Message: "replacing node pool bc-r-cpu with bc-r-cpu-2: 1 of 2 nodes joined",
 			NodePools: []resource.SubstrateNodePool{
 				{Flavor: "cpu", Name: "bc-r-cpu-2", NodePoolID: "knp-new", State: resource.StateProvisioning},
@@ -71,16 +71,16 @@ func replacing(t *testing.T, fsc *firestore.Client) {
 		set(acme.Collection("substrates").Doc("ksb-r").Collection("nodes").Doc(n), resource.SubstrateNode{Name: n, Flavor: flavor, JoinedAt: now})
 	}
 
-	co := lifecycle.Cluster{ID: "kcl-o", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
-		Spec:   lifecycle.ClusterSpec{Name: "bc-o", Mode: resource.ModeStandard, Region: "us-central1", ProviderName: "bc-o", Deleting: true, ManagedBy: "ksb-old"},
-		Status: lifecycle.ClusterStatus{State: resource.StateReady}}
+	co := model.Cluster{ID: "kcl-o", TenantID: "acme", CreatedAt: now.Add(-time.Hour), Active: true,
+		Spec:   model.ClusterSpec{Name: "bc-o", Mode: resource.ModeStandard, Region: "us-central1", ProviderName: "bc-o", Deleting: true, ManagedBy: "ksb-old"},
+		Status: model.ClusterStatus{State: resource.StateReady}}
 	set(acme.Collection("clusters").Doc("kcl-o"), co)
-	set(acme.Collection("substrates").Doc("ksb-old"), lifecycle.Substrate{ID: "ksb-old", TenantID: "acme", PoolID: "pool-o", CreatedAt: now.Add(-time.Hour),
-		Active: true, Joined: 4, Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, Deleting: true},
-		Status: lifecycle.SubstrateStatus{State: resource.StateDeleting, ClusterID: "kcl-o"}})
-	set(acme.Collection("substrates").Doc("ksb-next"), lifecycle.Substrate{ID: "ksb-next", TenantID: "acme", PoolID: "pool-o", CreatedAt: now,
-		Active: true, Spec: lifecycle.SubstrateSpec{Mode: resource.SubstrateCreate, After: "ksb-old"},
-		Status: lifecycle.SubstrateStatus{State: resource.StatePending, Message: "waiting for substrate ksb-old to be deleted"}})
+	set(acme.Collection("substrates").Doc("ksb-old"), model.Substrate{ID: "ksb-old", TenantID: "acme", PoolID: "pool-o", CreatedAt: now.Add(-time.Hour),
+		Active: true, Joined: 4, Spec: model.SubstrateSpec{Mode: resource.SubstrateCreate, Deleting: true},
+		Status: model.SubstrateStatus{State: resource.StateDeleting, ClusterID: "kcl-o"}})
+	set(acme.Collection("substrates").Doc("ksb-next"), model.Substrate{ID: "ksb-next", TenantID: "acme", PoolID: "pool-o", CreatedAt: now,
+		Active: true, Spec: model.SubstrateSpec{Mode: resource.SubstrateCreate, After: "ksb-old"},
+		Status: model.SubstrateStatus{State: resource.StatePending, Message: "waiting for substrate ksb-old to be deleted"}})
 }
 
 // poolRow is the row of the named node pool in a substrate's progress:

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -31,13 +31,13 @@ type substrateView struct {
 // substrateDetail is substrate s of the tenant's substrates subs, with
 // its cluster cl and that cluster's pools (nil when it has none yet):
 // its progress, its joined nodes counted by pool.
-func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrate, s *lifecycle.Substrate, cl *lifecycle.Cluster, pools []lifecycle.NodePool) (*substrateView, error) {
+func (c *Console) substrateDetail(ctx context.Context, subs []model.Substrate, s *model.Substrate, cl *model.Cluster, pools []model.NodePool) (*substrateView, error) {
 	nodes, err := c.store.JoinedNodes(ctx, s.TenantID, s.ID, "", maxJoinedRead)
 	if err != nil {
 		return nil, fmt.Errorf("read the joined nodes: %w", err)
 	}
 	// The clusters of the substrates it replaces or is replaced by.
-	clusters := map[string]*lifecycle.Cluster{}
+	clusters := map[string]*model.Cluster{}
 	if cl != nil {
 		clusters[cl.ID] = cl
 	}
@@ -56,8 +56,8 @@ func (c *Console) substrateDetail(ctx context.Context, subs []lifecycle.Substrat
 		clusters[more[i].ID] = &more[i]
 	}
 	d := fleetDocs{
-		cluster: func(_, id string) *lifecycle.Cluster { return clusters[id] },
-		pools: func(_, id string) []lifecycle.NodePool {
+		cluster: func(_, id string) *model.Cluster { return clusters[id] },
+		pools: func(_, id string) []model.NodePool {
 			if cl != nil && id == cl.ID {
 				return pools
 			}
@@ -76,15 +76,15 @@ func (c *Console) loggedRow(r *SubstrateRow) string {
 	if r.Progress.Retrying == "" {
 		return ""
 	}
-	s := lifecycle.Substrate{ID: r.ID}
-	s.Status.Retrying = &lifecycle.Retry{Since: r.Progress.RetryingSince, Reason: r.Progress.Retrying}
+	s := model.Substrate{ID: r.ID}
+	s.Status.Retrying = &model.Retry{Since: r.Progress.RetryingSince, Reason: r.Progress.Retrying}
 	return c.logged(&s)
 }
 
 // logged is why the substrate's runs fail as the log says it, while they
 // fail: the latest warning logged of it since it has been retried ("" when
 // the log has none, or the runs do not fail).
-func (c *Console) logged(s *lifecycle.Substrate) string {
+func (c *Console) logged(s *model.Substrate) string {
 	r := s.Status.Retrying
 	if r == nil {
 		return ""
@@ -105,7 +105,7 @@ func (c *Console) readSubstrate(ctx context.Context, tenant, id string) (*substr
 	if err != nil {
 		return nil, err
 	}
-	var s *lifecycle.Substrate
+	var s *model.Substrate
 	for i := range subs {
 		if subs[i].ID == id {
 			s = &subs[i]
@@ -114,8 +114,8 @@ func (c *Console) readSubstrate(ctx context.Context, tenant, id string) (*substr
 	if s == nil {
 		return nil, nil
 	}
-	var cl *lifecycle.Cluster
-	var pools []lifecycle.NodePool
+	var cl *model.Cluster
+	var pools []model.NodePool
 	if cid := s.ClusterID(); cid != "" {
 		if cl, err = c.store.Cluster(ctx, tenant, cid); err != nil {
 			return nil, fmt.Errorf("read cluster %s: %w", cid, err)

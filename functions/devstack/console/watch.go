@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/better-compute/kubernetes/shared/lifecycle"
+	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -21,9 +21,9 @@ type watcher struct {
 	once  sync.Once
 	mu    sync.Mutex
 	// By document path.
-	clusters   map[string]lifecycle.Cluster
-	pools      map[string]lifecycle.NodePool
-	substrates map[string]lifecycle.Substrate
+	clusters   map[string]model.Cluster
+	pools      map[string]model.NodePool
+	substrates map[string]model.Substrate
 	// runs are the reconcile runs seen of each cluster (tenant/id), the
 	// latest maxRuns: a run takes the cluster's lease and gives it back.
 	runs    map[string][]Run
@@ -53,8 +53,8 @@ type waiter struct {
 func substrateKey(tenant, id string) string { return "substrate:" + tenant + "/" + id }
 
 func newWatcher(st *store.Store) *watcher {
-	return &watcher{store: st, clusters: map[string]lifecycle.Cluster{}, pools: map[string]lifecycle.NodePool{},
-		substrates: map[string]lifecycle.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
+	return &watcher{store: st, clusters: map[string]model.Cluster{}, pools: map[string]model.NodePool{},
+		substrates: map[string]model.Substrate{}, ready: make(chan struct{}), changed: make(chan struct{}),
 		runs: map[string][]Run{}, leases: map[string]lease{}, hist: newHistory(), waiters: map[string][]*waiter{}}
 }
 
@@ -158,7 +158,7 @@ func (w *watcher) applyCluster(ch store.Change[store.WatchedCluster]) {
 	w.run(v, ch.Value.Reconcile.LeaseOwner, ch.Value.Reconcile.NextAt, ch.UpdateTime)
 }
 
-func (w *watcher) applyPool(ch store.Change[lifecycle.NodePool]) {
+func (w *watcher) applyPool(ch store.Change[model.NodePool]) {
 	v := ch.Value
 	if ch.Gone || v.ClusterID == "" {
 		delete(w.pools, ch.Key)
@@ -168,7 +168,7 @@ func (w *watcher) applyPool(ch store.Change[lifecycle.NodePool]) {
 	w.hist.pool(&v, ch.UpdateTime)
 }
 
-func (w *watcher) applySubstrate(ch store.Change[lifecycle.Substrate]) {
+func (w *watcher) applySubstrate(ch store.Change[model.Substrate]) {
 	v := ch.Value
 	if ch.Gone || v.ID == "" {
 		delete(w.substrates, ch.Key)
@@ -202,15 +202,15 @@ func (w *watcher) isReady() bool {
 func (w *watcher) fleet() (*Fleet, <-chan struct{}, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cls := make([]lifecycle.Cluster, 0, len(w.clusters))
+	cls := make([]model.Cluster, 0, len(w.clusters))
 	for _, c := range w.clusters {
 		cls = append(cls, c)
 	}
-	pools := make([]lifecycle.NodePool, 0, len(w.pools))
+	pools := make([]model.NodePool, 0, len(w.pools))
 	for _, p := range w.pools {
 		pools = append(pools, p)
 	}
-	subs := make([]lifecycle.Substrate, 0, len(w.substrates))
+	subs := make([]model.Substrate, 0, len(w.substrates))
 	for _, s := range w.substrates {
 		subs = append(subs, s)
 	}
@@ -241,7 +241,7 @@ type lease struct {
 // run notes a change of the cluster's chain: a run begun (the lease
 // taken) or ended (given back, with the next run's time). A run begun and
 // ended between two snapshots is seen at its end only.
-func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) {
+func (w *watcher) run(cl model.Cluster, owner string, nextAt, at time.Time) {
 	k := clusterKey(cl.TenantID, cl.ID)
 	prev, seen := w.leases[k]
 	w.leases[k] = lease{owner, nextAt}
@@ -256,7 +256,7 @@ func (w *watcher) run(cl lifecycle.Cluster, owner string, nextAt, at time.Time) 
 			l = append(l, Run{Start: at})
 		}
 		r := &l[len(l)-1]
-		st, msg := lifecycle.ClusterState(&cl)
+		st, msg := model.ClusterState(&cl)
 		r.End, r.State, r.Message = at, string(st), msg
 		r.Operation, r.OpKind = cl.Status.Provider.Operation, cl.Status.Provider.OperationKind
 	}

@@ -1,8 +1,11 @@
-// Package lifecycle holds the rules of the clusters' and node pools'
-// lifecycle as pure functions over the stored objects: what a tenant's call
-// does to a pool and to its cluster, what the reconciler's findings do, which
-// events follow (event.Event values, which the outbox relays), and how the
-// public state is derived from the two halves of every object.
+// Package model holds the documents of ARCHITECTURE.md's data model as
+// plain values: clusters, node pools, substrates, accounts, pools,
+// tenants and a pool's index, with the values the domain's decisions take
+// and return (PoolState, PoolDecision, ClusterCreate, AdoptionRequest,
+// Adoption), and how a document reads as the public resource (View, from
+// ClusterState and NodePoolState). It has no rule and no I/O: the rules
+// are lifecycle's, the paths and transactions the store's; both import
+// it, and it sits below both.
 //
 // Every stored object has a spec and a status, as Kubernetes objects do. The
 // spec is what the tenant asked for: only the API writes it, and every write
@@ -10,18 +13,9 @@
 // only the reconciler writes it, always whole, with the generation it acted
 // on (ObservedGeneration). Neither side can drop the other's fields, and a
 // run that acted on an older generation is told by a version check, not by
-// comparing fields.
-//
-// The public state (resource.State) is derived from both halves, never
-// stored on its own: see ClusterState and NodePoolState. The two files
-// cluster.go and nodepool.go hold every rule of each object; waiting.go
-// holds what a change waiting says in both objects' messages; drift.go
-// what a pool changed at the provider shows while it is brought back (or
-// cannot be); poolevent.go what an event of a pool does to its pool's
-// records and its substrates' specs and generations; clustercreate.go
-// what a cluster create is checked against; account.go which accounts a
-// tenant may use.
-package lifecycle
+// comparing fields. The public state (resource.State) is derived from both
+// halves, never stored on its own: see ClusterState and NodePoolState.
+package model
 
 import (
 	"maps"
@@ -122,7 +116,7 @@ type ClusterStatus struct {
 	Announced string          `firestore:"announced"`
 	Provider  ProviderCluster `firestore:"provider"`
 	// Retrying, when set, records the runs' transient failures since the
-	// first one (RunFailed); a run that observes the provider clears it.
+	// first one (lifecycle.RunFailed); a run that observes the provider clears it.
 	Retrying  *Retry    `firestore:"retrying,omitempty"`
 	UpdatedAt time.Time `firestore:"updatedAt"`
 }
@@ -139,7 +133,7 @@ type Cluster struct {
 	Spec      ClusterSpec   `firestore:"spec"`
 	Status    ClusterStatus `firestore:"status"`
 	// AdoptedBy is the substrate that adopted the cluster, if any (its
-	// ID → its pool's): one at most (MayAdopt), and the cluster may not
+	// ID → its pool's): one at most (lifecycle.MayAdopt), and the cluster may not
 	// be deleted while it uses it. Outside the spec, since adopting
 	// changes nothing the tenant asked for.
 	AdoptedBy map[string]string `firestore:"substrates"`
@@ -240,7 +234,7 @@ func (c *Cluster) View() resource.Cluster {
 // View is the node pool as the API returns it.
 func (p *NodePool) View() resource.NodePool {
 	st, msg := NodePoolState(p)
-	s := p.Spec.clone()
+	s := p.Spec.Clone()
 	v := resource.NodePool{
 		ID:           p.ID,
 		TenantID:     p.TenantID,
@@ -286,7 +280,7 @@ func (c Cluster) Clone() Cluster {
 
 // Clone returns a deep copy of p.
 func (p NodePool) Clone() NodePool {
-	p.Spec = p.Spec.clone()
+	p.Spec = p.Spec.Clone()
 	p.Status.Provider.Intent = cloneIntent(p.Status.Provider.Intent)
 	p.Status.CurrentNodeCount = cloneInt(p.Status.CurrentNodeCount)
 	if p.ExpireAt != nil {
@@ -296,7 +290,8 @@ func (p NodePool) Clone() NodePool {
 	return p
 }
 
-func (s NodePoolSpec) clone() NodePoolSpec {
+// Clone returns a deep copy of s.
+func (s NodePoolSpec) Clone() NodePoolSpec {
 	s.Zones = slices.Clone(s.Zones)
 	s.Labels = maps.Clone(s.Labels)
 	s.Taints = slices.Clone(s.Taints)
@@ -332,4 +327,11 @@ func cloneInt(n *int) *int {
 	}
 	v := *n
 	return &v
+}
+
+// Retry records that a cluster's runs have failed transiently since Since,
+// the last time for Reason.
+type Retry struct {
+	Since  time.Time `firestore:"since"`
+	Reason string    `firestore:"reason"`
 }
