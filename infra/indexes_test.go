@@ -37,6 +37,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -345,7 +346,7 @@ func exercise(t *testing.T) (map[string]query, *containerpb.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := store.ParseSeed(seedFile)
+	seed, err := store.ParseSeed(seedFile, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

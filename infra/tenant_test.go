@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -143,7 +144,7 @@ func readSeed(t *testing.T) *store.Seed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.ParseSeed(b)
+	s, err := store.ParseSeed(b, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/join"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -169,7 +170,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 		}
 	}
 
-	if hs.store, err = store.New(hs.fs); err != nil {
+	if hs.store, err = store.New(hs.fs, lifecycle.Rules{}); err != nil {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -235,7 +236,7 @@ func newHarness(ctx context.Context) (_ *harness, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := store.ParseSeed(seed)
+	s, err := store.ParseSeed(seed, lifecycle.Rules{})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/httpapi"
 	"github.com/better-compute/kubernetes/shared/join"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -90,7 +91,7 @@ func newLossAPI(t *testing.T) *lossAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

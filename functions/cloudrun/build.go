@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
 	"github.com/better-compute/kubernetes/shared/join"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -223,7 +224,7 @@ func (c *cloud) buildCore(ctx context.Context) (_ *core, err error) {
 		return nil, fmt.Errorf("cloud tasks client: %w", err)
 	}
 	undo = append(undo, k.tasks.Close)
-	if k.store, err = store.New(k.fs); err != nil {
+	if k.store, err = store.New(k.fs, lifecycle.Rules{}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	changes := append(c.cfg.ChangeQueues(), "")

@@ -22,6 +22,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/poolevents"
 	"github.com/better-compute/kubernetes/shared/auth/devissuer"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -183,7 +184,7 @@ func TestInternalFunctionsCheckTheirCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := store.ParseSeed(seedFile)
+	seed, err := store.ParseSeed(seedFile, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

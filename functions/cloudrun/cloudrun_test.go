@@ -28,6 +28,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/join"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -365,7 +366,7 @@ func TestFunctionsMatchTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

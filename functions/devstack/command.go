@@ -15,6 +15,7 @@ import (
 	gkeemu "github.com/better-compute/kubernetes/emulators/gke"
 	"github.com/better-compute/kubernetes/emulators/seed"
 	"github.com/better-compute/kubernetes/functions/cloudrun"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/telemetry"
@@ -135,7 +136,7 @@ func serve(ctx context.Context, cfg Config, seedFile string, stderr io.Writer) e
 		if err != nil {
 			return fmt.Errorf("read seed: %w", err)
 		}
-		if cfg.Seed, err = store.ParseSeed(b); err != nil {
+		if cfg.Seed, err = store.ParseSeed(b, lifecycle.Rules{}); err != nil {
 			return err
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -295,7 +296,7 @@ func runFleet(t testing.TB, f fleetConfig) fleetReport {
 	}
 	defer wfs.Close()
 	w := *s.Watchdog
-	if w.Store, err = store.New(wfs); err != nil {
+	if w.Store, err = store.New(wfs, lifecycle.Rules{}); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cloudrun"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -103,7 +104,7 @@ func seed() *store.Seed {
 	if err != nil {
 		panic(err)
 	}
-	s, err := store.ParseSeed(b)
+	s, err := store.ParseSeed(b, lifecycle.Rules{})
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -25,7 +26,7 @@ func tenantsWorld(t *testing.T) (*Consumer, *store.Store, *firestore.Client) {
 	t.Helper()
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "accounts")
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestConsumeAnotherTenantsAccount(t *testing.T) {
 // seed.
 func TestSeedAnotherTenantsAccount(t *testing.T) {
 	_, err := store.ParseSeed([]byte(`{"accounts": [{"id": "acc-acme", "tenantId": "acme", "provider": "gcp", "project": "p"}],
-		"pools": [{"id": "pool-g", "tenantId": "globex", "accountId": "acc-acme"}]}`))
+		"pools": [{"id": "pool-g", "tenantId": "globex", "accountId": "acc-acme"}]}`), lifecycle.Rules{})
 	if err == nil {
 		t.Fatal("ParseSeed took a pool of globex on acme's account")
 	}

@@ -12,6 +12,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -38,7 +39,7 @@ func TestConsumeLostCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { fs.Close() })
-			st, err := store.New(fs)
+			st, err := store.New(fs, lifecycle.Rules{})
 			if err != nil {
 				t.Fatal(err)
 			}

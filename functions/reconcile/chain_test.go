@@ -23,6 +23,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 	"github.com/better-compute/kubernetes/shared/wait"
@@ -159,7 +160,7 @@ func TestChainGoesOnWithoutTheWatchdog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := store.New(fs)
+			st, err := store.New(fs, lifecycle.Rules{})
 			if err != nil {
 				t.Fatal(err)
 			}

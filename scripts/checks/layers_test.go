@@ -11,12 +11,12 @@ import (
 const layerModule = "github.com/better-compute/kubernetes"
 
 // layerTable is every package of shared/ and functions/ in its layer, from
-// the top: ARCHITECTURE.md's Layers (functions and the edge, the domain,
-// the store, the clients), made finer, but for the two layers whose
-// comments say where they differ from it and why. A package imports, in its code and in its tests, only packages
-// of the layers below its own, and of its own layer only where
-// layerSideways says why. A name ending in "/..." holds every package
-// under it.
+// the top: ARCHITECTURE.md's Layers (functions and the edge packages, the
+// domain, the store, the clients), made finer. A package imports, in its
+// code and in its tests, only packages of the layers below its own, of its
+// own layer only where layerSideways says why, and of a layer above only
+// in its tests and where layerTestsUp says why. A name ending in "/..."
+// holds every package under it.
 var layerTable = []struct {
 	name string
 	pkgs []string
@@ -45,22 +45,25 @@ var layerTable = []struct {
 	// What every handler shares: strict decoding and validation (input),
 	// the HTTP envelope (httpapi), the devstack's OIDC issuer.
 	{"edge libraries", []string{"shared/httpapi", "shared/input", "shared/auth/devissuer"}},
-	// The planners and their runs, and the join of a node to its substrate.
+	// The domain's planners and their runs, and the join of a node to its
+	// substrate.
 	{"domain", []string{"shared/clusters", "shared/substrates", "shared/join"}},
+	// The domain's rules: the state machine and every decision, pure
+	// functions over model's values. The store applies the ones its
+	// transactions need as store.Rules, which lifecycle.Rules implements:
+	// it is handed them, and never imports them.
+	{"rules", []string{"shared/lifecycle"}},
 	// Every Firestore path and transaction (store), the chains that run a
 	// subject (chain) and their queue (tasks), the outbox's relay.
 	{"store", []string{"shared/store", "shared/chain", "shared/outbox", "shared/tasks"}},
-	// The stored types and their state machine, and the events the state
-	// changes make: plain values and rules, no I/O. ARCHITECTURE.md puts
-	// lifecycle and the domain's event type in the domain, above the
-	// store; they sit below it because the store imports both (it keeps
-	// lifecycle's types as its documents, applies its rules and writes
-	// the events in its transactions), as chain and outbox import event.
-	{"model", []string{"shared/lifecycle", "shared/event"}},
-	// The clients of other services, and the one authorizer, which the
-	// store calls in its transactions. ARCHITECTURE.md's flow has the
-	// function authorize before its transaction, at the edge; auth sits
-	// below the store because the store imports it.
+	// The documents of the data model, and the domain's own event type,
+	// which the rules make, the store writes with the change it announces
+	// and the outbox relays: plain values, no rule, no I/O.
+	{"model", []string{"shared/model", "shared/event"}},
+	// The clients of other services: the identity provider's tokens and
+	// the one authorizer (auth, which the store applies to the grants it
+	// reads in the transaction that acts on them, ARCHITECTURE.md's rules
+	// 2 and 3), IAM Credentials, a cluster's Kubernetes API, OpenTelemetry.
 	{"clients", []string{
 		"shared/auth", "shared/impersonate", "shared/kubeapply", "shared/telemetry", "shared/telemetry/telemetrytest",
 	}},
@@ -87,12 +90,20 @@ var layerSideways = map[[2]string]string{
 	{"shared/outbox", "shared/store"}:                      "the relay's tests keep the outbox in the store, its Store",
 	{"shared/tasks", "shared/store"}:                       "the queue's tests run chains kept in the store",
 	{"shared/tasks", "shared/chain"}:                       "the Cloud Tasks queue carries chain.Kicks (chain.Kicker)",
-	{"shared/lifecycle", "shared/event"}:                   "a transition returns the events it makes",
 	{"shared/telemetry/telemetrytest", "shared/telemetry"}: "the test reader collects what its parent exports",
 	{"shared/telemetry", "shared/telemetry/telemetrytest"}: "the exporter's tests read it through the test reader",
 	{"shared/auth/devissuer", "shared/httpapi"}:            "the issuer's endpoints read and answer through the edge's HTTP helpers",
 	{"functions/cmd/terraform-provider-bettercompute", "functions/cmd/terraform-provider-bettercompute/provider"}:            "the plugin binary serves the provider its package holds",
 	{"functions/cmd/terraform-provider-bettercompute/acceptance", "functions/cmd/terraform-provider-bettercompute/provider"}: "the acceptance test serves the provider in its own process for the real OpenTofu",
+}
+
+// layerTestsUp are the imports of a layer above allowed in tests only,
+// each with its reason.
+var layerTestsUp = map[[2]string]string{
+	{"shared/store", "shared/lifecycle"}:  "the store's tests run its transactions under the product's rules",
+	{"shared/chain", "shared/lifecycle"}:  "the chain's tests keep their chains in a store, built with the product's rules",
+	{"shared/outbox", "shared/lifecycle"}: "the relay's tests keep the outbox in a store, built with the product's rules",
+	{"shared/tasks", "shared/lifecycle"}:  "the queue's tests run chains kept in a store, built with the product's rules",
 }
 
 // TestImportsRunOneWay holds the layering of layerTable: it lists every
@@ -130,7 +141,7 @@ func TestImportsRunOneWay(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	var problems []string
-	used := map[[2]string]bool{}
+	used, usedUp := map[[2]string]bool{}, map[[2]string]bool{}
 	for _, p := range listed {
 		from := strings.TrimPrefix(p.ImportPath, layerModule+"/")
 		seen[from] = true
@@ -159,6 +170,8 @@ func TestImportsRunOneWay(t *testing.T) {
 			switch {
 			case !ok:
 				problems = append(problems, from+" "+imports[to]+" "+to+", which is in no layer of layerTable")
+			case tl < fl && imports[to] != "imports" && layerTestsUp[[2]string{from, to}] != "":
+				usedUp[[2]string{from, to}] = true
 			case tl < fl:
 				problems = append(problems, from+" ("+layerTable[fl].name+") "+imports[to]+" "+to+" ("+layerTable[tl].name+"): upward")
 			case tl == fl && layerSideways[[2]string{from, to}] == "":
@@ -176,6 +189,11 @@ func TestImportsRunOneWay(t *testing.T) {
 	for edge := range layerSideways {
 		if !used[edge] {
 			problems = append(problems, edge[0]+" -> "+edge[1]+": in layerSideways, but no such import")
+		}
+	}
+	for edge := range layerTestsUp {
+		if !usedUp[edge] {
+			problems = append(problems, edge[0]+" -> "+edge[1]+": in layerTestsUp, but no such import of its tests")
 		}
 	}
 	slices.Sort(problems)

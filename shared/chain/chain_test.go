@@ -17,6 +17,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -40,7 +41,7 @@ func outboxRef(fs *firestore.Client, ev event.Event) *firestore.DocumentRef {
 // newStore is the store that keeps the chains over fs.
 func newStore(t *testing.T, fs *firestore.Client) *store.Store {
 	t.Helper()
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

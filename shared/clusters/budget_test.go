@@ -14,6 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -67,7 +68,7 @@ func ledgers(t testing.TB, n int) ([]*store.Store, *rpcCount) {
 	fs := fsemu.ForTest(t, "budget", calls.interceptors()...)
 	out := make([]*store.Store, n)
 	for i := range out {
-		s, err := store.New(fs)
+		s, err := store.New(fs, lifecycle.Rules{})
 		if err != nil {
 			t.Fatal(err)
 		}

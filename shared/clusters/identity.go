@@ -15,7 +15,7 @@ import (
 
 // Impersonation is how the reconciler acts in a tenant's own project: a
 // cluster whose account names a service account to impersonate
-// (lifecycle.ClusterSpec.Impersonate) is observed and changed only as that
+// (model.ClusterSpec.Impersonate) is observed and changed only as that
 // account.
 type Impersonation struct {
 	// GKE is a client that carries no credentials of its own: each call

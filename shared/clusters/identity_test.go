@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/impersonate"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -77,7 +78,7 @@ func newIAMEnv(t *testing.T, opts ...clusters.Option) *iamEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
+	if e.st, err = store.New(e.fs, lifecycle.Rules{}, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	regions := map[string][]string{"us-central1": {"us-central1-a"}}

@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -126,7 +127,7 @@ func newEnvFor(t *testing.T, options func(*env) []clusters.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gke.Close() })
-	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
+	if e.st, err = store.New(e.fs, lifecycle.Rules{}, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{

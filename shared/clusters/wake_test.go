@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/clusters"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -75,7 +76,7 @@ func TestClusterRunsWakeTheirSubstrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gke.Close() })
-	st, err := store.New(fs, store.WithClock(clk))
+	st, err := store.New(fs, lifecycle.Rules{}, store.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 // nodePools[1].zones[0]), or, for a body that is not JSON at all, saying so
 // in its message.
 //
-// What leaves the package for a node pool is its lifecycle.NodePoolSpec,
+// What leaves the package for a node pool is its model.NodePoolSpec,
 // the one shape the store records. What needs stored data is left to the
 // caller: zones and regions of the account are the store's to check
 // (lifecycle.AddNodePool, lifecycle.ClusterZones), and a resize against

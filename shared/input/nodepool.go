@@ -36,7 +36,7 @@ type taint struct {
 // checks and the schemas read: the body of kubernetesNodePools.create
 // without tenantId, clusterId and idempotencyKey, one element of
 // kubernetesClusters.create's nodePools and one flavor of a pool event.
-// It does not leave the package: what does is its lifecycle.NodePoolSpec.
+// It does not leave the package: what does is its model.NodePoolSpec.
 type nodePoolSpec struct {
 	Name         string        `json:"name" validate:"name"`
 	MachineType  string        `json:"machineType" validate:"machinetype"`

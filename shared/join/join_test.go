@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/substrates"
@@ -71,7 +72,7 @@ func (sent) Send([]event.Event) {}
 func TestJoinCounts(t *testing.T) {
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "join")
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

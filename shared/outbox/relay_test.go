@@ -14,6 +14,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -23,7 +24,7 @@ import (
 // newStore is the store that keeps the outbox over fs.
 func newStore(t *testing.T, fs *firestore.Client) *store.Store {
 	t.Helper()
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -26,7 +27,7 @@ func TestLeaseBudget(t *testing.T) {
 	)
 	errs := make(chan error, leases)
 	for i := range leases {
-		st, err := store.New(fs)
+		st, err := store.New(fs, lifecycle.Rules{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestLeaseBudget(t *testing.T) {
 	if sum != capacity {
 		t.Errorf("%d leases of %d took %d in all, want the shard's %d", leases, want, sum, capacity)
 	}
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func lease(ctx context.Context, st *store.Store, project, tenant string, minute 
 // alone; one that does neither writes nothing.
 func TestLeaseBudgetAsk(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.New(fsemu.ForTest(t, "budget"))
+	st, err := store.New(fsemu.ForTest(t, "budget"), lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -108,7 +107,7 @@ func (s *Store) CreateCluster(ctx context.Context, c auth.Principal, req CreateC
 		if err != nil {
 			return err
 		}
-		spec, err := lifecycle.DecideCreate(model.ClusterCreate{TenantID: c.TenantID(), Spec: req.Spec, NodePools: req.NodePools,
+		spec, err := s.rules.DecideCreate(model.ClusterCreate{TenantID: c.TenantID(), Spec: req.Spec, NodePools: req.NodePools,
 			Pool: pool, Account: acc, NameTaken: snaps[2].Exists(), Tenant: &tenant})
 		if err != nil {
 			return err
@@ -135,7 +134,7 @@ func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spe
 	id := resource.NewClusterID()
 	spec.ProviderName = resource.ProviderClusterName(id)
 	spec.ManagedBy, spec.ManagedPool = c.SubstrateID(), c.Pool()
-	cl := &clusterDoc{Cluster: lifecycle.NewCluster(id, c.TenantID(), spec, len(req.NodePools), now)}
+	cl := &clusterDoc{Cluster: s.rules.NewCluster(id, c.TenantID(), spec, len(req.NodePools), now)}
 	kick := cl.Reconcile.Restart(ClustersKind, c.TenantID(), id, now)
 	res.Kick = &kick
 	for i, np := range req.NodePools {
@@ -143,7 +142,7 @@ func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spe
 		// creation in the order the request gave them (their IDs
 		// need not sort so within one millisecond).
 		at := now.Add(time.Duration(i) * time.Microsecond)
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), id, lifecycle.Managed(np, c.SubstrateID(), c.Pool()), at)
+		p := s.rules.NewNodePool(resource.NewNodePoolID(), c.TenantID(), id, s.rules.Managed(np, c.SubstrateID(), c.Pool()), at)
 		if err := tx.Create(s.NodePoolRef(c.TenantID(), id, p.ID), p); err != nil {
 			return res, err
 		}
@@ -359,10 +358,10 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 		if err := auth.Authorize(c, grant, auth.PermDelete, clusterResource(cl)); err != nil {
 			return err
 		}
-		if err := lifecycle.MayChange(c.SubstrateID(), cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
+		if err := s.rules.MayChange(c.SubstrateID(), cl.Spec.ManagedBy, cl.Spec.ManagedPool, "cluster", cl.Spec.Name); err != nil {
 			return err
 		}
-		if err := lifecycle.MayDeleteCluster(&cl.Cluster, cl.AdoptedBy); err != nil {
+		if err := s.rules.MayDeleteCluster(&cl.Cluster, cl.AdoptedBy); err != nil {
 			return err
 		}
 		now := s.timestamp()
@@ -381,7 +380,7 @@ func (s *Store) DeleteCluster(ctx context.Context, c auth.Principal, clusterID s
 				return fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
 			}
 		}
-		if !lifecycle.DeleteCluster(&cl.Cluster, pools, now) {
+		if !s.rules.DeleteCluster(&cl.Cluster, pools, now) {
 			return unchanged
 		}
 		for i, p := range pools {

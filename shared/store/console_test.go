@@ -12,6 +12,7 @@ import (
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -66,7 +67,7 @@ func clusterIDs(cls []model.Cluster) []string {
 func TestConsoleFleetReads(t *testing.T) {
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "console")
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestConsoleFleetReads(t *testing.T) {
 func TestConsoleTenantIDsLeaveOutHashed(t *testing.T) {
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "console")
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestConsoleListeners(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fs := fsemu.ForTest(t, "console")
-	st, err := store.New(fs)
+	st, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
@@ -92,13 +91,13 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 				return unchanged
 			}
 		}
-		if err := lifecycle.MayAddNodePool(c.SubstrateID(), &cluster.Cluster); err != nil {
+		if err := s.rules.MayAddNodePool(c.SubstrateID(), &cluster.Cluster); err != nil {
 			return err
 		}
-		if err := lifecycle.AddNodePool(&cluster.Cluster, &req.Spec, snaps[2].Exists(), now); err != nil {
+		if err := s.rules.AddNodePool(&cluster.Cluster, &req.Spec, snaps[2].Exists(), now); err != nil {
 			return err
 		}
-		p := lifecycle.NewNodePool(resource.NewNodePoolID(), c.TenantID(), cluster.ID, lifecycle.Managed(req.Spec, c.SubstrateID(), c.Pool()), now)
+		p := s.rules.NewNodePool(resource.NewNodePoolID(), c.TenantID(), cluster.ID, s.rules.Managed(req.Spec, c.SubstrateID(), c.Pool()), now)
 		if err := tx.Create(s.NodePoolRef(c.TenantID(), cluster.ID, p.ID), p); err != nil {
 			return err
 		}
@@ -209,7 +208,7 @@ func (s *Store) activePools(cluster *firestore.DocumentRef) firestore.Query {
 // UpdateNodePool resizes a pool in one transaction (lifecycle.ResizeNodePool).
 func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string, resize model.Resize) (NodePoolResult, error) {
 	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *model.Cluster, p *model.NodePool, now time.Time) (bool, error) {
-		return true, lifecycle.ResizeNodePool(cluster, p, resize, now)
+		return true, s.rules.ResizeNodePool(cluster, p, resize, now)
 	})
 }
 
@@ -217,7 +216,7 @@ func (s *Store) UpdateNodePool(ctx context.Context, c auth.Principal, clusterID,
 // already deleting is returned unchanged, with no write.
 func (s *Store) DeleteNodePool(ctx context.Context, c auth.Principal, clusterID, nodePoolID string) (NodePoolResult, error) {
 	return s.mutateNodePool(ctx, c, clusterID, nodePoolID, func(cluster *model.Cluster, p *model.NodePool, now time.Time) (bool, error) {
-		return lifecycle.DeleteNodePool(cluster, p, now), nil
+		return s.rules.DeleteNodePool(cluster, p, now), nil
 	})
 }
 
@@ -250,7 +249,7 @@ func (s *Store) mutateNodePool(ctx context.Context, c auth.Principal, clusterID,
 		if err := auth.Authorize(c, grant, auth.PermUpdate, nodePoolResource(cluster, p)); err != nil {
 			return err
 		}
-		if err := lifecycle.MayChange(c.SubstrateID(), p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
+		if err := s.rules.MayChange(c.SubstrateID(), p.Spec.ManagedBy, p.Spec.ManagedPool, "node pool", p.Spec.Name); err != nil {
 			return err
 		}
 		now := s.timestamp()

@@ -12,6 +12,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/auth"
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -35,7 +36,7 @@ var platform = store.Account{ID: "acc", Provider: "gcp", Project: "p", Regions: 
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.New(fsemu.ForTest(t, "principals"))
+	st, err := store.New(fsemu.ForTest(t, "principals"), lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}

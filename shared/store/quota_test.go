@@ -33,7 +33,7 @@ func newQuotaEnv(t *testing.T, quota *int) *quotaEnv {
 	t.Helper()
 	fs := fsemu.ForTest(t, "quota", store.DialOption())
 	clk := testingclock.NewFakePassiveClock(time.Now().UTC().Truncate(time.Microsecond))
-	st, err := store.New(fs, store.WithClock(clk))
+	st, err := store.New(fs, lifecycle.Rules{}, store.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	ctx := context.Background()
 	fs := fsemu.ForTest(t, "runs")
 	clk := testingclock.NewFakePassiveClock(time.Now().UTC().Truncate(time.Microsecond))
-	st, err := store.New(fs, store.WithClock(clk))
+	st, err := store.New(fs, lifecycle.Rules{}, store.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/auth"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 )
 
@@ -28,21 +27,22 @@ type Tenant = model.SeedTenant
 
 // ParseSeed decodes a seed file strictly: an unknown field is an error, so
 // a typo never silently drops a binding. Its accounts, pools and tenants
-// are checked by lifecycle's rules, its role bindings by auth's.
-func ParseSeed(b []byte) (*Seed, error) {
+// are checked by rules (lifecycle.Rules{} is the product's), its role
+// bindings by auth's.
+func ParseSeed(b []byte, rules Rules) (*Seed, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var s Seed
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("parse seed: %w", err)
 	}
-	if err := lifecycle.CheckSeedPools(s.Accounts, s.Pools); err != nil {
+	if err := rules.CheckSeedPools(s.Accounts, s.Pools); err != nil {
 		return nil, fmt.Errorf("parse seed: %w", err)
 	}
 	if _, err := auth.MembersFromBindings(s.RoleBindings); err != nil {
 		return nil, fmt.Errorf("parse seed: roleBindings: %w", err)
 	}
-	if err := lifecycle.CheckSeedTenants(s.Tenants); err != nil {
+	if err := rules.CheckSeedTenants(s.Tenants); err != nil {
 		return nil, fmt.Errorf("parse seed: %w", err)
 	}
 	return &s, nil

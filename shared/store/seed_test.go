@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -13,7 +14,7 @@ func TestParseSeedDevstack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.ParseSeed(b)
+	s, err := store.ParseSeed(b, lifecycle.Rules{})
 	if err != nil {
 		t.Fatalf("ParseSeed(devstack.json) = %v", err)
 	}
@@ -45,7 +46,7 @@ func TestParseSeedImpersonate(t *testing.T) {
 		{"misspelt field", `{"id": "a", "provider": "gcp", "project": "p", "impersonates": "x@p.iam.gserviceaccount.com"}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.ParseSeed([]byte(`{"accounts": [` + tc.account + `], "pools": [], "roleBindings": []}`))
+			_, err := store.ParseSeed([]byte(`{"accounts": [`+tc.account+`], "pools": [], "roleBindings": []}`), lifecycle.Rules{})
 			if (err == nil) != tc.ok {
 				t.Errorf("ParseSeed = %v, want ok %v", err, tc.ok)
 			}
@@ -59,7 +60,7 @@ func TestParseSeedHostileIDs(t *testing.T) {
 	s, err := store.ParseSeed([]byte(`{"accounts": [{"id": "acc", "provider": "gcp"}],
 		"pools": [{"id": "..", "tenantId": "__acme__", "accountId": "acc"}],
 		"roleBindings": [{"tenantId": "__acme__", "principal": "alice/../bob", "role": "kubernetes.admin"},
-		                 {"tenantId": ".", "principal": "a/b", "role": "kubernetes.viewer"}]}`))
+		                 {"tenantId": ".", "principal": "a/b", "role": "kubernetes.viewer"}]}`), lifecycle.Rules{})
 	if err != nil || len(s.RoleBindings) != 2 || len(s.Pools) != 1 {
 		t.Fatalf("ParseSeed(hostile IDs) = %+v, %v", s, err)
 	}
@@ -83,7 +84,7 @@ func TestParseSeedTenants(t *testing.T) {
 		{"not a number", `[{"id": "acme", "quota": {"clusters": "50"}}]`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := store.ParseSeed([]byte(`{"accounts": [], "pools": [], "roleBindings": [], "tenants": ` + tc.tenants + `}`))
+			s, err := store.ParseSeed([]byte(`{"accounts": [], "pools": [], "roleBindings": [], "tenants": `+tc.tenants+`}`), lifecycle.Rules{})
 			if (err == nil) != tc.ok {
 				t.Errorf("ParseSeed = %+v, %v; want ok %v", s, err, tc.ok)
 			}

@@ -2,8 +2,10 @@
 // model of ARCHITECTURE.md, and every API mutation as one transaction of
 // point reads and writes (desired state, outbox events and the reconcile
 // kick together). The API's calls write only the specs of clusters and node
-// pools; the reconciler's runs (SaveClusterRun) only their statuses. The
-// rules of both are lifecycle's: the store loads, calls them, and saves.
+// pools; the reconciler's runs (SaveClusterRun) only their statuses. Its
+// documents are model's plain values, and it holds no rule: the
+// decisions a transaction applies are lifecycle's, handed to New as
+// Rules, so the store sits below the domain (rules.go).
 // Its reads for the API are decided by auth.Authorize too: clusters and
 // node pools in their files, substrates in substratequeries.go.
 //
@@ -26,23 +28,23 @@
 // Layout:
 //
 //	accounts/{accountId}                              Account
-//	tenants/{t}                                       lifecycle.Tenant: its quota
+//	tenants/{t}                                       model.Tenant: its quota
 //	                                                  (the seed's) and count of
 //	                                                  clusters not deleted
 //	pools/{poolId}                                    Pool, its first tenant's
 //	tenants/{t}/members/{principal}                   auth.Member
-//	tenants/{t}/clusters/{kcl}                        lifecycle.Cluster + chain.State
+//	tenants/{t}/clusters/{kcl}                        model.Cluster + chain.State
 //	                                                  + sequence (of its events)
-//	tenants/{t}/clusters/{kcl}/nodePools/{knp}        lifecycle.NodePool
+//	tenants/{t}/clusters/{kcl}/nodePools/{knp}        model.NodePool
 //	tenants/{t}/clusters/{kcl}/nodePoolNames/{name}   reservation → knp
 //	tenants/{t}/clusterNames/{name}                   reservation → kcl
 //	tenants/{t}/idempotency/{hash}                    idempotency record
 //	tenants/{t}/outbox/{eventId}                      event.Event
 //	tenants/{t}/receipts/{random}                     a commit's receipt, or a
 //	                                                  fence (transact.go)
-//	tenants/{t}/substratePools/{poolId}               lifecycle.PoolIndex: a pool's last
+//	tenants/{t}/substratePools/{poolId}               model.PoolIndex: a pool's last
 //	                                                  version and substrates
-//	tenants/{t}/substrates/{ksb}                      lifecycle.Substrate + chain.State
+//	tenants/{t}/substrates/{ksb}                      model.Substrate + chain.State
 //	                                                  + sequence (of its events)
 //	tenants/{t}/substrates/{ksb}/nodes/{node}         resource.SubstrateNode
 //	joinTokens/{sha256 of the token}                  JoinGrant
@@ -83,8 +85,9 @@ const IdempotencyTTL = 24 * time.Hour
 
 // Store reads and writes the API's state in Firestore.
 type Store struct {
-	fs  *firestore.Client
-	now func() time.Time
+	fs    *firestore.Client
+	rules Rules
+	now   func() time.Time
 }
 
 // Option configures a Store.
@@ -99,22 +102,26 @@ func WithClock(c clock.PassiveClock) Option {
 	}
 }
 
-// New returns a store over fs.
-func New(fs *firestore.Client, opts ...Option) (*Store, error) {
+// New returns a store over fs that applies rules in its transactions
+// (lifecycle.Rules{} is the product's).
+func New(fs *firestore.Client, rules Rules, opts ...Option) (*Store, error) {
 	if fs == nil {
 		return nil, errors.New("store: New needs a Firestore client")
 	}
-	s := &Store{fs: fs, now: time.Now}
+	if rules == nil {
+		return nil, errors.New("store: New needs the domain's rules (lifecycle.Rules)")
+	}
+	s := &Store{fs: fs, rules: rules, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
 	return s, nil
 }
 
-// Account is a provider account (lifecycle.Account).
+// Account is a provider account (model.Account).
 type Account = model.Account
 
-// Pool is a provider pool of a tenant, on one account (lifecycle.Pool).
+// Pool is a provider pool of a tenant, on one account (model.Pool).
 type Pool = model.Pool
 
 // clusterDoc is a cluster's document: the object and its reconcile chain.
@@ -153,7 +160,7 @@ func (s *Store) tenant(t string) *firestore.DocumentRef {
 	return TenantDoc(s.fs, t)
 }
 
-// tenantRef is the tenant's own document (lifecycle.Tenant): its quota
+// tenantRef is the tenant's own document (model.Tenant): its quota
 // and the count of its clusters.
 func (s *Store) tenantRef(t string) *firestore.DocumentRef {
 	return s.tenant(t)

@@ -8,13 +8,12 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/better-compute/kubernetes/shared/chain"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // PoolEvent is what one event of the pools module asks of its pool's
-// substrate (lifecycle.PoolEvent).
+// substrate (model.PoolEvent).
 type PoolEvent = model.PoolEvent
 
 // PoolEventResult is what an applied pool event did.
@@ -47,7 +46,7 @@ func (s *Store) ApplyPoolEvent(ctx context.Context, ev PoolEvent) (PoolEventResu
 			return err
 		}
 		now := s.timestamp()
-		d := lifecycle.DecidePoolEvent(ev, st, resource.NewSubstrateID(), now)
+		d := s.rules.DecidePoolEvent(ev, st, resource.NewSubstrateID(), now)
 		res.Outcome, res.Owner = d.Outcome, d.Foreign
 		if d.Ignored != "" {
 			res.Outcome = d.Ignored
@@ -140,7 +139,7 @@ func (s *Store) RefusePoolEvent(ctx context.Context, tenantID, poolID string, ve
 		if cur != nil {
 			curSub = &cur.Substrate
 		}
-		spec, idx := lifecycle.DecideRefusal(idx, curSub, version, problem, now)
+		spec, idx := s.rules.DecideRefusal(idx, curSub, version, problem, now)
 		if spec == nil {
 			return unchanged
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/errs"
 	"github.com/better-compute/kubernetes/shared/event"
-	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -175,7 +174,7 @@ func (s *Store) LoadSubstrate(rd *chain.Reader, snap chain.Doc) (SubstrateRead, 
 		return r, fmt.Errorf("decode cluster %s: %w", clusterID, err)
 	}
 	r.Cluster = &c.Cluster
-	r.Adopted = lifecycle.Adopts(&c.Cluster, sub.ID, sub.PoolID)
+	r.Adopted = s.rules.Adopts(&c.Cluster, sub.ID, sub.PoolID)
 	if r.Pools, err = s.LoadNodePools(rd, cs.Ref); err != nil {
 		return r, err
 	}
@@ -290,7 +289,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 			return err
 		}
 		r := model.AdoptionRequest{Substrate: c.ID(), Pool: c.Pool(), AccountID: accountID, Cluster: &cl.Cluster, Adopters: map[string]*model.Substrate{}}
-		for _, id := range lifecycle.OtherAdopters(&cl.Cluster, c.ID()) {
+		for _, id := range s.rules.OtherAdopters(&cl.Cluster, c.ID()) {
 			other, err := s.readSubstrateTx(tx, c.TenantID(), id)
 			if err != nil {
 				return err
@@ -299,7 +298,7 @@ func (s *Store) AdoptCluster(ctx context.Context, c auth.Principal, clusterID, a
 				r.Adopters[id] = &other.Substrate
 			}
 		}
-		a, err := lifecycle.DecideAdoption(r)
+		a, err := s.rules.DecideAdoption(r)
 		if err != nil {
 			return err
 		}
@@ -345,7 +344,7 @@ func (s *Store) ReleaseCluster(ctx context.Context, c auth.Principal, clusterID 
 		if err := auth.Authorize(c, grant, auth.PermAdopt, clusterResource(&cl)); err != nil {
 			return err
 		}
-		if !lifecycle.Releases(&cl.Cluster, c.ID()) {
+		if !s.rules.Releases(&cl.Cluster, c.ID()) {
 			return unchanged
 		}
 		return tx.Update(ref, []firestore.Update{{FieldPath: firestore.FieldPath{"substrates", c.ID()}, Value: firestore.Delete}})

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 )
 
 // TestTransactAbortedCommit has an older transaction write a document that
@@ -32,7 +33,7 @@ func TestTransactAbortedCommit(t *testing.T) {
 			ctx := context.Background()
 			begins := &beginRecorder{}
 			fs := fsemu.ForTest(t, "transact", append(tc.opts, grpc.WithChainUnaryInterceptor(begins.record))...)
-			s, err := New(fs)
+			s, err := New(fs, lifecycle.Rules{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,7 +47,7 @@ type Target struct {
 	// Project is the cluster's project.
 	Project string
 	// Impersonate, when set, is the tenant's service account that the
-	// cluster's account acts as in Project (lifecycle.ClusterSpec's): every
+	// cluster's account acts as in Project (model.ClusterSpec's): every
 	// call carries an access token of that account, as the clusters'
 	// GKE calls do, since the platform's own identity has no access in a
 	// tenant's project. Empty: the platform's own identity.

@@ -169,7 +169,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	e := &runEnv{clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}, sched: &scheduler{}}
 	e.fs = fsemu.ForTest(t, "runs")
 	var err error
-	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
+	if e.st, err = store.New(e.fs, lifecycle.Rules{}, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{

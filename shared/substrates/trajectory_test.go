@@ -15,6 +15,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/kubeapply"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -53,7 +54,7 @@ func newTrajEnv(t *testing.T, pool string) *trajEnv {
 	e := &trajEnv{t: t, clk: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Microsecond)), kube: &kubeAPI{}, kicks: &kicks{}, pool: pool}
 	e.fs = fsemu.ForTest(t, "trajectories")
 	var err error
-	if e.st, err = store.New(e.fs, store.WithClock(e.clk)); err != nil {
+	if e.st, err = store.New(e.fs, lifecycle.Rules{}, store.WithClock(e.clk)); err != nil {
 		t.Fatal(err)
 	}
 	err = e.st.LoadSeed(ctx, &store.Seed{Accounts: []store.Account{

@@ -14,6 +14,7 @@ import (
 	fsemu "github.com/better-compute/kubernetes/emulators/firestore"
 	"github.com/better-compute/kubernetes/shared/chain"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/tasks"
 )
@@ -89,7 +90,7 @@ func TestChainSurvivesAFailedEnqueue(t *testing.T) {
 				q, srv, _ := setup(t)
 				fs := fsemu.ForTest(t, "tasks")
 				sub := &things{fs: fs, out: o.out}
-				st, err := store.New(fs)
+				st, err := store.New(fs, lifecycle.Rules{})
 				if err != nil {
 					t.Fatal(err)
 				}

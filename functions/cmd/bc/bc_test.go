@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/shared/apidoc/apidoctest"
 	"github.com/better-compute/kubernetes/shared/client"
 	"github.com/better-compute/kubernetes/shared/event"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/outbox"
 	"github.com/better-compute/kubernetes/shared/resource"
 	"github.com/better-compute/kubernetes/shared/store"
@@ -60,7 +61,7 @@ func devStack(t *testing.T) *devstack.Stack {
 			stackErr = err
 			return
 		}
-		seed, err := store.ParseSeed(b)
+		seed, err := store.ParseSeed(b, lifecycle.Rules{})
 		if err != nil {
 			stackErr = err
 			return

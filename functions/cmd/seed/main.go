@@ -19,6 +19,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/logging"
 	"github.com/better-compute/kubernetes/shared/store"
 )
@@ -44,7 +45,7 @@ func run(project, database, file string) error {
 	if err != nil {
 		return err
 	}
-	seed, err := store.ParseSeed(b)
+	seed, err := store.ParseSeed(b, lifecycle.Rules{})
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func run(project, database, file string) error {
 		return fmt.Errorf("firestore client: %w", err)
 	}
 	defer fs.Close()
-	s, err := store.New(fs)
+	s, err := store.New(fs, lifecycle.Rules{})
 	if err != nil {
 		return err
 	}

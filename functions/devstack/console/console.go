@@ -40,6 +40,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 )
 
@@ -181,7 +182,7 @@ func New(opt Options) (*Console, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	st, err := store.New(opt.Firestore)
+	st, err := store.New(opt.Firestore, lifecycle.Rules{})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

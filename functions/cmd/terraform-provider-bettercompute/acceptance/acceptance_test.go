@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/kubernetes/functions/cmd/terraform-provider-bettercompute/provider"
 	"github.com/better-compute/kubernetes/functions/devstack"
 	"github.com/better-compute/kubernetes/shared/client"
+	"github.com/better-compute/kubernetes/shared/lifecycle"
 	"github.com/better-compute/kubernetes/shared/store"
 	"github.com/better-compute/kubernetes/shared/wait"
 )
@@ -511,7 +512,7 @@ func startStack(t *testing.T) *devstack.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := store.ParseSeed(b)
+	seed, err := store.ParseSeed(b, lifecycle.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
