@@ -200,3 +200,8 @@ func poolMessage(name, msg string) string {
 	}
 	return prefix + msg
 }
+
+// ClusterCreated is what the create of c announces: kubernetes.cluster.created.
+func ClusterCreated(c *model.Cluster, now time.Time) []event.Event {
+	return []event.Event{event.ForCluster(event.ClusterCreated, c.View(), now)}
+}

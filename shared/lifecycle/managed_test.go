@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/kubernetes/shared/errs"
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/model"
 	"github.com/better-compute/kubernetes/shared/resource"
 )
@@ -58,4 +59,34 @@ func adopted(substrate, pool string) *model.Cluster {
 	c := standard()
 	c.AdoptedBy = map[string]string{substrate: pool}
 	return c
+}
+
+func TestCreatesAndJoinsAnnounced(t *testing.T) {
+	c := cluster(ready, 1, 1)
+	p := pool("a", pending, 0, 1)
+	s := model.Substrate{ID: "ksb_1", TenantID: "acme", PoolID: "pool", Joined: 2,
+		Status: model.SubstrateStatus{ClusterID: "kcl_1", State: resource.StateReady}}
+	n := resource.SubstrateNode{Name: "node-3", JoinedAt: t0}
+	cases := []struct {
+		name    string
+		events  []event.Event
+		typ, id string
+		data    string // a field of the event's data
+	}{
+		{"cluster", ClusterCreated(&c, t0), event.ClusterCreated, "kcl_1", `"name":"prod"`},
+		{"node pool", NodePoolCreated(&p, t0), event.NodePoolCreated, "kcl_1", `"name":"a"`},
+		{"node joined", NodeJoined(&s, n), event.SubstrateNodeJoined, "kcl_1", `"name":"node-3"`},
+	}
+	for _, tc := range cases {
+		if len(tc.events) != 1 || tc.events[0].Type != tc.typ || tc.events[0].ClusterID != tc.id || !tc.events[0].Time.Equal(t0) {
+			t.Errorf("%s: events %+v, want one %s of %s at %v", tc.name, tc.events, tc.typ, tc.id, t0)
+			continue
+		}
+		if !strings.Contains(string(tc.events[0].Data), tc.data) {
+			t.Errorf("%s: data %s, want %s in it", tc.name, tc.events[0].Data, tc.data)
+		}
+	}
+	if s.Joined != 2 {
+		t.Errorf("NodeJoined changed the substrate: joined %d", s.Joined)
+	}
 }

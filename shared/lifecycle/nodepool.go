@@ -170,3 +170,10 @@ func NodePoolNodes(p *model.NodePool, n *int) {
 		p.Status.CurrentNodeCount = &v
 	}
 }
+
+// NodePoolCreated is what the create of p announces:
+// kubernetes.nodepool.created (the first pools of a cluster's create are
+// announced by the cluster's event).
+func NodePoolCreated(p *model.NodePool, now time.Time) []event.Event {
+	return []event.Event{event.ForNodePool(event.NodePoolCreated, p.View(), now)}
+}

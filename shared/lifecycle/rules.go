@@ -3,7 +3,9 @@ package lifecycle
 import (
 	"time"
 
+	"github.com/better-compute/kubernetes/shared/event"
 	"github.com/better-compute/kubernetes/shared/model"
+	"github.com/better-compute/kubernetes/shared/resource"
 )
 
 // Rules are the rules of this package that the store applies in its
@@ -24,6 +26,18 @@ func (Rules) MayDeleteCluster(c *model.Cluster, usedBy map[string]string) error 
 
 func (Rules) DeleteCluster(c *model.Cluster, pools []*model.NodePool, now time.Time) bool {
 	return DeleteCluster(c, pools, now)
+}
+
+func (Rules) ClusterCreated(c *model.Cluster, now time.Time) []event.Event {
+	return ClusterCreated(c, now)
+}
+
+func (Rules) NodePoolCreated(p *model.NodePool, now time.Time) []event.Event {
+	return NodePoolCreated(p, now)
+}
+
+func (Rules) NodeJoined(s *model.Substrate, n resource.SubstrateNode) []event.Event {
+	return NodeJoined(s, n)
 }
 
 func (Rules) NewNodePool(id, tenantID, clusterID string, spec model.NodePoolSpec, now time.Time) model.NodePool {

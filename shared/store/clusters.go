@@ -154,7 +154,7 @@ func (s *Store) writeNewCluster(tx *firestore.Transaction, c auth.Principal, spe
 	res.Zones = spec.Zones
 	// The cluster's chain of events starts here: its document is
 	// created with the sequence of its first event.
-	res.Events = []event.Event{event.ForCluster(event.ClusterCreated, cl.View(), now)}
+	res.Events = s.rules.ClusterCreated(&cl.Cluster, now)
 	cl.Sequence = outbox.Number(res.Events, 0)
 	if err := tx.Create(s.ClusterRef(c.TenantID(), id), cl); err != nil {
 		return res, err

@@ -92,9 +92,7 @@ func (s *Store) RecordJoin(ctx context.Context, hash string, g JoinGrant, n reso
 		if err := tx.Create(nodeRef, n); err != nil {
 			return err
 		}
-		view := cur.View()
-		view.JoinedNodes++
-		events = []event.Event{event.ForSubstrateNode(event.SubstrateNodeJoined, view, n, n.JoinedAt)}
+		events = s.rules.NodeJoined(&cur.Substrate, n)
 		last := outbox.Number(events, cur.Sequence)
 		updates := []firestore.Update{
 			{Path: "joined", Value: firestore.Increment(1)},

@@ -105,7 +105,7 @@ func (s *Store) CreateNodePool(ctx context.Context, c auth.Principal, req Create
 			return err
 		}
 		res.NodePool = p.View()
-		res.Events = []event.Event{event.ForNodePool(event.NodePoolCreated, res.NodePool, now)}
+		res.Events = s.rules.NodePoolCreated(&p, now)
 		if res.Kick, err = s.writeClusterSpec(tx, cluster, now, res.Events...); err != nil {
 			return err
 		}
